@@ -1,0 +1,41 @@
+"""The FastAPI application: `create_app()` builds it; uvicorn serves `app.main:create_app`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from pydantic import BaseModel
+
+from .settings import Settings
+
+
+class Health(BaseModel):
+    status: str
+    models: list[str]
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    # The model zoo is loaded here, never at import time; it is empty until models ship.
+    app.state.models = {}
+    yield
+    app.state.models.clear()
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    app = FastAPI(
+        title="attnviz",
+        summary="Every attention head of a Transformer, as JSON for interactive heatmaps.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings or Settings()
+
+    @app.get("/healthz", tags=["health"])
+    def healthz(request: Request) -> Health:
+        """Liveness and the ids of the loaded models."""
+        return Health(status="ok", models=sorted(request.app.state.models))
+
+    return app

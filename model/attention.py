@@ -1,0 +1,121 @@
+"""Scaled dot-product attention, multi-head attention with hook points, and the KV cache.
+
+Masks are boolean with True meaning "may attend", as in the seed's `generate_mask` and in
+`torch.nn.functional.scaled_dot_product_attention`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .hooks import HookPoint
+from .positional import apply_rotary
+
+
+def attention_scores(q: Tensor, k: Tensor) -> Tensor:
+    """Q K^T / sqrt(d_k): (B, H, Tq, d) x (B, H, Tk, d) -> (B, H, Tq, Tk)."""
+    return torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+
+
+def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """Softmax over keys with masked-out keys at -inf, so they get exactly 0 weight.
+
+    A row with no key left (all padding) gets all-zero weights instead of NaN.
+    """
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return torch.where(mask.any(dim=-1, keepdim=True), weights, 0.0)
+
+
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """softmax(Q K^T / sqrt(d_k)) V; returns (context, weights)."""
+    weights = masked_softmax(attention_scores(q, k), mask)
+    return torch.matmul(weights, v), weights
+
+
+@dataclass
+class KVCache:
+    """Keys and values one attention module has computed so far, each (B, H, T, d_head)."""
+
+    k: Tensor | None = None
+    v: Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return 0 if self.k is None else self.k.size(2)
+
+
+class MultiHeadAttention(nn.Module):
+    """The seed's multi-head attention (separate Wq, Wk, Wv, Wo), computed explicitly so that
+    every intermediate passes a hook point.
+
+    Self-attention when `kv` is None, cross-attention otherwise. With a `cache`,
+    self-attention computes k, v for the new tokens only and appends them; cross-attention
+    computes k, v from `kv` once and reuses them on later calls.
+    """
+
+    def __init__(self, dim: int, n_heads: int, dropout: float = 0.1, bias: bool = True) -> None:
+        super().__init__()
+        assert dim % n_heads == 0, "dim must be divisible by n_heads"
+        self.dim = dim
+        self.n_heads = n_heads
+        self.head_dim = dim // n_heads
+        self.wq = nn.Linear(dim, dim, bias=bias)
+        self.wk = nn.Linear(dim, dim, bias=bias)
+        self.wv = nn.Linear(dim, dim, bias=bias)
+        self.wo = nn.Linear(dim, dim, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+        self.hook_q = HookPoint()  # (B, H, Tq, d_head), after rotary
+        self.hook_k = HookPoint()  # (B, H, Tk, d_head), after rotary, cached keys included
+        self.hook_v = HookPoint()  # (B, H, Tk, d_head)
+        self.hook_scores = HookPoint()  # (B, H, Tq, Tk), scaled, before the mask
+        self.hook_mask = HookPoint()  # (B, 1, Tq, Tk) bool, True = may attend
+        self.hook_pattern = HookPoint()  # (B, H, Tq, Tk), after softmax
+        self.hook_context = HookPoint()  # (B, H, Tq, d_head), weights @ v per head
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        x: Tensor,
+        kv: Tensor | None = None,
+        mask: Tensor | None = None,
+        angles: Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        is_cross = kv is not None
+        batch, q_len, _ = x.shape
+        q = self.split_heads(self.wq(x))  # (B, H, Tq, d_head)
+        if angles is not None:
+            q = apply_rotary(q, angles)
+        if is_cross and cache is not None and cache.k is not None:
+            k, v = cache.k, cache.v
+        else:
+            source = kv if is_cross else x
+            k = self.split_heads(self.wk(source))
+            v = self.split_heads(self.wv(source))
+            if angles is not None:
+                k = apply_rotary(k, angles)
+            if cache is not None:
+                if not is_cross and cache.k is not None:
+                    k = torch.cat([cache.k, k], dim=2)
+                    v = torch.cat([cache.v, v], dim=2)
+                cache.k, cache.v = k, v
+        q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
+
+        scores = self.hook_scores(attention_scores(q, k))
+        if mask is not None:
+            mask = self.hook_mask(mask.expand(batch, 1, q_len, k.size(2)))
+        weights = self.hook_pattern(masked_softmax(scores, mask))
+        context = self.hook_context(torch.matmul(self.dropout(weights), v))
+        context = context.transpose(1, 2).contiguous().view(batch, q_len, self.dim)
+        return self.wo(context)

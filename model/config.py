@@ -1,0 +1,110 @@
+"""One dataclass configures every model; it is saved as JSON beside each checkpoint."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+Architecture = Literal["encoder-decoder", "encoder-only", "decoder-only"]
+Positional = Literal["sinusoidal", "learned", "rotary", "none"]
+NormPlacement = Literal["post", "pre"]
+Activation = Literal["relu", "gelu"]
+
+ARCHITECTURES: tuple[str, ...] = ("encoder-decoder", "encoder-only", "decoder-only")
+POSITIONALS: tuple[str, ...] = ("sinusoidal", "learned", "rotary", "none")
+NORM_PLACEMENTS: tuple[str, ...] = ("post", "pre")
+ACTIVATIONS: tuple[str, ...] = ("relu", "gelu")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Hyper-parameters of one Transformer; the defaults are the seed's `main.py` model."""
+
+    architecture: Architecture = "encoder-decoder"
+    src_vocab_size: int = 100  # encoder input; unused by decoder-only
+    tgt_vocab_size: int = 100  # decoder input and output; unused by encoder-only
+    d_model: int = 512
+    n_heads: int = 8
+    n_layers: int = 6  # encoder layers (decoder layers too, unless n_decoder_layers is set)
+    n_decoder_layers: int | None = None
+    d_ff: int = 2048
+    max_seq_len: int = 5000
+    dropout: float = 0.1
+    positional: Positional = "sinusoidal"
+    rope_theta: float = 10000.0
+    norm_placement: NormPlacement = "post"
+    activation: Activation = "relu"
+    norm_eps: float = 1e-6
+    bias: bool = True
+    embed_scale: bool = True  # multiply token embeddings by sqrt(d_model), as the seed does
+    embed_norm: bool = False  # LayerNorm after the embedding sum (BERT)
+    type_vocab_size: int = 0  # token-type (segment) embeddings (BERT: 2)
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.architecture in ARCHITECTURES, f"architecture must be one of {ARCHITECTURES}"),
+            (self.positional in POSITIONALS, f"positional must be one of {POSITIONALS}"),
+            (
+                self.norm_placement in NORM_PLACEMENTS,
+                f"norm_placement must be one of {NORM_PLACEMENTS}",
+            ),
+            (self.activation in ACTIVATIONS, f"activation must be one of {ACTIVATIONS}"),
+            (self.d_model > 0 and self.n_heads > 0, "d_model and n_heads must be positive"),
+            (self.d_model % self.n_heads == 0, "d_model must be divisible by n_heads"),
+            (
+                self.positional != "rotary" or self.head_dim % 2 == 0,
+                "rotary positions need an even head dimension",
+            ),
+            (self.n_layers >= 0 and self.decoder_layers >= 0, "layer counts must be >= 0"),
+            (self.max_seq_len > 0 and self.d_ff > 0, "max_seq_len and d_ff must be positive"),
+            (0.0 <= self.dropout < 1.0, "dropout must lie in [0, 1)"),
+            (self.norm_eps > 0, "norm_eps must be positive"),
+            (self.type_vocab_size >= 0, "type_vocab_size must be >= 0"),
+        ]
+        if self.has_encoder:
+            checks.append((self.src_vocab_size > 0, "src_vocab_size must be positive"))
+        if self.has_decoder:
+            checks.append((self.tgt_vocab_size > 0, "tgt_vocab_size must be positive"))
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"invalid ModelConfig: {message}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def decoder_layers(self) -> int:
+        return self.n_layers if self.n_decoder_layers is None else self.n_decoder_layers
+
+    @property
+    def has_encoder(self) -> bool:
+        return self.architecture in ("encoder-decoder", "encoder-only")
+
+    @property
+    def has_decoder(self) -> bool:
+        return self.architecture in ("encoder-decoder", "decoder-only")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"invalid ModelConfig: unknown fields {unknown}")
+        return cls(**data)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> ModelConfig:
+        return cls.from_dict(json.loads(Path(path).read_text()))

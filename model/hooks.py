@@ -1,0 +1,160 @@
+"""Hook points named from the module tree, and captures that belong to one call.
+
+A `HookPoint` is an identity module placed where a tensor worth seeing is computed
+(TransformerLens' idea). Nothing is ever registered on a module: the active capture and
+hook functions live in a context variable, set for the duration of one call and reset in
+`finally`, so concurrent calls on one shared model (threads, or tasks copying the context)
+never see each other's tensors and nothing stays behind on the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+# A hook function gets the tensor and the hook's name; returning a tensor replaces it.
+HookFn = Callable[[Tensor, str], Tensor | None]
+NamesFilter = str | Iterable[str] | Callable[[str], bool] | None
+
+
+class HookPoint(nn.Module):
+    """Identity module that shows its input to the active capture and hook functions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = ""  # its path in the module tree, set once by `name_hook_points`
+
+    def forward(self, x: Tensor) -> Tensor:
+        context = _ACTIVE.get()
+        if context is None:
+            return x
+        return context.fire(self.name, x)
+
+
+class Capture(Mapping[str, Tensor]):
+    """Detached tensors seen during one call: each hook name maps to every firing, in order.
+
+    `capture[name]` is the latest firing (the only one for a plain forward pass);
+    `capture.all(name)` lists one tensor per firing, e.g. one per step of cached decoding.
+    """
+
+    def __init__(self) -> None:
+        self._store: dict[str, list[Tensor]] = {}
+
+    def __getitem__(self, name: str) -> Tensor:
+        return self._store[name][-1]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._store)
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def all(self, name: str) -> list[Tensor]:
+        return list(self._store[name])
+
+    def add(self, name: str, tensor: Tensor) -> None:
+        self._store.setdefault(name, []).append(tensor.detach())
+
+
+class _HookContext:
+    def __init__(
+        self,
+        capture: Capture | None,
+        capture_names: frozenset[str],
+        fwd_hooks: Mapping[str, list[HookFn]],
+    ) -> None:
+        self.capture = capture
+        self.capture_names = capture_names
+        self.fwd_hooks = fwd_hooks
+
+    def fire(self, name: str, x: Tensor) -> Tensor:
+        for fn in self.fwd_hooks.get(name, ()):
+            out = fn(x, name)
+            if out is not None:
+                x = out
+        if self.capture is not None and name in self.capture_names:
+            self.capture.add(name, x)
+        return x
+
+
+_ACTIVE: ContextVar[_HookContext | None] = ContextVar("attnviz_active_hooks", default=None)
+
+
+def name_hook_points(root: nn.Module) -> None:
+    """Give every HookPoint under `root` its path in the module tree as its name."""
+    for name, module in root.named_modules():
+        if isinstance(module, HookPoint):
+            module.name = name
+
+
+def hook_names(root: nn.Module) -> list[str]:
+    """Names of all hook points under `root`, in module-tree order."""
+    return [name for name, m in root.named_modules() if isinstance(m, HookPoint)]
+
+
+def resolve_names(root: nn.Module, names_filter: NamesFilter) -> frozenset[str]:
+    """The hook names a filter selects: None = all, a name, a list of names, or a predicate."""
+    available = hook_names(root)
+    if names_filter is None:
+        return frozenset(available)
+    if callable(names_filter):
+        return frozenset(n for n in available if names_filter(n))
+    wanted = [names_filter] if isinstance(names_filter, str) else list(names_filter)
+    unknown = sorted(set(wanted) - set(available))
+    if unknown:
+        raise KeyError(f"unknown hook names: {unknown}")
+    return frozenset(wanted)
+
+
+@contextmanager
+def hooked(
+    root: nn.Module,
+    names_filter: NamesFilter = None,
+    fwd_hooks: Iterable[tuple[str, HookFn]] = (),
+    capture: bool = True,
+) -> Iterator[Capture]:
+    """Within this block, calls of `root` in this context capture and run hook functions."""
+    by_name: dict[str, list[HookFn]] = {}
+    for name, fn in fwd_hooks:
+        by_name.setdefault(name, []).append(fn)
+    unknown = sorted(set(by_name) - set(hook_names(root)))
+    if unknown:
+        raise KeyError(f"unknown hook names: {unknown}")
+    result = Capture()
+    names = resolve_names(root, names_filter) if capture else frozenset()
+    token = _ACTIVE.set(_HookContext(result if capture else None, names, by_name))
+    try:
+        yield result
+    finally:
+        _ACTIVE.reset(token)
+
+
+class HookedModule(nn.Module):
+    """A root module whose hook points can be captured and hooked per call."""
+
+    def setup_hooks(self) -> None:
+        name_hook_points(self)
+
+    def hook_names(self) -> list[str]:
+        return hook_names(self)
+
+    def run_with_cache(
+        self, *args: Any, names_filter: NamesFilter = None, **kwargs: Any
+    ) -> tuple[Any, Capture]:
+        """Run forward once; return (output, the tensors the selected hooks saw)."""
+        with torch.no_grad(), hooked(self, names_filter) as cache:
+            out = self(*args, **kwargs)
+        return out, cache
+
+    def run_with_hooks(
+        self, *args: Any, fwd_hooks: Iterable[tuple[str, HookFn]], **kwargs: Any
+    ) -> Any:
+        """Run forward once with hook functions that may replace what they see."""
+        with hooked(self, fwd_hooks=fwd_hooks, capture=False):
+            return self(*args, **kwargs)

@@ -1,0 +1,124 @@
+"""The seed's LayerNorm and feed-forward network, and the encoder and decoder layers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from .attention import KVCache, MultiHeadAttention
+from .config import ModelConfig
+
+
+class LayerNorm(nn.Module):
+    """y = (x - mean) / sqrt(var + eps) * gamma + beta over the last dim (biased variance)."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.gamma = nn.Parameter(torch.ones(dim))
+        self.beta = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        mean = x.mean(-1, keepdim=True)
+        var = x.var(-1, keepdim=True, unbiased=False)
+        return self.gamma * (x - mean) / torch.sqrt(var + self.eps) + self.beta
+
+
+class FeedForward(nn.Module):
+    """w2(dropout(act(w1 x))): widen to d_ff, activate, project back."""
+
+    def __init__(
+        self,
+        dim: int,
+        hidden_dim: int,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden_dim, bias=bias)
+        self.w2 = nn.Linear(hidden_dim, dim, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+        self.activation = nn.ReLU() if activation == "relu" else nn.GELU()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w2(self.dropout(self.activation(self.w1(x))))
+
+
+class _Layer(nn.Module):
+    """Residual wiring shared by both layer kinds: Post-LN (the seed's) or Pre-LN."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.pre_norm = config.norm_placement == "pre"
+        self.dropout = nn.Dropout(config.dropout)
+
+    def sublayer(self, x: Tensor, norm: LayerNorm, fn: Callable[[Tensor], Tensor]) -> Tensor:
+        if self.pre_norm:
+            return x + self.dropout(fn(norm(x)))
+        return norm(x + self.dropout(fn(x)))
+
+
+def _attention(config: ModelConfig) -> MultiHeadAttention:
+    return MultiHeadAttention(config.d_model, config.n_heads, config.dropout, config.bias)
+
+
+def _norm(config: ModelConfig) -> LayerNorm:
+    return LayerNorm(config.d_model, config.norm_eps)
+
+
+def _ffn(config: ModelConfig) -> FeedForward:
+    return FeedForward(config.d_model, config.d_ff, config.dropout, config.activation, config.bias)
+
+
+class EncoderLayer(_Layer):
+    """Bidirectional self-attention, then the feed-forward network."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__(config)
+        self.self_attn = _attention(config)
+        self.self_attn_norm = _norm(config)
+        self.feed_forward = _ffn(config)
+        self.ffn_norm = _norm(config)
+
+    def forward(self, x: Tensor, mask: Tensor | None, angles: Tensor | None = None) -> Tensor:
+        x = self.sublayer(x, self.self_attn_norm, lambda h: self.self_attn(h, None, mask, angles))
+        return self.sublayer(x, self.ffn_norm, self.feed_forward)
+
+
+class DecoderLayer(_Layer):
+    """Masked self-attention, cross-attention to the encoder (if any), feed-forward network."""
+
+    def __init__(self, config: ModelConfig, cross: bool) -> None:
+        super().__init__(config)
+        self.self_attn = _attention(config)
+        self.self_attn_norm = _norm(config)
+        if cross:
+            self.cross_attn = _attention(config)
+            self.cross_attn_norm = _norm(config)
+        self.feed_forward = _ffn(config)
+        self.ffn_norm = _norm(config)
+
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None,
+        memory: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        angles: Tensor | None = None,
+        cache: dict[str, KVCache] | None = None,
+    ) -> Tensor:
+        self_cache = cache["self"] if cache is not None else None
+        x = self.sublayer(
+            x, self.self_attn_norm, lambda h: self.self_attn(h, None, mask, angles, self_cache)
+        )
+        if memory is not None:
+            cross_cache = cache["cross"] if cache is not None else None
+            x = self.sublayer(
+                x,
+                self.cross_attn_norm,
+                lambda h: self.cross_attn(h, memory, memory_mask, None, cross_cache),
+            )
+        return self.sublayer(x, self.ffn_norm, self.feed_forward)

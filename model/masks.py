@@ -1,0 +1,33 @@
+"""Padding and causal masks, boolean with True meaning "may attend" (the seed's convention)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def padding_mask(ids: Tensor, pad_id: int = 0) -> Tensor:
+    """Keys that are not padding: (B, T) -> (B, 1, 1, T)."""
+    return (ids != pad_id).unsqueeze(1).unsqueeze(2)
+
+
+def causal_mask(q_len: int, k_len: int | None = None, device: torch.device | None = None) -> Tensor:
+    """(Tq, Tk): the last Tq of Tk positions each see themselves and what came before.
+
+    With k_len > q_len (cached decoding) the queries are the newest positions.
+    """
+    k_len = q_len if k_len is None else k_len
+    ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
+    return torch.tril(ones, diagonal=k_len - q_len)
+
+
+def generate_mask(src: Tensor, tgt: Tensor, pad_id: int = 0) -> tuple[Tensor, Tensor]:
+    """The seed's masks: src (B, 1, 1, S) padding; tgt (B, 1, T, T) padding & causal."""
+    return padding_mask(src, pad_id), decoder_mask(tgt, pad_id)
+
+
+def decoder_mask(ids: Tensor, pad_id: int = 0, q_len: int | None = None) -> Tensor:
+    """Padding & causal over all `ids` (B, Tk) for the last `q_len` of them: (B, 1, Tq, Tk)."""
+    k_len = ids.size(1)
+    q_len = k_len if q_len is None else q_len
+    return padding_mask(ids, pad_id) & causal_mask(q_len, k_len, ids.device)

@@ -1,0 +1,83 @@
+"""Positional encodings: sinusoidal (the seed's formula), learned, rotary (RoPE), none.
+
+Each module only provides its table for a range of positions; the stack that owns it adds
+the table (or rotates q and k by the angles) and shows it to its `hook_pos`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def sinusoidal_table(max_seq_len: int, dim: int) -> Tensor:
+    """The seed's `PositionalEncoding` matrix, [max_seq_len, dim]."""
+    pe = torch.zeros(max_seq_len, dim)
+    position = torch.arange(0, max_seq_len, dtype=torch.float).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, dim, 2).float() * (-math.log(10000.0) / dim))
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term[: dim // 2])
+    return pe
+
+
+def check_positions(offset: int, length: int, max_seq_len: int) -> None:
+    if offset + length > max_seq_len:
+        raise ValueError(
+            f"sequence of {offset + length} positions exceeds the model's "
+            f"max_seq_len of {max_seq_len}"
+        )
+
+
+class SinusoidalPositions(nn.Module):
+    """Fixed sin/cos table: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...)."""
+
+    def __init__(self, dim: int, max_seq_len: int) -> None:
+        super().__init__()
+        self.max_seq_len = max_seq_len
+        # Not persistent: it is the formula, so checkpoints need not carry it.
+        self.register_buffer("pe", sinusoidal_table(max_seq_len, dim), persistent=False)
+
+    def table(self, offset: int, length: int) -> Tensor:
+        check_positions(offset, length, self.max_seq_len)
+        return self.pe[offset : offset + length]  # (T, d)
+
+
+class LearnedPositions(nn.Module):
+    """One trained vector per position (BERT, GPT-2)."""
+
+    def __init__(self, dim: int, max_seq_len: int) -> None:
+        super().__init__()
+        self.max_seq_len = max_seq_len
+        self.embedding = nn.Embedding(max_seq_len, dim)
+
+    def table(self, offset: int, length: int) -> Tensor:
+        check_positions(offset, length, self.max_seq_len)
+        return self.embedding.weight[offset : offset + length]  # (T, d)
+
+
+class RotaryPositions(nn.Module):
+    """RoPE angles pos * theta^(-2i/d_head); q and k are rotated by them in each attention."""
+
+    def __init__(self, head_dim: int, max_seq_len: int, theta: float = 10000.0) -> None:
+        super().__init__()
+        self.max_seq_len = max_seq_len
+        inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def angles(self, offset: int, length: int) -> Tensor:
+        check_positions(offset, length, self.max_seq_len)
+        positions = torch.arange(offset, offset + length, device=self.inv_freq.device)
+        return torch.outer(positions.float(), self.inv_freq)  # (T, d_head / 2)
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary(x: Tensor, angles: Tensor) -> Tensor:
+    """Rotate pairs (i, i + d_head/2) of x (B, H, T, d_head) by angles (T, d_head/2)."""
+    emb = torch.cat((angles, angles), dim=-1)
+    return x * emb.cos() + rotate_half(x) * emb.sin()

@@ -1,0 +1,252 @@
+"""Encoder-decoder (the seed's), encoder-only and decoder-only Transformers from one config."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .attention import KVCache
+from .config import ModelConfig
+from .hooks import HookedModule, HookPoint
+from .layers import DecoderLayer, EncoderLayer, LayerNorm
+from .masks import decoder_mask, padding_mask
+from .positional import LearnedPositions, RotaryPositions, SinusoidalPositions
+
+
+class DecoderCache:
+    """What cached decoding keeps between steps: each layer's self- and cross-attention
+    keys and values, and the ids fed so far (for the padding mask over cached keys)."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.layers = [{"self": KVCache(), "cross": KVCache()} for _ in range(n_layers)]
+        self.ids: Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return 0 if self.ids is None else self.ids.size(1)
+
+
+def _positions(config: ModelConfig) -> nn.Module | None:
+    if config.positional == "sinusoidal":
+        return SinusoidalPositions(config.d_model, config.max_seq_len)
+    if config.positional == "learned":
+        return LearnedPositions(config.d_model, config.max_seq_len)
+    if config.positional == "rotary":
+        return RotaryPositions(config.head_dim, config.max_seq_len, config.rope_theta)
+    return None
+
+
+class Stack(nn.Module):
+    """Token embeddings, positions and numbered layers, so hook names read `encoder.0.…`."""
+
+    def __init__(self, config: ModelConfig, vocab_size: int, layers: list[nn.Module]) -> None:
+        super().__init__()
+        self.config = config
+        self.tok_embed = nn.Embedding(vocab_size, config.d_model)
+        self.embed_scale = math.sqrt(config.d_model) if config.embed_scale else 1.0
+        self.hook_embed = HookPoint()  # (B, T, d), scaled token embeddings
+        if config.type_vocab_size:
+            self.type_embed = nn.Embedding(config.type_vocab_size, config.d_model)
+            self.hook_type_embed = HookPoint()  # (B, T, d)
+        self.pos = _positions(config)
+        if self.pos is not None:
+            self.hook_pos = HookPoint()  # (T, d) added table, or (T, d_head/2) rotary angles
+        self.embed_norm = LayerNorm(config.d_model, config.norm_eps) if config.embed_norm else None
+        self.dropout = nn.Dropout(config.dropout)
+        self.n_layers = len(layers)
+        for i, layer in enumerate(layers):
+            self.add_module(str(i), layer)
+        pre = config.norm_placement == "pre"
+        self.final_norm = LayerNorm(config.d_model, config.norm_eps) if pre else None
+        self.hook_out = HookPoint()  # (B, T, d), the stack's output
+
+    def layers(self) -> list[nn.Module]:
+        return [self._modules[str(i)] for i in range(self.n_layers)]
+
+    def embed(
+        self, ids: Tensor, offset: int = 0, token_type_ids: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """Embedding sum for positions offset.., and the rotary angles if any."""
+        x = self.hook_embed(self.tok_embed(ids) * self.embed_scale)
+        if self.config.type_vocab_size:
+            types = torch.zeros_like(ids) if token_type_ids is None else token_type_ids
+            x = x + self.hook_type_embed(self.type_embed(types))
+        angles = None
+        if isinstance(self.pos, RotaryPositions):
+            angles = self.hook_pos(self.pos.angles(offset, ids.size(1)))
+        elif self.pos is not None:
+            x = x + self.hook_pos(self.pos.table(offset, ids.size(1)))
+        if self.embed_norm is not None:
+            x = self.embed_norm(x)
+        return self.dropout(x), angles
+
+    def finish(self, x: Tensor) -> Tensor:
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return self.hook_out(x)
+
+
+class Encoder(Stack):
+    def __init__(self, config: ModelConfig) -> None:
+        layers = [EncoderLayer(config) for _ in range(config.n_layers)]
+        super().__init__(config, config.src_vocab_size, layers)
+
+    def forward(
+        self, src: Tensor, mask: Tensor | None, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        x, angles = self.embed(src, token_type_ids=token_type_ids)
+        for layer in self.layers():
+            x = layer(x, mask, angles)
+        return self.finish(x)
+
+
+class Decoder(Stack):
+    def __init__(self, config: ModelConfig, cross: bool) -> None:
+        layers = [DecoderLayer(config, cross) for _ in range(config.decoder_layers)]
+        super().__init__(config, config.tgt_vocab_size, layers)
+
+    def forward(
+        self,
+        tgt: Tensor,
+        mask: Tensor | None,
+        memory: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        cache: DecoderCache | None = None,
+    ) -> Tensor:
+        x, angles = self.embed(tgt, offset=cache.length if cache is not None else 0)
+        for i, layer in enumerate(self.layers()):
+            layer_cache = cache.layers[i] if cache is not None else None
+            x = layer(x, mask, memory, memory_mask, angles, layer_cache)
+        return self.finish(x)
+
+
+@dataclass
+class DecodeResult:
+    tokens: Tensor  # (B, T): the prefix followed by the generated tokens
+    logits: Tensor  # (B, steps, V): the logits each step chose from
+
+
+class Transformer(HookedModule):
+    """The seed's Transformer, generalised: `config.architecture` picks the stacks.
+
+    forward(input_ids, tgt) -> logits (encoder-decoder), forward(input_ids) -> hidden states
+    (encoder-only) or logits (decoder-only).
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        if config.has_encoder:
+            self.encoder = Encoder(config)
+        if config.has_decoder:
+            self.decoder = Decoder(config, cross=config.architecture == "encoder-decoder")
+            self.output = nn.Linear(config.d_model, config.tgt_vocab_size, bias=config.bias)
+            self.hook_logits = HookPoint()  # (B, T, V)
+        self._init_parameters()
+        self.setup_hooks()
+
+    def _init_parameters(self) -> None:
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+
+    def generate_mask(self, src: Tensor, tgt: Tensor) -> tuple[Tensor, Tensor]:
+        return padding_mask(src, self.config.pad_id), decoder_mask(tgt, self.config.pad_id)
+
+    def encode(
+        self, src: Tensor, src_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        if src_mask is None:
+            src_mask = padding_mask(src, self.config.pad_id)
+        return self.encoder(src, src_mask, token_type_ids)
+
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Tensor | None = None,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        cache: DecoderCache | None = None,
+    ) -> Tensor:
+        """Decoder hidden states for `tgt`; with a cache, `tgt` holds only the new tokens."""
+        if cache is not None:
+            cache_ids = tgt if cache.ids is None else torch.cat([cache.ids, tgt], dim=1)
+        if tgt_mask is None:
+            all_ids = cache_ids if cache is not None else tgt
+            tgt_mask = decoder_mask(all_ids, self.config.pad_id, q_len=tgt.size(1))
+        hidden = self.decoder(tgt, tgt_mask, memory, src_mask, cache)
+        if cache is not None:
+            cache.ids = cache_ids
+        return hidden
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        return self.hook_logits(self.output(hidden))
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        tgt: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+    ) -> Tensor:
+        arch = self.config.architecture
+        if arch == "encoder-only":
+            return self.encode(input_ids, token_type_ids=token_type_ids)
+        if arch == "decoder-only":
+            return self.logits(self.decode(input_ids))
+        if tgt is None:
+            raise ValueError("an encoder-decoder model needs both input_ids and tgt")
+        src_mask, tgt_mask = self.generate_mask(input_ids, tgt)
+        memory = self.encode(input_ids, src_mask)
+        return self.logits(self.decode(tgt, memory, src_mask, tgt_mask))
+
+    @torch.no_grad()
+    def greedy_decode(
+        self,
+        src: Tensor | None = None,
+        prefix: Tensor | None = None,
+        max_new_tokens: int = 50,
+        use_cache: bool = True,
+    ) -> DecodeResult:
+        """Pick the most likely next token until every row has produced EOS.
+
+        Encoder-decoder: `src` is required and `prefix` defaults to BOS. Decoder-only:
+        `prefix` (the prompt) is required. Finished rows continue with padding.
+        """
+        cfg = self.config
+        if cfg.architecture == "encoder-only":
+            raise ValueError("an encoder-only model does not generate")
+        memory = src_mask = None
+        if cfg.architecture == "encoder-decoder":
+            if src is None:
+                raise ValueError("an encoder-decoder model needs src to decode from")
+            src_mask = padding_mask(src, cfg.pad_id)
+            memory = self.encode(src, src_mask)
+            if prefix is None:
+                prefix = torch.full((src.size(0), 1), cfg.bos_id, device=src.device)
+        elif prefix is None:
+            raise ValueError("a decoder-only model needs a prefix (the prompt)")
+
+        cache = DecoderCache(cfg.decoder_layers) if use_cache else None
+        tokens, step_input = prefix, prefix
+        finished = torch.zeros(prefix.size(0), dtype=torch.bool, device=prefix.device)
+        step_logits = []
+        for _ in range(max_new_tokens):
+            if tokens.size(1) >= cfg.max_seq_len:
+                break
+            hidden = self.decode(step_input if use_cache else tokens, memory, src_mask, cache=cache)
+            logits = self.logits(hidden[:, -1:])[:, 0]  # (B, V)
+            step_logits.append(logits)
+            next_token = logits.argmax(-1).masked_fill(finished, cfg.pad_id)
+            tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+            step_input = next_token[:, None]
+            finished |= next_token == cfg.eos_id
+            if finished.all():
+                break
+        vocab = cfg.tgt_vocab_size
+        logits = (
+            torch.stack(step_logits, 1) if step_logits else torch.empty(tokens.size(0), 0, vocab)
+        )
+        return DecodeResult(tokens, logits)

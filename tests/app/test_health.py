@@ -1,0 +1,63 @@
+"""The app skeleton: /healthz in-process, and `attnviz serve` as a real uvicorn server."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx2
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+
+
+def test_healthz_reports_ok_and_the_loaded_models():
+    with TestClient(create_app()) as client:
+        response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "models": []}
+
+
+def test_openapi_documents_healthz():
+    with TestClient(create_app()) as client:
+        schema = client.get("/openapi.json").json()
+    assert "/healthz" in schema["paths"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_attnviz_serve_answers_over_http_and_stops_on_sigterm():
+    port = _free_port()
+    env = {**os.environ, "ATTNVIZ_PORT": str(port), "ATTNVIZ_LOG_LEVEL": "info"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                response = httpx2.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                break
+            except httpx2.TransportError:
+                assert proc.poll() is None, "the server exited"
+                assert time.monotonic() < deadline, "the server did not answer within 60 s"
+                time.sleep(0.2)
+        assert response.status_code == 200
+        assert response.json()["status"] == "ok"
+    finally:
+        proc.terminate()
+        output, _ = proc.communicate(timeout=20)
+    # uvicorn shuts down gracefully, then re-raises SIGTERM so the exit status tells it
+    assert f"Uvicorn running on http://127.0.0.1:{port}" in output
+    assert "Application shutdown complete" in output

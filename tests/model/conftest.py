@@ -1,0 +1,47 @@
+"""Tiny configurations shared by the model tests."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from model import ModelConfig, Transformer
+
+
+def tiny_config(**overrides) -> ModelConfig:
+    base = dict(
+        src_vocab_size=50,
+        tgt_vocab_size=40,
+        d_model=32,
+        n_heads=4,
+        n_layers=2,
+        d_ff=64,
+        max_seq_len=128,
+        dropout=0.0,
+    )
+    return ModelConfig(**{**base, **overrides})
+
+
+def build(seed: int = 0, **overrides) -> Transformer:
+    torch.manual_seed(seed)
+    return Transformer(tiny_config(**overrides)).eval()
+
+
+ARCH_CONFIGS = {
+    "encoder-decoder": {},
+    "encoder-only": dict(
+        architecture="encoder-only",
+        positional="learned",
+        type_vocab_size=2,
+        embed_norm=True,
+        embed_scale=False,
+        activation="gelu",
+        norm_eps=1e-12,
+    ),
+    "decoder-only": dict(architecture="decoder-only", positional="rotary", norm_placement="pre"),
+}
+
+
+@pytest.fixture(autouse=True)
+def _deterministic():
+    torch.manual_seed(1234)

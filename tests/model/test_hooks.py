@@ -1,0 +1,199 @@
+"""Hook points: their names, per-call capture, interventions, and isolation between calls."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import pytest
+import torch
+
+from model import hooked
+from model.hooks import _ACTIVE
+
+from .conftest import ARCH_CONFIGS, build
+
+ATTENTION = [
+    "hook_q",
+    "hook_k",
+    "hook_v",
+    "hook_scores",
+    "hook_mask",
+    "hook_pattern",
+    "hook_context",
+]
+
+
+def _attn(prefix: str) -> list[str]:
+    return [f"{prefix}.{hook}" for hook in ATTENTION]
+
+
+PINNED = {
+    "encoder-decoder": [
+        "encoder.hook_embed",
+        "encoder.hook_pos",
+        *_attn("encoder.0.self_attn"),
+        *_attn("encoder.1.self_attn"),
+        "encoder.hook_out",
+        "decoder.hook_embed",
+        "decoder.hook_pos",
+        *_attn("decoder.0.self_attn"),
+        *_attn("decoder.0.cross_attn"),
+        *_attn("decoder.1.self_attn"),
+        *_attn("decoder.1.cross_attn"),
+        "decoder.hook_out",
+        "hook_logits",
+    ],
+    "encoder-only": [
+        "encoder.hook_embed",
+        "encoder.hook_type_embed",
+        "encoder.hook_pos",
+        *_attn("encoder.0.self_attn"),
+        *_attn("encoder.1.self_attn"),
+        "encoder.hook_out",
+    ],
+    "decoder-only": [
+        "decoder.hook_embed",
+        "decoder.hook_pos",  # rotary angles
+        *_attn("decoder.0.self_attn"),
+        *_attn("decoder.1.self_attn"),
+        "decoder.hook_out",
+        "hook_logits",
+    ],
+}
+
+
+def _inputs(arch: str, seed: int = 0, length: int = 6):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, 40, (1, length), generator=g)
+    return (ids, ids[:, :4]) if arch == "encoder-decoder" else (ids,)
+
+
+@pytest.mark.parametrize("arch", PINNED)
+def test_hook_names_are_pinned_for_each_architecture(arch):
+    model = build(**ARCH_CONFIGS[arch])
+    assert model.hook_names() == PINNED[arch]
+    _, cache = model.run_with_cache(*_inputs(arch))
+    assert sorted(cache) == sorted(PINNED[arch])  # every hook point fires in a forward pass
+
+
+def test_positional_none_has_no_hook_pos():
+    names = build(positional="none").hook_names()
+    assert not any(n.endswith("hook_pos") for n in names)
+
+
+def test_names_filter_selects_by_name_list_or_predicate():
+    model = build()
+    src, tgt = _inputs("encoder-decoder")
+    _, one = model.run_with_cache(src, tgt, names_filter="decoder.1.cross_attn.hook_pattern")
+    assert list(one) == ["decoder.1.cross_attn.hook_pattern"]
+    assert one["decoder.1.cross_attn.hook_pattern"].shape == (1, 4, 4, 6)
+    wanted = ["encoder.hook_pos", "hook_logits"]
+    _, some = model.run_with_cache(src, tgt, names_filter=wanted)
+    assert sorted(some) == wanted
+    _, masks = model.run_with_cache(src, tgt, names_filter=lambda n: n.endswith("hook_mask"))
+    assert len(masks) == 6
+    with pytest.raises(KeyError, match=r"encoder\.9\.self_attn\.hook_pattern"):
+        model.run_with_cache(src, tgt, names_filter=["encoder.9.self_attn.hook_pattern"])
+
+
+def test_captured_tensors_are_detached_copies_of_what_flowed():
+    model = build()
+    model.train(False)
+    src, tgt = _inputs("encoder-decoder")
+    with torch.enable_grad(), hooked(model, "hook_logits") as cache:
+        logits = model(src, tgt)
+    assert logits.requires_grad and not cache["hook_logits"].requires_grad
+    assert torch.equal(cache["hook_logits"], logits.detach())
+
+
+def _module_state(model):
+    return {
+        name: (
+            sorted(vars(m)),
+            len(m._forward_hooks),
+            len(m._forward_pre_hooks),
+        )
+        for name, m in model.named_modules()
+    }
+
+
+def test_nothing_stays_on_the_model_after_a_call():
+    model = build()
+    src, tgt = _inputs("encoder-decoder")
+    before = _module_state(model)
+    plain = model(src, tgt)
+    model.run_with_cache(src, tgt)
+    model.run_with_hooks(src, tgt, fwd_hooks=[("hook_logits", lambda x, _: x * 0)])
+    assert _module_state(model) == before
+    assert _ACTIVE.get() is None
+    assert torch.equal(model(src, tgt), plain)
+
+
+def test_the_capture_ends_even_when_the_forward_pass_fails():
+    model = build(max_seq_len=8)
+    with pytest.raises(ValueError), hooked(model) as cache:
+        model(torch.randint(3, 40, (1, 20)), torch.randint(3, 40, (1, 3)))
+    assert _ACTIVE.get() is None
+    assert "encoder.hook_embed" in cache  # what fired before the error is still there
+    model(torch.randint(3, 40, (1, 5)), torch.randint(3, 40, (1, 3)))  # and outside: no capture
+    assert len(cache) == 1
+
+
+def test_hook_functions_can_ablate_a_head():
+    model = build()
+    src, tgt = _inputs("encoder-decoder")
+    plain = model(src, tgt)
+
+    def zero_head_0(pattern, name):
+        assert name == "decoder.1.cross_attn.hook_pattern"
+        pattern = pattern.clone()
+        pattern[:, 0] = 0
+        return pattern
+
+    def observe(pattern, name):
+        return None  # returning None leaves the tensor as it was
+
+    ablated = model.run_with_hooks(
+        src, tgt, fwd_hooks=[("decoder.1.cross_attn.hook_pattern", zero_head_0)]
+    )
+    observed = model.run_with_hooks(src, tgt, fwd_hooks=[("encoder.0.self_attn.hook_q", observe)])
+    assert not torch.allclose(ablated, plain)
+    assert torch.equal(observed, plain)
+    with pytest.raises(KeyError):
+        model.run_with_hooks(src, tgt, fwd_hooks=[("decoder.7.hook_nothing", observe)])
+
+
+def test_eight_threads_on_one_model_each_capture_only_their_own_tensors():
+    model = build()
+    inputs = [_inputs("encoder-decoder", seed=i, length=5 + i) for i in range(8)]
+    expected = [model.run_with_cache(*args)[1] for args in inputs]
+    barrier = threading.Barrier(8)
+    results: dict[int, list] = {}
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            barrier.wait()
+            results[i] = [model.run_with_cache(*inputs[i])[1] for _ in range(5)]
+        except BaseException as exc:  # surfaced in the main thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, so that the calls interleave
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors
+    for i in range(8):
+        for cache in results[i]:
+            assert sorted(cache) == sorted(expected[i])
+            for name in cache:
+                assert len(cache.all(name)) == 1, name  # fired once: no other call's firing
+                assert cache[name].shape == expected[i][name].shape, name
+                assert torch.allclose(cache[name], expected[i][name], atol=1e-6), name
