@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 import uvicorn
+
+from model.pronounce.pronouncer import SHIPPED
+from model.pronounce.train import TrainConfig
 
 from .settings import Settings
 
@@ -15,7 +19,48 @@ def main(argv: list[str] | None = None) -> None:
     serve = commands.add_parser("serve", help="serve the app (settings from ATTNVIZ_*)")
     serve.add_argument("--host", help="bind address (default: ATTNVIZ_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: ATTNVIZ_PORT or 8000)")
+    train = commands.add_parser("train", help="train a model of the zoo")
+    train.add_argument("model", choices=["pronounce"], help="which model")
+    train.add_argument("--out", required=True, help="folder for the checkpoint and state")
+    train.add_argument("--steps", type=int, default=TrainConfig.steps)
+    train.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
+    train.add_argument("--lr", type=float, default=TrainConfig.lr)
+    train.add_argument("--seed", type=int, default=TrainConfig.seed)
+    train.add_argument("--eval-every", type=int, default=TrainConfig.eval_every)
+    train.add_argument("--eval-n", type=int, default=TrainConfig.eval_n)
+    train.add_argument("--threads", type=int, default=0, help="torch threads (0: all CPUs)")
+    evaluate = commands.add_parser("evaluate", help="measure a checkpoint on held-out data")
+    evaluate.add_argument("model", choices=["pronounce"], help="which model")
+    evaluate.add_argument("--checkpoint", default=str(SHIPPED), help="checkpoint folder")
+    evaluate.add_argument("--n", type=int, default=600, help="sentences and words to test")
+    evaluate.add_argument(
+        "--write-card", action="store_true", help="write metrics.json and MODEL_CARD.md"
+    )
     args = parser.parse_args(argv)
+
+    if args.command == "evaluate":
+        from model.pronounce.card import measure, write_card
+
+        metrics = measure(args.checkpoint, n=args.n)
+        print(json.dumps(metrics, indent=1))
+        if args.write_card:
+            write_card(args.checkpoint, metrics)
+
+    if args.command == "train":
+        from model.pronounce.train import train as train_pronounce
+
+        tc = TrainConfig(
+            steps=args.steps,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            seed=args.seed,
+            warmup=min(TrainConfig.warmup, max(1, args.steps // 10)),
+            eval_every=args.eval_every,
+            eval_n=args.eval_n,
+            threads=args.threads,
+        )
+        metrics = train_pronounce(args.out, tc)
+        print(f"done: {metrics.line()}")
 
     if args.command == "serve":
         settings = Settings()
