@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test lint format clean
+.PHONY: install serve test lint format clean train bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,3 +29,11 @@ format: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+
+# Long runs, outside `make test`.
+TRAIN_OUT ?= out/pronounce
+train: $(STAMP)
+	$(BIN)/attnviz train pronounce --out $(TRAIN_OUT) --steps 10000 --eval-every 1000 --threads 2
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_transcribe.py

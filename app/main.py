@@ -8,7 +8,10 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from pydantic import BaseModel
 
+from model.runtime import set_threads
+
 from .settings import Settings
+from .zoo import load_zoo
 
 
 class Health(BaseModel):
@@ -18,10 +21,12 @@ class Health(BaseModel):
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    # The model zoo is loaded here, never at import time; it is empty until models ship.
-    app.state.models = {}
+    # The model zoo is loaded here, never at import time.
+    settings: Settings = app.state.settings
+    set_threads(settings.torch_threads)
+    app.state.zoo = load_zoo(settings)
     yield
-    app.state.models.clear()
+    app.state.zoo = None
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -36,6 +41,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.get("/healthz", tags=["health"])
     def healthz(request: Request) -> Health:
         """Liveness and the ids of the loaded models."""
-        return Health(status="ok", models=sorted(request.app.state.models))
+        return Health(status="ok", models=request.app.state.zoo.ids())
 
     return app

@@ -43,7 +43,7 @@ def load_checkpoint(directory: str | Path) -> Transformer:
             raise CheckpointError(f"checkpoint {directory} has no {name}")
     try:
         config = ModelConfig.load(directory / CONFIG_FILE)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OSError) as exc:
         raise CheckpointError(f"checkpoint {directory}: bad {CONFIG_FILE}: {exc}") from exc
     model = Transformer(config)
     state = load_file(directory / WEIGHTS_FILE, device="cpu")

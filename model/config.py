@@ -47,6 +47,8 @@ class ModelConfig:
     eos_id: int = 2
 
     def __post_init__(self) -> None:
+        if not (self.d_model > 0 and self.n_heads > 0):
+            raise ValueError("invalid ModelConfig: d_model and n_heads must be positive")
         checks = [
             (self.architecture in ARCHITECTURES, f"architecture must be one of {ARCHITECTURES}"),
             (self.positional in POSITIONALS, f"positional must be one of {POSITIONALS}"),
@@ -55,7 +57,6 @@ class ModelConfig:
                 f"norm_placement must be one of {NORM_PLACEMENTS}",
             ),
             (self.activation in ACTIVATIONS, f"activation must be one of {ACTIVATIONS}"),
-            (self.d_model > 0 and self.n_heads > 0, "d_model and n_heads must be positive"),
             (self.d_model % self.n_heads == 0, "d_model must be divisible by n_heads"),
             (
                 self.positional != "rotary" or self.head_dim % 2 == 0,

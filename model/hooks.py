@@ -1,10 +1,11 @@
 """Hook points named from the module tree, and captures that belong to one call.
 
 A `HookPoint` is an identity module placed where a tensor worth seeing is computed
-(TransformerLens' idea). Nothing is ever registered on a module: the active capture and
+(TransformerLens' idea). Nothing is ever registered on a module: the active captures and
 hook functions live in a context variable, set for the duration of one call and reset in
 `finally`, so concurrent calls on one shared model (threads, or tasks copying the context)
-never see each other's tensors and nothing stays behind on the model.
+never see each other's tensors and nothing stays behind on the model. Each capture belongs
+to one root module: other models run inside its block are not seen.
 """
 
 from __future__ import annotations
@@ -25,15 +26,12 @@ NamesFilter = str | Iterable[str] | Callable[[str], bool] | None
 class HookPoint(nn.Module):
     """Identity module that shows its input to the active capture and hook functions."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.name = ""  # its path in the module tree, set once by `name_hook_points`
-
     def forward(self, x: Tensor) -> Tensor:
-        context = _ACTIVE.get()
-        if context is None:
-            return x
-        return context.fire(self.name, x)
+        for context in reversed(_ACTIVE.get()):  # innermost block first
+            name = context.points.get(id(self))
+            if name is not None:
+                x = context.fire(name, x)
+        return x
 
 
 class Capture(Mapping[str, Tensor]):
@@ -65,10 +63,12 @@ class Capture(Mapping[str, Tensor]):
 class _HookContext:
     def __init__(
         self,
+        points: dict[int, str],
         capture: Capture | None,
         capture_names: frozenset[str],
         fwd_hooks: Mapping[str, list[HookFn]],
     ) -> None:
+        self.points = points  # id(hook point) -> its name under the root
         self.capture = capture
         self.capture_names = capture_names
         self.fwd_hooks = fwd_hooks
@@ -83,24 +83,16 @@ class _HookContext:
         return x
 
 
-_ACTIVE: ContextVar[_HookContext | None] = ContextVar("attnviz_active_hooks", default=None)
-
-
-def name_hook_points(root: nn.Module) -> None:
-    """Give every HookPoint under `root` its path in the module tree as its name."""
-    for name, module in root.named_modules():
-        if isinstance(module, HookPoint):
-            module.name = name
+_ACTIVE: ContextVar[tuple[_HookContext, ...]] = ContextVar("attnviz_active_hooks", default=())
 
 
 def hook_names(root: nn.Module) -> list[str]:
-    """Names of all hook points under `root`, in module-tree order."""
+    """Names of all hook points under `root` (their paths from it), in module-tree order."""
     return [name for name, m in root.named_modules() if isinstance(m, HookPoint)]
 
 
-def resolve_names(root: nn.Module, names_filter: NamesFilter) -> frozenset[str]:
+def resolve_names(available: list[str], names_filter: NamesFilter) -> frozenset[str]:
     """The hook names a filter selects: None = all, a name, a list of names, or a predicate."""
-    available = hook_names(root)
     if names_filter is None:
         return frozenset(available)
     if callable(names_filter):
@@ -119,16 +111,23 @@ def hooked(
     fwd_hooks: Iterable[tuple[str, HookFn]] = (),
     capture: bool = True,
 ) -> Iterator[Capture]:
-    """Within this block, calls of `root` in this context capture and run hook functions."""
+    """Within this block, calls of `root` in this context capture and run hook functions.
+
+    Blocks nest: an inner block adds to the outer ones and runs first, so an outer capture
+    sees what an inner hook function returned. Each block sees its own root only.
+    """
+    points = {id(m): name for name, m in root.named_modules() if isinstance(m, HookPoint)}
+    available = list(points.values())
     by_name: dict[str, list[HookFn]] = {}
     for name, fn in fwd_hooks:
         by_name.setdefault(name, []).append(fn)
-    unknown = sorted(set(by_name) - set(hook_names(root)))
+    unknown = sorted(set(by_name) - set(available))
     if unknown:
         raise KeyError(f"unknown hook names: {unknown}")
     result = Capture()
-    names = resolve_names(root, names_filter) if capture else frozenset()
-    token = _ACTIVE.set(_HookContext(result if capture else None, names, by_name))
+    names = resolve_names(available, names_filter) if capture else frozenset()
+    context = _HookContext(points, result if capture else None, names, by_name)
+    token = _ACTIVE.set((*_ACTIVE.get(), context))
     try:
         yield result
     finally:
@@ -137,9 +136,6 @@ def hooked(
 
 class HookedModule(nn.Module):
     """A root module whose hook points can be captured and hooked per call."""
-
-    def setup_hooks(self) -> None:
-        name_hook_points(self)
 
     def hook_names(self) -> list[str]:
         return hook_names(self)

@@ -23,7 +23,8 @@ class LayerNorm(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         mean = x.mean(-1, keepdim=True)
         var = x.var(-1, keepdim=True, unbiased=False)
-        return self.gamma * (x - mean) / torch.sqrt(var + self.eps) + self.beta
+        x_norm = (x - mean) / torch.sqrt(var + self.eps)
+        return self.gamma * x_norm + self.beta
 
 
 class FeedForward(nn.Module):

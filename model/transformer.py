@@ -12,7 +12,7 @@ from .attention import KVCache
 from .config import ModelConfig
 from .hooks import HookedModule, HookPoint
 from .layers import DecoderLayer, EncoderLayer, LayerNorm
-from .masks import decoder_mask, padding_mask
+from .masks import decoder_mask, generate_mask, padding_mask
 from .positional import LearnedPositions, RotaryPositions, SinusoidalPositions
 
 
@@ -42,13 +42,16 @@ def _positions(config: ModelConfig) -> nn.Module | None:
 class Stack(nn.Module):
     """Token embeddings, positions and numbered layers, so hook names read `encoder.0.…`."""
 
-    def __init__(self, config: ModelConfig, vocab_size: int, layers: list[nn.Module]) -> None:
+    def __init__(
+        self, config: ModelConfig, vocab_size: int, layers: list[nn.Module], token_types: bool
+    ) -> None:
         super().__init__()
         self.config = config
         self.tok_embed = nn.Embedding(vocab_size, config.d_model)
         self.embed_scale = math.sqrt(config.d_model) if config.embed_scale else 1.0
         self.hook_embed = HookPoint()  # (B, T, d), scaled token embeddings
-        if config.type_vocab_size:
+        self.token_types = token_types and config.type_vocab_size > 0
+        if self.token_types:
             self.type_embed = nn.Embedding(config.type_vocab_size, config.d_model)
             self.hook_type_embed = HookPoint()  # (B, T, d)
         self.pos = _positions(config)
@@ -71,7 +74,7 @@ class Stack(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """Embedding sum for positions offset.., and the rotary angles if any."""
         x = self.hook_embed(self.tok_embed(ids) * self.embed_scale)
-        if self.config.type_vocab_size:
+        if self.token_types:
             types = torch.zeros_like(ids) if token_type_ids is None else token_type_ids
             x = x + self.hook_type_embed(self.type_embed(types))
         angles = None
@@ -92,7 +95,7 @@ class Stack(nn.Module):
 class Encoder(Stack):
     def __init__(self, config: ModelConfig) -> None:
         layers = [EncoderLayer(config) for _ in range(config.n_layers)]
-        super().__init__(config, config.src_vocab_size, layers)
+        super().__init__(config, config.src_vocab_size, layers, token_types=True)
 
     def forward(
         self, src: Tensor, mask: Tensor | None, token_type_ids: Tensor | None = None
@@ -106,7 +109,7 @@ class Encoder(Stack):
 class Decoder(Stack):
     def __init__(self, config: ModelConfig, cross: bool) -> None:
         layers = [DecoderLayer(config, cross) for _ in range(config.decoder_layers)]
-        super().__init__(config, config.tgt_vocab_size, layers)
+        super().__init__(config, config.tgt_vocab_size, layers, token_types=False)
 
     def forward(
         self,
@@ -146,7 +149,6 @@ class Transformer(HookedModule):
             self.output = nn.Linear(config.d_model, config.tgt_vocab_size, bias=config.bias)
             self.hook_logits = HookPoint()  # (B, T, V)
         self._init_parameters()
-        self.setup_hooks()
 
     def _init_parameters(self) -> None:
         for p in self.parameters():
@@ -154,7 +156,7 @@ class Transformer(HookedModule):
                 nn.init.xavier_uniform_(p)
 
     def generate_mask(self, src: Tensor, tgt: Tensor) -> tuple[Tensor, Tensor]:
-        return padding_mask(src, self.config.pad_id), decoder_mask(tgt, self.config.pad_id)
+        return generate_mask(src, tgt, self.config.pad_id)
 
     def encode(
         self, src: Tensor, src_mask: Tensor | None = None, token_type_ids: Tensor | None = None
@@ -172,6 +174,9 @@ class Transformer(HookedModule):
         cache: DecoderCache | None = None,
     ) -> Tensor:
         """Decoder hidden states for `tgt`; with a cache, `tgt` holds only the new tokens."""
+        if (memory is not None) != hasattr(self, "encoder"):
+            needs = "needs" if hasattr(self, "encoder") else "takes no"
+            raise ValueError(f"a {self.config.architecture} model {needs} encoder memory")
         if cache is not None:
             cache_ids = tgt if cache.ids is None else torch.cat([cache.ids, tgt], dim=1)
         if tgt_mask is None:
@@ -233,13 +238,16 @@ class Transformer(HookedModule):
         tokens, step_input = prefix, prefix
         finished = torch.zeros(prefix.size(0), dtype=torch.bool, device=prefix.device)
         step_logits = []
+        pad = torch.tensor([cfg.pad_id], device=prefix.device)
         for _ in range(max_new_tokens):
             if tokens.size(1) >= cfg.max_seq_len:
                 break
             hidden = self.decode(step_input if use_cache else tokens, memory, src_mask, cache=cache)
             logits = self.logits(hidden[:, -1:])[:, 0]  # (B, V)
             step_logits.append(logits)
-            next_token = logits.argmax(-1).masked_fill(finished, cfg.pad_id)
+            # padding only ever follows EOS; it is never a prediction
+            next_token = logits.index_fill(-1, pad, float("-inf")).argmax(-1)
+            next_token = next_token.masked_fill(finished, cfg.pad_id)
             tokens = torch.cat([tokens, next_token[:, None]], dim=1)
             step_input = next_token[:, None]
             finished |= next_token == cfg.eos_id

@@ -23,7 +23,7 @@ UNTRAINED_SEED = 0
 class Transcription:
     text: str  # the input as the model read it (whitespace collapsed, case folded)
     source_tokens: list[str]  # one per encoder position; unknown characters as <unk>
-    decoder_tokens: list[str]  # one per decoder position: <bos>, then the output but its last
+    decoder_tokens: list[str]  # one per decoder position: <bos>, then the output
     output_tokens: list[str]  # the transcription, without <bos> and <eos>
     truncated: bool  # the input had more than `max_source_tokens` and was cut
     source_length: int  # tokens in the input before truncation
@@ -81,13 +81,12 @@ class Pronouncer:
         if not encoded.ids:
             raise ValueError("the text is empty once whitespace is removed")
         src = torch.tensor([encoded.ids])
-        limit = min(3 * len(encoded.ids) + 10, self.model.config.max_seq_len - 1)
-        tokens = self.model.greedy_decode(src, max_new_tokens=limit).tokens[0]
-        output = self.target.decode(tokens.tolist())
-        decoder_ids = tokens[: len(output) + 1]  # <bos> and the output, without <eos>
+        decoder_ids = greedy_read(self.model, self.target, src)[0]
+        output = self.target.decode(decoder_ids)
         cache = None
         if capture:
-            _, cache = self.model.run_with_cache(src, decoder_ids[None], names_filter=names_filter)
+            decoder_input = torch.tensor([decoder_ids])
+            _, cache = self.model.run_with_cache(src, decoder_input, names_filter=names_filter)
         return Transcription(
             text=normalize(text),
             source_tokens=encoded.tokens,
@@ -97,6 +96,13 @@ class Pronouncer:
             source_length=encoded.original_length,
             capture=cache,
         )
+
+
+def greedy_read(model: Transformer, target: TargetTokenizer, src: torch.Tensor) -> list[list[int]]:
+    """Per row of `src`: the decoder's input, <bos> and the greedy output up to <eos>."""
+    limit = min(3 * src.size(1) + 10, model.config.max_seq_len - 1)
+    rows = model.greedy_decode(src, max_new_tokens=limit).tokens.tolist()
+    return [row[: row.index(target.eos_id)] if target.eos_id in row else row for row in rows]
 
 
 def _tokenizers(directory: Path) -> tuple[SourceTokenizer, TargetTokenizer]:

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .data import ASCII_PUNCT, CJK_PUNCT, COPIED, SEP, UNK, Lexicon, normalize
+from .data import CJK_PUNCT, COPIED, SEP, UNK, Lexicon, normalize
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 SRC_SPECIALS = [PAD, UNK]
@@ -71,19 +71,16 @@ class TargetTokenizer:
 
     @classmethod
     def build(cls, lexicon: Lexicon) -> TargetTokenizer:
-        copied = list(dict.fromkeys(COPIED + ASCII_PUNCT))
-        tokens = TGT_SPECIALS + [SEP] + [c for c in copied if c != SEP]
+        tokens = TGT_SPECIALS + [SEP] + [c for c in COPIED if c != SEP]
         return cls(Vocab(tokens + lexicon.syllables + lexicon.phonemes))
 
     def encode(self, tokens: list[str] | tuple[str, ...]) -> list[int]:
         return [self.vocab.index.get(t, self.unk_id) for t in tokens]
 
     def decode(self, ids: list[int]) -> list[str]:
-        """Tokens up to (not including) EOS, without BOS and padding."""
-        out = []
-        for i in ids:
-            if i == self.eos_id:
-                break
-            if i not in (self.bos_id, self.pad_id):
-                out.append(self.vocab.tokens[i])
-        return out
+        """The tokens after a leading BOS, up to (not including) the first EOS."""
+        if ids and ids[0] == self.bos_id:
+            ids = ids[1:]
+        if self.eos_id in ids:
+            ids = ids[: ids.index(self.eos_id)]
+        return [self.vocab.tokens[i] for i in ids]

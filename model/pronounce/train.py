@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from ..checkpoints import save_checkpoint
 from ..config import ModelConfig
+from ..runtime import set_threads
 from ..transformer import Transformer
 from .data import Example, Generator, Lexicon, held_out_split
 from .evaluate import Metrics, evaluate
@@ -105,11 +106,13 @@ def lr_at(step: int, tc: TrainConfig) -> float:
 
 
 def _save_state(
-    directory: Path, model: Transformer, opt: torch.optim.Optimizer, step: int, log: list
+    directory: Path, model: Transformer, opt: torch.optim.Optimizer, meta: dict
 ) -> None:
-    """Resumable state in safetensors + JSON (nothing pickled), written atomically."""
+    """Resumable state in safetensors + JSON (nothing pickled). A complete copy is written
+    beside the old one and swapped in, so an interruption never loses both."""
     tmp = directory.with_name(directory.name + ".tmp")
-    tmp.mkdir(parents=True, exist_ok=True)
+    old = directory.with_name(directory.name + ".old")
+    shutil.rmtree(tmp, ignore_errors=True)
     save_checkpoint(model, tmp)
     names = {p: n for n, p in model.named_parameters()}
     tensors = {}
@@ -117,17 +120,25 @@ def _save_state(
         for key, value in state.items():
             tensors[f"{names[p]}::{key}"] = value.detach().reshape(-1).clone()
     save_file(tensors, tmp / "optimizer.safetensors")
-    (tmp / "state.json").write_text(json.dumps({"step": step, "log": log}, indent=1))
+    (tmp / "state.json").write_text(json.dumps(meta, indent=1))  # written last: complete
+    shutil.rmtree(old, ignore_errors=True)
     if directory.exists():
-        for f in directory.iterdir():
-            f.unlink()
-        directory.rmdir()
+        directory.rename(old)
     tmp.rename(directory)
+    shutil.rmtree(old, ignore_errors=True)
 
 
-def _load_state(directory: Path, model: Transformer, opt: torch.optim.Optimizer) -> tuple:
-    state = load_file(directory / "model.safetensors")
-    model.load_state_dict(state)
+def _find_state(directory: Path) -> Path | None:
+    """The newest complete state: the folder itself, or a copy left by an interruption."""
+    for candidate in (directory, directory.with_name(directory.name + ".tmp")):
+        if (candidate / "state.json").is_file():
+            return candidate
+    old = directory.with_name(directory.name + ".old")
+    return old if (old / "state.json").is_file() else None
+
+
+def _load_state(directory: Path, model: Transformer, opt: torch.optim.Optimizer) -> dict:
+    model.load_state_dict(load_file(directory / "model.safetensors"))
     tensors = load_file(directory / "optimizer.safetensors")
     for name, p in model.named_parameters():
         if f"{name}::exp_avg" in tensors:
@@ -136,8 +147,7 @@ def _load_state(directory: Path, model: Transformer, opt: torch.optim.Optimizer)
                 "exp_avg": tensors[f"{name}::exp_avg"].view_as(p),
                 "exp_avg_sq": tensors[f"{name}::exp_avg_sq"].view_as(p),
             }
-    meta = json.loads((directory / "state.json").read_text())
-    return meta["step"], meta["log"]
+    return json.loads((directory / "state.json").read_text())
 
 
 def train(
@@ -147,7 +157,7 @@ def train(
     early (the state is saved, a later call resumes). Returns the final metrics."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(tc.threads or len(os.sched_getaffinity(0)))
+    set_threads(tc.threads)
     lexicon = Lexicon()
     src_tok, tgt_tok = SourceTokenizer.build(lexicon), TargetTokenizer.build(lexicon)
     split = held_out_split(lexicon, seed=tc.seed)
@@ -160,15 +170,25 @@ def train(
     opt = torch.optim.AdamW(
         model.parameters(), lr=tc.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=tc.weight_decay
     )
+    settings = json.loads(json.dumps(asdict(tc)))  # as it reads back from JSON
     state_dir = out / "train_state"
-    step, log = 0, []
-    if (state_dir / "state.json").exists():
-        step, log = _load_state(state_dir, model, opt)
-    (out / "train_config.json").write_text(json.dumps(asdict(tc), indent=1))
+    meta = {"step": 0, "log": [], "train_config": settings, "segments": []}
+    found = _find_state(state_dir)
+    if found is not None:
+        meta = _load_state(found, model, opt)
+        if meta["train_config"] != settings:
+            raise ValueError(
+                f"{state_dir} was trained with other settings: {meta['train_config']}; "
+                f"resume with those, or train into a new folder"
+            )
+    step, log = meta["step"], meta["log"]
+    meta["segments"].append([step, step])  # [first step, last step] of each run
+    (out / "train_config.json").write_text(json.dumps(settings, indent=1))
 
     model.train()
     bar = tqdm(total=tc.steps, initial=step, disable=not progress, unit="step", mininterval=2)
     tokens_seen, started = 0, time.perf_counter()
+    metrics = None
     stop = tc.steps if until is None else min(until, tc.steps)
     while step < stop:
         src, tgt_in, tgt_out = collate(batches(step), src_tok, tgt_tok)
@@ -189,16 +209,20 @@ def train(
         tokens_seen += int((src != 0).sum() + (tgt_out != 0).sum())
         rate = tokens_seen / (time.perf_counter() - started)
         bar.update(1)
-        bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{rate:.0f}", lr=f"{lr_at(step, tc):.1e}")
-        entry = None
+        bar.set_postfix(
+            loss=f"{loss.item():.3f}",
+            tok_s=f"{rate:.0f}",
+            lr=f"{lr_at(step, tc):.1e}",
+            refresh=False,
+        )
         if step % tc.eval_every == 0 or step == tc.steps:
             metrics = evaluate(model, src_tok, tgt_tok, lexicon, split, n=tc.eval_n)
-            entry = {"step": step, "loss": loss.item(), **asdict(metrics)}
+            log.append({"step": step, "loss": loss.item(), **asdict(metrics)})
             bar.write(f"step {step}: loss {loss.item():.3f} | {metrics.line()}")
-        if entry:
-            log.append(entry)
         if step % tc.save_every == 0 or step == stop:
-            _save_state(state_dir, model, opt, step, log)
+            meta.update(step=step, log=log)
+            meta["segments"][-1][1] = step
+            _save_state(state_dir, model, opt, meta)
     bar.close()
     if step < tc.steps:
         return None
@@ -208,4 +232,4 @@ def train(
     src_tok.vocab.save(out / "src_vocab.json")
     tgt_tok.vocab.save(out / "tgt_vocab.json")
     (out / "train_log.json").write_text(json.dumps(log, indent=1))
-    return evaluate(model, src_tok, tgt_tok, lexicon, split, n=tc.eval_n)
+    return metrics or evaluate(model, src_tok, tgt_tok, lexicon, split, n=tc.eval_n)

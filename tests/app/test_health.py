@@ -18,7 +18,7 @@ def test_healthz_reports_ok_and_the_loaded_models():
     with TestClient(create_app()) as client:
         response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "models": []}
+    assert response.json() == {"status": "ok", "models": ["pronounce", "pronounce-untrained"]}
 
 
 def test_openapi_documents_healthz():

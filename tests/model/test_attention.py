@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from model import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
-from model.hooks import hooked, name_hook_points
+from model.hooks import hooked
 
 from .conftest import build
 
@@ -57,7 +57,6 @@ def test_multi_head_attention_equals_torch_sdpa_on_our_projections(kind):
 @pytest.mark.parametrize("kind", MASKS)
 def test_multi_head_attention_equals_torch_multihead_attention(kind):
     ours = MultiHeadAttention(D, H, dropout=0.0).eval()
-    name_hook_points(ours)
     theirs = nn.MultiheadAttention(D, H, dropout=0.0, batch_first=True).eval()
     with torch.no_grad():
         theirs.in_proj_weight.copy_(torch.cat([ours.wq.weight, ours.wk.weight, ours.wv.weight]))

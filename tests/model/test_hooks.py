@@ -126,7 +126,7 @@ def test_nothing_stays_on_the_model_after_a_call():
     model.run_with_cache(src, tgt)
     model.run_with_hooks(src, tgt, fwd_hooks=[("hook_logits", lambda x, _: x * 0)])
     assert _module_state(model) == before
-    assert _ACTIVE.get() is None
+    assert _ACTIVE.get() == ()
     assert torch.equal(model(src, tgt), plain)
 
 
@@ -134,7 +134,7 @@ def test_the_capture_ends_even_when_the_forward_pass_fails():
     model = build(max_seq_len=8)
     with pytest.raises(ValueError), hooked(model) as cache:
         model(torch.randint(3, 40, (1, 20)), torch.randint(3, 40, (1, 3)))
-    assert _ACTIVE.get() is None
+    assert _ACTIVE.get() == ()
     assert "encoder.hook_embed" in cache  # what fired before the error is still there
     model(torch.randint(3, 40, (1, 5)), torch.randint(3, 40, (1, 3)))  # and outside: no capture
     assert len(cache) == 1
@@ -197,3 +197,32 @@ def test_eight_threads_on_one_model_each_capture_only_their_own_tensors():
                 assert len(cache.all(name)) == 1, name  # fired once: no other call's firing
                 assert cache[name].shape == expected[i][name].shape, name
                 assert torch.allclose(cache[name], expected[i][name], atol=1e-6), name
+
+
+def test_a_capture_sees_only_its_own_model():
+    a, b = build(seed=1), build(seed=2)
+    src, tgt = _inputs("encoder-decoder")
+    with hooked(a, "hook_logits") as cache:
+        from_a = a(src, tgt)
+        b(src, tgt)  # the same hook names, another model: not captured
+    assert len(cache.all("hook_logits")) == 1
+    assert torch.equal(cache["hook_logits"], from_a)
+
+
+def test_nested_blocks_each_get_what_they_asked_for():
+    model = build()
+    src, tgt = _inputs("encoder-decoder")
+    with hooked(model, "hook_logits") as outer:
+        with hooked(model, fwd_hooks=[("hook_logits", lambda x, _: x * 0)], capture=False):
+            model(src, tgt)
+        model(src, tgt)
+    first, second = outer.all("hook_logits")
+    assert torch.all(first == 0) and not torch.all(second == 0)
+
+
+def test_a_submodule_can_be_the_root_with_names_from_it():
+    model = build()
+    src, tgt = _inputs("encoder-decoder")
+    with hooked(model.encoder, "0.self_attn.hook_pattern") as cache:
+        model(src, tgt)
+    assert list(cache) == ["0.self_attn.hook_pattern"]

@@ -62,7 +62,7 @@ def test_token_by_token_with_the_cache_equals_full_recomputation(arch, positiona
 def test_greedy_decoding_with_and_without_the_cache_agree(arch, positional):
     model = _model(arch, positional)
     kwargs = (
-        {"src": _src()} if arch == "encoder-decoder" else {"prefix": torch.tensor([[1, 7]] * 2)}
+        {"src": _src()} if arch == "encoder-decoder" else {"prefix": torch.tensor([[1, 7], [1, 9]])}
     )
     cached = model.greedy_decode(**kwargs, max_new_tokens=STEPS, use_cache=True)
     plain = model.greedy_decode(**kwargs, max_new_tokens=STEPS, use_cache=False)
@@ -120,3 +120,11 @@ def test_rows_that_finish_continue_with_padding():
             assert torch.all(row[int(hits[0]) + 2 :] == 0)
     if tokens.size(1) < 9:  # stopped early: only when every row has finished
         assert (tokens[:, 1:] == eos).any(dim=1).all()
+
+
+def test_greedy_decoding_never_predicts_padding():
+    model = _model("encoder-decoder", "sinusoidal")
+    with torch.no_grad():
+        model.output.bias[model.config.pad_id] = 1e4  # padding would win every argmax
+    tokens = model.greedy_decode(_src(), max_new_tokens=5).tokens
+    assert tokens.shape == (2, 6) and torch.all(tokens[:, 1:] != model.config.pad_id)

@@ -35,7 +35,7 @@ def test_encoder_decoder_computes_exactly_what_the_seed_computes():
     with torch.no_grad():
         expected = reference(src, tgt)
         got = ours(src, tgt)
-    assert (got - expected).abs().max() <= 1e-6
+    assert torch.equal(got, expected)  # the same operations in the same order
 
 
 def test_generate_mask_equals_the_seeds():
@@ -136,6 +136,7 @@ def test_encoder_without_positions_is_permutation_equivariant():
         (dict(positional="alibi"), "positional"),
         (dict(d_model=12, n_heads=4, positional="rotary"), "even head dimension"),
         (dict(dropout=1.0), "dropout"),
+        (dict(n_heads=0), "must be positive"),
     ],
 )
 def test_invalid_configs_are_refused_with_a_reason(overrides, message):
@@ -149,3 +150,12 @@ def test_config_round_trips_through_json(tmp_path):
     assert ModelConfig.load(tmp_path / "config.json") == config
     with pytest.raises(ValueError, match="unknown fields"):
         ModelConfig.from_dict({**config.to_dict(), "n_kv_heads": 2})
+
+
+def test_decoding_checks_the_encoder_memory_it_is_given():
+    enc_dec = build()
+    with pytest.raises(ValueError, match="encoder-decoder model needs encoder memory"):
+        enc_dec.decode(torch.tensor([[1, 5]]))
+    dec_only = build(architecture="decoder-only")
+    with pytest.raises(ValueError, match="decoder-only model takes no encoder memory"):
+        dec_only.decode(torch.tensor([[1, 5]]), memory=torch.zeros(1, 3, 32))

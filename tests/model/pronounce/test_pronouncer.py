@@ -1,0 +1,103 @@
+"""The shipped checkpoint: it loads, reads text aloud, and its cross-attention aligns."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+import torch
+
+from model.checkpoints import CheckpointError
+from model.pronounce.data import label
+from model.pronounce.evaluate import alignment_by_head, error_rate, is_syllable
+from model.pronounce.pronouncer import SHIPPED, Pronouncer
+
+
+def test_shipped_files_are_small_and_safetensors_only():
+    names = sorted(p.name for p in SHIPPED.iterdir())
+    assert {"config.json", "model.safetensors", "src_vocab.json", "tgt_vocab.json"} <= set(names)
+    assert "MODEL_CARD.md" in names and "metrics.json" in names
+    assert not [n for n in names if n.endswith((".pt", ".pth", ".bin", ".pkl", ".ckpt"))]
+    assert sum(p.stat().st_size for p in SHIPPED.iterdir()) <= 20 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("银行", ["yin2", "hang2"]),
+        ("行走", ["xing2", "zou3"]),
+        ("猫追狗", ["mao1", "zhui1", "gou3"]),
+        ("狗追猫", ["gou3", "zhui1", "mao1"]),
+    ],
+)
+def test_reads_chinese_in_context(shipped, text, expected):
+    assert shipped.transcribe(text, capture=False).output_tokens == expected
+
+
+def test_reads_the_seed_sentence_like_pypinyin(shipped, lexicon):
+    text = "苹果公司发布了新款手机，它采用了最新的芯片"
+    result = shipped.transcribe(text, capture=False)
+    assert result.output_tokens == list(label(text, lexicon)[0])
+
+
+def test_capture_covers_every_source_and_decoder_token(shipped):
+    result = shipped.transcribe("我爱 python 3！")
+    assert result.source_tokens == list("我爱 python 3！")
+    assert result.decoder_tokens[0] == "<bos>"
+    assert result.decoder_tokens[1:] == result.output_tokens
+    n_src, n_dec = len(result.source_tokens), len(result.decoder_tokens)
+    cap = result.capture
+    assert cap["decoder.2.cross_attn.hook_pattern"].shape == (1, 8, n_dec, n_src)
+    assert cap["encoder.0.self_attn.hook_pattern"].shape == (1, 8, n_src, n_src)
+    assert cap["decoder.0.self_attn.hook_mask"][0, 0].tril().all()
+    assert cap["encoder.hook_pos"].shape == (n_src, 256)
+
+
+def test_hostile_and_long_text_is_handled(shipped):
+    result = shipped.transcribe("🙂\x00\u202e" + "长" * 400, capture=False)
+    assert result.truncated and result.source_length == 403
+    assert len(result.source_tokens) == shipped.max_source_tokens == 128
+    assert result.source_tokens[:3] == ["<unk>", "<unk>", "<unk>"]
+    with pytest.raises(ValueError, match="empty"):
+        shipped.transcribe(" \n\t ")
+
+
+def test_the_untrained_twin_is_fixed_and_different():
+    a, b = Pronouncer.untrained(), Pronouncer.untrained()
+    trained = Pronouncer.load()
+    assert a.model.config == trained.model.config
+    for (name, p), q in zip(
+        a.model.state_dict().items(), b.model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(p, q), name
+    assert not torch.equal(a.model.output.weight, trained.model.output.weight)
+
+
+def test_vocabularies_that_do_not_fit_the_weights_are_refused(tmp_path):
+    shutil.copytree(SHIPPED, tmp_path / "ckpt")
+    vocab_path = tmp_path / "ckpt" / "tgt_vocab.json"
+    vocab_path.write_text(json.dumps(json.loads(vocab_path.read_text())[:-1]))
+    with pytest.raises(CheckpointError, match="tgt_vocab_size 2213 != 2212 target tokens"):
+        Pronouncer.load(tmp_path / "ckpt")
+
+
+def test_the_card_alignment_head_aligns_on_held_out_sentences(shipped, lexicon, split):
+    head_name = shipped.card["alignment_head"]  # "decoder.{layer}.cross_attn head {h}"
+    layer, head = map(int, re.fullmatch(r"decoder\.(\d)\.cross_attn head (\d)", head_name).groups())
+    scores = alignment_by_head(
+        shipped.model, shipped.source, shipped.target, lexicon, split["zh"][:80]
+    )
+    assert scores[layer, head] >= 0.85
+
+
+def test_chinese_accuracy_on_a_held_out_sample(shipped, lexicon, split):
+    pairs = []
+    for text in split["zh"][:60]:
+        predicted = shipped.transcribe(text, capture=False).output_tokens
+        reference = label(text, lexicon)[0]
+        pairs.append(
+            ([t for t in predicted if is_syllable(t)], [t for t in reference if is_syllable(t)])
+        )
+    assert 1 - error_rate(pairs) >= 0.95
