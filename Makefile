@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test lint format clean train bench
+.PHONY: install serve test lint format clean train bench bench-api
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,3 +37,6 @@ train: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_transcribe.py
+
+bench-api: $(STAMP)
+	$(BIN)/python bench/bench_api.py

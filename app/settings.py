@@ -21,3 +21,13 @@ class Settings(BaseSettings):
         0, ge=0, description="Torch threads per operation; 0: the CPUs this process may use."
     )
     pronounce_dir: Path = Field(SHIPPED, description="Checkpoint folder of the default model.")
+    max_text_chars: int = Field(1000, ge=1, description="Characters per text; longer: 422.")
+    max_body_bytes: int = Field(65536, ge=1024, description="Request body bytes; larger: 413.")
+    max_response_bytes: int = Field(
+        50_000_000, ge=1000, description="Estimated attention response size; larger: 422."
+    )
+    max_concurrent_runs: int = Field(2, ge=1, description="Model runs at once.")
+    max_queued_runs: int = Field(16, ge=0, description="Runs waiting; past that: 503.")
+    cache_bytes: int = Field(
+        256 * 2**20, ge=0, description="Bytes of captures kept for repeated requests."
+    )

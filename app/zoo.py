@@ -8,22 +8,76 @@ from model.pronounce.pronouncer import Pronouncer
 
 from .settings import Settings
 
+# attention type -> (stack, attention module name within a layer)
+ATTENTION_TYPES = {
+    "encoder.self": ("encoder", "self_attn"),
+    "decoder.self": ("decoder", "self_attn"),
+    "decoder.cross": ("decoder", "cross_attn"),
+}
+
+
+@dataclass
+class ModelEntry:
+    id: str
+    title: str
+    description: str
+    languages: list[str]
+    pronouncer: Pronouncer
+
+    @property
+    def config(self):
+        return self.pronouncer.model.config
+
+    def attention_types(self) -> list[str]:
+        cfg = self.config
+        types = []
+        if cfg.has_encoder:
+            types.append("encoder.self")
+        if cfg.has_decoder:
+            types.append("decoder.self")
+        if cfg.architecture == "encoder-decoder":
+            types.append("decoder.cross")
+        return types
+
+    def layers(self, attention_type: str) -> int:
+        stack, _ = ATTENTION_TYPES[attention_type]
+        return self.config.n_layers if stack == "encoder" else self.config.decoder_layers
+
 
 @dataclass
 class Zoo:
-    models: dict[str, Pronouncer]
+    models: dict[str, ModelEntry]
     default: str
 
     def ids(self) -> list[str]:
         return list(self.models)
 
 
+PRONOUNCE_DESCRIPTION = (
+    "The seed tutorial's encoder-decoder Transformer (Post-LN, sinusoidal positions), trained "
+    "by this project to read text aloud: Chinese characters to pinyin with tone numbers, "
+    "English words to ARPAbet phonemes. Its cross-attention aligns each sound with the "
+    "characters that produce it."
+)
+
+
 def load_zoo(settings: Settings) -> Zoo:
     """The shipped pronunciation model and its untrained twin (same config, fixed seed)."""
-    return Zoo(
-        models={
-            "pronounce": Pronouncer.load(settings.pronounce_dir),
-            "pronounce-untrained": Pronouncer.untrained(settings.pronounce_dir),
-        },
-        default="pronounce",
-    )
+    entries = [
+        ModelEntry(
+            "pronounce",
+            "Pronunciation (Chinese → pinyin, English → ARPAbet)",
+            PRONOUNCE_DESCRIPTION,
+            ["zh", "en"],
+            Pronouncer.load(settings.pronounce_dir),
+        ),
+        ModelEntry(
+            "pronounce-untrained",
+            "Pronunciation, untrained twin",
+            "The same configuration with fixed-seed random weights, to compare attention "
+            "before and after training.",
+            ["zh", "en"],
+            Pronouncer.untrained(settings.pronounce_dir),
+        ),
+    ]
+    return Zoo({e.id: e for e in entries}, default="pronounce")

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import httpx2
@@ -33,9 +34,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def healthz_answers_during_long_requests(base: str) -> bool:
+    """Inference runs off the event loop: with six long requests queued behind one model
+    slot, /healthz still answers before the last of them ends."""
+    finished: list[str] = []
+
+    def run_long(i: int) -> None:
+        text = "银行行走苹果公司发布了新款手机" * 8 + str(i)
+        body = {"text": text, "kinds": ["weights", "scores", "q", "k", "v"]}
+        assert httpx2.post(f"{base}/api/v1/attention", json=body, timeout=120).status_code == 200
+        finished.append("long")
+
+    workers = [threading.Thread(target=run_long, args=(i,)) for i in range(6)]
+    for worker in workers:
+        worker.start()
+    time.sleep(0.3)  # let them start
+    assert httpx2.get(f"{base}/healthz", timeout=60).status_code == 200
+    finished.append("healthz")
+    for worker in workers:
+        worker.join()
+    return finished[-1] == "long" and len(finished) == 7
+
+
 def test_attnviz_serve_answers_over_http_and_stops_on_sigterm():
     port = _free_port()
-    env = {**os.environ, "ATTNVIZ_PORT": str(port), "ATTNVIZ_LOG_LEVEL": "info"}
+    env = {
+        **os.environ,
+        "ATTNVIZ_PORT": str(port),
+        "ATTNVIZ_LOG_LEVEL": "info",
+        "ATTNVIZ_MAX_CONCURRENT_RUNS": "1",
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve"],
         env=env,
@@ -55,6 +83,11 @@ def test_attnviz_serve_answers_over_http_and_stops_on_sigterm():
                 time.sleep(0.2)
         assert response.status_code == 200
         assert response.json()["status"] == "ok"
+        base = f"http://127.0.0.1:{port}"
+        analyze = httpx2.post(f"{base}/api/v1/analyze", json={"text": "猫追狗"}, timeout=60)
+        assert analyze.status_code == 200
+        assert analyze.json()["output"] == ["mao1", "zhui1", "gou3"]
+        assert healthz_answers_during_long_requests(base)
     finally:
         proc.terminate()
         output, _ = proc.communicate(timeout=20)

@@ -1,0 +1,62 @@
+"""Running a model on a text: overview, matrices, export."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from ..schemas import AnalyzeResponse, AttentionRequest, AttentionResponse, TextRequest
+from ..service import attention_items, export_npz, summaries
+from .deps import ERRORS, InferenceDep
+
+router = APIRouter(prefix="/api/v1", tags=["attention"])
+
+
+@router.post("/analyze", responses=ERRORS)
+def analyze(req: TextRequest, inference: InferenceDep) -> AnalyzeResponse:
+    """Tokens, the model's output, and a summary of every head: what an overview needs."""
+    entry = inference.entry(req.model)
+    result = inference.run(entry, req.text)
+    return AnalyzeResponse(
+        model=entry.id,
+        text=result.text,
+        source_tokens=result.source_tokens,
+        target_tokens=result.decoder_tokens,
+        output=result.output_tokens,
+        output_text=" ".join(result.output_tokens),
+        truncated=result.truncated,
+        source_length=result.source_length,
+        summaries=summaries(entry, result),
+    )
+
+
+@router.post("/attention", responses=ERRORS)
+def attention(req: AttentionRequest, inference: InferenceDep) -> AttentionResponse:
+    """The requested matrices: per type, layer, head and kind, with the tokens of each axis."""
+    entry = inference.entry(req.model)
+    result = inference.run(entry, req.text)
+    items = attention_items(entry, result, req, inference.settings.max_response_bytes)
+    return AttentionResponse(
+        model=entry.id,
+        source_tokens=result.source_tokens,
+        target_tokens=result.decoder_tokens,
+        truncated=result.truncated,
+        encoding=req.encoding,
+        items=items,
+    )
+
+
+@router.post(
+    "/export",
+    responses={**ERRORS, 200: {"content": {"application/octet-stream": {}}}},
+    response_class=Response,
+)
+def export(req: TextRequest, inference: InferenceDep) -> Response:
+    """Every captured tensor of one input (float32) and its tokens, as an .npz download."""
+    entry = inference.entry(req.model)
+    result = inference.run(entry, req.text)
+    data, filename = export_npz(entry, req.text, result)
+    return Response(
+        data,
+        media_type="application/octet-stream",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )

@@ -1,0 +1,126 @@
+"""The public JSON contract: request and response models of every route."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+AttentionType = Literal["encoder.self", "decoder.self", "decoder.cross"]
+Kind = Literal["weights", "scores", "mask", "q", "k", "v"]
+Encoding = Literal["json", "u1", "f2", "f4"]
+Index = Annotated[int, Field(ge=0, le=10_000)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    models: list[str] = Field(description="Ids of the loaded models.")
+
+
+class ErrorMessage(BaseModel):
+    detail: str | list = Field(description="What was wrong and how to fix it.")
+
+
+class ModelInfo(BaseModel):
+    id: str
+    title: str
+    description: str
+    architecture: Literal["encoder-decoder", "encoder-only", "decoder-only"]
+    encoder_layers: int = Field(description="0 for a decoder-only model.")
+    decoder_layers: int = Field(description="0 for an encoder-only model.")
+    heads: int
+    d_model: int
+    positional: Literal["sinusoidal", "learned", "rotary", "none"]
+    languages: list[str] = Field(description="ISO 639-1 codes of the text it reads.")
+    max_tokens: int = Field(description="Source tokens read; longer input is truncated.")
+    attention_types: list[AttentionType]
+    default: bool
+
+
+class TextRequest(Strict):
+    model: str | None = Field(None, description="Model id; the default model when left out.")
+    text: str = Field(description="The sentence to analyse; must not be blank.")
+
+
+class HeadSummary(BaseModel):
+    type: AttentionType
+    layer: int
+    head: int
+    entropy: float = Field(description="Mean over query rows of the weights' entropy, in bits.")
+    max_weight: float = Field(description="Mean over query rows of the largest weight.")
+
+
+class AnalyzeResponse(BaseModel):
+    model: str
+    text: str = Field(description="The text as the model read it (whitespace collapsed).")
+    source_tokens: list[str]
+    target_tokens: list[str] = Field(
+        description="Decoder positions: <bos> and the output; empty for an encoder-only model."
+    )
+    output: list[str] = Field(description="The model's output tokens (the transcription).")
+    output_text: str = Field(description="The output tokens joined by spaces.")
+    truncated: bool = Field(description="The text had more than max_tokens and was cut.")
+    source_length: int = Field(description="Source tokens before truncation.")
+    summaries: list[HeadSummary]
+
+
+class AttentionRequest(TextRequest):
+    types: list[AttentionType] | None = Field(None, description="Default: every type.")
+    layers: list[Index] | None = Field(None, description="Default: every layer.")
+    heads: list[Index] | None = Field(None, description="Default: every head.")
+    kinds: list[Kind] = Field(
+        ["weights"],
+        min_length=1,
+        description="weights (after softmax), scores (scaled, before the mask), mask, q, k, v.",
+    )
+    encoding: Encoding = Field(
+        "json",
+        description="json: nested lists; u1/f2/f4: plotly.js typed arrays "
+        '{"dtype", "bdata" (base64), "shape"}. u1 (value x 255) only for weights and mask.',
+    )
+
+
+class TypedArray(BaseModel):
+    dtype: Literal["u1", "f2", "f4"]
+    bdata: str = Field(description="Base64 of the little-endian values, row-major.")
+    shape: str = Field(description='Comma-separated sizes, e.g. "12,10".')
+
+
+class Matrix(BaseModel):
+    type: AttentionType
+    layer: int
+    head: int
+    kind: Kind
+    rows: list[str] = Field(description="Token of each row (queries; keys for k and v).")
+    columns: list[str] | None = Field(
+        description="Token of each column (keys); null for q, k, v, whose columns are dims."
+    )
+    shape: list[int]
+    data: list[list[float]] | TypedArray
+
+
+class AttentionResponse(BaseModel):
+    model: str
+    source_tokens: list[str]
+    target_tokens: list[str]
+    truncated: bool
+    encoding: Encoding
+    items: list[Matrix]
+
+
+class PositionalResponse(BaseModel):
+    model: str
+    kind: Literal["sinusoidal", "learned", "rotary", "none"]
+    formula: str
+    positions: int
+    dims: int
+    table: list[list[float]] = Field(
+        description="positions x dims: the vector added to each position (rotary: the angles)."
+    )
+    similarity: list[list[float]] = Field(
+        description="positions x positions: cosine similarity of the positions' vectors."
+    )

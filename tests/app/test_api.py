@@ -1,0 +1,219 @@
+"""The REST API through the app's own routes: every route, every documented error."""
+
+from __future__ import annotations
+
+import base64
+import io
+import threading
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from model.positional import sinusoidal_table
+
+TEXT = "银行行走 hello"
+
+
+def decode(data) -> np.ndarray:
+    if isinstance(data, list):
+        return np.array(data, dtype=np.float64)
+    shape = tuple(int(n) for n in data["shape"].split(","))
+    raw = np.frombuffer(base64.b64decode(data["bdata"]), dtype="<" + data["dtype"])
+    values = raw.reshape(shape).astype(np.float64)
+    return values / 255 if data["dtype"] == "u1" else values
+
+
+def attention(client, **body):
+    response = client.post("/api/v1/attention", json={"text": TEXT, **body})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_models_describe_their_attention(client):
+    models = client.get("/api/v1/models").json()
+    assert [m["id"] for m in models] == ["pronounce", "pronounce-untrained"]
+    default = models[0]
+    assert default["default"] and not models[1]["default"]
+    assert default["architecture"] == "encoder-decoder" and default["positional"] == "sinusoidal"
+    assert (default["encoder_layers"], default["decoder_layers"], default["heads"]) == (3, 3, 8)
+    assert default["attention_types"] == ["encoder.self", "decoder.self", "decoder.cross"]
+    assert default["max_tokens"] == 128 and default["languages"] == ["zh", "en"]
+
+
+def test_analyze_gives_tokens_output_and_every_head(client):
+    body = client.post("/api/v1/analyze", json={"text": "  银行\t行走  "}).json()
+    assert body["model"] == "pronounce" and body["text"] == "银行 行走"
+    assert body["source_tokens"] == ["银", "行", " ", "行", "走"]
+    assert body["output"] == ["yin2", "hang2", "|", "xing2", "zou3"]
+    assert body["target_tokens"] == ["<bos>", *body["output"]]
+    assert body["output_text"] == "yin2 hang2 | xing2 zou3"
+    assert len(body["summaries"]) == 3 * 3 * 8
+    for s in body["summaries"]:
+        assert 0 <= s["entropy"] <= np.log2(6) + 1e-6 and 0 < s["max_weight"] <= 1
+
+
+def test_attention_items_carry_their_axes(client):
+    body = attention(client, types=["decoder.cross"], layers=[1], heads=[0, 3])
+    assert [(i["layer"], i["head"], i["kind"]) for i in body["items"]] == [
+        (1, 0, "weights"),
+        (1, 3, "weights"),
+    ]
+    item = body["items"][0]
+    assert item["rows"] == body["target_tokens"] and item["columns"] == body["source_tokens"]
+    weights = decode(item["data"])
+    assert weights.shape == tuple(item["shape"]) == (len(item["rows"]), len(item["columns"]))
+    assert np.allclose(weights.sum(1), 1, atol=1e-5)
+
+
+def test_every_layer_and_head_by_default(client):
+    body = attention(client, encoding="u1")
+    assert len(body["items"]) == 3 * 3 * 8
+
+
+@pytest.mark.parametrize("encoding, tolerance", [("u1", 0.5 / 255), ("f2", 1e-3), ("f4", 1e-6)])
+def test_typed_encodings_decode_to_the_json_matrix(client, encoding, tolerance):
+    request = dict(types=["encoder.self"], layers=[2], kinds=["weights", "mask"])
+    plain = attention(client, **request)["items"]
+    typed = attention(client, encoding=encoding, **request)["items"]
+    assert len(plain) == len(typed) == 16
+    for a, b in zip(plain, typed, strict=True):
+        assert np.abs(decode(a["data"]) - decode(b["data"])).max() <= tolerance + 1e-6
+
+
+def test_scores_and_projections_in_floats(client):
+    body = attention(
+        client,
+        types=["decoder.self"],
+        layers=[0],
+        heads=[2],
+        kinds=["scores", "q", "k", "v"],
+        encoding="f4",
+    )
+    scores, q, k, v = (decode(i["data"]) for i in body["items"])
+    n = len(body["target_tokens"])
+    assert scores.shape == (n, n) and q.shape == k.shape == v.shape == (n, 32)
+    assert np.allclose(q @ k.T / np.sqrt(32), scores, atol=1e-4)  # scores are q k^T / sqrt(d)
+    assert body["items"][1]["columns"] is None
+
+
+def test_masked_positions_have_zero_weight(client):
+    body = attention(client, types=["decoder.self"], kinds=["weights", "mask"], encoding="f4")
+    items = body["items"]  # per layer: 8 weights, then 8 masks
+    assert len(items) == 3 * 16
+    for layer in range(3):
+        for head in range(8):
+            weights = decode(items[layer * 16 + head]["data"])
+            mask = decode(items[layer * 16 + 8 + head]["data"])
+            assert np.array_equal(mask, np.tril(np.ones_like(mask)))  # causal, no padding
+            assert np.all(weights[mask == 0] == 0) and np.all(weights[mask == 1] > 0)
+
+
+def test_positional_table_is_the_models(client):
+    body = client.get("/api/v1/models/pronounce/positional-encoding?positions=40&dims=16").json()
+    assert body["kind"] == "sinusoidal" and "sin(pos" in body["formula"]
+    table = np.array(body["table"])
+    assert table.shape == (40, 16)
+    assert np.allclose(table, sinusoidal_table(40, 256)[:, :16].numpy(), atol=1e-6)
+    similarity = np.array(body["similarity"])
+    assert similarity.shape == (40, 40) and np.allclose(np.diag(similarity), 1, atol=1e-5)
+
+
+def test_export_is_every_tensor_as_float32(client):
+    response = client.post("/api/v1/export", json={"text": TEXT})
+    assert response.status_code == 200
+    assert response.headers["content-disposition"].startswith('attachment; filename="pronounce-')
+    archive = np.load(io.BytesIO(response.content))
+    assert "decoder.2.cross_attn.hook_pattern" in archive.files
+    assert archive["decoder.0.self_attn.hook_mask"].dtype == np.float32
+    assert list(archive["source_tokens"]) == list("银行行走 hello")
+
+
+@pytest.mark.parametrize(
+    "path, body, status, message",
+    [
+        ("/api/v1/analyze", {"text": "hi", "model": "gpt-5"}, 404, "unknown model 'gpt-5'"),
+        ("/api/v1/analyze", {"text": " \n\t"}, 422, "text is empty"),
+        ("/api/v1/analyze", {"text": "长" * 1001}, 422, "the limit is 1000"),
+        ("/api/v1/attention", {"text": "hi", "layers": [3]}, 422, "layers are 0..2"),
+        ("/api/v1/attention", {"text": "hi", "heads": [8]}, 422, "heads are 0..7"),
+        (
+            "/api/v1/attention",
+            {"text": "hi", "kinds": ["q"], "encoding": "u1"},
+            422,
+            "ask f2 or f4",
+        ),
+        ("/api/v1/attention", {"text": "hi", "encoding": "f8"}, 422, "json"),
+        ("/api/v1/attention", {"text": "hi", "layers": [-1]}, 422, "greater than or equal to 0"),
+        ("/api/v1/analyze", {"text": 5}, 422, "valid string"),
+        ("/api/v1/analyze", {"txt": "hi"}, 422, "Field required"),
+    ],
+)
+def test_bad_input_gets_a_clear_4xx(client, path, body, status, message):
+    response = client.post(path, json=body)
+    assert response.status_code == status
+    assert message in str(response.json()["detail"])
+    assert client.post("/api/v1/analyze", json={"text": "好"}).status_code == 200
+
+
+def test_nan_in_numbers_is_refused_not_crashed(client):
+    raw = b'{"text": "hi", "layers": [NaN]}'
+    response = client.post(
+        "/api/v1/attention", content=raw, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422
+
+
+def test_bodies_over_the_limit_are_413_with_or_without_a_length(client):
+    big = b'{"text": "' + b"a" * 70_000 + b'"}'
+    assert client.post("/api/v1/analyze", content=big).status_code == 413
+
+    def chunks():
+        for _ in range(70):
+            yield b"a" * 1000
+
+    response = client.post("/api/v1/analyze", content=chunks())
+    assert response.status_code == 413 and "request body over" in response.json()["detail"]
+
+
+def test_responses_over_the_size_limit_say_how_to_narrow():
+    with TestClient(create_app(Settings(torch_threads=1, max_response_bytes=20_000))) as c:
+        response = c.post("/api/v1/attention", json={"text": TEXT, "kinds": ["weights", "q"]})
+        assert response.status_code == 422 and "ask for fewer" in response.json()["detail"]
+        narrow = {"text": TEXT, "layers": [0], "heads": [0], "encoding": "u1"}
+        assert c.post("/api/v1/attention", json=narrow).status_code == 200
+
+
+def test_a_full_queue_answers_503_with_retry_after():
+    settings = Settings(torch_threads=1, max_concurrent_runs=1, max_queued_runs=0)
+    with TestClient(create_app(settings)) as c:
+        limiter = c.app.state.inference.limiter
+        with limiter.slot():  # another run holds the only slot
+            response = c.post("/api/v1/analyze", json={"text": "猫追狗"})
+        assert response.status_code == 503 and response.headers["retry-after"] == "1"
+        assert c.post("/api/v1/analyze", json={"text": "猫追狗"}).status_code == 200
+
+
+def test_sixteen_parallel_requests_each_get_their_own_answer(client):
+    texts = [f"{w}追{v}" for w in "猫狗鸟鱼" for v in "马牛羊猪"]
+    request = {"layers": [2], "encoding": "f4"}
+    expected = {t: attention(client, text=t, **request) for t in texts}
+    results: dict[str, dict] = {}
+    settings = Settings(torch_threads=1, cache_bytes=0, max_concurrent_runs=4)
+    with TestClient(create_app(settings)) as fresh:  # no cache: every request runs the model
+
+        def call(text: str) -> None:
+            results[text] = fresh.post("/api/v1/attention", json={"text": text, **request}).json()
+
+        threads = [threading.Thread(target=call, args=(t,)) for t in texts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for text in texts:
+        assert results[text]["source_tokens"] == list(text)
+        assert results[text]["target_tokens"] == expected[text]["target_tokens"]
+        for a, b in zip(results[text]["items"], expected[text]["items"], strict=True):
+            assert np.allclose(decode(a["data"]), decode(b["data"]), atol=1e-6)
