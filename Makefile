@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test lint format clean train bench bench-api
+.PHONY: install serve test lint format clean train bench bench-api e2e-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+# The browser tests drive Debian's chromium (a browser download fails offline).
+e2e-deps:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-zenhei; \
+	  else echo "the browser tests need Debian's chromium: sudo apt-get install chromium"; exit 1; fi; }
+
+test: lint e2e-deps
 	$(BIN)/pytest
 
 format: $(STAMP)

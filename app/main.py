@@ -8,11 +8,12 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
 
 from model.runtime import set_threads
 
 from .limits import BodyLimit
-from .routes import inference, models
+from .routes import inference, models, pages
 from .schemas import Health
 from .service import Inference
 from .settings import Settings
@@ -43,6 +44,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.include_router(models.router)
     app.include_router(inference.router)
+    app.include_router(pages.router)
+    app.mount("/static", StaticFiles(directory=pages.ROOT / "static"), name="static")
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -1,0 +1,68 @@
+// The page's only way to the server: the public REST API.
+export class ApiError extends Error {
+  constructor(status, detail) {
+    super(typeof detail === "string" ? detail : JSON.stringify(detail));
+    this.status = status;
+    this.detail = detail;
+  }
+}
+
+async function call(path, options = {}) {
+  let response;
+  try {
+    response = await fetch(path, options);
+  } catch (err) {
+    throw new ApiError(0, String(err));
+  }
+  if (!response.ok) {
+    let detail = response.statusText;
+    try {
+      detail = (await response.json()).detail;
+    } catch { /* not JSON */ }
+    throw new ApiError(response.status, detail);
+  }
+  return response;
+}
+
+function post(path, body) {
+  return call(path, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+}
+
+export const api = {
+  analyze: async (model, text) => (await post("/api/v1/analyze", { model, text })).json(),
+  attention: async (request) => (await post("/api/v1/attention", request)).json(),
+  positional: async (model, positions, dims) =>
+    (await call(`/api/v1/models/${encodeURIComponent(model)}/positional-encoding?positions=${positions}&dims=${dims}`)).json(),
+  exportCapture: async (model, text) => {
+    const response = await post("/api/v1/export", { model, text });
+    const name = /filename="([^"]+)"/.exec(response.headers.get("content-disposition") || "");
+    return { blob: await response.blob(), filename: name ? name[1] : "capture.npz" };
+  },
+};
+
+// plotly.js typed-array spec -> rows of numbers (u1 scaled back to [0, 1]).
+export function toMatrix(data, shape) {
+  if (Array.isArray(data)) return data;
+  const bytes = Uint8Array.from(atob(data.bdata), (c) => c.charCodeAt(0));
+  let flat;
+  if (data.dtype === "u1") flat = Array.from(bytes, (b) => b / 255);
+  else if (data.dtype === "f4") flat = Array.from(new Float32Array(bytes.buffer));
+  else flat = Array.from(new Uint16Array(bytes.buffer), halfToFloat);
+  const [rows, cols] = shape;
+  const out = [];
+  for (let r = 0; r < rows; r++) out.push(flat.slice(r * cols, (r + 1) * cols));
+  return out;
+}
+
+function halfToFloat(h) {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exp = (h >> 10) & 0x1f;
+  const frac = h & 0x3ff;
+  if (exp === 0) return sign * 2 ** -14 * (frac / 1024);
+  if (exp === 31) return frac ? NaN : sign * Infinity;
+  return sign * 2 ** (exp - 15) * (1 + frac / 1024);
+}

@@ -1,0 +1,246 @@
+// The page's controller: state from the URL, requests to the API, one view at a time.
+import { ApiError, api, toMatrix } from "./api.js";
+import { LANGS, applyLanguage, t as translate } from "./i18n.js";
+import { readState, writeState } from "./state.js";
+import { renderHead } from "./views/head.js";
+import { renderMasks } from "./views/masks.js";
+import { renderModel } from "./views/model.js";
+import { renderPositional } from "./views/positional.js";
+
+const EXAMPLES = [
+  "苹果公司发布了新款手机，它采用了最新的芯片",
+  "猫追狗",
+  "狗追猫",
+  "银行的人在街上行走",
+  "The animal didn't cross the street because it was too tired.",
+  "我用 python 写代码",
+];
+const VIEWS = { head: renderHead, model: renderModel, masks: renderMasks, positional: renderPositional };
+
+const boot = JSON.parse(document.getElementById("boot").textContent);
+const models = Object.fromEntries(boot.models.map((m) => [m.id, m]));
+const $ = (id) => document.getElementById(id);
+const elements = {
+  form: $("input-form"), model: $("model"), text: $("text"), examples: $("examples"),
+  source: $("source-tokens"), output: $("output-text"), truncated: $("truncated"),
+  status: $("status"), type: $("type"), layer: $("layer"), head: $("head"), kind: $("kind"),
+  overlay: $("overlay"), average: $("average"), exportButton: $("export"),
+  view: $("view"), plot: $("plot"), grid: $("grid"), extra: $("extra"),
+  explain: $("explain"), readout: $("readout"),
+};
+
+const storedLang = localStorage.getItem("attnviz.lang");
+const defaultLang = storedLang || (navigator.language?.startsWith("zh") ? "zh" : "en");
+let state = readState({
+  model: boot.default_model, text: "", type: "", layer: 0, head: 0, view: "head",
+  lang: defaultLang, kind: "weights", avg: false,
+});
+let analysis = null; // the analyze answer for (state.model, state.text)
+let generation = 0; // bumps on every render; older renders stop when they notice
+const layerCache = new Map();
+
+const t = (key) => translate(state.lang, key);
+
+function modelInfo() {
+  return models[state.model] || models[boot.default_model];
+}
+
+function setStatus(message, kind = "") {
+  elements.status.textContent = message;
+  elements.status.className = `status ${kind}`;
+}
+
+function showError(err) {
+  let message;
+  if (err instanceof ApiError) {
+    const detail = typeof err.detail === "string"
+      ? err.detail
+      : (err.detail || []).map((d) => `${(d.loc || []).slice(1).join(".")}: ${d.msg}`).join("; ");
+    if (err.status === 0) message = t("error_network");
+    else if (err.status === 413 || err.status === 503) message = t(`error_${err.status}`);
+    else if (err.status === 422 || err.status === 404) message = t(`error_${err.status}`) + detail;
+    else message = t("error_other") + detail;
+  } else {
+    message = t("error_other") + String(err);
+  }
+  setStatus(message, "error");
+  for (const el of [elements.plot, elements.extra]) window.Plotly.purge(el);
+  elements.grid.replaceChildren();
+  elements.explain.textContent = "";
+}
+
+// All heads of one (type, layer, kind), decoded once and kept for the current input.
+async function layerItems(type, layer, kind) {
+  const key = [state.model, state.text, type, layer, kind].join("\u0000");
+  if (!layerCache.has(key)) {
+    const encoding = kind === "scores" ? "f4" : "u1";
+    const request = api
+      .attention({ model: state.model, text: state.text, types: [type], layers: [layer], kinds: [kind], encoding })
+      .then((body) => body.items.map((item) => ({ ...item, z: toMatrix(item.data, item.shape) })));
+    layerCache.set(key, request);
+    request.catch(() => layerCache.delete(key));
+  }
+  return layerCache.get(key);
+}
+
+function fillSelect(select, values, labels) {
+  select.replaceChildren(
+    ...values.map((value, i) => {
+      const option = document.createElement("option");
+      option.value = String(value);
+      option.textContent = labels ? labels[i] : String(value);
+      return option;
+    }),
+  );
+}
+
+function syncControls() {
+  const info = modelInfo();
+  if (!info.attention_types.includes(state.type)) state.type = info.attention_types.at(-1);
+  const layers = state.type.startsWith("encoder") ? info.encoder_layers : info.decoder_layers;
+  state.layer = Math.min(Math.max(0, state.layer), layers - 1);
+  state.head = Math.min(Math.max(0, state.head), info.heads - 1);
+  elements.model.value = state.model;
+  elements.text.value = state.text;
+  fillSelect(elements.type, info.attention_types, info.attention_types.map(t));
+  elements.type.value = state.type;
+  fillSelect(elements.layer, [...Array(layers).keys()]);
+  elements.layer.value = String(state.layer);
+  fillSelect(elements.head, [...Array(info.heads).keys()]);
+  elements.head.value = String(state.head);
+  elements.kind.value = state.kind;
+  elements.average.checked = state.avg;
+  for (const tab of document.querySelectorAll("[data-view]")) {
+    tab.setAttribute("aria-selected", String(tab.dataset.view === state.view));
+  }
+  const showHeadControls = state.view === "head" || state.view === "model";
+  document.getElementById("controls").dataset.view = state.view;
+  elements.head.disabled = !showHeadControls || state.view === "model" || state.avg;
+  applyLanguage(state.lang);
+}
+
+async function render() {
+  const mine = ++generation;
+  const ctx = {
+    state, t, elements, analysis, modelInfo, layerItems,
+    stale: () => mine !== generation,
+    openHead: (layer, head) => update({ view: "head", layer, head }),
+    positional: (positions, dims) => api.positional(state.model, positions, dims),
+  };
+  syncControls();
+  for (const el of [elements.plot, elements.extra]) window.Plotly.purge(el);
+  elements.grid.replaceChildren();
+  elements.grid.hidden = true;
+  elements.readout.textContent = "";
+  if (!state.text.trim()) {
+    analysis = null;
+    setStatus(t("empty"));
+    return;
+  }
+  try {
+    if (!analysis || analysis.model !== state.model || analysis.request !== state.text) {
+      setStatus(t("running"), "busy");
+      analysis = { ...(await api.analyze(state.model, state.text)), request: state.text };
+      if (mine !== generation) return;
+      ctx.analysis = analysis;
+    }
+    showTokens();
+    setStatus(t("loading"), "busy");
+    await VIEWS[state.view](ctx);
+    if (mine === generation) setStatus(t("ready"));
+  } catch (err) {
+    if (mine === generation) showError(err);
+  }
+}
+
+function showTokens() {
+  elements.source.textContent = analysis.source_tokens.join(" · ");
+  elements.output.textContent = analysis.output_text;
+  elements.truncated.hidden = !analysis.truncated;
+}
+
+function update(changes, { push = true } = {}) {
+  const inputChanged = ("text" in changes && changes.text !== state.text)
+    || ("model" in changes && changes.model !== state.model);
+  state = { ...state, ...changes };
+  if (inputChanged) {
+    analysis = null;
+    layerCache.clear();
+  }
+  writeState(state, { replace: !push });
+  return render();
+}
+
+function init() {
+  fillSelect(elements.model, Object.keys(models), Object.values(models).map((m) => m.title));
+  for (const example of EXAMPLES) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = example;
+    button.addEventListener("click", () => update({ text: example }));
+    elements.examples.append(button);
+  }
+  elements.form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    update({ text: elements.text.value, model: elements.model.value });
+  });
+  elements.model.addEventListener("change", () => update({ model: elements.model.value }));
+  elements.type.addEventListener("change", () => update({ type: elements.type.value }));
+  elements.layer.addEventListener("change", () => update({ layer: Number(elements.layer.value) }));
+  elements.head.addEventListener("change", () => update({ head: Number(elements.head.value) }));
+  elements.kind.addEventListener("change", () => update({ kind: elements.kind.value }));
+  elements.average.addEventListener("change", () => update({ avg: elements.average.checked }));
+  elements.overlay.addEventListener("change", () => render());
+  for (const tab of document.querySelectorAll("[data-view]")) {
+    tab.addEventListener("click", () => update({ view: tab.dataset.view }));
+  }
+  for (const button of document.querySelectorAll("[data-lang]")) {
+    button.addEventListener("click", () => {
+      localStorage.setItem("attnviz.lang", button.dataset.lang);
+      update({ lang: button.dataset.lang }, { push: false });
+    });
+  }
+  elements.exportButton.addEventListener("click", async () => {
+    try {
+      const { blob, filename } = await api.exportCapture(state.model, state.text);
+      const link = document.createElement("a");
+      link.href = URL.createObjectURL(blob);
+      link.download = filename;
+      link.click();
+      URL.revokeObjectURL(link.href);
+    } catch (err) {
+      showError(err);
+    }
+  });
+  document.addEventListener("keydown", onKey);
+  window.addEventListener("popstate", () => {
+    const next = readState(state);
+    const inputChanged = next.text !== state.text || next.model !== state.model;
+    state = next;
+    if (inputChanged) {
+      analysis = null;
+      layerCache.clear();
+    }
+    render();
+  });
+  if (!LANGS.includes(state.lang)) state.lang = "en";
+  writeState(state, { replace: true });
+  render();
+}
+
+function onKey(event) {
+  if (event.target.closest("input, select, textarea") || event.altKey || event.ctrlKey) return;
+  const info = modelInfo();
+  const layers = state.type.startsWith("encoder") ? info.encoder_layers : info.decoder_layers;
+  const moves = {
+    ArrowLeft: { head: (state.head + info.heads - 1) % info.heads },
+    ArrowRight: { head: (state.head + 1) % info.heads },
+    ArrowUp: { layer: (state.layer + layers - 1) % layers },
+    ArrowDown: { layer: (state.layer + 1) % layers },
+  };
+  if (!(event.key in moves) || state.view !== "head") return;
+  event.preventDefault();
+  update(moves[event.key]);
+}
+
+init();

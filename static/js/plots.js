@@ -1,0 +1,116 @@
+// Heatmaps with token ticks. Token text is data: plotly.js reads a subset of HTML in
+// labels, so & < > are escaped before any text reaches it.
+export function escapeText(s) {
+  return String(s).replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
+}
+
+// Viridis: perceptually uniform and readable with colour-blindness.
+export const COLORSCALE = "Viridis";
+const HOVER_TEXT_LIMIT = 200 * 200; // past this, the readout line carries the tokens
+
+const downloadSvg = {
+  name: "downloadSvg",
+  title: "Download plot as SVG",
+  icon: { width: 1000, height: 1000, path: "M500 50 L850 450 L600 450 L600 950 L400 950 L400 450 L150 450 Z" },
+  click: (gd) => window.Plotly.downloadImage(gd, { format: "svg", filename: "attnviz" }),
+};
+
+export const CONFIG = {
+  responsive: true,
+  displaylogo: false,
+  toImageButtonOptions: { format: "png", filename: "attnviz" },
+  modeBarButtonsToAdd: [downloadSvg],
+};
+
+// z: rows of numbers; rows/columns: token lists (repeated tokens keep their own column).
+export function heatmap(el, { z, rows, columns, title, zmin, zmax, valueLabel, overlay }) {
+  const safeRows = rows.map(escapeText);
+  const safeColumns = columns ? columns.map(escapeText) : null;
+  const trace = {
+    type: "heatmap",
+    z,
+    colorscale: COLORSCALE,
+    zmin,
+    zmax,
+    hoverongaps: false,
+  };
+  if (safeColumns && z.length * (z[0]?.length || 0) <= HOVER_TEXT_LIMIT) {
+    trace.text = z.map((row, i) =>
+      row.map((v, j) => `${safeRows[i]} → ${safeColumns[j]}: ${formatValue(v)}`),
+    );
+    trace.hovertemplate = `%{text}<extra>${escapeText(valueLabel || "")}</extra>`;
+  } else {
+    trace.hovertemplate = `%{y} → %{x}: %{z:.3f}<extra></extra>`;
+  }
+  const data = [trace];
+  if (overlay) {
+    // masked cells drawn over in grey
+    data.push({
+      type: "heatmap",
+      z: overlay.map((row) => row.map((m) => (m ? null : 1))),
+      colorscale: [[0, "rgba(128,128,128,0.75)"], [1, "rgba(128,128,128,0.75)"]],
+      showscale: false,
+      hoverinfo: "skip",
+    });
+  }
+  const tickFont = { size: Math.max(7, Math.min(14, 600 / Math.max(rows.length, 1))) };
+  const layout = {
+    title: { text: escapeText(title || "") },
+    margin: { l: 70, r: 20, t: 40, b: 70 },
+    xaxis: axis(safeColumns, tickFont, "x"),
+    yaxis: { ...axis(safeRows, tickFont, "y"), autorange: "reversed" },
+    height: Math.min(900, Math.max(320, 18 * rows.length + 120)),
+  };
+  return window.Plotly.react(el, data, layout, CONFIG);
+}
+
+function axis(labels, font) {
+  if (!labels) return { title: { text: "dim" } };
+  return {
+    tickmode: "array",
+    tickvals: labels.map((_, i) => i),
+    ticktext: labels,
+    tickfont: font,
+    tickangle: labels.length > 20 ? -90 : 0,
+    automargin: true,
+  };
+}
+
+function formatValue(v) {
+  return v === null || v === undefined ? "" : Number(v).toFixed(3);
+}
+
+// Small thumbnails are drawn straight onto a canvas: cheap enough for hundreds of heads.
+export function drawThumbnail(canvas, z, size = 96) {
+  const rows = z.length;
+  const cols = z[0]?.length || 0;
+  canvas.width = size;
+  canvas.height = size;
+  const ctx = canvas.getContext("2d");
+  const image = ctx.createImageData(size, size);
+  for (let y = 0; y < size; y++) {
+    const r = Math.min(rows - 1, Math.floor((y * rows) / size));
+    for (let x = 0; x < size; x++) {
+      const c = Math.min(cols - 1, Math.floor((x * cols) / size));
+      const [red, green, blue] = viridis(z[r]?.[c] ?? 0);
+      const i = (y * size + x) * 4;
+      image.data[i] = red;
+      image.data[i + 1] = green;
+      image.data[i + 2] = blue;
+      image.data[i + 3] = 255;
+    }
+  }
+  ctx.putImageData(image, 0, 0);
+}
+
+const VIRIDIS = [
+  [68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
+  [31, 158, 137], [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37],
+];
+
+function viridis(v) {
+  const x = Math.max(0, Math.min(1, v)) * (VIRIDIS.length - 1);
+  const i = Math.min(VIRIDIS.length - 2, Math.floor(x));
+  const f = x - i;
+  return VIRIDIS[i].map((a, k) => Math.round(a + (VIRIDIS[i + 1][k] - a) * f));
+}

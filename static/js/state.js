@@ -1,0 +1,27 @@
+// The whole view lives in the URL: reload or share a link and the same view comes back.
+const KEYS = ["model", "text", "type", "layer", "head", "view", "lang", "kind", "avg"];
+const NUMBERS = new Set(["layer", "head"]);
+
+export function readState(defaults) {
+  const params = new URLSearchParams(location.search);
+  const state = { ...defaults };
+  for (const key of KEYS) {
+    if (!params.has(key)) continue;
+    const value = params.get(key);
+    state[key] = NUMBERS.has(key) ? Number.parseInt(value, 10) || 0 : value;
+  }
+  state.avg = state.avg === "1" || state.avg === true;
+  return state;
+}
+
+export function writeState(state, { replace = false } = {}) {
+  const params = new URLSearchParams();
+  for (const key of KEYS) {
+    const value = key === "avg" ? (state.avg ? "1" : "") : state[key];
+    if (value !== undefined && value !== null && value !== "") params.set(key, String(value));
+  }
+  const url = `${location.pathname}?${params}`;
+  if (url === `${location.pathname}${location.search}`) return;
+  if (replace) history.replaceState(null, "", url);
+  else history.pushState(null, "", url);
+}

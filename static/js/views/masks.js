@@ -1,0 +1,36 @@
+// The masks applied to this input, with the seed's explanation of each.
+import { heatmap } from "../plots.js";
+
+const EXPLAIN = { "encoder.self": "mask_padding", "decoder.self": "mask_combined", "decoder.cross": "mask_cross" };
+
+export async function renderMasks(ctx) {
+  const { t, elements } = ctx;
+  const grid = elements.grid;
+  grid.hidden = false;
+  grid.replaceChildren();
+  const causal = document.createElement("p");
+  causal.className = "explain";
+  causal.textContent = `${t("mask_padding")} ${t("mask_causal")}`;
+  grid.append(causal);
+  for (const type of ctx.modelInfo().attention_types) {
+    const items = await ctx.layerItems(type, 0, "mask");
+    if (ctx.stale()) return;
+    const box = document.createElement("div");
+    box.className = "plot mask-plot";
+    box.dataset.type = type;
+    const note = document.createElement("p");
+    note.className = "explain";
+    note.textContent = t(EXPLAIN[type]);
+    grid.append(box, note);
+    await heatmap(box, {
+      z: items[0].z,
+      rows: items[0].rows,
+      columns: items[0].columns,
+      title: `${t(type)} · ${t("kind_mask")}`,
+      zmin: 0,
+      zmax: 1,
+      valueLabel: t("kind_mask"),
+    });
+  }
+  elements.explain.textContent = "";
+}

@@ -1,0 +1,51 @@
+// Every layer x head of one attention type as thumbnails, loaded a layer at a time,
+// and the heads' entropy as a layer x head heatmap.
+import { drawThumbnail, heatmap } from "../plots.js";
+
+export async function renderModel(ctx) {
+  const { state, t, elements, analysis } = ctx;
+  const info = ctx.modelInfo();
+  const layers = state.type.startsWith("encoder") ? info.encoder_layers : info.decoder_layers;
+  const grid = elements.grid;
+  grid.hidden = false;
+  grid.replaceChildren();
+  grid.style.setProperty("--heads", info.heads);
+  const entropy = [];
+  for (let layer = 0; layer < layers; layer++) {
+    const summaries = analysis.summaries.filter((s) => s.type === state.type && s.layer === layer);
+    entropy.push(summaries.map((s) => s.entropy));
+  }
+  await heatmap(elements.extra, {
+    z: entropy,
+    rows: entropy.map((_, l) => `${t("layer")} ${l}`),
+    columns: Array.from({ length: info.heads }, (_, h) => `${t("head")} ${h}`),
+    title: t("entropy"),
+    valueLabel: "bits",
+  });
+  for (let layer = 0; layer < layers; layer++) {
+    if (ctx.stale()) return;
+    const row = document.createElement("div");
+    row.className = "grid-row";
+    const label = document.createElement("span");
+    label.className = "grid-label";
+    label.textContent = `${t("layer")} ${layer}`;
+    row.append(label);
+    grid.append(row);
+    const items = await ctx.layerItems(state.type, layer, "weights");
+    items.forEach((item, head) => {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "thumb";
+      button.dataset.layer = String(layer);
+      button.dataset.head = String(head);
+      button.title = `${t("layer")} ${layer} · ${t("head")} ${head}`;
+      button.setAttribute("aria-label", button.title);
+      const canvas = document.createElement("canvas");
+      drawThumbnail(canvas, item.z);
+      button.append(canvas);
+      button.addEventListener("click", () => ctx.openHead(layer, head));
+      row.append(button);
+    });
+  }
+  elements.explain.textContent = t("hint");
+}

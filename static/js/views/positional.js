@@ -1,0 +1,41 @@
+// The positional table the model adds, the similarity of positions, a few dims as curves.
+import { CONFIG, escapeText, heatmap } from "../plots.js";
+
+export async function renderPositional(ctx) {
+  const { t, elements, analysis } = ctx;
+  const info = ctx.modelInfo();
+  const positions = Math.max(16, analysis ? analysis.source_tokens.length : 0);
+  const dims = Math.min(info.d_model, 64);
+  const pe = await ctx.positional(positions, dims);
+  if (ctx.stale()) return;
+  const posLabels = Array.from({ length: pe.positions }, (_, i) => String(i));
+  const dimLabels = Array.from({ length: pe.dims }, (_, i) => String(i));
+  await heatmap(elements.plot, {
+    z: pe.table, rows: posLabels, columns: dimLabels, title: t("pe_table"), valueLabel: "PE",
+  });
+  await heatmap(elements.extra, {
+    z: pe.similarity, rows: posLabels, columns: posLabels, title: t("pe_similarity"),
+    zmin: -1, zmax: 1, valueLabel: "cos",
+  });
+  const grid = elements.grid;
+  grid.hidden = false;
+  grid.replaceChildren();
+  const curves = document.createElement("div");
+  curves.className = "plot";
+  grid.append(curves);
+  const shown = [0, 1, 2, 3, 8, 9].filter((d) => d < pe.dims);
+  const traces = shown.map((d) => ({
+    type: "scatter",
+    mode: "lines",
+    name: `dim ${d}`,
+    x: posLabels.map(Number),
+    y: pe.table.map((row) => row[d]),
+  }));
+  await window.Plotly.react(curves, traces, {
+    title: { text: escapeText(t("pe_curves")) },
+    xaxis: { title: { text: "position" } },
+    height: 320,
+    margin: { l: 50, r: 20, t: 40, b: 40 },
+  }, CONFIG);
+  elements.explain.textContent = `${t("pe_explain")} ${pe.formula}`;
+}

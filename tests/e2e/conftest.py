@@ -1,0 +1,93 @@
+"""A real uvicorn server and headless Debian Chromium driven by Playwright."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx2
+import pytest
+from playwright.sync_api import sync_playwright
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "out" / "e2e"
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def server() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "ATTNVIZ_PORT": str(port), "ATTNVIZ_LOG_LEVEL": "warning"}
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            httpx2.get(f"{base}/healthz", timeout=2)
+            break
+        except httpx2.TransportError:
+            assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
+            time.sleep(0.3)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is not installed: `make test` installs it (as root)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="session")
+def outside_requests() -> list[str]:
+    """Every request the pages tried to send anywhere but 127.0.0.1 (all are blocked)."""
+    seen: list[str] = []
+    yield seen
+    assert seen == [], f"requests left 127.0.0.1: {seen}"
+
+
+@pytest.fixture
+def page(browser, server, outside_requests, request):
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=server)
+
+    def guard(route):
+        host = urlparse(route.request.url).hostname
+        if route.request.url.startswith(("data:", "blob:")) or host == "127.0.0.1":
+            route.continue_()
+        else:
+            outside_requests.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", guard)
+    page = context.new_page()
+    page.dialogs = []
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    yield page
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    name = "".join(c if c.isalnum() or c in "-_" else "_" for c in request.node.name)
+    page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
+    assert page.errors == [], page.errors
+    context.close()

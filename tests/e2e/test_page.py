@@ -1,0 +1,141 @@
+"""The page in headless Chromium: type, look at heads, switch views, share links."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs, urlparse
+
+from playwright.sync_api import Page, expect
+
+READY = re.compile(r"^(Ready\.|完成。)$")
+
+
+def ready(page: Page) -> None:
+    expect(page.locator("#status")).to_have_text(READY, timeout=60_000)
+
+
+def ticks(page: Page, axis: str, plot: str = "#plot") -> list[str]:
+    return page.locator(f"{plot} .{axis}tick text").all_text_contents()
+
+
+def url_state(page: Page) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def run(page: Page, text: str) -> None:
+    page.goto("/")
+    page.fill("#text", text)
+    page.press("#text", "Enter")
+    ready(page)
+
+
+def test_a_chinese_sentence_gives_a_heatmap_with_token_ticks(page: Page):
+    run(page, "猫追狗")
+    expect(page.locator("#output-text")).to_have_text("mao1 zhui1 gou3")
+    assert ticks(page, "x") == ["猫", "追", "狗"]  # cross-attention: keys are the source
+    assert ticks(page, "y") == ["<bos>", "mao1", "zhui1", "gou3"]
+    assert url_state(page)["text"] == "猫追狗"
+
+
+def test_an_english_sentence_keeps_repeated_tokens_apart(page: Page):
+    run(page, "the cat sat")
+    assert ticks(page, "x") == list("the cat sat")  # three 't's, three separate columns
+    assert "| K AE1 T |" in page.locator("#output-text").text_content()
+
+
+def test_type_layer_and_head_switch_by_controls_and_keys(page: Page):
+    run(page, "银行行走")
+    page.select_option("#type", "encoder.self")
+    ready(page)
+    assert ticks(page, "y") == list("银行行走")
+    page.select_option("#layer", "1")
+    ready(page)
+    page.locator("#view").focus()
+    page.keyboard.press("ArrowRight")
+    ready(page)
+    page.keyboard.press("ArrowDown")
+    ready(page)
+    state = url_state(page)
+    assert (state["type"], state["layer"], state["head"]) == ("encoder.self", "2", "1")
+    expect(page.locator("#plot .gtitle")).to_have_text("encoder self-attention · Layer 2 · Head 1")
+    page.go_back()
+    ready(page)
+    assert url_state(page)["layer"] == "1" and page.locator("#layer").input_value() == "1"
+
+
+def test_scores_mask_overlay_and_average(page: Page):
+    page.goto("/?text=猫追狗&type=decoder.self&kind=scores")
+    ready(page)
+    page.check("#overlay")
+    ready(page)
+    page.check("#average")
+    ready(page)
+    expect(page.locator("#plot .gtitle")).to_contain_text("average of heads")
+
+
+def test_model_view_opens_a_head(page: Page):
+    page.goto("/?text=猫追狗&view=model")
+    ready(page)
+    thumbs = page.locator("#grid .thumb")
+    expect(thumbs).to_have_count(3 * 8)
+    thumbs.nth(8 + 3).click()  # layer 1, head 3
+    ready(page)
+    state = url_state(page)
+    assert (state["view"], state["layer"], state["head"]) == ("head", "1", "3")
+    assert page.locator("#extra").count() == 1
+
+
+def test_masks_and_positional_views_render(page: Page):
+    page.goto("/?text=猫追狗&view=masks")
+    ready(page)
+    expect(page.locator("#grid .mask-plot .main-svg").first).to_be_visible()
+    expect(page.locator("#grid .mask-plot")).to_have_count(3)
+    expect(page.locator("#grid")).to_contain_text("Causal mask")
+    page.click("[data-view=positional]")
+    ready(page)
+    assert ticks(page, "y")[:3] == ["0", "1", "2"]
+    expect(page.locator("#explain")).to_contain_text("sin(pos")
+
+
+def test_a_shared_url_brings_back_the_same_view(page: Page):
+    page.goto("/?model=pronounce&text=狗追猫&type=decoder.cross&layer=2&head=5&view=head&lang=zh")
+    ready(page)
+    assert page.locator("#layer").input_value() == "2"
+    assert page.locator("#head").input_value() == "5"
+    expect(page.locator("#run")).to_have_text("运行")
+    expect(page.locator("#plot .gtitle")).to_have_text("交叉注意力 · 层 2 · 头 5")
+    page.reload()
+    ready(page)
+    expect(page.locator("#plot .gtitle")).to_have_text("交叉注意力 · 层 2 · 头 5")
+
+
+def test_the_language_switch_is_remembered(page: Page):
+    run(page, "猫")
+    page.click("#lang-zh")
+    expect(page.locator("#run")).to_have_text("运行")
+    expect(page.locator("[data-view=masks]")).to_have_text("掩码")
+    page.goto("/")
+    expect(page.locator("#run")).to_have_text("运行")
+    page.click("#lang-en")
+    expect(page.locator("#run")).to_have_text("Run")
+
+
+def test_markup_in_the_text_stays_text(page: Page):
+    hostile = '<img src=x onerror=alert(1)><b>x</b><a href="javascript:alert(1)">x</a>'
+    run(page, hostile)
+    assert page.dialogs == []
+    assert page.locator("img").count() == 0
+    assert page.locator("#plot b, #plot a[href]").count() == 0
+    assert "".join(ticks(page, "x")) == hostile.lower()
+
+
+def test_an_overlong_text_shows_the_error_in_place(page: Page):
+    run_text = "长" * 1001
+    page.goto("/")
+    page.fill("#text", run_text)
+    page.press("#text", "Enter")
+    status = page.locator("#status")
+    expect(status).to_have_class(re.compile("error"))
+    expect(status).to_contain_text("The input cannot be used: text has 1001 characters")
+    page.click("#lang-zh")
+    expect(status).to_contain_text("输入无法使用")
