@@ -7,6 +7,8 @@ from urllib.parse import parse_qs, urlparse
 
 from playwright.sync_api import Page, expect
 
+from .conftest import ARTIFACTS
+
 READY = re.compile(r"^(Ready\.|完成。)$")
 
 
@@ -89,8 +91,9 @@ def test_masks_and_positional_views_render(page: Page):
     page.goto("/?text=猫追狗&view=masks")
     ready(page)
     expect(page.locator("#grid .mask-plot .main-svg").first).to_be_visible()
-    expect(page.locator("#grid .mask-plot")).to_have_count(3)
-    expect(page.locator("#grid")).to_contain_text("Causal mask")
+    expect(page.locator("#grid .mask-plot")).to_have_count(4)  # causal, then each type's
+    for line in ("Padding mask", "Causal mask", "Combined", "Cross-attention mask"):
+        expect(page.locator("#grid")).to_contain_text(line)
     page.click("[data-view=positional]")
     ready(page)
     assert ticks(page, "y")[:3] == ["0", "1", "2"]
@@ -139,3 +142,20 @@ def test_an_overlong_text_shows_the_error_in_place(page: Page):
     expect(status).to_contain_text("The input cannot be used: text has 1001 characters")
     page.click("#lang-zh")
     expect(status).to_contain_text("输入无法使用")
+
+
+def test_the_capture_downloads_as_npz(page: Page):
+    run(page, "猫追狗")
+    with page.expect_download() as download:
+        page.click("#export")
+    assert re.fullmatch(r"pronounce-[0-9a-f]{12}\.npz", download.value.suggested_filename)
+
+
+def test_a_phone_screen_needs_no_sideways_scrolling(browser, server):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, base_url=server)
+    page = context.new_page()
+    page.goto("/?text=苹果公司发布了新款手机&view=model")
+    ready(page)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.screenshot(path=ARTIFACTS / "phone_model_view.png", full_page=True)
+    context.close()

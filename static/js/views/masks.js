@@ -8,11 +8,28 @@ export async function renderMasks(ctx) {
   const grid = elements.grid;
   grid.hidden = false;
   grid.replaceChildren();
-  const causal = document.createElement("p");
-  causal.className = "explain";
-  causal.textContent = `${t("mask_padding")} ${t("mask_causal")}`;
-  grid.append(causal);
-  for (const type of ctx.modelInfo().attention_types) {
+  const types = ctx.modelInfo().attention_types;
+  if (types.includes("decoder.self")) {
+    // the causal mask alone, before padding is combined into it
+    const tokens = ctx.analysis.target_tokens;
+    const box = document.createElement("div");
+    box.className = "plot mask-plot";
+    box.dataset.type = "causal";
+    const note = document.createElement("p");
+    note.className = "explain";
+    note.textContent = t("mask_causal");
+    grid.append(box, note);
+    await heatmap(box, {
+      z: tokens.map((_, i) => tokens.map((_, j) => (j <= i ? 1 : 0))),
+      rows: tokens,
+      columns: tokens,
+      title: t("mask_causal_title"),
+      zmin: 0,
+      zmax: 1,
+      valueLabel: t("kind_mask"),
+    });
+  }
+  for (const type of types) {
     const items = await ctx.layerItems(type, 0, "mask");
     if (ctx.stale()) return;
     const box = document.createElement("div");

@@ -17,8 +17,8 @@ export async function renderModel(ctx) {
   }
   await heatmap(elements.extra, {
     z: entropy,
-    rows: entropy.map((_, l) => `${t("layer")} ${l}`),
-    columns: Array.from({ length: info.heads }, (_, h) => `${t("head")} ${h}`),
+    rows: entropy.map((_, l) => `L${l}`),
+    columns: Array.from({ length: info.heads }, (_, h) => `H${h}`),
     title: t("entropy"),
     valueLabel: "bits",
   });
