@@ -27,7 +27,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     pronouncer = Pronouncer.load()
-    text = SENTENCE[:40]
+    text = (SENTENCE * 2)[:40]
     assert len(text) == 40
     for _ in range(3):  # warm-up
         pronouncer.transcribe(text)

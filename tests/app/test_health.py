@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 
@@ -13,6 +9,8 @@ import httpx2
 from fastapi.testclient import TestClient
 
 from app.main import create_app
+
+from ..serving import start_server
 
 
 def test_healthz_reports_ok_and_the_loaded_models():
@@ -26,12 +24,6 @@ def test_openapi_documents_healthz():
     with TestClient(create_app()) as client:
         schema = client.get("/openapi.json").json()
     assert "/healthz" in schema["paths"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def healthz_answers_during_long_requests(base: str) -> bool:
@@ -57,33 +49,12 @@ def healthz_answers_during_long_requests(base: str) -> bool:
 
 
 def test_attnviz_serve_answers_over_http_and_stops_on_sigterm():
-    port = _free_port()
-    env = {
-        **os.environ,
-        "ATTNVIZ_PORT": str(port),
-        "ATTNVIZ_LOG_LEVEL": "info",
-        "ATTNVIZ_MAX_CONCURRENT_RUNS": "1",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    env = {"ATTNVIZ_LOG_LEVEL": "info", "ATTNVIZ_MAX_CONCURRENT_RUNS": "1"}
+    proc, base = start_server(env, capture_output=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                response = httpx2.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-                break
-            except httpx2.TransportError:
-                assert proc.poll() is None, "the server exited"
-                assert time.monotonic() < deadline, "the server did not answer within 60 s"
-                time.sleep(0.2)
+        response = httpx2.get(f"{base}/healthz", timeout=10)
         assert response.status_code == 200
         assert response.json()["status"] == "ok"
-        base = f"http://127.0.0.1:{port}"
         analyze = httpx2.post(f"{base}/api/v1/analyze", json={"text": "猫追狗"}, timeout=60)
         assert analyze.status_code == 200
         assert analyze.json()["output"] == ["mao1", "zhui1", "gou3"]
@@ -92,5 +63,5 @@ def test_attnviz_serve_answers_over_http_and_stops_on_sigterm():
         proc.terminate()
         output, _ = proc.communicate(timeout=20)
     # uvicorn shuts down gracefully, then re-raises SIGTERM so the exit status tells it
-    assert f"Uvicorn running on http://127.0.0.1:{port}" in output
+    assert f"Uvicorn running on {base}" in output
     assert "Application shutdown complete" in output

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-import httpx2
 import pytest
 from playwright.sync_api import sync_playwright
+
+from ..serving import start_server
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "out" / "e2e"
@@ -30,20 +26,7 @@ FLAGS = [
 
 @pytest.fixture(scope="session")
 def server() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "ATTNVIZ_PORT": str(port), "ATTNVIZ_LOG_LEVEL": "warning"}
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=env)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            httpx2.get(f"{base}/healthz", timeout=2)
-            break
-        except httpx2.TransportError:
-            assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
-            time.sleep(0.3)
+    proc, base = start_server({"ATTNVIZ_LOG_LEVEL": "warning"})
     yield base
     proc.terminate()
     proc.wait(timeout=20)

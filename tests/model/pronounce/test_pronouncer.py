@@ -51,7 +51,8 @@ def test_capture_covers_every_source_and_decoder_token(shipped):
     cap = result.capture
     assert cap["decoder.2.cross_attn.hook_pattern"].shape == (1, 8, n_dec, n_src)
     assert cap["encoder.0.self_attn.hook_pattern"].shape == (1, 8, n_src, n_src)
-    assert cap["decoder.0.self_attn.hook_mask"][0, 0].tril().all()
+    causal = torch.ones(n_dec, n_dec, dtype=torch.bool).tril()
+    assert torch.equal(cap["decoder.0.self_attn.hook_mask"][0, 0], causal)
     assert cap["encoder.hook_pos"].shape == (n_src, 256)
 
 

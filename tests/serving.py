@@ -1,0 +1,44 @@
+"""Start `attnviz serve` as a real uvicorn process on a free loopback port."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx2
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(
+    env: dict[str, str] | None = None, capture_output: bool = False, timeout: float = 90
+) -> tuple[subprocess.Popen, str]:
+    """The process and its base URL, once /healthz answers."""
+    port = free_port()
+    full_env = {**os.environ, "ATTNVIZ_PORT": str(port), **(env or {})}
+    output = subprocess.PIPE if capture_output else None
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve"],
+        env=full_env,
+        stdout=output,
+        stderr=subprocess.STDOUT if capture_output else None,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx2.get(f"{base}/healthz", timeout=2)
+            return proc, base
+        except httpx2.TransportError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(f"the server did not answer within {timeout} s") from None
+            time.sleep(0.2)
