@@ -17,6 +17,8 @@ from .tokenizers import BOS, SourceTokenizer, TargetTokenizer, Vocab
 
 SHIPPED = Path(__file__).resolve().parents[2] / "models" / "pronounce"
 UNTRAINED_SEED = 0
+TRAINED_CHARS = 40  # the longest training sentence (see data.Generator)
+BREAKS = " ，。！？；：、,.!?;:"
 
 
 @dataclass
@@ -76,15 +78,28 @@ class Pronouncer:
         self, text: str, capture: bool = True, names_filter: NamesFilter = None
     ) -> Transcription:
         """Greedy decoding through the KV cache, then (if `capture`) one forward pass over
-        the source and the decoded tokens with the selected hook points captured."""
+        the source and the decoded tokens with the selected hook points captured.
+
+        The model was trained on sentences of at most TRAINED_CHARS characters, and on
+        longer ones it stops early; so longer text is decoded piece by piece (cut after a
+        space or punctuation), and the pieces' outputs are joined. The capture is still one
+        pass over the whole source and the whole output."""
         encoded = self.source.encode(text)
         if not encoded.ids:
             raise ValueError("the text is empty once whitespace is removed")
-        src = torch.tensor([encoded.ids])
-        decoder_ids = greedy_read(self.model, self.target, src)[0]
-        output = self.target.decode(decoder_ids)
+        normalized = normalize(text)[: len(encoded.ids)]
+        spans = pieces(normalized)
+        width = max(end - start for start, end in spans)
+        src_pieces = torch.zeros(len(spans), width, dtype=torch.long)
+        for row, (start, end) in enumerate(spans):
+            src_pieces[row, : end - start] = torch.tensor(encoded.ids[start:end])
+        output = []
+        for ids in greedy_read(self.model, self.target, src_pieces):
+            output += self.target.decode(ids)
+        decoder_ids = [self.target.bos_id, *self.target.encode(output)]
         cache = None
         if capture:
+            src = torch.tensor([encoded.ids])
             decoder_input = torch.tensor([decoder_ids])
             _, cache = self.model.run_with_cache(src, decoder_input, names_filter=names_filter)
         return Transcription(
@@ -96,6 +111,20 @@ class Pronouncer:
             source_length=encoded.original_length,
             capture=cache,
         )
+
+
+def pieces(text: str, limit: int = TRAINED_CHARS) -> list[tuple[int, int]]:
+    """(start, end) of pieces of at most `limit` characters covering `text`, each cut
+    after its last space or punctuation mark where it has one."""
+    spans, start = [], 0
+    while len(text) - start > limit:
+        window = text[start : start + limit]
+        cut = max(window.rfind(mark) for mark in BREAKS) + 1
+        end = start + (cut if cut > 0 else limit)
+        spans.append((start, end))
+        start = end
+    spans.append((start, len(text)))
+    return spans
 
 
 def greedy_read(model: Transformer, target: TargetTokenizer, src: torch.Tensor) -> list[list[int]]:

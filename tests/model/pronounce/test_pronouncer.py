@@ -12,7 +12,7 @@ import torch
 from model.checkpoints import CheckpointError
 from model.pronounce.data import label
 from model.pronounce.evaluate import alignment_by_head, error_rate, is_syllable
-from model.pronounce.pronouncer import SHIPPED, Pronouncer
+from model.pronounce.pronouncer import SHIPPED, Pronouncer, pieces
 
 
 def test_shipped_files_are_small_and_safetensors_only():
@@ -102,3 +102,20 @@ def test_chinese_accuracy_on_a_held_out_sample(shipped, lexicon, split):
             ([t for t in predicted if is_syllable(t)], [t for t in reference if is_syllable(t)])
         )
     assert 1 - error_rate(pairs) >= 0.95
+
+
+def test_text_longer_than_training_is_read_piece_by_piece(shipped, lexicon, split):
+    text = "，".join(split["zh"][100:106])[:128]
+    result = shipped.transcribe(text)
+    reference = [t for t in label(text, lexicon)[0] if is_syllable(t)]
+    predicted = [t for t in result.output_tokens if is_syllable(t)]
+    assert len(reference) > 60 and 1 - error_rate([(predicted, reference)]) >= 0.95
+    n_dec, n_src = len(result.decoder_tokens), len(result.source_tokens)
+    assert result.capture["decoder.2.cross_attn.hook_pattern"].shape == (1, 8, n_dec, n_src)
+
+
+def test_pieces_cut_after_spaces_and_punctuation():
+    text = "aaaa bbbb，cccc dddd"
+    assert pieces(text, limit=8) == [(0, 5), (5, 10), (10, 15), (15, 19)]
+    assert pieces("x" * 20, limit=8) == [(0, 8), (8, 16), (16, 20)]
+    assert pieces("short", limit=8) == [(0, 5)]
