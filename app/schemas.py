@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 AttentionType = Literal["encoder.self", "decoder.self", "decoder.cross"]
 Kind = Literal["weights", "scores", "mask", "q", "k", "v"]
 Encoding = Literal["json", "u1", "f2", "f4"]
-Index = Annotated[int, Field(ge=0, le=10_000)]
+Index = Annotated[StrictInt, Field(ge=0, le=10_000)]
 
 
 class Strict(BaseModel):
@@ -45,6 +45,15 @@ class TextRequest(Strict):
     model: str | None = Field(None, description="Model id; the default model when left out.")
     text: str = Field(description="The sentence to analyse; must not be blank.")
 
+    @field_validator("text")
+    @classmethod
+    def encodable(cls, text: str) -> str:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError("text holds an unpaired surrogate (not valid Unicode)") from exc
+        return text
+
 
 class HeadSummary(BaseModel):
     type: AttentionType
@@ -63,15 +72,18 @@ class AnalyzeResponse(BaseModel):
     )
     output: list[str] = Field(description="The model's output tokens (the transcription).")
     output_text: str = Field(description="The output tokens joined by spaces.")
-    truncated: bool = Field(description="The text had more than max_tokens and was cut.")
+    truncated: bool = Field(
+        description="The text had more than max_tokens, or its transcription more than the "
+        "decoder holds, and was cut."
+    )
     source_length: int = Field(description="Source tokens before truncation.")
     summaries: list[HeadSummary]
 
 
 class AttentionRequest(TextRequest):
-    types: list[AttentionType] | None = Field(None, description="Default: every type.")
-    layers: list[Index] | None = Field(None, description="Default: every layer.")
-    heads: list[Index] | None = Field(None, description="Default: every head.")
+    types: list[AttentionType] | None = Field(None, min_length=1, description="Default: all.")
+    layers: list[Index] | None = Field(None, min_length=1, description="Default: every layer.")
+    heads: list[Index] | None = Field(None, min_length=1, description="Default: every head.")
     kinds: list[Kind] = Field(
         ["weights"],
         min_length=1,

@@ -100,7 +100,7 @@ class Inference:
         self.cache = CaptureCache(settings.cache_bytes)
 
     def entry(self, model_id: str | None) -> ModelEntry:
-        model_id = model_id or self.zoo.default
+        model_id = self.zoo.default if model_id is None else model_id
         entry = self.zoo.models.get(model_id)
         if entry is None:
             known = ", ".join(self.zoo.ids())
@@ -181,7 +181,7 @@ def attention_items(
     entry: ModelEntry, result: Transcription, req: AttentionRequest, max_bytes: int
 ) -> list[Matrix]:
     """The requested matrices, checked against the model and the response size limit."""
-    types = req.types or entry.attention_types()
+    types = list(dict.fromkeys(req.types or entry.attention_types()))
     unknown = sorted(set(types) - set(entry.attention_types()))
     if unknown:
         raise HTTPException(
@@ -200,14 +200,17 @@ def attention_items(
         layers = _check_choice("layers", req.layers, entry.layers(attention_type))
         plan += [(attention_type, layer) for layer in layers]
 
-    entries = 0
+    size = 0.0
     d_head = entry.config.head_dim
     for attention_type, _ in plan:
         rows, columns = tokens_of(result, attention_type)
         per_kind = {"q": len(rows) * d_head, "k": len(columns) * d_head}
         per_kind["v"] = per_kind["k"]
-        entries += len(heads) * sum(per_kind.get(k, len(rows) * len(columns)) for k in kinds)
-    size = entries * BYTES_PER_ENTRY[req.encoding]
+        for kind in kinds:
+            entries = per_kind.get(kind, len(rows) * len(columns))
+            # the data, and each item's fields with its two token lists
+            item = entries * BYTES_PER_ENTRY[req.encoding] + 200 + 12 * (len(rows) + len(columns))
+            size += len(heads) * item
     if size > max_bytes:
         raise HTTPException(
             422,

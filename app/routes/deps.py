@@ -17,6 +17,7 @@ def get_inference(request: Request) -> Inference:
 InferenceDep = Annotated[Inference, Depends(get_inference)]
 
 ERRORS: dict[int | str, dict] = {
+    400: {"model": ErrorMessage, "description": "The body is not JSON (or not UTF-8)."},
     404: {"model": ErrorMessage, "description": "Unknown model."},
     413: {"model": ErrorMessage, "description": "Request body too large."},
     422: {"model": ErrorMessage, "description": "Invalid input: the message says what to change."},

@@ -29,13 +29,13 @@ def analyze(req: TextRequest, inference: InferenceDep) -> AnalyzeResponse:
     )
 
 
-@router.post("/attention", responses=ERRORS)
-def attention(req: AttentionRequest, inference: InferenceDep) -> AttentionResponse:
+@router.post("/attention", responses=ERRORS, response_model=AttentionResponse)
+def attention(req: AttentionRequest, inference: InferenceDep) -> Response:
     """The requested matrices: per type, layer, head and kind, with the tokens of each axis."""
     entry = inference.entry(req.model)
     result = inference.run(entry, req.text)
     items = attention_items(entry, result, req, inference.settings.max_response_bytes)
-    return AttentionResponse(
+    body = AttentionResponse(
         model=entry.id,
         source_tokens=result.source_tokens,
         target_tokens=result.decoder_tokens,
@@ -43,6 +43,8 @@ def attention(req: AttentionRequest, inference: InferenceDep) -> AttentionRespon
         encoding=req.encoding,
         items=items,
     )
+    # serialised here, in the thread pool: a large answer must not hold the event loop
+    return Response(body.model_dump_json(), media_type="application/json")
 
 
 @router.post(

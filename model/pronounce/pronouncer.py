@@ -27,7 +27,7 @@ class Transcription:
     source_tokens: list[str]  # one per encoder position; unknown characters as <unk>
     decoder_tokens: list[str]  # one per decoder position: <bos>, then the output
     output_tokens: list[str]  # the transcription, without <bos> and <eos>
-    truncated: bool  # the input had more than `max_source_tokens` and was cut
+    truncated: bool  # the input (or its transcription) was longer than the model holds: cut
     source_length: int  # tokens in the input before truncation
     capture: Capture | None  # one forward pass over (source, decoder_tokens)
 
@@ -96,6 +96,9 @@ class Pronouncer:
         output = []
         for ids in greedy_read(self.model, self.target, src_pieces):
             output += self.target.decode(ids)
+        room = self.model.config.max_seq_len - 1  # decoder positions after <bos>
+        output_cut = len(output) > room
+        output = output[:room]
         decoder_ids = [self.target.bos_id, *self.target.encode(output)]
         cache = None
         if capture:
@@ -107,7 +110,7 @@ class Pronouncer:
             source_tokens=encoded.tokens,
             decoder_tokens=[BOS, *output],
             output_tokens=output,
-            truncated=encoded.truncated,
+            truncated=encoded.truncated or output_cut,
             source_length=encoded.original_length,
             capture=cache,
         )

@@ -31,10 +31,11 @@ const elements = {
 
 const storedLang = localStorage.getItem("attnviz.lang");
 const defaultLang = storedLang || (navigator.language?.startsWith("zh") ? "zh" : "en");
-let state = readState({
+const DEFAULTS = {
   model: boot.default_model, text: "", type: "", layer: 0, head: 0, view: "head",
   lang: defaultLang, kind: "weights", avg: false,
-});
+};
+let state = readState(DEFAULTS);
 let analysis = null; // the analyze answer for (state.model, state.text)
 let generation = 0; // bumps on every render; older renders stop when they notice
 const layerCache = new Map();
@@ -50,7 +51,19 @@ function setStatus(message, kind = "") {
   elements.status.className = `status ${kind}`;
 }
 
-function showError(err) {
+function clearOutput() {
+  elements.source.textContent = "";
+  elements.output.textContent = "";
+  elements.truncated.hidden = true;
+}
+
+function clearPlots() {
+  for (const el of [elements.plot, elements.extra]) window.Plotly.purge(el);
+  elements.grid.replaceChildren();
+  elements.explain.textContent = "";
+}
+
+function showError(err, { keepView = false } = {}) {
   let message;
   if (err instanceof ApiError) {
     const detail = typeof err.detail === "string"
@@ -64,18 +77,18 @@ function showError(err) {
     message = t("error_other") + String(err);
   }
   setStatus(message, "error");
-  for (const el of [elements.plot, elements.extra]) window.Plotly.purge(el);
-  elements.grid.replaceChildren();
-  elements.explain.textContent = "";
+  if (keepView) return;
+  clearPlots();
+  clearOutput();
 }
 
-// All heads of one (type, layer, kind), decoded once and kept for the current input.
-async function layerItems(type, layer, kind) {
-  const key = [state.model, state.text, type, layer, kind].join("\u0000");
+// All heads of one (type, layer, kind) of one input, decoded once and kept.
+async function layerItems(input, type, layer, kind) {
+  const key = [input.model, input.text, type, layer, kind].join("\u0000");
   if (!layerCache.has(key)) {
     const encoding = kind === "scores" ? "f4" : "u1";
     const request = api
-      .attention({ model: state.model, text: state.text, types: [type], layers: [layer], kinds: [kind], encoding })
+      .attention({ model: input.model, text: input.text, types: [type], layers: [layer], kinds: [kind], encoding })
       .then((body) => body.items.map((item) => ({ ...item, z: toMatrix(item.data, item.shape) })));
     layerCache.set(key, request);
     request.catch(() => layerCache.delete(key));
@@ -101,7 +114,6 @@ function syncControls() {
   state.layer = Math.min(Math.max(0, state.layer), layers - 1);
   state.head = Math.min(Math.max(0, state.head), info.heads - 1);
   elements.model.value = state.model;
-  elements.text.value = state.text;
   fillSelect(elements.type, info.attention_types, info.attention_types.map(t));
   elements.type.value = state.type;
   fillSelect(elements.layer, [...Array(layers).keys()]);
@@ -121,19 +133,23 @@ function syncControls() {
 
 async function render() {
   const mine = ++generation;
+  const input = { model: state.model, text: state.text };
   const ctx = {
-    state, t, elements, analysis, modelInfo, layerItems,
+    state: { ...state }, t, elements, analysis, modelInfo,
+    layerItems: (type, layer, kind) => layerItems(input, type, layer, kind),
     stale: () => mine !== generation,
     openHead: (layer, head) => update({ view: "head", layer, head }),
     positional: (positions, dims) => api.positional(state.model, positions, dims),
   };
   syncControls();
-  for (const el of [elements.plot, elements.extra]) window.Plotly.purge(el);
-  elements.grid.replaceChildren();
+  writeState(state, { replace: true }); // the clamped choices, so the URL tells the view
+  ctx.state = { ...state };
+  clearPlots();
   elements.grid.hidden = true;
   elements.readout.textContent = "";
   if (!state.text.trim()) {
     analysis = null;
+    clearOutput();
     setStatus(t("empty"));
     return;
   }
@@ -184,7 +200,9 @@ function init() {
     event.preventDefault();
     update({ text: elements.text.value, model: elements.model.value });
   });
-  elements.model.addEventListener("change", () => update({ model: elements.model.value }));
+  elements.model.addEventListener("change", () =>
+    update({ model: elements.model.value, text: elements.text.value }),
+  );
   elements.type.addEventListener("change", () => update({ type: elements.type.value }));
   elements.layer.addEventListener("change", () => update({ layer: Number(elements.layer.value) }));
   elements.head.addEventListener("change", () => update({ head: Number(elements.head.value) }));
@@ -209,22 +227,23 @@ function init() {
       link.click();
       URL.revokeObjectURL(link.href);
     } catch (err) {
-      showError(err);
+      showError(err, { keepView: true });
     }
   });
   document.addEventListener("keydown", onKey);
   window.addEventListener("popstate", () => {
-    const next = readState(state);
+    const next = readState(DEFAULTS);
     const inputChanged = next.text !== state.text || next.model !== state.model;
     state = next;
     if (inputChanged) {
       analysis = null;
       layerCache.clear();
     }
+    elements.text.value = state.text;
     render();
   });
   if (!LANGS.includes(state.lang)) state.lang = "en";
-  writeState(state, { replace: true });
+  elements.text.value = state.text;
   render();
 }
 

@@ -1,14 +1,23 @@
 // The whole view lives in the URL: reload or share a link and the same view comes back.
 const KEYS = ["model", "text", "type", "layer", "head", "view", "lang", "kind", "avg"];
 const NUMBERS = new Set(["layer", "head"]);
+// values a link may carry; anything else falls back to the default
+const CHOICES = {
+  view: ["head", "model", "masks", "positional"],
+  kind: ["weights", "scores", "mask"],
+  lang: ["en", "zh"],
+};
 
+// `defaults` are the page's own, never the current state: a key missing from the URL
+// means its default, so back and forward restore every part of the view.
 export function readState(defaults) {
   const params = new URLSearchParams(location.search);
   const state = { ...defaults };
   for (const key of KEYS) {
     if (!params.has(key)) continue;
     const value = params.get(key);
-    state[key] = NUMBERS.has(key) ? Number.parseInt(value, 10) || 0 : value;
+    if (key in CHOICES && !CHOICES[key].includes(value)) continue;
+    state[key] = NUMBERS.has(key) ? Math.max(0, Number.parseInt(value, 10) || 0) : value;
   }
   state.avg = state.avg === "1" || state.avg === true;
   return state;

@@ -149,6 +149,9 @@ def test_export_is_every_tensor_as_float32(client):
         ("/api/v1/attention", {"text": "hi", "layers": [-1]}, 422, "greater than or equal to 0"),
         ("/api/v1/analyze", {"text": 5}, 422, "valid string"),
         ("/api/v1/analyze", {"txt": "hi"}, 422, "Field required"),
+        ("/api/v1/analyze", {"text": "hi", "model": ""}, 404, "unknown model ''"),
+        ("/api/v1/attention", {"text": "hi", "layers": []}, 422, "at least 1 item"),
+        ("/api/v1/attention", {"text": "hi", "layers": [True]}, 422, "valid integer"),
     ],
 )
 def test_bad_input_gets_a_clear_4xx(client, path, body, status, message):
@@ -217,3 +220,24 @@ def test_sixteen_parallel_requests_each_get_their_own_answer(client):
         assert results[text]["target_tokens"] == expected[text]["target_tokens"]
         for a, b in zip(results[text]["items"], expected[text]["items"], strict=True):
             assert np.allclose(decode(a["data"]), decode(b["data"]), atol=1e-6)
+
+
+def test_unpaired_surrogates_are_refused_not_crashed(client):
+    raw = b'{"text": "ok \\udfff"}'  # valid JSON, not valid Unicode
+    response = client.post(
+        "/api/v1/analyze", content=raw, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422 and "surrogate" in str(response.json()["detail"])
+
+
+def test_long_output_is_cut_to_the_decoder_and_says_so(client):
+    # the untrained twin babbles until each piece's limit: more than the decoder holds
+    body = client.post(
+        "/api/v1/analyze", json={"text": "a" * 120, "model": "pronounce-untrained"}
+    ).json()
+    assert body["truncated"] is True and len(body["target_tokens"]) == 256
+
+
+def test_repeated_types_are_counted_once(client):
+    body = attention(client, types=["encoder.self"] * 4000, layers=[0], encoding="u1")
+    assert len(body["items"]) == 8

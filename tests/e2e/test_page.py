@@ -70,9 +70,21 @@ def test_scores_mask_overlay_and_average(page: Page):
     ready(page)
     page.check("#overlay")
     ready(page)
+    assert page.evaluate("document.getElementById('plot').data.length") == 2  # + mask overlay
     page.check("#average")
     ready(page)
     expect(page.locator("#plot .gtitle")).to_contain_text("average of heads")
+    page.go_back()  # back to one head: the URL has no avg, the page shows one head again
+    ready(page)
+    assert not page.locator("#average").is_checked()
+    expect(page.locator("#plot .gtitle")).to_contain_text("Head 0")
+
+
+def test_unknown_url_values_fall_back_to_the_defaults(page: Page):
+    page.goto("/?text=猫追狗&view=constructor&kind=q")
+    ready(page)
+    assert url_state(page)["view"] == "head" and url_state(page)["kind"] == "weights"
+    assert ticks(page, "x") == ["猫", "追", "狗"]
 
 
 def test_model_view_opens_a_head(page: Page):

@@ -8,6 +8,7 @@ export async function renderHead(ctx) {
   const masks = ctx.elements.overlay.checked && kind !== "mask"
     ? await ctx.layerItems(state.type, state.layer, "mask")
     : null;
+  if (ctx.stale()) return; // a newer choice is being drawn
   const first = items[0];
   const z = state.avg ? mean(items.map((i) => i.z)) : items[state.head].z;
   const who = state.avg ? t("average") : `${t("head")} ${state.head}`;
