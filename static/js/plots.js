@@ -23,7 +23,7 @@ export const CONFIG = {
 };
 
 // z: rows of numbers; rows/columns: token lists (repeated tokens keep their own column).
-export function heatmap(el, { z, rows, columns, title, zmin, zmax, valueLabel, overlay }) {
+export async function heatmap(el, { z, rows, columns, title, zmin, zmax, valueLabel, overlay, readout }) {
   const safeRows = rows.map(escapeText);
   const safeColumns = columns ? columns.map(escapeText) : null;
   const trace = {
@@ -40,6 +40,7 @@ export function heatmap(el, { z, rows, columns, title, zmin, zmax, valueLabel, o
     );
     trace.hovertemplate = `%{text}<extra>${escapeText(valueLabel || "")}</extra>`;
   } else {
+    // too many cells for a label each: the tooltip shows positions, the readout tokens
     trace.hovertemplate = `%{y} → %{x}: %{z:.3f}<extra></extra>`;
   }
   const data = [trace];
@@ -61,7 +62,16 @@ export function heatmap(el, { z, rows, columns, title, zmin, zmax, valueLabel, o
     yaxis: { ...axis(safeRows, tickFont, "y"), autorange: "reversed" },
     height: Math.min(900, Math.max(320, 18 * rows.length + 120)),
   };
-  return window.Plotly.react(el, data, layout, CONFIG);
+  const drawn = await window.Plotly.react(el, data, layout, CONFIG);
+  if (readout && columns) {
+    el.removeAllListeners?.("plotly_hover");
+    el.on("plotly_hover", (event) => {
+      const point = event.points[0];
+      // textContent: token text never becomes markup
+      readout.textContent = `${rows[point.y]} → ${columns[point.x]}: ${formatValue(point.z)}`;
+    });
+  }
+  return drawn;
 }
 
 function axis(labels, font) {

@@ -37,6 +37,9 @@ def test_a_chinese_sentence_gives_a_heatmap_with_token_ticks(page: Page):
     assert ticks(page, "x") == ["猫", "追", "狗"]  # cross-attention: keys are the source
     assert ticks(page, "y") == ["<bos>", "mao1", "zhui1", "gou3"]
     assert url_state(page)["text"] == "猫追狗"
+    page.locator("#plot .nsewdrag").hover()  # the middle cell: query zhui1 or mao1
+    expect(page.locator("#readout")).to_have_text(re.compile(r"^\S+ → [猫追狗]: [01]\.\d{3}$"))
+    expect(page.locator("#plot .hovertext")).to_contain_text("→")
 
 
 def test_an_english_sentence_keeps_repeated_tokens_apart(page: Page):

@@ -21,6 +21,7 @@ export async function renderHead(ctx) {
     zmax: kind === "scores" ? undefined : 1,
     valueLabel: kind === "scores" ? t("score") : t("weight"),
     overlay: masks ? masks[0].z : null,
+    readout: ctx.elements.readout,
   });
   ctx.elements.explain.textContent = t("hint");
 }
