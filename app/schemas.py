@@ -72,6 +72,9 @@ class AnalyzeResponse(BaseModel):
     )
     output: list[str] = Field(description="The model's output tokens (the transcription).")
     output_text: str = Field(description="The output tokens joined by spaces.")
+    embedding: list[float] | None = Field(
+        None, description="The sentence embedding, for a model that makes one (minilm)."
+    )
     truncated: bool = Field(
         description="The text had more than max_tokens, or its transcription more than the "
         "decoder holds, and was cut."

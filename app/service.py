@@ -123,7 +123,7 @@ class Inference:
             return cached
         with self.limiter.slot():
             try:
-                result = entry.pronouncer.transcribe(text)
+                result = entry.runner.transcribe(text)
             except ValueError as exc:  # nothing left to read once normalised
                 raise HTTPException(422, f"text cannot be read: {exc}") from exc
         self.cache.put(key, result)
@@ -262,7 +262,8 @@ def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:
         raise HTTPException(
             422, f"positions must be at most {cfg.max_seq_len}, this model's max_seq_len"
         )
-    stack = entry.pronouncer.model.encoder if cfg.has_encoder else entry.pronouncer.model.decoder
+    model = entry.runner.model
+    stack = model.encoder if cfg.has_encoder else model.decoder
     if cfg.positional == "sinusoidal":
         full = sinusoidal_table(positions, cfg.d_model)
         formula = "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)); PE(pos, 2i+1) = cos(...)"

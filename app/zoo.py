@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from model.pretrained import MiniLM
 from model.pronounce.pronouncer import Pronouncer
 
 from .settings import Settings
@@ -22,11 +23,11 @@ class ModelEntry:
     title: str
     description: str
     languages: list[str]
-    pronouncer: Pronouncer
+    runner: Pronouncer | MiniLM  # transcribe(text, capture) -> Transcription
 
     @property
     def config(self):
-        return self.pronouncer.model.config
+        return self.runner.model.config
 
     def attention_types(self) -> list[str]:
         cfg = self.config
@@ -61,8 +62,17 @@ PRONOUNCE_DESCRIPTION = (
 )
 
 
+MINILM_DESCRIPTION = (
+    "all-MiniLM-L6-v2, a BERT-style sentence encoder (6 layers, 12 heads, learned positions, "
+    "GELU, Post-LN), its weights mapped onto this project's model code. Reads English; its "
+    "output is the sentence embedding."
+)
+
+
 def load_zoo(settings: Settings) -> Zoo:
-    """The shipped pronunciation model and its untrained twin (same config, fixed seed)."""
+    """The shipped pronunciation model, all-MiniLM-L6-v2, and their untrained twins (same
+    configs, fixed-seed weights), for comparing attention before and after training."""
+    twin = "The same configuration with fixed-seed random weights, for comparison."
     entries = [
         ModelEntry(
             "pronounce",
@@ -74,10 +84,17 @@ def load_zoo(settings: Settings) -> Zoo:
         ModelEntry(
             "pronounce-untrained",
             "Pronunciation, untrained twin",
-            "The same configuration with fixed-seed random weights, to compare attention "
-            "before and after training.",
+            twin,
             ["zh", "en"],
             Pronouncer.untrained(settings.pronounce_dir),
+        ),
+        ModelEntry("minilm", "all-MiniLM-L6-v2 (English)", MINILM_DESCRIPTION, ["en"], MiniLM()),
+        ModelEntry(
+            "minilm-untrained",
+            "all-MiniLM-L6-v2, untrained twin",
+            twin,
+            ["en"],
+            MiniLM(trained=False),
         ),
     ]
     return Zoo({e.id: e for e in entries}, default="pronounce")

@@ -32,7 +32,7 @@ def median_ms(fn, runs: int) -> float:
 
 
 def measure(client: TestClient, n: int, runs: int) -> dict:
-    pronouncer = client.app.state.inference.zoo.models["pronounce"].pronouncer
+    pronouncer = client.app.state.inference.zoo.models["pronounce"].runner
     text = (SEED_TEXT * 4)[:n]
     result = pronouncer.transcribe(text, capture=False)
     src = torch.tensor([pronouncer.source.encode(text).ids])

@@ -14,6 +14,8 @@ from tokenizers import Tokenizer
 
 from .checkpoints import CheckpointError
 from .config import ModelConfig
+from .hooks import NamesFilter
+from .pronounce.pronouncer import Transcription
 from .transformer import Transformer
 
 MAX_TOKENS = 512
@@ -130,13 +132,16 @@ class Encoding:
 class MiniLM:
     """all-MiniLM-L6-v2: our encoder-only Transformer with its weights, and its tokenizer."""
 
-    def __init__(self, directory: str | Path | None = None) -> None:
+    def __init__(self, directory: str | Path | None = None, trained: bool = True) -> None:
         directory = Path(directory) if directory else package_dir()
         bert = json.loads((directory / "config.json").read_text())
-        self.model = Transformer(config_from_bert(bert)).eval()
-        with safe_open(directory / "model.safetensors", "pt") as f:
-            tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
-        self.model.load_state_dict(map_bert_state(tensors, self.model))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)  # the untrained twin: a fixed-seed initialisation
+            self.model = Transformer(config_from_bert(bert)).eval()
+        if trained:
+            with safe_open(directory / "model.safetensors", "pt") as f:
+                tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
+            self.model.load_state_dict(map_bert_state(tensors, self.model))
         self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
@@ -152,10 +157,39 @@ class MiniLM:
             words = [*words[: MAX_TOKENS - 1], words[-1]]
         return Encoding(ids, tokens, words, n > MAX_TOKENS, n)
 
+    max_source_tokens = MAX_TOKENS
+
+    @torch.no_grad()
+    def transcribe(
+        self, text: str, capture: bool = True, names_filter: NamesFilter = None
+    ) -> Transcription:
+        """One forward pass (captured if asked) and the sentence embedding."""
+        encoded = self.encode(text)
+        if len(encoded.ids) <= 2:
+            raise ValueError("the text has no tokens besides [CLS] and [SEP]")
+        ids = torch.tensor([encoded.ids])
+        if capture:
+            hidden, cache = self.model.run_with_cache(ids, names_filter=names_filter)
+        else:
+            hidden, cache = self.model(ids), None
+        return Transcription(
+            text=" ".join(text.split()),
+            source_tokens=encoded.tokens,
+            decoder_tokens=[],
+            output_tokens=[],
+            truncated=encoded.truncated,
+            source_length=encoded.original_length,
+            capture=cache,
+            embedding=self.pool(hidden, ids)[0].tolist(),
+        )
+
     @torch.no_grad()
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
-        """Mean-pooled, L2-normalised sentence embeddings of a padded batch (B, T) -> (B, d)."""
-        hidden = self.model(ids)
+        """Sentence embeddings of a padded batch (B, T) -> (B, d)."""
+        return self.pool(self.model(ids), ids)
+
+    def pool(self, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """Mean over the non-padding tokens, L2-normalised (all-MiniLM-L6-v2's pooling)."""
         keep = (ids != self.model.config.pad_id).unsqueeze(-1).float()
         pooled = (hidden * keep).sum(1) / keep.sum(1).clamp(min=1e-9)
         return F.normalize(pooled, dim=-1)

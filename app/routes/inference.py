@@ -23,6 +23,7 @@ def analyze(req: TextRequest, inference: InferenceDep) -> AnalyzeResponse:
         target_tokens=result.decoder_tokens,
         output=result.output_tokens,
         output_text=" ".join(result.output_tokens),
+        embedding=result.embedding,
         truncated=result.truncated,
         source_length=result.source_length,
         summaries=summaries(entry, result),

@@ -27,7 +27,7 @@ def model_info(entry: ModelEntry, default: bool) -> ModelInfo:
         d_model=cfg.d_model,
         positional=cfg.positional,
         languages=entry.languages,
-        max_tokens=entry.pronouncer.max_source_tokens,
+        max_tokens=entry.runner.max_source_tokens,
         attention_types=entry.attention_types(),
         default=default,
     )

@@ -30,6 +30,7 @@ class Transcription:
     truncated: bool  # the input (or its transcription) was longer than the model holds: cut
     source_length: int  # tokens in the input before truncation
     capture: Capture | None  # one forward pass over (source, decoder_tokens)
+    embedding: list[float] | None = None  # a sentence embedding, for models that make one
 
 
 class Pronouncer:

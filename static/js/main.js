@@ -171,7 +171,9 @@ async function render() {
 
 function showTokens() {
   elements.source.textContent = analysis.source_tokens.join(" · ");
-  elements.output.textContent = analysis.output_text;
+  elements.output.textContent = analysis.embedding
+    ? `${t("embedding")} (${analysis.embedding.length}): ${analysis.embedding.slice(0, 6).map((v) => v.toFixed(3)).join(", ")}, …`
+    : analysis.output_text;
   elements.truncated.hidden = !analysis.truncated;
 }
 

@@ -34,7 +34,8 @@ def attention(client, **body):
 
 def test_models_describe_their_attention(client):
     models = client.get("/api/v1/models").json()
-    assert [m["id"] for m in models] == ["pronounce", "pronounce-untrained"]
+    ids = [m["id"] for m in models]
+    assert ids == ["pronounce", "pronounce-untrained", "minilm", "minilm-untrained"]
     default = models[0]
     assert default["default"] and not models[1]["default"]
     assert default["architecture"] == "encoder-decoder" and default["positional"] == "sinusoidal"
@@ -241,3 +242,30 @@ def test_long_output_is_cut_to_the_decoder_and_says_so(client):
 def test_repeated_types_are_counted_once(client):
     body = attention(client, types=["encoder.self"] * 4000, layers=[0], encoding="u1")
     assert len(body["items"]) == 8
+
+
+def test_minilm_reads_english_wordpieces_and_gives_its_embedding(client):
+    body = client.post("/api/v1/analyze", json={"text": "The cat sat.", "model": "minilm"}).json()
+    assert body["source_tokens"] == ["[CLS]", "the", "cat", "sat", ".", "[SEP]"]
+    assert body["target_tokens"] == [] and body["output"] == []
+    assert len(body["embedding"]) == 384
+    assert abs(np.linalg.norm(body["embedding"]) - 1) < 1e-5
+    assert {s["type"] for s in body["summaries"]} == {"encoder.self"}
+    assert len(body["summaries"]) == 6 * 12
+    info = {m["id"]: m for m in client.get("/api/v1/models").json()}["minilm"]
+    assert (info["encoder_layers"], info["heads"], info["max_tokens"]) == (6, 12, 512)
+    assert info["attention_types"] == ["encoder.self"] and info["positional"] == "learned"
+
+
+def test_minilm_attention_and_its_learned_positions(client):
+    body = attention(client, model="minilm", text="The cat sat.", layers=[5], encoding="f4")
+    assert len(body["items"]) == 12 and body["items"][0]["rows"][0] == "[CLS]"
+    weights = decode(body["items"][0]["data"])
+    assert weights.shape == (6, 6) and np.allclose(weights.sum(1), 1, atol=1e-5)
+    wrong = {"text": "hi", "model": "minilm", "types": ["decoder.cross"]}
+    response = client.post("/api/v1/attention", json=wrong)
+    assert response.status_code == 422 and "has no attention of type" in response.json()["detail"]
+    table = client.get("/api/v1/models/minilm/positional-encoding?positions=8&dims=4").json()
+    runner = client.app.state.inference.zoo.models["minilm"].runner
+    weights = runner.model.encoder.pos.embedding.weight[:8, :4].detach().numpy()
+    assert table["kind"] == "learned" and np.allclose(table["table"], weights, atol=1e-6)

@@ -17,7 +17,8 @@ def test_healthz_reports_ok_and_the_loaded_models():
     with TestClient(create_app()) as client:
         response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "models": ["pronounce", "pronounce-untrained"]}
+    models = ["pronounce", "pronounce-untrained", "minilm", "minilm-untrained"]
+    assert response.json() == {"status": "ok", "models": models}
 
 
 def test_openapi_documents_healthz():

@@ -174,3 +174,11 @@ def test_a_phone_screen_needs_no_sideways_scrolling(browser, server):
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     page.screenshot(path=ARTIFACTS / "phone_model_view.png", full_page=True)
     context.close()
+
+
+def test_minilm_shows_wordpieces_and_its_embedding(page: Page):
+    page.goto("/?model=minilm&text=The animal didn't cross the street")
+    ready(page)
+    assert ticks(page, "x")[:3] == ["[CLS]", "the", "animal"]
+    expect(page.locator("#output-text")).to_contain_text("sentence embedding (384)")
+    assert page.locator("#type").input_value() == "encoder.self"
