@@ -37,6 +37,9 @@ class ModelInfo(BaseModel):
     positional: Literal["sinusoidal", "learned", "rotary", "none"]
     languages: list[str] = Field(description="ISO 639-1 codes of the text it reads.")
     max_tokens: int = Field(description="Source tokens read; longer input is truncated.")
+    tokens: Literal["characters", "wordpiece"] = Field(
+        description="What a source token is; wordpiece models offer the word view."
+    )
     attention_types: list[AttentionType]
     default: bool
 
@@ -91,6 +94,16 @@ class AttentionRequest(TextRequest):
         ["weights"],
         min_length=1,
         description="weights (after softmax), scores (scaled, before the mask), mask, q, k, v.",
+    )
+    granularity: Literal["token", "word"] = Field(
+        "token",
+        description="word: WordPiece pieces merged into words (weights only, WordPiece models):"
+        " a query word's row is the mean of its pieces' rows, a key word's column the sum.",
+    )
+    hide_special: bool = Field(
+        False,
+        description="Drop [CLS] and [SEP] rows and columns and renormalise each row to 1 "
+        "(weights only).",
     )
     encoding: Encoding = Field(
         "json",

@@ -193,6 +193,11 @@ def attention_items(
             raise HTTPException(
                 422, f"u1 holds values in [0, 1] only (weights, mask); ask f2 or f4 for {bad}"
             )
+    reshaped = req.granularity == "word" or req.hide_special
+    if reshaped and set(req.kinds) != {"weights"}:
+        raise HTTPException(422, "granularity=word and hide_special apply to weights only")
+    if req.granularity == "word" and result.source_words is None:
+        raise HTTPException(422, f"{entry.id} has no word pieces: ask granularity=token")
     heads = _check_choice("heads", req.heads, entry.config.n_heads)
     kinds = list(dict.fromkeys(req.kinds))
     plan = []
@@ -228,6 +233,9 @@ def attention_items(
                 matrix = tensor[0 if kind == "mask" else head].float().numpy()
                 rows = keys if kind in ("k", "v") else queries
                 columns = None if kind in ("q", "k", "v") else keys
+                if reshaped and attention_type == "encoder.self":
+                    matrix, rows = regroup(matrix, rows, result.source_words, req)
+                    columns = rows
                 items.append(
                     Matrix(
                         type=attention_type,
@@ -241,6 +249,34 @@ def attention_items(
                     )
                 )
     return items
+
+
+SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]"})
+
+
+def regroup(
+    matrix: np.ndarray, tokens: list[str], words: list[int | None] | None, req: AttentionRequest
+) -> tuple[np.ndarray, list[str]]:
+    """Self-attention weights without [CLS]/[SEP] (rows renormalised) and/or by word:
+    a word's row is the mean of its pieces' rows, its column the sum of their columns."""
+    keep = [i for i, t in enumerate(tokens) if not (req.hide_special and t in SPECIAL_TOKENS)]
+    matrix = matrix[np.ix_(keep, keep)]
+    if req.hide_special:
+        matrix = matrix / np.maximum(matrix.sum(1, keepdims=True), 1e-12)
+    groups: list[list[int]] = []  # positions (in `keep`) of each group
+    labels: list[str] = []
+    last_word = object()
+    for position, i in enumerate(keep):
+        word = words[i] if (req.granularity == "word" and words is not None) else None
+        if word is not None and word == last_word:
+            groups[-1].append(position)
+            labels[-1] += tokens[i].removeprefix("##")
+        else:
+            groups.append([position])
+            labels.append(tokens[i])
+        last_word = word if word is not None else object()
+    summed = np.stack([matrix[:, g].sum(1) for g in groups], axis=1)  # keys: sum
+    return np.stack([summed[g].mean(0) for g in groups]), labels  # queries: mean
 
 
 def encode(matrix: np.ndarray, encoding: str) -> list[list[float]] | TypedArray:

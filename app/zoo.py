@@ -24,6 +24,7 @@ class ModelEntry:
     description: str
     languages: list[str]
     runner: Pronouncer | MiniLM  # transcribe(text, capture) -> Transcription
+    tokens: str = "characters"  # or "wordpiece": words can be merged, [CLS]/[SEP] hidden
 
     @property
     def config(self):
@@ -88,13 +89,21 @@ def load_zoo(settings: Settings) -> Zoo:
             ["zh", "en"],
             Pronouncer.untrained(settings.pronounce_dir),
         ),
-        ModelEntry("minilm", "all-MiniLM-L6-v2 (English)", MINILM_DESCRIPTION, ["en"], MiniLM()),
+        ModelEntry(
+            "minilm",
+            "all-MiniLM-L6-v2 (English)",
+            MINILM_DESCRIPTION,
+            ["en"],
+            MiniLM(),
+            tokens="wordpiece",
+        ),
         ModelEntry(
             "minilm-untrained",
             "all-MiniLM-L6-v2, untrained twin",
             twin,
             ["en"],
             MiniLM(trained=False),
+            tokens="wordpiece",
         ),
     ]
     return Zoo({e.id: e for e in entries}, default="pronounce")

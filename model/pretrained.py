@@ -181,6 +181,7 @@ class MiniLM:
             source_length=encoded.original_length,
             capture=cache,
             embedding=self.pool(hidden, ids)[0].tolist(),
+            source_words=encoded.words,
         )
 
     @torch.no_grad()

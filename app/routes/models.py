@@ -28,6 +28,7 @@ def model_info(entry: ModelEntry, default: bool) -> ModelInfo:
         positional=cfg.positional,
         languages=entry.languages,
         max_tokens=entry.runner.max_source_tokens,
+        tokens=entry.tokens,
         attention_types=entry.attention_types(),
         default=default,
     )

@@ -31,6 +31,7 @@ class Transcription:
     source_length: int  # tokens in the input before truncation
     capture: Capture | None  # one forward pass over (source, decoder_tokens)
     embedding: list[float] | None = None  # a sentence embedding, for models that make one
+    source_words: list[int | None] | None = None  # word of each source token (WordPiece)
 
 
 class Pronouncer:

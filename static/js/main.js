@@ -24,7 +24,8 @@ const elements = {
   form: $("input-form"), model: $("model"), text: $("text"), examples: $("examples"),
   source: $("source-tokens"), output: $("output-text"), truncated: $("truncated"),
   status: $("status"), type: $("type"), layer: $("layer"), head: $("head"), kind: $("kind"),
-  overlay: $("overlay"), average: $("average"), exportButton: $("export"),
+  overlay: $("overlay"), average: $("average"), words: $("words"), hide: $("hide"),
+  exportButton: $("export"),
   view: $("view"), plot: $("plot"), grid: $("grid"), extra: $("extra"),
   explain: $("explain"), readout: $("readout"),
 };
@@ -33,7 +34,7 @@ const storedLang = localStorage.getItem("attnviz.lang");
 const defaultLang = storedLang || (navigator.language?.startsWith("zh") ? "zh" : "en");
 const DEFAULTS = {
   model: boot.default_model, text: "", type: "", layer: 0, head: 0, view: "head",
-  lang: defaultLang, kind: "weights", avg: false,
+  lang: defaultLang, kind: "weights", avg: false, words: false, hide: false,
 };
 let state = readState(DEFAULTS);
 let analysis = null; // the analyze answer for (state.model, state.text)
@@ -84,11 +85,18 @@ function showError(err, { keepView = false } = {}) {
 
 // All heads of one (type, layer, kind) of one input, decoded once and kept.
 async function layerItems(input, type, layer, kind) {
-  const key = [input.model, input.text, type, layer, kind].join("\u0000");
+  // the word view and hidden specials apply to self-attention weights of WordPiece models
+  const reshape = kind === "weights" && type === "encoder.self" && input.wordpiece;
+  const granularity = reshape && input.words ? "word" : "token";
+  const hideSpecial = reshape && input.hide;
+  const key = [input.model, input.text, type, layer, kind, granularity, hideSpecial].join("\u0000");
   if (!layerCache.has(key)) {
     const encoding = kind === "scores" ? "f4" : "u1";
     const request = api
-      .attention({ model: input.model, text: input.text, types: [type], layers: [layer], kinds: [kind], encoding })
+      .attention({
+        model: input.model, text: input.text, types: [type], layers: [layer], kinds: [kind],
+        encoding, granularity, hide_special: hideSpecial,
+      })
       .then((body) => body.items.map((item) => ({ ...item, z: toMatrix(item.data, item.shape) })));
     layerCache.set(key, request);
     request.catch(() => layerCache.delete(key));
@@ -122,6 +130,11 @@ function syncControls() {
   elements.head.value = String(state.head);
   elements.kind.value = state.kind;
   elements.average.checked = state.avg;
+  elements.words.checked = state.words;
+  elements.hide.checked = state.hide;
+  for (const el of document.querySelectorAll(".wordpiece")) {
+    el.hidden = info.tokens !== "wordpiece";
+  }
   for (const tab of document.querySelectorAll("[data-view]")) {
     tab.setAttribute("aria-selected", String(tab.dataset.view === state.view));
   }
@@ -133,7 +146,10 @@ function syncControls() {
 
 async function render() {
   const mine = ++generation;
-  const input = { model: state.model, text: state.text };
+  const input = {
+    model: state.model, text: state.text, words: state.words, hide: state.hide,
+    wordpiece: modelInfo().tokens === "wordpiece",
+  };
   const ctx = {
     state: { ...state }, t, elements, analysis, modelInfo,
     layerItems: (type, layer, kind) => layerItems(input, type, layer, kind),
@@ -210,6 +226,8 @@ function init() {
   elements.head.addEventListener("change", () => update({ head: Number(elements.head.value) }));
   elements.kind.addEventListener("change", () => update({ kind: elements.kind.value }));
   elements.average.addEventListener("change", () => update({ avg: elements.average.checked }));
+  elements.words.addEventListener("change", () => update({ words: elements.words.checked }));
+  elements.hide.addEventListener("change", () => update({ hide: elements.hide.checked }));
   elements.overlay.addEventListener("change", () => render());
   for (const tab of document.querySelectorAll("[data-view]")) {
     tab.addEventListener("click", () => update({ view: tab.dataset.view }));

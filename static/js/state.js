@@ -1,5 +1,6 @@
 // The whole view lives in the URL: reload or share a link and the same view comes back.
-const KEYS = ["model", "text", "type", "layer", "head", "view", "lang", "kind", "avg"];
+const KEYS = ["model", "text", "type", "layer", "head", "view", "lang", "kind", "avg", "words", "hide"];
+const FLAGS = ["avg", "words", "hide"];
 const NUMBERS = new Set(["layer", "head"]);
 // values a link may carry; anything else falls back to the default
 const CHOICES = {
@@ -19,14 +20,14 @@ export function readState(defaults) {
     if (key in CHOICES && !CHOICES[key].includes(value)) continue;
     state[key] = NUMBERS.has(key) ? Math.max(0, Number.parseInt(value, 10) || 0) : value;
   }
-  state.avg = state.avg === "1" || state.avg === true;
+  for (const flag of FLAGS) state[flag] = state[flag] === "1" || state[flag] === true;
   return state;
 }
 
 export function writeState(state, { replace = false } = {}) {
   const params = new URLSearchParams();
   for (const key of KEYS) {
-    const value = key === "avg" ? (state.avg ? "1" : "") : state[key];
+    const value = FLAGS.includes(key) ? (state[key] ? "1" : "") : state[key];
     if (value !== undefined && value !== null && value !== "") params.set(key, String(value));
   }
   const url = `${location.pathname}?${params}`;

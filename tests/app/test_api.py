@@ -255,6 +255,7 @@ def test_minilm_reads_english_wordpieces_and_gives_its_embedding(client):
     info = {m["id"]: m for m in client.get("/api/v1/models").json()}["minilm"]
     assert (info["encoder_layers"], info["heads"], info["max_tokens"]) == (6, 12, 512)
     assert info["attention_types"] == ["encoder.self"] and info["positional"] == "learned"
+    assert info["tokens"] == "wordpiece"
 
 
 def test_minilm_attention_and_its_learned_positions(client):
@@ -269,3 +270,26 @@ def test_minilm_attention_and_its_learned_positions(client):
     runner = client.app.state.inference.zoo.models["minilm"].runner
     weights = runner.model.encoder.pos.embedding.weight[:8, :4].detach().numpy()
     assert table["kind"] == "learned" and np.allclose(table["table"], weights, atol=1e-6)
+
+
+def test_minilm_word_view_merges_pieces_and_can_hide_specials(client):
+    request = dict(model="minilm", text="Tokenization helps.", layers=[2], heads=[4], encoding="f4")
+    tokens = attention(client, **request)["items"][0]
+    assert tokens["rows"] == ["[CLS]", "token", "##ization", "helps", ".", "[SEP]"]
+    m = decode(tokens["data"])
+    words = attention(client, granularity="word", **request)["items"][0]
+    assert words["rows"] == words["columns"] == ["[CLS]", "tokenization", "helps", ".", "[SEP]"]
+    w = decode(words["data"])
+    assert np.isclose(w[1, 2], m[1:3, 3].mean(), atol=1e-6)  # mean over query pieces
+    assert np.isclose(w[2, 1], m[3, 1:3].sum(), atol=1e-6)  # sum over key pieces
+    assert np.allclose(w.sum(1), 1, atol=1e-5)
+    hidden = attention(client, granularity="word", hide_special=True, **request)["items"][0]
+    assert hidden["rows"] == ["tokenization", "helps", "."]
+    h = decode(hidden["data"])
+    assert np.allclose(h.sum(1), 1, atol=1e-5)
+    bad = client.post("/api/v1/attention", json={"text": "猫", "granularity": "word"})
+    assert bad.status_code == 422 and "no word pieces" in bad.json()["detail"]
+    bad = client.post(
+        "/api/v1/attention", json={**request, "kinds": ["scores"], "granularity": "word"}
+    )
+    assert bad.status_code == 422 and "weights only" in bad.json()["detail"]

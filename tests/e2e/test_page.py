@@ -182,3 +182,19 @@ def test_minilm_shows_wordpieces_and_its_embedding(page: Page):
     assert ticks(page, "x")[:3] == ["[CLS]", "the", "animal"]
     expect(page.locator("#output-text")).to_contain_text("sentence embedding (384)")
     assert page.locator("#type").input_value() == "encoder.self"
+
+
+def test_minilm_word_view_and_hidden_specials(page: Page):
+    page.goto("/?model=minilm&text=Tokenization helps.&type=encoder.self")
+    ready(page)
+    assert ticks(page, "x") == ["[CLS]", "token", "##ization", "helps", ".", "[SEP]"]
+    page.check("#words")
+    ready(page)
+    assert ticks(page, "x") == ["[CLS]", "tokenization", "helps", ".", "[SEP]"]
+    page.check("#hide")
+    ready(page)
+    assert ticks(page, "x") == ["tokenization", "helps", "."]
+    assert url_state(page)["words"] == "1" and url_state(page)["hide"] == "1"
+    page.goto("/?text=猫追狗")
+    ready(page)
+    expect(page.locator("#words")).to_be_hidden()

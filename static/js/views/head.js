@@ -20,7 +20,7 @@ export async function renderHead(ctx) {
     zmin: kind === "scores" ? undefined : 0,
     zmax: kind === "scores" ? undefined : 1,
     valueLabel: kind === "scores" ? t("score") : t("weight"),
-    overlay: masks ? masks[0].z : null,
+    overlay: masks && masks[0].z.length === z.length ? masks[0].z : null,
     readout: ctx.elements.readout,
   });
   ctx.elements.explain.textContent = t("hint");
