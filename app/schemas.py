@@ -12,6 +12,14 @@ Encoding = Literal["json", "u1", "f2", "f4"]
 Index = Annotated[StrictInt, Field(ge=0, le=10_000)]
 
 
+def valid_unicode(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError("text holds an unpaired surrogate (not valid Unicode)") from exc
+    return text
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -40,6 +48,10 @@ class ModelInfo(BaseModel):
     tokens: Literal["characters", "wordpiece"] = Field(
         description="What a source token is; wordpiece models offer the word view."
     )
+    output: Literal["transcription", "embedding"] = Field(
+        description="What the model gives: a transcription, or a sentence embedding (which "
+        "analyze can compare with a second sentence)."
+    )
     attention_types: list[AttentionType]
     default: bool
 
@@ -51,11 +63,20 @@ class TextRequest(Strict):
     @field_validator("text")
     @classmethod
     def encodable(cls, text: str) -> str:
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValueError("text holds an unpaired surrogate (not valid Unicode)") from exc
-        return text
+        return valid_unicode(text)
+
+
+class AnalyzeRequest(TextRequest):
+    compare: str | None = Field(
+        None,
+        description="A second sentence: the answer gives the cosine similarity of the two "
+        "sentence embeddings (models that make one).",
+    )
+
+    @field_validator("compare")
+    @classmethod
+    def compare_encodable(cls, text: str | None) -> str | None:
+        return None if text is None else valid_unicode(text)
 
 
 class HeadSummary(BaseModel):
@@ -77,6 +98,9 @@ class AnalyzeResponse(BaseModel):
     output_text: str = Field(description="The output tokens joined by spaces.")
     embedding: list[float] | None = Field(
         None, description="The sentence embedding, for a model that makes one (minilm)."
+    )
+    similarity: float | None = Field(
+        None, description="Cosine similarity of the embeddings of text and compare."
     )
     truncated: bool = Field(
         description="The text had more than max_tokens, or its transcription more than the "

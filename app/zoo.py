@@ -25,6 +25,7 @@ class ModelEntry:
     languages: list[str]
     runner: Pronouncer | MiniLM  # transcribe(text, capture) -> Transcription
     tokens: str = "characters"  # or "wordpiece": words can be merged, [CLS]/[SEP] hidden
+    output: str = "transcription"  # or "embedding": a sentence embedding, comparable
 
     @property
     def config(self):
@@ -96,6 +97,7 @@ def load_zoo(settings: Settings) -> Zoo:
             ["en"],
             MiniLM(),
             tokens="wordpiece",
+            output="embedding",
         ),
         ModelEntry(
             "minilm-untrained",
@@ -104,6 +106,7 @@ def load_zoo(settings: Settings) -> Zoo:
             ["en"],
             MiniLM(trained=False),
             tokens="wordpiece",
+            output="embedding",
         ),
     ]
     return Zoo({e.id: e for e in entries}, default="pronounce")

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, HTTPException, Response
 
-from ..schemas import AnalyzeResponse, AttentionRequest, AttentionResponse, TextRequest
+from ..schemas import (
+    AnalyzeRequest,
+    AnalyzeResponse,
+    AttentionRequest,
+    AttentionResponse,
+    TextRequest,
+)
 from ..service import attention_items, export_npz, summaries
 from .deps import ERRORS, InferenceDep
 
@@ -12,10 +18,16 @@ router = APIRouter(prefix="/api/v1", tags=["attention"])
 
 
 @router.post("/analyze", responses=ERRORS)
-def analyze(req: TextRequest, inference: InferenceDep) -> AnalyzeResponse:
+def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
     """Tokens, the model's output, and a summary of every head: what an overview needs."""
     entry = inference.entry(req.model)
     result = inference.run(entry, req.text)
+    similarity = None
+    if req.compare is not None:
+        if result.embedding is None:
+            raise HTTPException(422, f"{entry.id} makes no sentence embedding to compare")
+        other = inference.run(entry, req.compare).embedding
+        similarity = round(sum(a * b for a, b in zip(result.embedding, other, strict=True)), 6)
     return AnalyzeResponse(
         model=entry.id,
         text=result.text,
@@ -24,6 +36,7 @@ def analyze(req: TextRequest, inference: InferenceDep) -> AnalyzeResponse:
         output=result.output_tokens,
         output_text=" ".join(result.output_tokens),
         embedding=result.embedding,
+        similarity=similarity,
         truncated=result.truncated,
         source_length=result.source_length,
         summaries=summaries(entry, result),

@@ -29,6 +29,7 @@ def model_info(entry: ModelEntry, default: bool) -> ModelInfo:
         languages=entry.languages,
         max_tokens=entry.runner.max_source_tokens,
         tokens=entry.tokens,
+        output=entry.output,
         attention_types=entry.attention_types(),
         default=default,
     )

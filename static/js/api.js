@@ -33,7 +33,8 @@ function post(path, body) {
 }
 
 export const api = {
-  analyze: async (model, text) => (await post("/api/v1/analyze", { model, text })).json(),
+  analyze: async (model, text, compare) =>
+    (await post("/api/v1/analyze", { model, text, ...(compare ? { compare } : {}) })).json(),
   attention: async (request) => (await post("/api/v1/attention", request)).json(),
   positional: async (model, positions, dims) =>
     (await call(`/api/v1/models/${encodeURIComponent(model)}/positional-encoding?positions=${positions}&dims=${dims}`)).json(),

@@ -21,7 +21,8 @@ const boot = JSON.parse(document.getElementById("boot").textContent);
 const models = Object.fromEntries(boot.models.map((m) => [m.id, m]));
 const $ = (id) => document.getElementById(id);
 const elements = {
-  form: $("input-form"), model: $("model"), text: $("text"), examples: $("examples"),
+  form: $("input-form"), model: $("model"), text: $("text"), compare: $("compare"),
+  examples: $("examples"),
   source: $("source-tokens"), output: $("output-text"), truncated: $("truncated"),
   status: $("status"), type: $("type"), layer: $("layer"), head: $("head"), kind: $("kind"),
   overlay: $("overlay"), average: $("average"), words: $("words"), hide: $("hide"),
@@ -33,7 +34,7 @@ const elements = {
 const storedLang = localStorage.getItem("attnviz.lang");
 const defaultLang = storedLang || (navigator.language?.startsWith("zh") ? "zh" : "en");
 const DEFAULTS = {
-  model: boot.default_model, text: "", type: "", layer: 0, head: 0, view: "head",
+  model: boot.default_model, text: "", compare: "", type: "", layer: 0, head: 0, view: "head",
   lang: defaultLang, kind: "weights", avg: false, words: false, hide: false,
 };
 let state = readState(DEFAULTS);
@@ -135,6 +136,9 @@ function syncControls() {
   for (const el of document.querySelectorAll(".wordpiece")) {
     el.hidden = info.tokens !== "wordpiece";
   }
+  for (const el of document.querySelectorAll(".embedding-only")) {
+    el.hidden = info.output !== "embedding";
+  }
   for (const tab of document.querySelectorAll("[data-view]")) {
     tab.setAttribute("aria-selected", String(tab.dataset.view === state.view));
   }
@@ -170,9 +174,11 @@ async function render() {
     return;
   }
   try {
-    if (!analysis || analysis.model !== state.model || analysis.request !== state.text) {
+    const compare = modelInfo().output === "embedding" ? state.compare.trim() : "";
+    const asked = `${state.text}\u0000${compare}`;
+    if (!analysis || analysis.model !== state.model || analysis.request !== asked) {
       setStatus(t("running"), "busy");
-      analysis = { ...(await api.analyze(state.model, state.text)), request: state.text };
+      analysis = { ...(await api.analyze(state.model, state.text, compare)), request: asked };
       if (mine !== generation) return;
       ctx.analysis = analysis;
     }
@@ -187,15 +193,22 @@ async function render() {
 
 function showTokens() {
   elements.source.textContent = analysis.source_tokens.join(" · ");
-  elements.output.textContent = analysis.embedding
-    ? `${t("embedding")} (${analysis.embedding.length}): ${analysis.embedding.slice(0, 6).map((v) => v.toFixed(3)).join(", ")}, …`
-    : analysis.output_text;
+  let output = analysis.output_text;
+  if (analysis.embedding) {
+    const head = analysis.embedding.slice(0, 6).map((v) => v.toFixed(3)).join(", ");
+    output = `${t("embedding")} (${analysis.embedding.length}): ${head}, …`;
+    if (analysis.similarity !== null && analysis.similarity !== undefined) {
+      output += ` · ${t("similarity")}: ${analysis.similarity.toFixed(4)}`;
+    }
+  }
+  elements.output.textContent = output;
   elements.truncated.hidden = !analysis.truncated;
 }
 
 function update(changes, { push = true } = {}) {
   const inputChanged = ("text" in changes && changes.text !== state.text)
-    || ("model" in changes && changes.model !== state.model);
+    || ("model" in changes && changes.model !== state.model)
+    || ("compare" in changes && changes.compare !== state.compare);
   state = { ...state, ...changes };
   if (inputChanged) {
     analysis = null;
@@ -216,7 +229,9 @@ function init() {
   }
   elements.form.addEventListener("submit", (event) => {
     event.preventDefault();
-    update({ text: elements.text.value, model: elements.model.value });
+    update({
+      text: elements.text.value, model: elements.model.value, compare: elements.compare.value,
+    });
   });
   elements.model.addEventListener("change", () =>
     update({ model: elements.model.value, text: elements.text.value }),
@@ -260,10 +275,12 @@ function init() {
       layerCache.clear();
     }
     elements.text.value = state.text;
+    elements.compare.value = state.compare;
     render();
   });
   if (!LANGS.includes(state.lang)) state.lang = "en";
   elements.text.value = state.text;
+  elements.compare.value = state.compare;
   render();
 }
 

@@ -1,5 +1,8 @@
 // The whole view lives in the URL: reload or share a link and the same view comes back.
-const KEYS = ["model", "text", "type", "layer", "head", "view", "lang", "kind", "avg", "words", "hide"];
+const KEYS = [
+  "model", "text", "compare", "type", "layer", "head", "view", "lang", "kind", "avg", "words",
+  "hide",
+];
 const FLAGS = ["avg", "words", "hide"];
 const NUMBERS = new Set(["layer", "head"]);
 // values a link may carry; anything else falls back to the default

@@ -293,3 +293,18 @@ def test_minilm_word_view_merges_pieces_and_can_hide_specials(client):
         "/api/v1/attention", json={**request, "kinds": ["scores"], "granularity": "word"}
     )
     assert bad.status_code == 422 and "weights only" in bad.json()["detail"]
+
+
+def test_minilm_compares_two_sentences(client):
+    def similarity(a: str, b: str) -> float:
+        body = {"text": a, "compare": b, "model": "minilm"}
+        response = client.post("/api/v1/analyze", json=body)
+        assert response.status_code == 200, response.text
+        return response.json()["similarity"]
+
+    close = similarity("A man is playing a guitar.", "Someone plays the guitar.")
+    far = similarity("A man is playing a guitar.", "The stock market fell sharply today.")
+    assert 0.5 < close <= 1 and far < close - 0.3
+    assert abs(similarity("Same words.", "Same words.") - 1) < 1e-5
+    response = client.post("/api/v1/analyze", json={"text": "猫", "compare": "狗"})
+    assert response.status_code == 422 and "no sentence embedding" in response.json()["detail"]

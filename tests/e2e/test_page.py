@@ -198,3 +198,18 @@ def test_minilm_word_view_and_hidden_specials(page: Page):
     page.goto("/?text=猫追狗")
     ready(page)
     expect(page.locator("#words")).to_be_hidden()
+
+
+def test_minilm_compares_a_second_sentence(page: Page):
+    page.goto("/?model=minilm")
+    page.fill("#text", "A man is playing a guitar.")
+    page.fill("#compare", "Someone plays the guitar.")
+    page.press("#text", "Enter")
+    ready(page)
+    expect(page.locator("#output-text")).to_contain_text(
+        "cosine similarity to the second sentence: 0."
+    )
+    assert url_state(page)["compare"] == "Someone plays the guitar."
+    page.goto("/?text=猫追狗")
+    ready(page)
+    expect(page.locator("#compare")).to_be_hidden()
