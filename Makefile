@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test lint format clean train bench bench-api bench-page e2e-deps
+.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-page e2e-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,9 @@ bench: $(STAMP)
 
 bench-api: $(STAMP)
 	$(BIN)/python bench/bench_api.py
+
+bench-minilm: $(STAMP)
+	$(BIN)/python bench/bench_minilm.py
 
 bench-page: $(STAMP) e2e-deps
 	$(BIN)/python bench/bench_page.py

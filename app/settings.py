@@ -21,7 +21,9 @@ class Settings(BaseSettings):
         0, ge=0, description="Torch threads per operation; 0: the CPUs this process may use."
     )
     pronounce_dir: Path = Field(SHIPPED, description="Checkpoint folder of the default model.")
-    max_text_chars: int = Field(1000, ge=1, description="Characters per text; longer: 422.")
+    max_text_chars: int = Field(
+        4000, ge=1, description="Characters per text (512 English WordPieces fit); longer: 422."
+    )
     max_body_bytes: int = Field(65536, ge=1024, description="Request body bytes; larger: 413.")
     max_response_bytes: int = Field(
         50_000_000, ge=1000, description="Estimated attention response size; larger: 422."

@@ -137,7 +137,7 @@ def test_export_is_every_tensor_as_float32(client):
     [
         ("/api/v1/analyze", {"text": "hi", "model": "gpt-5"}, 404, "unknown model 'gpt-5'"),
         ("/api/v1/analyze", {"text": " \n\t"}, 422, "text is empty"),
-        ("/api/v1/analyze", {"text": "长" * 1001}, 422, "the limit is 1000"),
+        ("/api/v1/analyze", {"text": "长" * 4001}, 422, "the limit is 4000"),
         ("/api/v1/attention", {"text": "hi", "layers": [3]}, 422, "layers are 0..2"),
         ("/api/v1/attention", {"text": "hi", "heads": [8]}, 422, "heads are 0..7"),
         (

@@ -1,0 +1,150 @@
+"""MiniLM attention for all heads: our server against transformers + BertViz's payload.
+
+    .venv/bin/python bench/bench_minilm.py [--threads 2]
+
+One run, side by side, for 16 to 512 tokens: (a) our server's all-heads attention request
+(in-process, no cache, so the model runs every time) in json and u1; (b) transformers'
+BertModel with output_attentions=True and BertViz's head_view payload (format_attention +
+json.dumps); (c) each bare forward pass. Times are medians of a few runs (one for BertViz
+past 128 tokens); bytes are of the response body or the JSON string.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from model.pretrained import package_dir
+
+WORDS = [
+    *(
+        [
+            "the",
+            "quick",
+            "brown",
+            "fox",
+            "jumps",
+            "over",
+            "the",
+            "lazy",
+            "dog",
+            "while",
+            "attention",
+            "heads",
+            "look",
+            "back",
+        ]
+    ),
+    *(
+        [
+            "at",
+            "every",
+            "token",
+            "they",
+            "have",
+            "seen",
+            "before",
+            "and",
+            "decide",
+            "what",
+            "matters",
+            "next",
+        ]
+    ),
+]
+
+
+def text_of(minilm, n: int) -> str:
+    words: list[str] = []
+    while len(minilm.encode(" ".join(words)).ids) < n:
+        words.append(WORDS[len(words) % len(WORDS)])
+    return " ".join(words)
+
+
+def timed(fn, runs: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(runs):
+        started = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), out
+
+
+def row(client: TestClient, reference, format_attention, n: int) -> str:
+    minilm = client.app.state.inference.zoo.models["minilm"].runner
+    text = text_of(minilm, n)
+    ids = torch.tensor([minilm.encode(text).ids])
+    tokens = ids.size(1)
+    weights = 6 * 12 * tokens * tokens
+    runs = 3 if tokens <= 128 else 1
+    with torch.no_grad():
+        ours_fwd, _ = timed(lambda: minilm.model(ids), runs)
+        hf_fwd, _ = timed(lambda: reference(input_ids=ids), runs)
+
+    def ours(encoding: str) -> bytes | None:
+        body = {"model": "minilm", "text": text, "encoding": encoding}
+        response = client.post("/api/v1/attention", json=body)
+        return response.content if response.status_code == 200 else None
+
+    def bertviz() -> str:
+        tokenized = minilm.tokenizer.encode(text)
+        with torch.no_grad():
+            attentions = reference(input_ids=ids, output_attentions=True).attentions
+        attention = format_attention(attentions, list(range(6)))
+        left = right = tokenized.tokens
+        payload = [
+            {"name": None, "attn": attention.tolist(), "left_text": left, "right_text": right}
+        ]
+        return json.dumps(payload)
+
+    json_s, json_body = timed(lambda: ours("json"), runs)
+    u1_s, u1_body = timed(lambda: ours("u1"), runs)
+    bv_s, bv_body = timed(bertviz, runs)
+    json_cells = (
+        f"{json_s:>7.3f} {len(json_body) / weights:>8.2f}"
+        if json_body
+        else f"{'422: over the limit':>16}"
+    )
+    return (
+        f"{tokens:>6} {ours_fwd:>8.3f} {hf_fwd:>7.3f} {json_cells} {u1_s:>6.3f} "
+        f"{len(u1_body) / weights:>7.2f} {u1_s / ours_fwd:>6.1f} {bv_s:>9.2f} "
+        f"{len(bv_body) / weights:>11.2f} {bv_s / u1_s:>7.1f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    from bertviz.util import format_attention
+    from transformers import BertModel
+
+    torch.set_num_threads(args.threads)
+    reference = BertModel.from_pretrained(str(package_dir()), attn_implementation="eager").eval()
+    settings = Settings(torch_threads=args.threads, cache_bytes=0)
+    with TestClient(create_app(settings)) as client:
+        print(f"all-MiniLM-L6-v2, 6 layers x 12 heads, {args.threads} threads; s = seconds")
+        print(
+            f"{'tokens':>6} {'fwd ours':>8} {'fwd HF':>7} {'json s':>7} {'json B/w':>8} "
+            f"{'u1 s':>6} {'u1 B/w':>7} {'u1/fwd':>6} {'BertViz s':>9} {'BertViz B/w':>11} "
+            f"{'BV/u1 s':>7}"
+        )
+        for n in (16, 64, 128, 256, 512):
+            print(row(client, reference, format_attention, n))
+    print("B/w: bytes on the wire per attention weight; u1/fwd: our all-heads u1 request over")
+    print("our bare forward pass; BV/u1: BertViz's pipeline time over ours (u1). json past the")
+    print("response limit (ATTNVIZ_MAX_RESPONSE_BYTES, 50 MB) is refused with a 422.")
+
+
+if __name__ == "__main__":
+    main()
