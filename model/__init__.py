@@ -4,7 +4,7 @@ from .attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
 from .checkpoints import load_checkpoint, save_checkpoint
 from .config import ModelConfig
 from .hooks import Capture, HookPoint, hooked
-from .masks import causal_mask, decoder_mask, generate_mask, padding_mask
+from .masks import causal_mask, decoder_mask, generate_mask, pad_batch, padding_mask
 from .transformer import DecoderCache, DecodeResult, Transformer
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "generate_mask",
     "hooked",
     "load_checkpoint",
+    "pad_batch",
     "padding_mask",
     "save_checkpoint",
     "scaled_dot_product_attention",

@@ -6,6 +6,14 @@ import torch
 from torch import Tensor
 
 
+def pad_batch(rows: list[list[int]], pad_id: int = 0) -> Tensor:
+    """Id lists of different lengths as one (B, T) batch, padded at the end."""
+    batch = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long)
+    for i, row in enumerate(rows):
+        batch[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return batch
+
+
 def padding_mask(ids: Tensor, pad_id: int = 0) -> Tensor:
     """Keys that are not padding: (B, T) -> (B, 1, 1, T)."""
     return (ids != pad_id).unsqueeze(1).unsqueeze(2)

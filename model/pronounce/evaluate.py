@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..masks import pad_batch
 from ..transformer import Transformer
 from .data import Lexicon, label
 from .pronouncer import greedy_read
@@ -38,11 +39,7 @@ def transcribe_batch(
     model: Transformer, src_tok: SourceTokenizer, tgt_tok: TargetTokenizer, texts: list[str]
 ) -> list[list[str]]:
     """Greedy transcriptions (through the KV cache) of several texts at once."""
-    encoded = [src_tok.encode(t).ids or [src_tok.unk_id] for t in texts]
-    width = max(len(ids) for ids in encoded)
-    src = torch.zeros(len(texts), width, dtype=torch.long)
-    for row, ids in enumerate(encoded):
-        src[row, : len(ids)] = torch.tensor(ids)
+    src = pad_batch([src_tok.encode(t).ids or [src_tok.unk_id] for t in texts])
     return [tgt_tok.decode(ids) for ids in greedy_read(model, tgt_tok, src)]
 
 

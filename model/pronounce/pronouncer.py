@@ -11,6 +11,7 @@ import torch
 from ..checkpoints import CheckpointError, load_checkpoint
 from ..config import ModelConfig
 from ..hooks import Capture, NamesFilter
+from ..masks import pad_batch
 from ..transformer import Transformer
 from .data import normalize
 from .tokenizers import BOS, SourceTokenizer, TargetTokenizer, Vocab
@@ -89,12 +90,9 @@ class Pronouncer:
         encoded = self.source.encode(text)
         if not encoded.ids:
             raise ValueError("the text is empty once whitespace is removed")
-        normalized = normalize(text)[: len(encoded.ids)]
-        spans = pieces(normalized)
-        width = max(end - start for start, end in spans)
-        src_pieces = torch.zeros(len(spans), width, dtype=torch.long)
-        for row, (start, end) in enumerate(spans):
-            src_pieces[row, : end - start] = torch.tensor(encoded.ids[start:end])
+        normalized = normalize(text)
+        spans = pieces(normalized[: len(encoded.ids)])
+        src_pieces = pad_batch([encoded.ids[start:end] for start, end in spans])
         output = []
         for ids in greedy_read(self.model, self.target, src_pieces):
             output += self.target.decode(ids)
@@ -108,7 +106,7 @@ class Pronouncer:
             decoder_input = torch.tensor([decoder_ids])
             _, cache = self.model.run_with_cache(src, decoder_input, names_filter=names_filter)
         return Transcription(
-            text=normalize(text),
+            text=normalized,
             source_tokens=encoded.tokens,
             decoder_tokens=[BOS, *output],
             output_tokens=output,

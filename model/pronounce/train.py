@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from ..checkpoints import save_checkpoint
 from ..config import ModelConfig
+from ..masks import pad_batch
 from ..runtime import set_threads
 from ..transformer import Transformer
 from .data import Example, Generator, Lexicon, held_out_split
@@ -65,17 +66,12 @@ def collate(
     examples: list[Example], src_tok: SourceTokenizer, tgt_tok: TargetTokenizer
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(src, decoder input [BOS, y...], decoder target [y..., EOS]), zero-padded."""
-    srcs = [src_tok.encode(e.text).ids for e in examples]
     tgts = [tgt_tok.encode(e.target) for e in examples]
-    n = len(examples)
-    src = torch.zeros(n, max(map(len, srcs)), dtype=torch.long)
-    tgt_in = torch.zeros(n, max(map(len, tgts)) + 1, dtype=torch.long)
-    tgt_out = torch.zeros_like(tgt_in)
-    for i, (s, t) in enumerate(zip(srcs, tgts, strict=True)):
-        src[i, : len(s)] = torch.tensor(s)
-        tgt_in[i, : len(t) + 1] = torch.tensor([tgt_tok.bos_id, *t])
-        tgt_out[i, : len(t) + 1] = torch.tensor([*t, tgt_tok.eos_id])
-    return src, tgt_in, tgt_out
+    return (
+        pad_batch([src_tok.encode(e.text).ids for e in examples]),
+        pad_batch([[tgt_tok.bos_id, *t] for t in tgts]),
+        pad_batch([[*t, tgt_tok.eos_id] for t in tgts]),
+    )
 
 
 class Batches:

@@ -11,6 +11,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
+from model import pad_batch
 from model.checkpoints import CheckpointError
 from model.pretrained import MAX_TOKENS, NOT_MAPPED, MiniLM, map_bert_state, package_dir
 
@@ -34,11 +35,7 @@ def bert_tensors() -> dict[str, torch.Tensor]:
 
 
 def batch(minilm: MiniLM, texts: list[str]) -> torch.Tensor:
-    encoded = [minilm.encode(t).ids for t in texts]
-    ids = torch.zeros(len(texts), max(map(len, encoded)), dtype=torch.long)
-    for row, row_ids in enumerate(encoded):
-        ids[row, : len(row_ids)] = torch.tensor(row_ids)
-    return ids
+    return pad_batch([minilm.encode(t).ids for t in texts])
 
 
 def test_every_tensor_is_used_once_and_nothing_is_left_over(minilm, bert_tensors):
