@@ -10,6 +10,7 @@ import uvicorn
 from model.pronounce.pronouncer import SHIPPED
 from model.pronounce.train import TrainConfig
 
+from .logs import log_config
 from .settings import Settings
 
 
@@ -69,7 +70,10 @@ def main(argv: list[str] | None = None) -> None:
             factory=True,
             host=args.host or settings.host,
             port=args.port or settings.port,
+            workers=settings.workers,
             log_level=settings.log_level,
+            log_config=log_config(settings.log_format, settings.log_level),
+            access_log=False,  # app.logs.AccessLog writes one line per request instead
         )
 
 

@@ -13,6 +13,7 @@ from fastapi.staticfiles import StaticFiles
 from model.runtime import set_threads
 
 from .limits import BodyLimit
+from .logs import AccessLog
 from .routes import inference, models, pages
 from .schemas import Health
 from .service import Inference
@@ -42,6 +43,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(AccessLog)  # outermost: it also logs the 413s
     app.include_router(models.router)
     app.include_router(inference.router)
     app.include_router(pages.router)

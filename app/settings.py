@@ -16,7 +16,11 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Address uvicorn binds to.")
     port: int = Field(8000, ge=1, le=65535, description="Port uvicorn listens on.")
+    workers: int = Field(1, ge=1, description="uvicorn worker processes (each loads the models).")
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    log_format: Literal["json", "text"] = Field(
+        "json", description="Lines on stdout: JSON objects (request id, route, status, duration)."
+    )
     torch_threads: int = Field(
         0, ge=0, description="Torch threads per operation; 0: the CPUs this process may use."
     )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import threading
 import time
 
@@ -9,6 +12,8 @@ import httpx2
 from fastapi.testclient import TestClient
 
 from app.main import create_app
+from app.settings import Settings
+from model.runtime import cgroup_cpu_limit, usable_cpus
 
 from ..serving import start_server
 
@@ -56,13 +61,54 @@ def test_attnviz_serve_answers_over_http_and_stops_on_sigterm():
         response = httpx2.get(f"{base}/healthz", timeout=10)
         assert response.status_code == 200
         assert response.json()["status"] == "ok"
-        analyze = httpx2.post(f"{base}/api/v1/analyze", json={"text": "猫追狗"}, timeout=60)
+        headers = {"X-Request-ID": "trace-42"}
+        analyze = httpx2.post(
+            f"{base}/api/v1/analyze", json={"text": "猫追狗"}, headers=headers, timeout=60
+        )
         assert analyze.status_code == 200
+        assert analyze.headers["x-request-id"] == "trace-42"
         assert analyze.json()["output"] == ["mao1", "zhui1", "gou3"]
         assert healthz_answers_during_long_requests(base)
     finally:
         proc.terminate()
         output, _ = proc.communicate(timeout=20)
     # uvicorn shuts down gracefully, then re-raises SIGTERM so the exit status tells it
-    assert f"Uvicorn running on {base}" in output
-    assert "Application shutdown complete" in output
+    lines = [json.loads(line) for line in output.splitlines()]  # every line is JSON
+    messages = [line["message"] for line in lines]
+    assert any(m.startswith(f"Uvicorn running on {base}") for m in messages)
+    assert "Application shutdown complete." in messages
+    access = [line for line in lines if line["logger"] == "attnviz.access"]
+    analyze_line = next(line for line in access if line["request_id"] == "trace-42")
+    assert analyze_line["route"] == "/api/v1/analyze"
+    assert analyze_line["method"] == "POST" and analyze_line["status"] == 200
+    assert analyze_line["duration_ms"] > 0
+    health = [line for line in access if line["route"] == "/healthz"]
+    assert len(health) >= 3 and all(len(line["request_id"]) == 32 for line in health)
+
+
+def test_request_ids_are_echoed_or_made_and_413s_are_logged(caplog):
+    with TestClient(create_app(Settings(torch_threads=1, max_body_bytes=1024))) as client:
+        caplog.set_level(logging.INFO, logger="attnviz.access")
+        made = client.get("/api/v1/models")
+        hostile = client.get("/healthz", headers={"X-Request-ID": 'a b"<script>'})
+        refused = client.post("/api/v1/analyze", content=b"x" * 5000)
+    assert len(made.headers["x-request-id"]) == 32
+    assert hostile.headers["x-request-id"] != 'a b"<script>'  # not a plain token: replaced
+    assert refused.status_code == 413
+    records = {r.route: r for r in caplog.records if r.name == "attnviz.access"}
+    assert records["/api/v1/models"].status == 200
+    assert records["/api/v1/analyze"].status == 413
+    assert records["/api/v1/analyze"].request_id == refused.headers["x-request-id"]
+
+
+def test_cgroup_cpu_quota_caps_the_threads(tmp_path):
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert cgroup_cpu_limit(tmp_path) == 1.5
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert cgroup_cpu_limit(tmp_path) is None
+    (tmp_path / "cpu.max").unlink()
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("200000\n")
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert cgroup_cpu_limit(tmp_path) == 2.0
+    assert 1 <= usable_cpus() <= (os.cpu_count() or 1)

@@ -1,0 +1,101 @@
+"""Structured logs: one line per request on stdout, and uvicorn's own lines alike."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+ACCESS = logging.getLogger("attnviz.access")
+REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_RECORD_FIELDS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """A JSON object per line: time, level, logger, message and the record's extras."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        line.update({k: v for k, v in vars(record).items() if k not in _RECORD_FIELDS})
+        line.pop("color_message", None)  # uvicorn's coloured copy of the message
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+def log_config(fmt: str, level: str) -> dict[str, Any]:
+    """logging.dictConfig for uvicorn.run(log_config=...): every line to stdout."""
+    formatter = (
+        {"()": JsonFormatter}
+        if fmt == "json"
+        else {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}
+    )
+    handler = {"class": "logging.StreamHandler", "formatter": "main", "stream": "ext://sys.stdout"}
+    logger = {"handlers": ["stdout"], "level": level.upper(), "propagate": False}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"main": formatter},
+        "handlers": {"stdout": handler},
+        "loggers": {
+            "uvicorn": logger,
+            "uvicorn.error": {"level": level.upper()},
+            "attnviz": logger,
+        },
+    }
+
+
+class AccessLog:
+    """Log each HTTP request once it is answered: request id, method, route, status, duration.
+
+    The request id is the client's `X-Request-ID` when it is a short plain token, else a new
+    one; either way it is sent back in the response's `X-Request-ID` header."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
+        request_id = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+        start = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            route = scope.get("route")
+            ACCESS.info(
+                "%s %s %d",
+                scope["method"],
+                scope["path"],
+                status,
+                extra={
+                    "request_id": request_id,
+                    "method": scope["method"],
+                    "route": getattr(route, "path", None) or scope["path"],
+                    "path": scope["path"],
+                    "status": status,
+                    "duration_ms": round((time.perf_counter() - start) * 1000, 2),
+                },
+            )
