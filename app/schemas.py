@@ -139,20 +139,25 @@ class AttentionRequest(TextRequest):
 class TypedArray(BaseModel):
     dtype: Literal["u1", "f2", "f4"]
     bdata: str = Field(description="Base64 of the little-endian values, row-major.")
-    shape: str = Field(description='Comma-separated sizes, e.g. "12,10".')
+    shape: str = Field(description='Comma-separated sizes, e.g. "12,10,10".')
 
 
-class Matrix(BaseModel):
+class Block(BaseModel):
+    """The requested heads of one attention type, layer and kind, stacked: one array."""
+
     type: AttentionType
     layer: int
-    head: int
     kind: Kind
+    heads: list[int] | None = Field(
+        description="The head of each entry of the first axis, in order; null for kind mask, "
+        "which is the same for every head and sent once (first axis of size 1)."
+    )
     rows: list[str] = Field(description="Token of each row (queries; keys for k and v).")
     columns: list[str] | None = Field(
         description="Token of each column (keys); null for q, k, v, whose columns are dims."
     )
-    shape: list[int]
-    data: list[list[float]] | TypedArray
+    shape: list[int] = Field(description="[heads, rows, columns]; columns are d_head for q/k/v.")
+    data: list[list[list[float]]] | TypedArray
 
 
 class AttentionResponse(BaseModel):
@@ -161,7 +166,7 @@ class AttentionResponse(BaseModel):
     target_tokens: list[str]
     truncated: bool
     encoding: Encoding
-    items: list[Matrix]
+    items: list[Block] = Field(description="One block per requested type, layer and kind.")
 
 
 class PositionalResponse(BaseModel):

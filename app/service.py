@@ -18,7 +18,7 @@ from fastapi import HTTPException
 from model.positional import sinusoidal_table
 from model.pronounce.pronouncer import Transcription
 
-from .schemas import AttentionRequest, HeadSummary, Matrix, TypedArray
+from .schemas import AttentionRequest, Block, HeadSummary, TypedArray
 from .settings import Settings
 from .zoo import ATTENTION_TYPES, ModelEntry, Zoo
 
@@ -179,8 +179,9 @@ def _check_choice(name: str, wanted: list[int] | None, available: int) -> list[i
 
 def attention_items(
     entry: ModelEntry, result: Transcription, req: AttentionRequest, max_bytes: int
-) -> list[Matrix]:
-    """The requested matrices, checked against the model and the response size limit."""
+) -> list[Block]:
+    """The requested matrices, a block per type, layer and kind, checked against the model
+    and the response size limit."""
     types = list(dict.fromkeys(req.types or entry.attention_types()))
     unknown = sorted(set(types) - set(entry.attention_types()))
     if unknown:
@@ -213,9 +214,10 @@ def attention_items(
         per_kind["v"] = per_kind["k"]
         for kind in kinds:
             entries = per_kind.get(kind, len(rows) * len(columns))
-            # the data, and each item's fields with its two token lists
-            item = entries * BYTES_PER_ENTRY[req.encoding] + 200 + 12 * (len(rows) + len(columns))
-            size += len(heads) * item
+            stacked = 1 if kind == "mask" else len(heads)
+            # the data, and each block's fields with its two token lists
+            size += stacked * entries * BYTES_PER_ENTRY[req.encoding]
+            size += 200 + 12 * (len(rows) + len(columns))
     if size > max_bytes:
         raise HTTPException(
             422,
@@ -224,70 +226,73 @@ def attention_items(
             "or use encoding u1 or f2",
         )
 
-    items = []
+    blocks = []
+    index = torch.tensor(heads)
     for attention_type, layer in plan:
         queries, keys = tokens_of(result, attention_type)
         for kind in kinds:
             tensor = result.capture[hook_name(attention_type, layer, HOOK_OF_KIND[kind])][0]
-            for head in heads:
-                matrix = tensor[0 if kind == "mask" else head].float().numpy()
-                rows = keys if kind in ("k", "v") else queries
-                columns = None if kind in ("q", "k", "v") else keys
-                if reshaped and attention_type == "encoder.self":
-                    matrix, rows = regroup(matrix, rows, result.source_words, req)
-                    columns = rows
-                items.append(
-                    Matrix(
-                        type=attention_type,
-                        layer=layer,
-                        head=head,
-                        kind=kind,
-                        rows=rows,
-                        columns=columns,
-                        shape=list(matrix.shape),
-                        data=encode(matrix, req.encoding),
-                    )
+            stack = tensor if kind == "mask" else tensor.index_select(0, index)
+            rows = keys if kind in ("k", "v") else queries
+            columns = None if kind in ("q", "k", "v") else keys
+            if reshaped and attention_type == "encoder.self":
+                stack, rows = regroup(stack, rows, result.source_words, req)
+                columns = rows
+            blocks.append(
+                Block(
+                    type=attention_type,
+                    layer=layer,
+                    kind=kind,
+                    heads=None if kind == "mask" else heads,
+                    rows=rows,
+                    columns=columns,
+                    shape=list(stack.shape),
+                    data=encode(stack, req.encoding),
                 )
-    return items
+            )
+    return blocks
 
 
 SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]"})
 
 
 def regroup(
-    matrix: np.ndarray, tokens: list[str], words: list[int | None] | None, req: AttentionRequest
-) -> tuple[np.ndarray, list[str]]:
-    """Self-attention weights without [CLS]/[SEP] (rows renormalised) and/or by word:
-    a word's row is the mean of its pieces' rows, its column the sum of their columns."""
+    stack: torch.Tensor, tokens: list[str], words: list[int | None] | None, req: AttentionRequest
+) -> tuple[torch.Tensor, list[str]]:
+    """Self-attention weights (heads, T, T) without [CLS]/[SEP] (rows renormalised) and/or
+    by word: a word's row is the mean of its pieces' rows, its column the sum of theirs."""
     keep = [i for i, t in enumerate(tokens) if not (req.hide_special and t in SPECIAL_TOKENS)]
-    matrix = matrix[np.ix_(keep, keep)]
+    kept = torch.tensor(keep, dtype=torch.long)
+    stack = stack.float().index_select(1, kept).index_select(2, kept)
     if req.hide_special:
-        matrix = matrix / np.maximum(matrix.sum(1, keepdims=True), 1e-12)
-    groups: list[list[int]] = []  # positions (in `keep`) of each group
+        stack = stack / stack.sum(-1, keepdim=True).clamp_min(1e-12)
+    group_of: list[int] = []  # group of each kept position
     labels: list[str] = []
     last_word = object()
-    for position, i in enumerate(keep):
+    for i in keep:
         word = words[i] if (req.granularity == "word" and words is not None) else None
         if word is not None and word == last_word:
-            groups[-1].append(position)
             labels[-1] += tokens[i].removeprefix("##")
         else:
-            groups.append([position])
             labels.append(tokens[i])
+        group_of.append(len(labels) - 1)
         last_word = word if word is not None else object()
-    summed = np.stack([matrix[:, g].sum(1) for g in groups], axis=1)  # keys: sum
-    return np.stack([summed[g].mean(0) for g in groups]), labels  # queries: mean
+    # membership (kept positions x groups): keys are summed, queries averaged
+    member = torch.zeros(len(keep), len(labels))
+    member[torch.arange(len(keep)), torch.tensor(group_of, dtype=torch.long)] = 1.0
+    summed = stack @ member
+    return (member / member.sum(0)).T @ summed, labels
 
 
-def encode(matrix: np.ndarray, encoding: str) -> list[list[float]] | TypedArray:
-    """Nested lists (rounded to 6 decimals) or a plotly.js typed array."""
+def encode(stack: torch.Tensor, encoding: str) -> list | TypedArray:
+    """Nested lists (rounded to 6 decimals) or a plotly.js typed array, row-major."""
     if encoding == "json":
-        return np.round(matrix.astype(np.float64), 6).tolist()
+        return np.round(stack.double().numpy(), 6).tolist()
     if encoding == "u1":
-        data = np.clip(np.rint(matrix * 255), 0, 255).astype(np.uint8)
+        data = (stack.float() * 255).round_().clamp_(0, 255).to(torch.uint8).numpy()
     else:
-        data = matrix.astype("<f2" if encoding == "f2" else "<f4")
-    shape = ",".join(str(n) for n in matrix.shape)
+        data = stack.float().numpy().astype("<f2" if encoding == "f2" else "<f4")
+    shape = ",".join(str(n) for n in stack.shape)
     return TypedArray(dtype=encoding, bdata=base64.b64encode(data.tobytes()).decode(), shape=shape)
 
 
@@ -321,8 +326,8 @@ def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:
         "formula": formula,
         "positions": positions,
         "dims": min(dims, full.size(1)),
-        "table": encode(full[:, :dims].numpy(), "json"),
-        "similarity": encode(similarity.numpy(), "json"),
+        "table": encode(full[:, :dims], "json"),
+        "similarity": encode(similarity, "json"),
     }
 
 

@@ -45,17 +45,27 @@ export const api = {
   },
 };
 
-// plotly.js typed-array spec -> rows of numbers (u1 scaled back to [0, 1]).
-export function toMatrix(data, shape) {
+// A block's data (nested lists or a plotly.js typed array, [heads, rows, columns]) ->
+// one matrix (rows of numbers) per head; u1 is scaled back to [0, 1].
+export function toMatrices(data, shape) {
   if (Array.isArray(data)) return data;
   const bytes = Uint8Array.from(atob(data.bdata), (c) => c.charCodeAt(0));
   let flat;
-  if (data.dtype === "u1") flat = Array.from(bytes, (b) => b / 255);
-  else if (data.dtype === "f4") flat = Array.from(new Float32Array(bytes.buffer));
-  else flat = Array.from(new Uint16Array(bytes.buffer), halfToFloat);
-  const [rows, cols] = shape;
+  if (data.dtype === "u1") {
+    flat = new Float32Array(bytes.length);
+    for (let i = 0; i < bytes.length; i++) flat[i] = bytes[i] / 255;
+  } else if (data.dtype === "f4") flat = new Float32Array(bytes.buffer);
+  else flat = Float32Array.from(new Uint16Array(bytes.buffer), halfToFloat);
+  const [heads, rows, cols] = shape;
   const out = [];
-  for (let r = 0; r < rows; r++) out.push(flat.slice(r * cols, (r + 1) * cols));
+  for (let h = 0; h < heads; h++) {
+    const matrix = [];
+    for (let r = 0; r < rows; r++) {
+      const start = (h * rows + r) * cols;
+      matrix.push(Array.from(flat.subarray(start, start + cols)));
+    }
+    out.push(matrix);
+  }
   return out;
 }
 

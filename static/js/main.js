@@ -1,5 +1,5 @@
 // The page's controller: state from the URL, requests to the API, one view at a time.
-import { ApiError, api, toMatrix } from "./api.js";
+import { ApiError, api, toMatrices } from "./api.js";
 import { LANGS, applyLanguage, t as translate } from "./i18n.js";
 import { readState, writeState } from "./state.js";
 import { renderHead } from "./views/head.js";
@@ -98,7 +98,12 @@ async function layerItems(input, type, layer, kind) {
         model: input.model, text: input.text, types: [type], layers: [layer], kinds: [kind],
         encoding, granularity, hide_special: hideSpecial,
       })
-      .then((body) => body.items.map((item) => ({ ...item, z: toMatrix(item.data, item.shape) })));
+      .then((body) => {
+        // one block: every head of this layer stacked (a mask is sent once for all heads)
+        const [block] = body.items;
+        const { rows, columns } = block;
+        return toMatrices(block.data, block.shape).map((z) => ({ rows, columns, z }));
+      });
     layerCache.set(key, request);
     request.catch(() => layerCache.delete(key));
   }

@@ -56,22 +56,26 @@ def test_analyze_gives_tokens_output_and_every_head(client):
         assert 0 <= s["entropy"] <= np.log2(6) + 1e-6 and 0 < s["max_weight"] <= 1
 
 
-def test_attention_items_carry_their_axes(client):
-    body = attention(client, types=["decoder.cross"], layers=[1], heads=[0, 3])
-    assert [(i["layer"], i["head"], i["kind"]) for i in body["items"]] == [
-        (1, 0, "weights"),
-        (1, 3, "weights"),
-    ]
-    item = body["items"][0]
-    assert item["rows"] == body["target_tokens"] and item["columns"] == body["source_tokens"]
-    weights = decode(item["data"])
-    assert weights.shape == tuple(item["shape"]) == (len(item["rows"]), len(item["columns"]))
-    assert np.allclose(weights.sum(1), 1, atol=1e-5)
+def test_attention_blocks_stack_the_heads_and_carry_their_axes(client):
+    body = attention(client, types=["decoder.cross"], layers=[1], heads=[3, 0])
+    [block] = body["items"]
+    assert (block["type"], block["layer"], block["kind"]) == ("decoder.cross", 1, "weights")
+    assert block["heads"] == [3, 0]
+    assert block["rows"] == body["target_tokens"] and block["columns"] == body["source_tokens"]
+    weights = decode(block["data"])
+    assert weights.shape == tuple(block["shape"]) == (2, len(block["rows"]), len(block["columns"]))
+    assert np.allclose(weights.sum(-1), 1, atol=1e-5)
+    each = [attention(client, types=["decoder.cross"], layers=[1], heads=[h]) for h in (3, 0)]
+    for stacked, single in zip(weights, each, strict=True):
+        assert np.array_equal(stacked, decode(single["items"][0]["data"])[0])
 
 
 def test_every_layer_and_head_by_default(client):
     body = attention(client, encoding="u1")
-    assert len(body["items"]) == 3 * 3 * 8
+    assert [(b["type"], b["layer"]) for b in body["items"]] == [
+        (t, layer) for t in ("encoder.self", "decoder.self", "decoder.cross") for layer in range(3)
+    ]
+    assert all(b["heads"] == list(range(8)) for b in body["items"])
 
 
 @pytest.mark.parametrize("encoding, tolerance", [("u1", 0.5 / 255), ("f2", 1e-3), ("f4", 1e-6)])
@@ -79,7 +83,8 @@ def test_typed_encodings_decode_to_the_json_matrix(client, encoding, tolerance):
     request = dict(types=["encoder.self"], layers=[2], kinds=["weights", "mask"])
     plain = attention(client, **request)["items"]
     typed = attention(client, encoding=encoding, **request)["items"]
-    assert len(plain) == len(typed) == 16
+    assert len(plain) == len(typed) == 2
+    assert plain[1]["heads"] is None and decode(plain[1]["data"]).shape[0] == 1  # mask: once
     for a, b in zip(plain, typed, strict=True):
         assert np.abs(decode(a["data"]) - decode(b["data"])).max() <= tolerance + 1e-6
 
@@ -93,7 +98,7 @@ def test_scores_and_projections_in_floats(client):
         kinds=["scores", "q", "k", "v"],
         encoding="f4",
     )
-    scores, q, k, v = (decode(i["data"]) for i in body["items"])
+    scores, q, k, v = (decode(i["data"])[0] for i in body["items"])
     n = len(body["target_tokens"])
     assert scores.shape == (n, n) and q.shape == k.shape == v.shape == (n, 32)
     assert np.allclose(q @ k.T / np.sqrt(32), scores, atol=1e-4)  # scores are q k^T / sqrt(d)
@@ -102,14 +107,13 @@ def test_scores_and_projections_in_floats(client):
 
 def test_masked_positions_have_zero_weight(client):
     body = attention(client, types=["decoder.self"], kinds=["weights", "mask"], encoding="f4")
-    items = body["items"]  # per layer: 8 weights, then 8 masks
-    assert len(items) == 3 * 16
+    blocks = body["items"]  # per layer: the weights of 8 heads, then the mask
+    assert [b["kind"] for b in blocks] == ["weights", "mask"] * 3
     for layer in range(3):
-        for head in range(8):
-            weights = decode(items[layer * 16 + head]["data"])
-            mask = decode(items[layer * 16 + 8 + head]["data"])
-            assert np.array_equal(mask, np.tril(np.ones_like(mask)))  # causal, no padding
-            assert np.all(weights[mask == 0] == 0) and np.all(weights[mask == 1] > 0)
+        weights = decode(blocks[2 * layer]["data"])
+        [mask] = decode(blocks[2 * layer + 1]["data"])
+        assert np.array_equal(mask, np.tril(np.ones_like(mask)))  # causal, no padding
+        assert np.all(weights[:, mask == 0] == 0) and np.all(weights[:, mask == 1] > 0)
 
 
 def test_positional_table_is_the_models(client):
@@ -241,7 +245,7 @@ def test_long_output_is_cut_to_the_decoder_and_says_so(client):
 
 def test_repeated_types_are_counted_once(client):
     body = attention(client, types=["encoder.self"] * 4000, layers=[0], encoding="u1")
-    assert len(body["items"]) == 8
+    assert len(body["items"]) == 1 and body["items"][0]["shape"][0] == 8
 
 
 def test_minilm_reads_english_wordpieces_and_gives_its_embedding(client):
@@ -260,9 +264,9 @@ def test_minilm_reads_english_wordpieces_and_gives_its_embedding(client):
 
 def test_minilm_attention_and_its_learned_positions(client):
     body = attention(client, model="minilm", text="The cat sat.", layers=[5], encoding="f4")
-    assert len(body["items"]) == 12 and body["items"][0]["rows"][0] == "[CLS]"
+    assert len(body["items"]) == 1 and body["items"][0]["rows"][0] == "[CLS]"
     weights = decode(body["items"][0]["data"])
-    assert weights.shape == (6, 6) and np.allclose(weights.sum(1), 1, atol=1e-5)
+    assert weights.shape == (12, 6, 6) and np.allclose(weights.sum(-1), 1, atol=1e-5)
     wrong = {"text": "hi", "model": "minilm", "types": ["decoder.cross"]}
     response = client.post("/api/v1/attention", json=wrong)
     assert response.status_code == 422 and "has no attention of type" in response.json()["detail"]
@@ -276,16 +280,16 @@ def test_minilm_word_view_merges_pieces_and_can_hide_specials(client):
     request = dict(model="minilm", text="Tokenization helps.", layers=[2], heads=[4], encoding="f4")
     tokens = attention(client, **request)["items"][0]
     assert tokens["rows"] == ["[CLS]", "token", "##ization", "helps", ".", "[SEP]"]
-    m = decode(tokens["data"])
+    [m] = decode(tokens["data"])
     words = attention(client, granularity="word", **request)["items"][0]
     assert words["rows"] == words["columns"] == ["[CLS]", "tokenization", "helps", ".", "[SEP]"]
-    w = decode(words["data"])
+    [w] = decode(words["data"])
     assert np.isclose(w[1, 2], m[1:3, 3].mean(), atol=1e-6)  # mean over query pieces
     assert np.isclose(w[2, 1], m[3, 1:3].sum(), atol=1e-6)  # sum over key pieces
     assert np.allclose(w.sum(1), 1, atol=1e-5)
     hidden = attention(client, granularity="word", hide_special=True, **request)["items"][0]
     assert hidden["rows"] == ["tokenization", "helps", "."]
-    h = decode(hidden["data"])
+    [h] = decode(hidden["data"])
     assert np.allclose(h.sum(1), 1, atol=1e-5)
     bad = client.post("/api/v1/attention", json={"text": "猫", "granularity": "word"})
     assert bad.status_code == 422 and "no word pieces" in bad.json()["detail"]
