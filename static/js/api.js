@@ -45,28 +45,64 @@ export const api = {
   },
 };
 
-// A block's data (nested lists or a plotly.js typed array, [heads, rows, columns]) ->
-// one matrix (rows of numbers) per head; u1 is scaled back to [0, 1].
-export function toMatrices(data, shape) {
-  if (Array.isArray(data)) return data;
-  const bytes = Uint8Array.from(atob(data.bdata), (c) => c.charCodeAt(0));
-  let flat;
-  if (data.dtype === "u1") {
-    flat = new Float32Array(bytes.length);
-    for (let i = 0; i < bytes.length; i++) flat[i] = bytes[i] / 255;
-  } else if (data.dtype === "f4") flat = new Float32Array(bytes.buffer);
-  else flat = Float32Array.from(new Uint16Array(bytes.buffer), halfToFloat);
-  const [heads, rows, cols] = shape;
-  const out = [];
-  for (let h = 0; h < heads; h++) {
-    const matrix = [];
-    for (let r = 0; r < rows; r++) {
-      const start = (h * rows + r) * cols;
-      matrix.push(Array.from(flat.subarray(start, start + cols)));
+// One block of the attention answer ([heads, rows, columns]: every requested head of a
+// type, layer and kind) kept as one flat Float32Array; nested rows are made per head on
+// demand (plotly wants them; thumbnails read the flat values). u1 is scaled back to [0, 1].
+export class Block {
+  constructor(block) {
+    const { data, shape } = block;
+    [this.count, this.height, this.width] = shape;
+    this.rows = block.rows;
+    this.columns = block.columns;
+    this.heads = block.heads;
+    this.values = Array.isArray(data) ? Float32Array.from(data.flat(2)) : decode(data);
+    this.nested = new Map();
+  }
+
+  // head i's values, row-major (a view, no copy)
+  flat(i) {
+    const size = this.height * this.width;
+    return this.values.subarray(i * size, (i + 1) * size);
+  }
+
+  // head i as rows of numbers
+  matrix(i) {
+    if (!this.nested.has(i)) this.nested.set(i, toRows(this.flat(i), this.width));
+    return this.nested.get(i);
+  }
+
+  // the mean of all heads, as rows of numbers
+  mean() {
+    const size = this.height * this.width;
+    const sum = new Float32Array(size);
+    for (let h = 0; h < this.count; h++) {
+      const head = this.flat(h);
+      for (let j = 0; j < size; j++) sum[j] += head[j];
     }
-    out.push(matrix);
+    for (let j = 0; j < size; j++) sum[j] /= this.count;
+    return toRows(sum, this.width);
+  }
+}
+
+function toRows(flat, width) {
+  const out = [];
+  for (let start = 0; start < flat.length; start += width) {
+    out.push(Array.from(flat.subarray(start, start + width)));
   }
   return out;
+}
+
+function decode(data) {
+  const binary = atob(data.bdata);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  if (data.dtype === "u1") {
+    const out = new Float32Array(bytes.length);
+    for (let i = 0; i < bytes.length; i++) out[i] = bytes[i] / 255;
+    return out;
+  }
+  if (data.dtype === "f4") return new Float32Array(bytes.buffer);
+  return Float32Array.from(new Uint16Array(bytes.buffer), halfToFloat);
 }
 
 function halfToFloat(h) {

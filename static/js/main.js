@@ -1,5 +1,5 @@
 // The page's controller: state from the URL, requests to the API, one view at a time.
-import { ApiError, api, toMatrices } from "./api.js";
+import { ApiError, Block, api } from "./api.js";
 import { LANGS, applyLanguage, t as translate } from "./i18n.js";
 import { readState, writeState } from "./state.js";
 import { renderHead } from "./views/head.js";
@@ -60,7 +60,7 @@ function clearOutput() {
 }
 
 function clearPlots() {
-  for (const el of [elements.plot, elements.extra]) window.Plotly.purge(el);
+  for (const el of [elements.plot, elements.extra]) window.Plotly?.purge(el); // none drawn before it loads
   elements.grid.replaceChildren();
   elements.explain.textContent = "";
 }
@@ -84,7 +84,7 @@ function showError(err, { keepView = false } = {}) {
   clearOutput();
 }
 
-// All heads of one (type, layer, kind) of one input, decoded once and kept.
+// All heads of one (type, layer, kind) of one input as a Block, decoded once and kept.
 async function layerItems(input, type, layer, kind) {
   // the word view and hidden specials apply to self-attention weights of WordPiece models
   const reshape = kind === "weights" && type === "encoder.self" && input.wordpiece;
@@ -98,12 +98,8 @@ async function layerItems(input, type, layer, kind) {
         model: input.model, text: input.text, types: [type], layers: [layer], kinds: [kind],
         encoding, granularity, hide_special: hideSpecial,
       })
-      .then((body) => {
-        // one block: every head of this layer stacked (a mask is sent once for all heads)
-        const [block] = body.items;
-        const { rows, columns } = block;
-        return toMatrices(block.data, block.shape).map((z) => ({ rows, columns, z }));
-      });
+      // one block: every head of this layer stacked (a mask is sent once for all heads)
+      .then((body) => new Block(body.items[0]));
     layerCache.set(key, request);
     request.catch(() => layerCache.delete(key));
   }
@@ -190,7 +186,11 @@ async function render() {
     showTokens();
     setStatus(t("loading"), "busy");
     await VIEWS[state.view](ctx);
-    if (mine === generation) setStatus(t("ready"));
+    if (mine === generation) {
+      setStatus(t("ready"));
+      // for profilers and the page benchmark: when this view was drawn, from navigation
+      performance.mark("attnviz:drawn", { detail: { view: state.view } });
+    }
   } catch (err) {
     if (mine === generation) showError(err);
   }

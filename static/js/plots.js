@@ -4,6 +4,18 @@ export function escapeText(s) {
   return String(s).replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
 }
 
+// plotly.js loads async (its 4.8 MB compile must not hold up the page); the page's own
+// requests run meanwhile and drawing waits for it here.
+export const plotly = new Promise((resolve, reject) => {
+  if (window.Plotly) {
+    resolve(window.Plotly);
+    return;
+  }
+  const script = document.getElementById("plotly-js");
+  script.addEventListener("load", () => resolve(window.Plotly));
+  script.addEventListener("error", () => reject(new Error("plotly.js failed to load")));
+});
+
 // Viridis: perceptually uniform and readable with colour-blindness.
 export const COLORSCALE = "Viridis";
 const HOVER_TEXT_LIMIT = 200 * 200; // past this, the readout line carries the tokens
@@ -54,7 +66,8 @@ export async function heatmap(el, { z, rows, columns, title, zmin, zmax, valueLa
       hoverinfo: "skip",
     });
   }
-  const tickFont = { size: Math.max(7, Math.min(14, 600 / Math.max(rows.length, 1))) };
+  const shown = Math.min(rows.length, MAX_TICKS);
+  const tickFont = { size: Math.max(7, Math.min(14, 600 / Math.max(shown, 1))) };
   const layout = {
     title: { text: escapeText(title || "") },
     margin: { l: 70, r: 20, t: 40, b: 70 },
@@ -62,7 +75,7 @@ export async function heatmap(el, { z, rows, columns, title, zmin, zmax, valueLa
     yaxis: { ...axis(safeRows, tickFont, "y"), autorange: "reversed" },
     height: Math.min(900, Math.max(320, 18 * rows.length + 120)),
   };
-  const drawn = await window.Plotly.react(el, data, layout, CONFIG);
+  const drawn = await (await plotly).react(el, data, layout, CONFIG);
   if (readout && columns) {
     el.removeAllListeners?.("plotly_hover");
     el.on("plotly_hover", (event) => {
@@ -74,14 +87,22 @@ export async function heatmap(el, { z, rows, columns, title, zmin, zmax, valueLa
   return drawn;
 }
 
+// At most this many tick labels per axis: past it every k-th token is labelled. Each label
+// costs plotly a measured SVG text element (128 of them per axis took ~175 ms to draw, 16
+// ~25 ms), and past ~64 rows in 900 px they overlap unreadably; the hover and the readout
+// line still name every token.
+const MAX_TICKS = 64;
+
 function axis(labels, font) {
   if (!labels) return { title: { text: "dim" } };
+  const stride = Math.ceil(labels.length / MAX_TICKS);
+  const tickvals = labels.map((_, i) => i).filter((i) => i % stride === 0);
   return {
     tickmode: "array",
-    tickvals: labels.map((_, i) => i),
-    ticktext: labels,
+    tickvals,
+    ticktext: tickvals.map((i) => labels[i]),
     tickfont: font,
-    tickangle: labels.length > 20 ? -90 : 0,
+    tickangle: tickvals.length > 20 ? -90 : 0,
     automargin: true,
   };
 }
@@ -91,9 +112,8 @@ function formatValue(v) {
 }
 
 // Small thumbnails are drawn straight onto a canvas: cheap enough for hundreds of heads.
-export function drawThumbnail(canvas, z, size = 96) {
-  const rows = z.length;
-  const cols = z[0]?.length || 0;
+// values: one head, row-major (rows x cols); larger matrices are sampled, not averaged.
+export function drawThumbnail(canvas, values, rows, cols, size = 96) {
   canvas.width = size;
   canvas.height = size;
   const ctx = canvas.getContext("2d");
@@ -102,7 +122,7 @@ export function drawThumbnail(canvas, z, size = 96) {
     const r = Math.min(rows - 1, Math.floor((y * rows) / size));
     for (let x = 0; x < size; x++) {
       const c = Math.min(cols - 1, Math.floor((x * cols) / size));
-      const [red, green, blue] = viridis(z[r]?.[c] ?? 0);
+      const [red, green, blue] = viridis(values[r * cols + c] ?? 0);
       const i = (y * size + x) * 4;
       image.data[i] = red;
       image.data[i + 1] = green;

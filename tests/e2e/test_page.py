@@ -144,7 +144,10 @@ def test_markup_in_the_text_stays_text(page: Page):
     assert page.dialogs == []
     assert page.locator("img").count() == 0
     assert page.locator("#plot b, #plot a[href]").count() == 0
-    assert "".join(ticks(page, "x")) == hostile.lower()
+    tokens = list(hostile.lower())
+    stride = -(-len(tokens) // 64)  # past 64 tokens every k-th one is labelled
+    assert ticks(page, "x") == tokens[::stride]
+    expect(page.locator("#source-tokens")).to_have_text(" · ".join(tokens))
 
 
 def test_an_overlong_text_shows_the_error_in_place(page: Page):
@@ -213,3 +216,19 @@ def test_minilm_compares_a_second_sentence(page: Page):
     page.goto("/?text=猫追狗")
     ready(page)
     expect(page.locator("#compare")).to_be_hidden()
+
+
+def test_a_512_token_input_labels_every_kth_token_and_the_readout_names_each(page: Page):
+    words = ("the quick brown fox jumps over the lazy dog while heads look back " * 50).split()
+    page.goto("/?model=minilm&view=head&text=" + " ".join(words[:600]))
+    ready(page)
+    expect(page.locator("#truncated")).to_be_visible()  # 600 words: cut at 512 tokens
+    x = ticks(page, "x")
+    assert 32 < len(x) <= 64 and x[0] == "[CLS]"  # every 8th of 512 tokens
+    assert x[1] == words[7]  # the 8th token after [CLS] is the 8th word
+    assert page.evaluate("document.getElementById('plot').data[0].z.length") == 512
+    page.locator("#plot .nsewdrag").hover(position={"x": 1, "y": 1})  # [CLS] -> [CLS]
+    expect(page.locator("#readout")).to_have_text(re.compile(r"^\[CLS\] → \[CLS\]: [01]\.\d{3}$"))
+    page.goto("/?model=minilm&view=model&text=" + " ".join(words[:600]))
+    ready(page)
+    assert page.locator("#grid canvas").count() == 6 * 12

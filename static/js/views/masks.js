@@ -30,7 +30,7 @@ export async function renderMasks(ctx) {
     });
   }
   for (const type of types) {
-    const items = await ctx.layerItems(type, 0, "mask");
+    const block = await ctx.layerItems(type, 0, "mask");
     if (ctx.stale()) return;
     const box = document.createElement("div");
     box.className = "plot mask-plot";
@@ -40,9 +40,9 @@ export async function renderMasks(ctx) {
     note.textContent = t(EXPLAIN[type]);
     grid.append(box, note);
     await heatmap(box, {
-      z: items[0].z,
-      rows: items[0].rows,
-      columns: items[0].columns,
+      z: block.matrix(0),
+      rows: block.rows,
+      columns: block.columns,
       title: `${t(type)} · ${t("kind_mask")}`,
       zmin: 0,
       zmax: 1,

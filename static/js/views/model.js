@@ -31,8 +31,9 @@ export async function renderModel(ctx) {
     label.textContent = `${t("layer")} ${layer}`;
     row.append(label);
     grid.append(row);
-    const items = await ctx.layerItems(state.type, layer, "weights");
-    items.forEach((item, head) => {
+    const block = await ctx.layerItems(state.type, layer, "weights");
+    if (ctx.stale()) return;
+    block.heads.forEach((head, i) => {
       const button = document.createElement("button");
       button.type = "button";
       button.className = "thumb";
@@ -41,7 +42,7 @@ export async function renderModel(ctx) {
       button.title = `${t("layer")} ${layer} · ${t("head")} ${head}`;
       button.setAttribute("aria-label", button.title);
       const canvas = document.createElement("canvas");
-      drawThumbnail(canvas, item.z);
+      drawThumbnail(canvas, block.flat(i), block.height, block.width);
       button.append(canvas);
       button.addEventListener("click", () => ctx.openHead(layer, head));
       row.append(button);

@@ -1,5 +1,5 @@
 // The positional table the model adds, the similarity of positions, a few dims as curves.
-import { CONFIG, escapeText, heatmap } from "../plots.js";
+import { CONFIG, escapeText, heatmap, plotly } from "../plots.js";
 
 export async function renderPositional(ctx) {
   const { t, elements, analysis } = ctx;
@@ -31,7 +31,7 @@ export async function renderPositional(ctx) {
     x: posLabels.map(Number),
     y: pe.table.map((row) => row[d]),
   }));
-  await window.Plotly.react(curves, traces, {
+  await (await plotly).react(curves, traces, {
     title: { text: escapeText(t("pe_curves")) },
     xaxis: { title: { text: "position" } },
     height: 320,

@@ -1,0 +1,25 @@
+"""The page's HTML and the plotly.js it loads, from the installed plotly package."""
+
+from __future__ import annotations
+
+from app.routes.pages import COMPILE_HINT, PLOTLY_JS
+
+
+def test_the_page_boots_from_json_and_same_origin_scripts(client):
+    response = client.get("/")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
+    html = response.text
+    assert '<script async id="plotly-js" src="/vendor/plotly.min.js"></script>' in html
+    assert '<link rel="modulepreload" href="http://testserver/static/js/views/head.js">' in html
+    assert '<script id="boot" type="application/json">' in html
+    assert "cdn" not in html.lower() and "https://" not in html
+
+
+def test_plotly_is_the_packages_bundle_behind_a_compile_hint(client):
+    response = client.get("/vendor/plotly.min.js")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/javascript")
+    assert response.content == COMPILE_HINT + PLOTLY_JS.read_bytes()
+    assert response.content.startswith(b"//# allFunctionsCalledOnLoad\n")
+    again = client.get("/vendor/plotly.min.js", headers={"If-None-Match": response.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
