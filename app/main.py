@@ -14,7 +14,7 @@ from model.runtime import set_threads
 
 from .limits import BodyLimit
 from .logs import AccessLog
-from .routes import inference, models, pages
+from .routes import inference, lab, models, pages
 from .schemas import Health
 from .service import Inference
 from .settings import Settings
@@ -46,6 +46,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(AccessLog)  # outermost: it also logs the 413s
     app.include_router(models.router)
     app.include_router(inference.router)
+    app.include_router(lab.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=pages.ROOT / "static"), name="static")
 

@@ -1,0 +1,431 @@
+"""The attention lab: the seed tutorial's claims as experiments on the served models, by
+interventions at the hook points (model/analysis.py), never a second copy of the model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import torch
+from fastapi import HTTPException
+from torch import Tensor
+
+from model.analysis import (
+    ablate_heads,
+    entropy_bits,
+    head_metrics,
+    permuted,
+    rollout,
+    without_mask,
+    without_positions,
+    without_scaling,
+)
+from model.hooks import hooked
+from model.masks import pad_batch, padding_mask
+from model.pronounce.pronouncer import Transcription
+from model.transformer import DecoderCache
+
+from . import lab_schemas as s
+from .service import Inference, hook_name, tokens_of
+from .zoo import ModelEntry
+
+SPECIAL = frozenset({"[CLS]", "[SEP]", "<bos>", "<eos>"})
+MAX_CACHE_STEPS = 64
+METRICS_EXPLAINED = {
+    "entropy": "mean softmax entropy of a query row, in bits (low: focused)",
+    "max_weight": "mean of each row's largest weight",
+    "distance": "self-attention: mean |query - key| in tokens, weighted by attention",
+    "previous": "self-attention: mean weight on the token just before the query",
+    "first": "mean weight on the first key",
+    "special": "mean weight on special tokens ([CLS], [SEP], <bos>)",
+    "alignment": "cross-attention: share of rows whose strongest key is within one token of "
+    "the diagonal stretched over both lengths",
+}
+ROLLOUT_ASSUMES = (
+    "Each layer's heads are averaged and mixed with the identity for the residual "
+    "connection, rows renormalised, and the layers multiplied (Abnar & Zuidema 2020): "
+    "information is assumed to move linearly along attention weights and the residual "
+    "stream only, ignoring values, the output projection, the feed-forward layers and "
+    "LayerNorm. A heuristic of where information comes from, not an attribution."
+)
+
+
+def as_list(t: Tensor) -> list:
+    return np.round(t.double().numpy(), 6).tolist()
+
+
+class Lab:
+    """Experiments for one request: the model entry, its ordinary run, and its ids."""
+
+    def __init__(self, inference: Inference, model: str | None, text: str) -> None:
+        self.inference = inference
+        self.entry: ModelEntry = inference.entry(model)
+        self.result: Transcription = inference.run(self.entry, text)  # validated, cached
+        self.model = self.entry.runner.model
+        self.config = self.entry.config
+        runner = self.entry.runner
+        if self.config.architecture == "encoder-only":
+            self.src = torch.tensor([runner.encode(self.result.text).ids])
+            self.tgt = None
+        else:
+            self.src = torch.tensor([runner.source.encode(self.result.text).ids])
+            decoder_ids = [runner.target.bos_id, *runner.target.encode(self.result.output_tokens)]
+            self.tgt = torch.tensor([decoder_ids])
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def choose_type(self, wanted: str | None, self_only: bool = False) -> str:
+        types = self.entry.attention_types()
+        if self_only:
+            types = [t for t in types if t.endswith(".self")]
+        chosen = wanted or types[0]
+        if chosen not in types:
+            raise HTTPException(422, f"{self.entry.id} has no {chosen} attention here: {types}")
+        return chosen
+
+    def check_head(self, attention_type: str, layer: int, head: int) -> None:
+        layers, heads = self.entry.layers(attention_type), self.config.n_heads
+        if layer >= layers:
+            raise HTTPException(
+                422, f"layer {layer} out of range: {attention_type} has 0..{layers - 1}"
+            )
+        if head >= heads:
+            raise HTTPException(422, f"head {head} out of range: this model has 0..{heads - 1}")
+
+    def hooks_on(self, suffix: str, fn) -> list[tuple[str, object]]:
+        return [(name, fn) for name in self.model.hook_names() if name.endswith(suffix)]
+
+    def forward(self, hooks: Iterable = (), names=None, src: Tensor | None = None):
+        """(output, capture) of one forward pass with hook functions, in a run slot."""
+        src = self.src if src is None else src
+        slot, hooks = self.inference.limiter.slot(), list(hooks)
+        with slot, torch.no_grad(), hooked(self.model, names, fwd_hooks=hooks) as capture:
+            out = self.model(src) if self.tgt is None else self.model(src, self.tgt)
+        return out, capture
+
+    def encoder_patterns(self, src: Tensor, hooks: Iterable = ()) -> list[Tensor]:
+        """Each encoder layer's weights (B, H, T, T) for `src`, with hook functions."""
+        names = [hook_name("encoder.self", i, "hook_pattern") for i in range(self.config.n_layers)]
+        slot, hooks = self.inference.limiter.slot(), list(hooks)
+        with slot, torch.no_grad(), hooked(self.model, names, fwd_hooks=hooks) as capture:
+            self.model.encode(src)
+        return [capture[n] for n in names]
+
+    def pattern(self, capture, attention_type: str, layer: int) -> Tensor:
+        return capture[hook_name(attention_type, layer, "hook_pattern")][0]
+
+    # -- experiments -------------------------------------------------------------------
+
+    def scaling(self, req: s.HeadRequest) -> s.ScalingResponse:
+        attention_type = self.choose_type(req.type)
+        self.check_head(attention_type, req.layer, req.head)
+        layers = range(self.entry.layers(attention_type))
+        names = [hook_name(attention_type, i, "hook_pattern") for i in layers]
+        hooks = self.hooks_on(".hook_scores", without_scaling(self.config.head_dim))
+        _, scaled = self.forward(names=names)
+        _, unscaled = self.forward(hooks, names=names)
+        rows, columns = tokens_of(self.result, attention_type)
+        heads, entropies = [], {True: [], False: []}
+        for i in layers:
+            stats = {}
+            for key, capture in ((True, scaled), (False, unscaled)):
+                weights = self.pattern(capture, attention_type, i)
+                stats[key] = (entropy_bits(weights).mean(-1), weights.max(-1).values.mean(-1))
+                entropies[key].append(stats[key][0])
+            for h in range(self.config.n_heads):
+                heads.append(
+                    s.ScalingHead(
+                        layer=i,
+                        head=h,
+                        entropy_scaled=round(float(stats[True][0][h]), 6),
+                        entropy_unscaled=round(float(stats[False][0][h]), 6),
+                        max_weight_scaled=round(float(stats[True][1][h]), 6),
+                        max_weight_unscaled=round(float(stats[False][1][h]), 6),
+                    )
+                )
+        pick = (attention_type, req.layer)
+        return s.ScalingResponse(
+            model=self.entry.id,
+            type=attention_type,
+            head_dim=self.config.head_dim,
+            matrices=s.HeadPair(
+                rows=rows,
+                columns=columns,
+                first=as_list(self.pattern(scaled, *pick)[req.head]),
+                second=as_list(self.pattern(unscaled, *pick)[req.head]),
+            ),
+            heads=heads,
+            mean_entropy_scaled=round(float(torch.cat(entropies[True]).mean()), 6),
+            mean_entropy_unscaled=round(float(torch.cat(entropies[False]).mean()), 6),
+        )
+
+    def positions(self, req: s.PositionsRequest) -> s.PositionsResponse:
+        if not self.config.has_encoder:
+            raise HTTPException(422, f"{self.entry.id} has no encoder to permute")
+        self.check_head("encoder.self", req.layer, req.head)
+        if self.config.positional == "none":
+            raise HTTPException(422, f"{self.entry.id} has no positional encoding to remove")
+        n = self.src.size(1)
+        if req.order is None:
+            wordpiece = self.entry.tokens == "wordpiece"
+            order = [0, *range(n - 2, 0, -1), n - 1] if wordpiece else list(range(n - 1, -1, -1))
+        else:
+            order = list(req.order)
+            if sorted(order) != list(range(n)):
+                raise HTTPException(
+                    422, f"order must be a permutation of 0..{n - 1} (the {n} source tokens)"
+                )
+        moved = self.src[:, order]
+        off = self.hooks_on("encoder.hook_pos", without_positions)
+        cases = {}
+        for key, hooks in (("with", []), ("without", off)):
+            original = self.encoder_patterns(self.src, hooks)
+            shuffled = self.encoder_patterns(moved, hooks)
+            diff = max(
+                float((b[0] - permuted(a[0], order)).abs().max())
+                for a, b in zip(original, shuffled, strict=True)
+            )
+            cases[key] = s.PositionsCase(
+                max_abs_diff=diff,
+                original=as_list(original[req.layer][0, req.head]),
+                permuted=as_list(shuffled[req.layer][0, req.head]),
+            )
+        tokens = self.result.source_tokens
+        return s.PositionsResponse(
+            model=self.entry.id,
+            tokens=tokens,
+            permuted_tokens=[tokens[i] for i in order],
+            order=order,
+            with_positions=cases["with"],
+            without_positions=cases["without"],
+        )
+
+    def masks(self, req: s.MasksRequest) -> s.MasksResponse:
+        causal = None
+        if self.config.has_decoder:
+            self.check_head("decoder.self", req.layer, req.head)
+            names = [hook_name("decoder.self", req.layer, "hook_pattern")]
+            off = [(hook_name("decoder.self", i, "hook_mask"), without_mask)
+                   for i in range(self.config.decoder_layers)]  # fmt: skip
+            _, masked = self.forward(names=names)
+            _, unmasked = self.forward(off, names=names)
+            w_on = self.pattern(masked, "decoder.self", req.layer)[req.head]
+            w_off = self.pattern(unmasked, "decoder.self", req.layer)[req.head]
+            future = torch.ones_like(w_on, dtype=torch.bool).triu(1)
+            causal = s.CausalCase(
+                rows=self.result.decoder_tokens,
+                with_mask=as_list(w_on),
+                without_mask=as_list(w_off),
+                future_weight_with=round(float((w_on * future).sum(-1).mean()), 6),
+                future_weight_without=round(float((w_off * future).sum(-1).mean()), 6),
+            )
+        else:
+            self.check_head("encoder.self", req.layer, req.head)
+        padding = self._padding(req)
+        return s.MasksResponse(
+            model=self.entry.id, layer=req.layer, head=req.head, causal=causal, padding=padding
+        )
+
+    def _padding(self, req: s.MasksRequest) -> s.PaddingCase:
+        """The text and a second sentence (default: the text's first half) in one padded
+        batch: the padding mask, and the shorter one's weights, as on its own."""
+        runner = self.entry.runner
+        ids = self.src[0].tolist()
+        if req.second is not None and req.second.strip():
+            if self.tgt is None:
+                other = runner.encode(req.second).ids
+                tokens = runner.encode(req.second).tokens
+            else:
+                encoded = runner.source.encode(req.second)
+                other, tokens = encoded.ids, encoded.tokens
+        else:
+            keep = max(1, len(ids) // 2)
+            if self.tgt is None:  # keep [CLS] ... [SEP]
+                keep = max(3, keep)
+                other = [*ids[: keep - 1], ids[-1]]
+                tokens = [*self.result.source_tokens[: keep - 1], self.result.source_tokens[-1]]
+            else:
+                other, tokens = ids[:keep], self.result.source_tokens[:keep]
+        if not other:
+            raise HTTPException(422, "the second sentence has no tokens")
+        other = other[: self.entry.runner.max_source_tokens]
+        tokens = tokens[: len(other)]
+        batch = pad_batch([ids, other], self.config.pad_id)
+        shorter = 0 if len(ids) < len(other) else 1
+        length = len(ids) if shorter == 0 else len(other)
+        together = self.encoder_patterns(batch)[req.layer][shorter, req.head]
+        alone = self.encoder_patterns(batch[shorter : shorter + 1, :length])[req.layer][0, req.head]
+        mask = padding_mask(batch, self.config.pad_id)[:, 0, 0]
+        return s.PaddingCase(
+            tokens=[self.result.source_tokens, tokens],
+            length=batch.size(1),
+            mask=mask.tolist(),
+            shorter=shorter,
+            weights=as_list(together),
+            pad_weight=round(float(together[:, length:].sum()), 9),
+            max_abs_diff_alone=float((together[:length, :length] - alone).abs().max()),
+        )
+
+    def kv_cache(self) -> s.CacheResponse:
+        if self.tgt is None or not self.config.has_encoder:
+            raise HTTPException(422, f"{self.entry.id} does not decode: no KV cache to show")
+        model, cfg = self.model, self.config
+        target = self.entry.runner.target
+        tokens = self.tgt[0].tolist()
+        steps_total = len(tokens)
+        tokens = tokens[:MAX_CACHE_STEPS]
+        names = [hook_name("decoder.self", i, "hook_pattern") for i in range(cfg.decoder_layers)]
+        steps = []
+        with self.inference.limiter.slot(), torch.no_grad():
+            src_mask = padding_mask(self.src, cfg.pad_id)
+            memory = model.encode(self.src, src_mask)
+            cache = DecoderCache(cfg.decoder_layers)
+            for step, token in enumerate(tokens):
+                fed = torch.tensor([tokens[: step + 1]])
+                with hooked(model, names) as capture:
+                    hidden = model.decode(fed[:, -1:], memory, src_mask, cache=cache)
+                cached = model.logits(hidden[:, -1])
+                full = model.logits(model.decode(fed, memory, src_mask)[:, -1])
+                sizes = [
+                    sum(t.numel() * t.element_size()
+                        for kv in layer.values() for t in (kv.k, kv.v) if t is not None)
+                    for layer in cache.layers
+                ]  # fmt: skip
+                steps.append(
+                    s.CacheStep(
+                        step=step,
+                        token=target.vocab.tokens[token],
+                        predicted=target.vocab.tokens[int(cached.argmax())],
+                        keys=[target.vocab.tokens[t] for t in tokens[: step + 1]],
+                        rows=[as_list(capture[n][0, :, 0]) for n in names],
+                        cache_bytes=sizes,
+                        max_abs_diff=float((cached - full).abs().max()),
+                    )
+                )
+        return s.CacheResponse(
+            model=self.entry.id, steps=steps, truncated=steps_total > MAX_CACHE_STEPS
+        )
+
+    def metrics(self) -> s.MetricsResponse:
+        rows = []
+        capture = self.result.capture
+        for attention_type in self.entry.attention_types():
+            _, keys = tokens_of(self.result, attention_type)
+            special = [i for i, t in enumerate(keys) if t in SPECIAL]
+            for layer in range(self.entry.layers(attention_type)):
+                weights = self.pattern(capture, attention_type, layer).float()
+                values = head_metrics(weights, attention_type.endswith(".self"), special)
+                for h in range(weights.size(0)):
+                    rows.append(
+                        s.MetricsRow(
+                            type=attention_type,
+                            layer=layer,
+                            head=h,
+                            **{name: column[h] for name, column in values.items()},
+                        )
+                    )
+        return s.MetricsResponse(model=self.entry.id, rows=rows, explain=METRICS_EXPLAINED)
+
+    def rollout(self, req: s.RolloutRequest) -> s.RolloutResponse:
+        attention_type = self.choose_type(req.type, self_only=True)
+        layers = range(self.entry.layers(attention_type))
+        patterns = [self.pattern(self.result.capture, attention_type, i).float() for i in layers]
+        tokens, _ = tokens_of(self.result, attention_type)
+        return s.RolloutResponse(
+            model=self.entry.id,
+            type=attention_type,
+            tokens=tokens,
+            matrix=as_list(rollout(patterns, req.residual)),
+            residual=req.residual,
+            assumes=ROLLOUT_ASSUMES,
+        )
+
+    def ablation(self, req: s.AblationRequest) -> s.AblationResponse:
+        by_module: dict[str, list[int]] = {}
+        for ref in req.heads:
+            self.choose_type(ref.type)
+            self.check_head(ref.type, ref.layer, ref.head)
+            by_module.setdefault(hook_name(ref.type, ref.layer, "hook_context"), []).append(
+                ref.head
+            )
+        hooks = [(name, ablate_heads(heads)) for name, heads in by_module.items()]
+        runner = self.entry.runner
+        with self.inference.limiter.slot(), torch.no_grad():
+            with hooked(self.model, fwd_hooks=hooks, capture=False):
+                ablated = runner.transcribe(self.result.text, capture=False)
+                off = self._probabilities() if self.tgt is not None else []
+            on = self._probabilities() if self.tgt is not None else []
+        cosine = None
+        if ablated.embedding is not None and self.result.embedding is not None:
+            cosine = round(float(np.dot(ablated.embedding, self.result.embedding)), 6)
+        changed = ablated.output_tokens != self.result.output_tokens or (
+            cosine is not None and cosine < 1 - 1e-6
+        )
+        return s.AblationResponse(
+            model=self.entry.id,
+            heads=req.heads,
+            output=self.result.output_tokens,
+            ablated_output=ablated.output_tokens,
+            probabilities=on,
+            ablated_probabilities=off,
+            cosine=cosine,
+            changed=changed,
+        )
+
+    def _probabilities(self) -> list[float]:
+        """Teacher-forced probability of each output token of the ordinary run, and of the
+        end token after them."""
+        logits = self.model(self.src, self.tgt)[0]  # (T, V)
+        wanted = [*self.tgt[0, 1:].tolist(), self.entry.runner.target.eos_id]
+        probs = logits.softmax(-1)[torch.arange(len(wanted)), torch.tensor(wanted)]
+        return [round(float(p), 6) for p in probs]
+
+
+def compare(inference: Inference, req: s.CompareRequest) -> s.CompareResponse:
+    """One head of two inputs (or two models), and its difference where tokens match."""
+    first = Lab(inference, req.model, req.text)
+    second = Lab(inference, req.other_model or req.model, req.other_text or req.text)
+    attention_type = first.choose_type(req.type)
+    second.choose_type(attention_type)
+    first.check_head(attention_type, req.layer, req.head)
+    second.check_head(attention_type, req.layer, req.head)
+    a = first.pattern(first.result.capture, attention_type, req.layer)[req.head].float()
+    b = second.pattern(second.result.capture, attention_type, req.layer)[req.head].float()
+    rows_a, cols_a = tokens_of(first.result, attention_type)
+    rows_b, cols_b = tokens_of(second.result, attention_type)
+    ra, rb = matched(rows_a, rows_b)
+    ca, cb = matched(cols_a, cols_b)
+    difference = a[ra][:, ca] - b[rb][:, cb] if ra and ca else torch.zeros(0, 0)
+    return s.CompareResponse(
+        models=[first.entry.id, second.entry.id],
+        type=attention_type,
+        layer=req.layer,
+        head=req.head,
+        first_rows=rows_a,
+        first_columns=cols_a,
+        first=as_list(a),
+        second_rows=rows_b,
+        second_columns=cols_b,
+        second=as_list(b),
+        aligned_rows=[rows_a[i] for i in ra],
+        aligned_columns=[cols_a[i] for i in ca],
+        difference=as_list(difference),
+    )
+
+
+def matched(a: list[str], b: list[str]) -> tuple[list[int], list[int]]:
+    """Positions of the tokens two sequences share, in the first one's order: the k-th
+    occurrence of a token in `a` pairs with its k-th occurrence in `b` (so a permutation
+    aligns completely, and an inserted word leaves the rest aligned)."""
+    where: dict[str, list[int]] = {}
+    for j, token in enumerate(b):
+        where.setdefault(token, []).append(j)
+    seen: dict[str, int] = {}
+    first, second = [], []
+    for i, token in enumerate(a):
+        k = seen.get(token, 0)
+        seen[token] = k + 1
+        if k < len(where.get(token, ())):
+            first.append(i)
+            second.append(where[token][k])
+    return first, second

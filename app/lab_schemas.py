@@ -1,0 +1,197 @@
+"""Requests and responses of the attention lab (/api/v1/lab/...)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from .schemas import AttentionType, Index, Strict, TextRequest
+
+Matrix = list[list[float]]
+
+
+class HeadRequest(TextRequest):
+    type: AttentionType | None = Field(None, description="Default: the model's first type.")
+    layer: Index = 0
+    head: Index = 0
+
+
+class HeadPair(BaseModel):
+    rows: list[str]
+    columns: list[str]
+    first: Matrix
+    second: Matrix
+
+
+class ScalingHead(BaseModel):
+    layer: int
+    head: int
+    entropy_scaled: float = Field(description="Mean row entropy (bits) with q kᵀ / √d_k.")
+    entropy_unscaled: float = Field(description="The same with the scaling removed.")
+    max_weight_scaled: float
+    max_weight_unscaled: float
+
+
+class ScalingResponse(BaseModel):
+    model: str
+    type: AttentionType
+    head_dim: int
+    matrices: HeadPair = Field(description="first: scaled (the model); second: unscaled.")
+    heads: list[ScalingHead] = Field(description="Every layer x head of the type.")
+    mean_entropy_scaled: float
+    mean_entropy_unscaled: float
+
+
+class PositionsRequest(HeadRequest):
+    order: list[Index] | None = Field(
+        None,
+        description="A permutation of the source positions; default: reversed (between "
+        "[CLS] and [SEP] for WordPiece models). 猫追狗 reversed is 狗追猫.",
+    )
+
+
+class PositionsCase(BaseModel):
+    max_abs_diff: float = Field(
+        description="max |W(permuted input) - P W(input) Pᵀ| over every encoder layer and head."
+    )
+    original: Matrix
+    permuted: Matrix
+
+
+class PositionsResponse(BaseModel):
+    model: str
+    tokens: list[str]
+    permuted_tokens: list[str]
+    order: list[int]
+    with_positions: PositionsCase
+    without_positions: PositionsCase
+
+
+class MasksRequest(HeadRequest):
+    second: str | None = Field(
+        None, max_length=10_000, description="The other sentence of the padded batch."
+    )
+
+
+class CausalCase(BaseModel):
+    rows: list[str]
+    with_mask: Matrix
+    without_mask: Matrix
+    future_weight_with: float = Field(description="Mean weight a row puts on later tokens.")
+    future_weight_without: float
+
+
+class PaddingCase(BaseModel):
+    tokens: list[list[str]] = Field(description="The two sentences' tokens, unpadded.")
+    length: int = Field(description="The padded batch's length.")
+    mask: list[list[bool]] = Field(description="Per sentence: may each key be attended to.")
+    shorter: int = Field(description="Index of the shorter sentence.")
+    weights: Matrix = Field(description="The shorter sentence's weights in the batch.")
+    pad_weight: float = Field(description="Total weight on padded keys (0 when masked).")
+    max_abs_diff_alone: float = Field(
+        description="Its weights in the batch against a run on its own, on real tokens."
+    )
+
+
+class MasksResponse(BaseModel):
+    model: str
+    layer: int
+    head: int
+    causal: CausalCase | None = Field(description="Decoder self-attention; null without one.")
+    padding: PaddingCase
+
+
+class CacheStep(BaseModel):
+    step: int
+    token: str = Field(description="The token fed at this step.")
+    predicted: str = Field(description="The most likely next token.")
+    keys: list[str] = Field(description="The cached keys the new query attends over.")
+    rows: list[Matrix] = Field(description="Per layer: each head's new query row (H x keys).")
+    cache_bytes: list[int] = Field(description="Per layer: bytes of cached keys and values.")
+    max_abs_diff: float = Field(description="Cached against uncached logits at this step.")
+
+
+class CacheResponse(BaseModel):
+    model: str
+    steps: list[CacheStep]
+    truncated: bool = Field(description="More steps than the limit: the first ones are shown.")
+
+
+class MetricsRow(BaseModel):
+    type: AttentionType
+    layer: int
+    head: int
+    entropy: float
+    max_weight: float
+    distance: float | None
+    previous: float | None
+    first: float
+    special: float
+    alignment: float | None
+
+
+class MetricsResponse(BaseModel):
+    model: str
+    rows: list[MetricsRow]
+    explain: dict[str, str]
+
+
+class RolloutRequest(TextRequest):
+    type: AttentionType | None = Field(None, description="A self-attention type.")
+    residual: float = Field(0.5, ge=0, le=1, allow_inf_nan=False)
+
+
+class RolloutResponse(BaseModel):
+    model: str
+    type: AttentionType
+    tokens: list[str]
+    matrix: Matrix
+    residual: float
+    assumes: str
+
+
+class HeadRef(Strict):
+    type: AttentionType
+    layer: Index
+    head: Index
+
+
+class AblationRequest(TextRequest):
+    heads: list[HeadRef] = Field(max_length=1000, description="Heads to switch off.")
+
+
+class AblationResponse(BaseModel):
+    model: str
+    heads: list[HeadRef]
+    output: list[str] = Field(description="The model's output (transcription) as it is.")
+    ablated_output: list[str] = Field(description="The output with the heads switched off.")
+    probabilities: list[float] = Field(
+        description="Per output token (and the end): its probability, as the model is."
+    )
+    ablated_probabilities: list[float] = Field(
+        description="The same tokens' probabilities with the heads off (teacher-forced)."
+    )
+    cosine: float | None = Field(
+        description="Embedding models: cosine of the sentence embeddings with/without."
+    )
+    changed: bool
+
+
+class CompareRequest(HeadRequest):
+    other_text: str | None = Field(None, max_length=10_000, description="Default: the same.")
+    other_model: str | None = Field(None, description="Default: the same model.")
+
+
+class CompareResponse(BaseModel):
+    models: list[str]
+    type: AttentionType
+    layer: int
+    head: int
+    first_rows: list[str]
+    first_columns: list[str]
+    first: Matrix
+    second_rows: list[str]
+    second_columns: list[str]
+    second: Matrix
+    aligned_rows: list[str] = Field(description="Tokens matched in both inputs, in order.")
+    aligned_columns: list[str]
+    difference: Matrix = Field(description="first - second on the aligned tokens.")
