@@ -384,7 +384,8 @@ class Lab:
 def compare(inference: Inference, req: s.CompareRequest) -> s.CompareResponse:
     """One head of two inputs (or two models), and its difference where tokens match."""
     first = Lab(inference, req.model, req.text)
-    second = Lab(inference, req.other_model or req.model, req.other_text or req.text)
+    other_text = req.other_text if req.other_text and req.other_text.strip() else req.text
+    second = Lab(inference, req.other_model or req.model, other_text)
     attention_type = first.choose_type(req.type)
     second.choose_type(attention_type)
     first.check_head(attention_type, req.layer, req.head)

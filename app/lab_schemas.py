@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
-from .schemas import AttentionType, Index, Strict, TextRequest
+from .schemas import AttentionType, Index, Strict, TextRequest, valid_unicode
 
 Matrix = list[list[float]]
 
@@ -70,6 +70,11 @@ class MasksRequest(HeadRequest):
     second: str | None = Field(
         None, max_length=10_000, description="The other sentence of the padded batch."
     )
+
+    @field_validator("second")
+    @classmethod
+    def second_encodable(cls, text: str | None) -> str | None:
+        return None if text is None else valid_unicode(text)
 
 
 class CausalCase(BaseModel):
@@ -179,6 +184,11 @@ class AblationResponse(BaseModel):
 class CompareRequest(HeadRequest):
     other_text: str | None = Field(None, max_length=10_000, description="Default: the same.")
     other_model: str | None = Field(None, description="Default: the same model.")
+
+    @field_validator("other_text")
+    @classmethod
+    def other_encodable(cls, text: str | None) -> str | None:
+        return None if text is None else valid_unicode(text)
 
 
 class CompareResponse(BaseModel):

@@ -36,6 +36,7 @@ export const api = {
   analyze: async (model, text, compare) =>
     (await post("/api/v1/analyze", { model, text, ...(compare ? { compare } : {}) })).json(),
   attention: async (request) => (await post("/api/v1/attention", request)).json(),
+  lab: async (route, body) => (await post(`/api/v1/lab/${route}`, body)).json(),
   positional: async (model, positions, dims) =>
     (await call(`/api/v1/models/${encodeURIComponent(model)}/positional-encoding?positions=${positions}&dims=${dims}`)).json(),
   exportCapture: async (model, text) => {

@@ -3,6 +3,7 @@ import { ApiError, Block, api } from "./api.js";
 import { LANGS, applyLanguage, t as translate } from "./i18n.js";
 import { readState, writeState } from "./state.js";
 import { renderHead } from "./views/head.js";
+import { EXPERIMENTS, renderLab } from "./views/lab.js";
 import { renderMasks } from "./views/masks.js";
 import { renderModel } from "./views/model.js";
 import { renderPositional } from "./views/positional.js";
@@ -15,7 +16,10 @@ const EXAMPLES = [
   "The animal didn't cross the street because it was too tired.",
   "我用 python 写代码",
 ];
-const VIEWS = { head: renderHead, model: renderModel, masks: renderMasks, positional: renderPositional };
+const VIEWS = {
+  head: renderHead, model: renderModel, masks: renderMasks, positional: renderPositional,
+  lab: renderLab,
+};
 
 const boot = JSON.parse(document.getElementById("boot").textContent);
 const models = Object.fromEntries(boot.models.map((m) => [m.id, m]));
@@ -36,6 +40,7 @@ const defaultLang = storedLang || (navigator.language?.startsWith("zh") ? "zh" :
 const DEFAULTS = {
   model: boot.default_model, text: "", compare: "", type: "", layer: 0, head: 0, view: "head",
   lang: defaultLang, kind: "weights", avg: false, words: false, hide: false,
+  lab: EXPERIMENTS[0], step: 0, other: "", vs: "", ablate: "",
 };
 let state = readState(DEFAULTS);
 let analysis = null; // the analyze answer for (state.model, state.text)
@@ -143,7 +148,7 @@ function syncControls() {
   for (const tab of document.querySelectorAll("[data-view]")) {
     tab.setAttribute("aria-selected", String(tab.dataset.view === state.view));
   }
-  const showHeadControls = state.view === "head" || state.view === "model";
+  const showHeadControls = ["head", "model", "lab"].includes(state.view);
   document.getElementById("controls").dataset.view = state.view;
   elements.head.disabled = !showHeadControls || state.view === "model" || state.avg;
   applyLanguage(state.lang);
@@ -161,6 +166,9 @@ async function render() {
     stale: () => mine !== generation,
     openHead: (layer, head) => update({ view: "head", layer, head }),
     positional: (positions, dims) => api.positional(state.model, positions, dims),
+    lab: (route, body) => api.lab(route, body),
+    update,
+    modelIds: () => Object.keys(models),
   };
   syncControls();
   writeState(state, { replace: true }); // the clamped choices, so the URL tells the view

@@ -35,13 +35,15 @@ export const CONFIG = {
 };
 
 // z: rows of numbers; rows/columns: token lists (repeated tokens keep their own column).
-export async function heatmap(el, { z, rows, columns, title, zmin, zmax, valueLabel, overlay, readout }) {
+export async function heatmap(
+  el, { z, rows, columns, title, zmin, zmax, valueLabel, overlay, readout, colorscale = COLORSCALE },
+) {
   const safeRows = rows.map(escapeText);
   const safeColumns = columns ? columns.map(escapeText) : null;
   const trace = {
     type: "heatmap",
     z,
-    colorscale: COLORSCALE,
+    colorscale,
     zmin,
     zmax,
     hoverongaps: false,

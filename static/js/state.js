@@ -1,13 +1,14 @@
 // The whole view lives in the URL: reload or share a link and the same view comes back.
 const KEYS = [
   "model", "text", "compare", "type", "layer", "head", "view", "lang", "kind", "avg", "words",
-  "hide",
+  "hide", "lab", "step", "other", "vs", "ablate",
 ];
 const FLAGS = ["avg", "words", "hide"];
-const NUMBERS = new Set(["layer", "head"]);
+const NUMBERS = new Set(["layer", "head", "step"]);
 // values a link may carry; anything else falls back to the default
 const CHOICES = {
-  view: ["head", "model", "masks", "positional"],
+  view: ["head", "model", "masks", "positional", "lab"],
+  lab: ["scaling", "positions", "masks", "cache", "metrics", "rollout", "ablation", "compare"],
   kind: ["weights", "scores", "mask"],
   lang: ["en", "zh"],
 };

@@ -1,0 +1,111 @@
+"""The attention lab's views in headless Chromium: each experiment drawn from its route."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import Page, expect
+
+from .test_page import ready, ticks, url_state
+
+
+def lab(page: Page, experiment: str, query: str = "") -> None:
+    page.goto(f"/?view=lab&lab={experiment}{query}")
+    ready(page)
+    expect(page.locator("#lab-experiment")).to_have_value(experiment)
+
+
+def plot_ticks(page: Page, index: int, axis: str = "x") -> list[str]:
+    return (
+        page.locator("#lab-out .plot").nth(index).locator(f".{axis}tick text").all_text_contents()
+    )
+
+
+def summaries(page: Page) -> list[str]:
+    return page.locator("#lab-out .lab-summary").all_text_contents()
+
+
+def test_scaling_shows_both_heatmaps_and_the_entropy_drop(page: Page):
+    lab(page, "scaling", "&text=苹果公司发布了新款手机&type=encoder.self&layer=1&head=2")
+    assert page.locator("#lab-out .plot .main-svg").count() >= 2
+    entropy = re.search(r"([\d.]+) → ([\d.]+) bits", summaries(page)[0])
+    assert entropy and float(entropy.group(2)) < float(entropy.group(1))
+    assert page.locator("#lab-out table tbody tr").count() == 8  # the layer's heads
+    expect(page.locator(".lab-explain")).to_contain_text("√d_k")
+    page.click("#lang-zh")
+    ready(page)
+    expect(page.locator(".lab-explain")).to_contain_text("softmax 会饱和")
+
+
+def test_positions_without_encoding_permute_exactly(page: Page):
+    lab(page, "positions", "&text=猫追狗")
+    lines = summaries(page)
+    diffs = re.findall(r"(\d[\d.e+-]*)", lines[0])
+    assert float(diffs[0]) <= 1e-5 and float(diffs[1]) > 0.05  # without PE, with PE
+    assert "狗 追 猫" in lines[1]
+    assert page.locator("#lab-out .plot .main-svg").count() >= 4
+
+
+def test_masks_and_the_padded_batch(page: Page):
+    lab(page, "masks", "&text=苹果公司发布了新款手机&other=猫追狗")
+    lines = summaries(page)
+    assert re.match(r"mean weight on later tokens: 0 → 0\.\d*[1-9]", lines[0])
+    assert lines[1].startswith("weight on padding: 0 · ")
+    assert plot_ticks(page, 3)[-1] == "<pad>"
+
+
+def test_kv_cache_steps_move_with_the_slider_and_buttons(page: Page):
+    lab(page, "cache", "&text=银行 行走")
+    expect(page.locator("#lab-step-label")).to_have_text("Step 0 / 5")
+    page.get_by_role("button", name="Step +1").click()
+    ready(page)
+    expect(page.locator("#lab-step-label")).to_have_text("Step 1 / 5")
+    assert url_state(page)["step"] == "1"
+    expect(page.locator("#lab-out")).to_contain_text("fed yin2 → predicts hang2")
+    page.locator("#lab-step").fill("5")
+    ready(page)
+    expect(page.locator("#lab-step-label")).to_have_text("Step 5 / 5")
+    assert ticks(page, "x", "#lab-out .plot") == ["<bos>", "yin2", "hang2", "|", "xing2", "zou3"]
+    diff = re.search(r"logits\|: (\S+)", page.locator("#lab-out").inner_text())
+    assert diff and float(diff.group(1)) <= 1e-4
+
+
+def test_metrics_table_sorts(page: Page):
+    lab(page, "metrics", "&text=他在银行工作&type=decoder.cross")
+    table = page.locator("#lab-metrics-table")
+    assert table.locator("tbody tr").count() == 3 * 8
+    alignment = table.locator("th", has_text="alignment")
+    alignment.click()
+    expect(alignment).to_have_attribute("aria-sort", "descending")
+    column = list(table.locator("th").all_text_contents()).index("alignment")
+    values = [
+        float(v) for v in table.locator(f"tbody td:nth-child({column + 1})").all_text_contents()
+    ]
+    assert values == sorted(values, reverse=True) and values[0] >= 0.9
+    page.select_option("#lab-metric", "entropy")
+    expect(page.locator("#lab-out .plot .gtitle").first).to_contain_text("entropy")
+
+
+def test_rollout_and_compare_draw(page: Page):
+    lab(page, "rollout", "&model=minilm&text=The cat sat on the mat.")
+    assert ticks(page, "x", "#lab-out .plot")[0] == "[CLS]"
+    lab(page, "compare", "&text=猫追狗&type=encoder.self")
+    page.fill("#lab-other", "狗追猫")
+    page.click("#lab-compare-apply")
+    ready(page)
+    assert url_state(page)["other"] == "狗追猫"
+    assert page.locator("#lab-out .plot .main-svg").count() >= 3
+    assert plot_ticks(page, 2) == ["猫", "追", "狗"]  # every token aligned
+
+
+def test_ablating_heads_changes_the_transcription(page: Page):
+    lab(page, "ablation", "&text=银行 行走&type=decoder.cross")
+    expect(page.locator("#lab-out")).to_contain_text("No head switched off")
+    for head in range(8):
+        page.get_by_label(f"Layer 2 Head {head}", exact=True).check()
+    page.click("#lab-apply")
+    ready(page)
+    assert url_state(page)["ablate"].count(",") == 7
+    result = page.locator("#lab-ablation-result").inner_text()
+    before, after = result.split("→ with the heads off:")
+    assert "yin2 hang2 | xing2 zou3" in before and after.strip() != "yin2 hang2 | xing2 zou3"
