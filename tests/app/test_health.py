@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import platform
 import threading
 import time
 
@@ -13,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
-from model.runtime import cgroup_cpu_limit, usable_cpus
+from model.runtime import cgroup_cpu_limit, release_free_memory, usable_cpus
 
 from ..serving import start_server
 
@@ -112,3 +113,7 @@ def test_cgroup_cpu_quota_caps_the_threads(tmp_path):
     (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
     assert cgroup_cpu_limit(tmp_path) == 2.0
     assert 1 <= usable_cpus() <= (os.cpu_count() or 1)
+
+
+def test_the_heap_is_trimmed_where_the_c_library_is_glibc():
+    assert release_free_memory() is (platform.libc_ver()[0] == "glibc")
