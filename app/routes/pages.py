@@ -21,6 +21,30 @@ MODULES = sorted(str(p.relative_to(ROOT / "static")) for p in (ROOT / "static/js
 templates = Jinja2Templates(directory=ROOT / "templates")
 router = APIRouter(include_in_schema=False)
 
+# The page runs only its own files: scripts from this origin (the /static modules and
+# /vendor/plotly.min.js; no inline script, no eval), nothing embedded, no <base>, no framing.
+# Styles allow 'unsafe-inline' because plotly.js writes style="" attributes (the heatmap's
+# image-rendering, the colorbar) and a <style> element of its own rules; img-src data: and
+# blob: carry the heatmap's PNG, the favicon and plotly's PNG/SVG export.
+CSP = "; ".join(
+    (
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data: blob:",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "frame-ancestors 'none'",
+        "form-action 'self'",
+    )
+)
+PAGE_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
 
 @router.get("/", response_class=HTMLResponse)
 def index(request: Request, inference: InferenceDep) -> HTMLResponse:
@@ -30,6 +54,7 @@ def index(request: Request, inference: InferenceDep) -> HTMLResponse:
         request=request,
         name="index.html",
         context={"models": models, "default_model": zoo.default, "modules": MODULES},
+        headers=PAGE_HEADERS,
     )
 
 
@@ -49,7 +74,11 @@ def plotly_bundle() -> tuple[bytes, str]:
 @router.get("/vendor/plotly.min.js")
 def plotly_js(request: Request) -> Response:
     body, etag = plotly_bundle()
-    headers = {"Cache-Control": "public, max-age=86400", "ETag": etag}
+    headers = {
+        "Cache-Control": "public, max-age=86400",
+        "ETag": etag,
+        "X-Content-Type-Options": "nosniff",
+    }
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers=headers)
     return Response(body, media_type="text/javascript", headers=headers)
