@@ -26,7 +26,7 @@ from model.pronounce.pronouncer import Transcription
 from model.transformer import DecoderCache
 
 from . import lab_schemas as s
-from .service import Inference, hook_name, tokens_of
+from .service import Inference, hook_name, reading_form, tokens_of
 from .zoo import ModelEntry
 
 SPECIAL = frozenset({"[CLS]", "[SEP]", "<bos>", "<eos>"})
@@ -231,13 +231,17 @@ class Lab:
         batch: the padding mask, and the shorter one's weights, as on its own."""
         runner = self.entry.runner
         ids = self.src[0].tolist()
-        if req.second is not None and req.second.strip():
-            if self.tgt is None:
-                other = runner.encode(req.second).ids
-                tokens = runner.encode(req.second).tokens
-            else:
-                encoded = runner.source.encode(req.second)
-                other, tokens = encoded.ids, encoded.tokens
+        limit = self.inference.settings.max_text_chars
+        if req.second is not None and len(req.second) > limit:
+            raise HTTPException(
+                422, f"second has {len(req.second)} characters; the limit is {limit}: shorten it"
+            )
+        if req.second is not None:
+            second = reading_form(req.second)
+            if not second.strip():
+                raise HTTPException(422, "second is empty: type a second sentence")
+            encoded = runner.encode(second) if self.tgt is None else runner.source.encode(second)
+            other, tokens = encoded.ids, encoded.tokens
         else:
             keep = max(1, len(ids) // 2)
             if self.tgt is None:  # keep [CLS] ... [SEP]
@@ -384,7 +388,7 @@ class Lab:
 def compare(inference: Inference, req: s.CompareRequest) -> s.CompareResponse:
     """One head of two inputs (or two models), and its difference where tokens match."""
     first = Lab(inference, req.model, req.text)
-    other_text = req.other_text if req.other_text and req.other_text.strip() else req.text
+    other_text = req.text if req.other_text is None else req.other_text
     second = Lab(inference, req.other_model or req.model, other_text)
     attention_type = first.choose_type(req.type)
     second.choose_type(attention_type)

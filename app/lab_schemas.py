@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, StrictFloat
 
-from .schemas import AttentionType, Index, Strict, TextRequest, valid_unicode
+from .schemas import AttentionType, Index, Strict, Text, TextRequest
 
 Matrix = list[list[float]]
 
@@ -67,14 +67,9 @@ class PositionsResponse(BaseModel):
 
 
 class MasksRequest(HeadRequest):
-    second: str | None = Field(
-        None, max_length=10_000, description="The other sentence of the padded batch."
+    second: Text | None = Field(
+        None, description="The other sentence of the padded batch; default: the text's first half."
     )
-
-    @field_validator("second")
-    @classmethod
-    def second_encodable(cls, text: str | None) -> str | None:
-        return None if text is None else valid_unicode(text)
 
 
 class CausalCase(BaseModel):
@@ -142,7 +137,9 @@ class MetricsResponse(BaseModel):
 
 class RolloutRequest(TextRequest):
     type: AttentionType | None = Field(None, description="A self-attention type.")
-    residual: float = Field(0.5, ge=0, le=1, allow_inf_nan=False)
+    residual: StrictFloat = Field(
+        0.5, ge=0, le=1, allow_inf_nan=False, description="Weight of the identity (residual)."
+    )
 
 
 class RolloutResponse(BaseModel):
@@ -182,13 +179,8 @@ class AblationResponse(BaseModel):
 
 
 class CompareRequest(HeadRequest):
-    other_text: str | None = Field(None, max_length=10_000, description="Default: the same.")
+    other_text: Text | None = Field(None, description="Default: the same text.")
     other_model: str | None = Field(None, description="Default: the same model.")
-
-    @field_validator("other_text")
-    @classmethod
-    def other_encodable(cls, text: str | None) -> str | None:
-        return None if text is None else valid_unicode(text)
 
 
 class CompareResponse(BaseModel):

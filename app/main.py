@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from model.runtime import set_threads
 
 from .limits import BodyLimit
 from .logs import AccessLog
 from .routes import inference, lab, models, pages
-from .schemas import Health
+from .routes.deps import BODY_ERRORS
+from .schemas import Health, document_text_limit
 from .service import Inference
 from .settings import Settings
 from .zoo import load_zoo
@@ -52,16 +56,52 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        if isinstance(exc.body, bytes) and exc.body:  # FastAPI kept a body it did not parse
+            kind = request.headers.get("content-type")
+            sent = f"not {kind[:100]}" if kind else "the request had none"
+            detail = f"send the body as JSON, with Content-Type: application/json ({sent})"
+            return JSONResponse({"detail": detail}, status_code=415)
         # Only where and what: the offending input may be NaN, huge, or not JSON at all.
         errors = [
-            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            {"loc": list(e.get("loc", ())), "msg": _message(e), "type": e.get("type", "")}
             for e in exc.errors()
         ]
         return JSONResponse({"detail": errors}, status_code=422)
 
-    @app.get("/healthz", tags=["health"])
-    def healthz(request: Request) -> Health:
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # FastAPI's 400 for a body it could not decode says only "error parsing the body"
+        if exc.status_code == 400 and isinstance(exc.__cause__, UnicodeDecodeError):
+            detail = f"the body is not UTF-8 text ({exc.__cause__.reason}): send it as UTF-8"
+            return JSONResponse({"detail": detail}, status_code=400)
+        if exc.status_code == 400 and isinstance(exc.__cause__, RecursionError):
+            detail = "the body's JSON is nested too deeply to read"
+            return JSONResponse({"detail": detail}, status_code=400)
+        return await http_exception_handler(request, exc)
+
+    generate_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        # the character limit is a setting: the schema states this server's
+        return document_text_limit(generate_openapi(), settings.max_text_chars)
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+    @app.get("/healthz", tags=["health"], responses=BODY_ERRORS)
+    async def healthz(request: Request) -> Health:
         """Liveness and the ids of the loaded models."""
         return Health(status="ok", models=request.app.state.inference.zoo.ids())
 
     return app
+
+
+def _message(error: Any) -> str:
+    """A validation error's message, with the reason where the JSON did not parse."""
+    message = str(error.get("msg", ""))
+    if error.get("type") == "json_invalid" and "error" in error.get("ctx", {}):
+        message += f": {error['ctx']['error']}"
+    elif error.get("type") == "value_error":  # our validators' own messages
+        message = message.removeprefix("Value error, ")
+    elif error.get("type") == "model_attributes_type" and tuple(error.get("loc", ())) == ("body",):
+        message = 'the body must be a JSON object such as {"text": "..."}'
+    return message

@@ -2,22 +2,90 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+)
 
 AttentionType = Literal["encoder.self", "decoder.self", "decoder.cross"]
 Kind = Literal["weights", "scores", "mask", "q", "k", "v"]
 Encoding = Literal["json", "u1", "f2", "f4"]
-Index = Annotated[StrictInt, Field(ge=0, le=10_000)]
+
+
+def _integral(value: Any) -> Any:
+    """2.0 is the integer 2 in JSON (and JSON Schema); 2.5, NaN, true and "2" are not."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+Index = Annotated[StrictInt, Field(ge=0, le=10_000), BeforeValidator(_integral)]
+
+# Control characters (NUL, backspace, escape, DEL, C1, ...) are never text someone typed:
+# refused. Tab, line feed, vertical tab, form feed and carriage return are whitespace.
+CONTROL = r"\x00-\x08\x0e-\x1f\x7f-\x9f"
+# Python's whitespace (str.split, str.strip) less the refused controls, spelled out so that
+# every regex dialect reading the schema agrees with the server.
+SPACE = r"\x09-\x0d\x20\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# Invisible characters: soft hyphen, zero-width space and (non-)joiner, direction marks,
+# embeddings and isolates, word joiner, variation selectors, byte order mark. They have no
+# sound and no meaning to the models (MiniLM's tokenizer drops most of them), so the server
+# reads text without them (Inference.run).
+INVISIBLE = (
+    r"\xad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f"
+    r"\ufe00-\ufe0f\ufeff"
+)
+# What the server accepts as a text, for the OpenAPI schema (the server checks it in Python,
+# with messages that say what to fix): no control character, and something besides
+# whitespace and invisible characters. Its maxLength is the server's setting, written in by
+# `document_text_limit`.
+TEXT_PATTERN = rf"^[^{CONTROL}]*[^{CONTROL}{SPACE}{INVISIBLE}][^{CONTROL}]*$"
+_CONTROL_CHAR = re.compile(f"[{CONTROL}]")
 
 
 def valid_unicode(text: str) -> str:
+    """The text, if it is valid Unicode without control characters."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ValueError("text holds an unpaired surrogate (not valid Unicode)") from exc
+    control = _CONTROL_CHAR.search(text)
+    if control:
+        raise ValueError(
+            f"text holds the control character U+{ord(control.group()):04X} at position "
+            f"{control.start()}: remove it"
+        )
     return text
+
+
+# A text field: validated as the pattern says (the blank check and the length limit are the
+# server's, in Inference.run), documented with the pattern and, in the served schema, the limit.
+Text = Annotated[
+    str, Field(json_schema_extra={"pattern": TEXT_PATTERN}), AfterValidator(valid_unicode)
+]
+
+
+def document_text_limit(openapi: dict[str, Any], max_chars: int) -> dict[str, Any]:
+    """Give every text field of the OpenAPI schema the server's character limit."""
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("pattern") == TEXT_PATTERN:
+                node["maxLength"] = max_chars
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(openapi.get("components", {}))
+    return openapi
 
 
 class Strict(BaseModel):
@@ -57,26 +125,23 @@ class ModelInfo(BaseModel):
 
 
 class TextRequest(Strict):
-    model: str | None = Field(None, description="Model id; the default model when left out.")
-    text: str = Field(description="The sentence to analyse; must not be blank.")
-
-    @field_validator("text")
-    @classmethod
-    def encodable(cls, text: str) -> str:
-        return valid_unicode(text)
+    model: str | None = Field(
+        None, description="Model id; the default model when left out.", examples=["pronounce"]
+    )
+    text: Text = Field(
+        description="The sentence to analyse: not blank, no control characters, at most "
+        "maxLength characters (the server's ATTNVIZ_MAX_TEXT_CHARS). Invisible characters "
+        "(zero-width, direction marks, BOM) are left out, and it is read in Unicode NFC.",
+        examples=["行走在银行"],
+    )
 
 
 class AnalyzeRequest(TextRequest):
-    compare: str | None = Field(
+    compare: Text | None = Field(
         None,
         description="A second sentence: the answer gives the cosine similarity of the two "
         "sentence embeddings (models that make one).",
     )
-
-    @field_validator("compare")
-    @classmethod
-    def compare_encodable(cls, text: str | None) -> str | None:
-        return None if text is None else valid_unicode(text)
 
 
 class HeadSummary(BaseModel):
@@ -124,7 +189,7 @@ class AttentionRequest(TextRequest):
         description="word: WordPiece pieces merged into words (weights only, WordPiece models):"
         " a query word's row is the mean of its pieces' rows, a key word's column the sum.",
     )
-    hide_special: bool = Field(
+    hide_special: StrictBool = Field(
         False,
         description="Drop [CLS] and [SEP] rows and columns and renormalise each row to 1 "
         "(weights only).",

@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import re
 import threading
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,8 +19,9 @@ from fastapi import HTTPException
 
 from model.positional import sinusoidal_table
 from model.pronounce.pronouncer import Transcription
+from model.runtime import release_free_memory
 
-from .schemas import AttentionRequest, Block, HeadSummary, TypedArray
+from .schemas import INVISIBLE, AttentionRequest, Block, HeadSummary, TypedArray
 from .settings import Settings
 from .zoo import ATTENTION_TYPES, ModelEntry, Zoo
 
@@ -32,6 +35,14 @@ HOOK_OF_KIND = {
 }
 # bytes each matrix entry takes in the response, for the size check before building it
 BYTES_PER_ENTRY = {"json": 10, "u1": 4 / 3, "f2": 8 / 3, "f4": 16 / 3}
+_INVISIBLE_CHARS = re.compile(f"[{INVISIBLE}]+")
+
+
+def reading_form(text: str) -> str:
+    """The text a model reads: in Unicode NFC (é typed as e + U+0301 reads as é), without
+    invisible characters (a zero-width joiner or direction mark pasted into a word would
+    otherwise be an unknown token that changes its transcription)."""
+    return _INVISIBLE_CHARS.sub("", unicodedata.normalize("NFC", text))
 
 
 class RunLimiter:
@@ -82,14 +93,19 @@ class CaptureCache:
         size = sum(t.nbytes for t in value.capture.values()) if value.capture else 0
         if size > self.max_bytes:
             return
+        evicted = []
         with self._lock:
             if key in self._items:
                 return
             self._items[key] = (value, size)
             self._bytes += size
             while self._bytes > self.max_bytes:
-                _, (_, dropped) = self._items.popitem(last=False)
+                _, (old, dropped) = self._items.popitem(last=False)
                 self._bytes -= dropped
+                evicted.append(old)
+        if evicted:
+            del evicted, old  # the last references, unless a request still reads them
+            release_free_memory()
 
 
 class Inference:
@@ -110,13 +126,14 @@ class Inference:
     def run(self, entry: ModelEntry, text: str) -> Transcription:
         """The transcription of `text` with every hook point captured, from the cache if
         this (model, text) was run before."""
-        if not text.strip():
-            raise HTTPException(422, "text is empty: type a sentence")
         limit = self.settings.max_text_chars
         if len(text) > limit:
             raise HTTPException(
                 422, f"text has {len(text)} characters; the limit is {limit}: shorten it"
             )
+        text = reading_form(text)
+        if not text.strip():
+            raise HTTPException(422, "text is empty: type a sentence")
         key = hashlib.sha256(f"{entry.id}\0{text}".encode()).hexdigest()
         cached = self.cache.get(key)
         if cached is not None:

@@ -1,17 +1,25 @@
-"""Checkpoints: a folder with `config.json` and `model.safetensors`; nothing is unpickled."""
+"""Checkpoints: a folder with `config.json` and `model.safetensors`; nothing is unpickled.
+
+Pickled weights (`pytorch_model.bin`, `*.pt`, ...) can run code when they are loaded, so
+they are never read: such a folder is refused, naming the file."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 
 from .config import ModelConfig
 from .transformer import Transformer
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+# Weight files that are pickles (torch.save, joblib, ...): refused, never opened.
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib")
+# safetensors' names of the floating-point dtypes that weights may be stored in
+FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16"})
 
 
 class CheckpointError(ValueError):
@@ -36,34 +44,70 @@ def save_checkpoint(
 
 
 def load_checkpoint(directory: str | Path) -> Transformer:
-    """Rebuild the model from its config and load its weights, in eval mode on the CPU."""
+    """Rebuild the model from its config and load its weights, in eval mode on the CPU.
+
+    The weights file's header is checked against the config before any weight is read or
+    any memory is allocated for the model: a truncated file, or weights that do not fit
+    the config, are a CheckpointError."""
     directory = Path(directory)
+    if not (directory / WEIGHTS_FILE).is_file():
+        pickles = sorted(
+            p.name for p in directory.glob("*") if p.suffix in PICKLE_SUFFIXES and p.is_file()
+        )
+        if pickles:
+            raise CheckpointError(
+                f"checkpoint {directory} has no {WEIGHTS_FILE}, only pickled weights "
+                f"{pickles}: they are never loaded (unpickling can run code); save the "
+                "weights as safetensors"
+            )
     for name in (CONFIG_FILE, WEIGHTS_FILE):
         if not (directory / name).is_file():
             raise CheckpointError(f"checkpoint {directory} has no {name}")
     try:
         config = ModelConfig.load(directory / CONFIG_FILE)
-    except (ValueError, TypeError, OSError) as exc:
+        with torch.device("meta"):  # shapes only: nothing allocated yet
+            expected = Transformer(config).state_dict()
+    except (ValueError, TypeError, RuntimeError, OSError) as exc:
         raise CheckpointError(f"checkpoint {directory}: bad {CONFIG_FILE}: {exc}") from exc
+    weights = directory / WEIGHTS_FILE
+    try:
+        with safe_open(weights, framework="pt", device="cpu") as f:
+            header = {name: f.get_slice(name) for name in f.keys()}  # noqa: SIM118
+            problems = _misfits(
+                expected, {n: (t.get_shape(), t.get_dtype()) for n, t in header.items()}
+            )
+            if problems:
+                raise CheckpointError(
+                    f"checkpoint {directory} does not fit its config: " + "; ".join(problems)
+                )
+            state = {name: f.get_tensor(name) for name in expected}
+    except (SafetensorError, OSError) as exc:
+        raise CheckpointError(
+            f"checkpoint {directory}: {WEIGHTS_FILE} is not a complete safetensors file "
+            f"(truncated, or another format): {exc}"
+        ) from exc
     model = Transformer(config)
-    state = load_file(directory / WEIGHTS_FILE, device="cpu")
-    expected = model.state_dict()
+    model.load_state_dict({name: t.to(expected[name].dtype) for name, t in state.items()})
+    return model.eval()
+
+
+def _misfits(
+    expected: dict[str, torch.Tensor], stored: dict[str, tuple[list[int], str]]
+) -> list[str]:
+    """What keeps the stored tensors (name -> shape, safetensors dtype) from the model."""
     problems = []
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
+    missing = sorted(set(expected) - set(stored))
+    unexpected = sorted(set(stored) - set(expected))
     if missing:
         problems.append(f"missing tensors {missing}")
     if unexpected:
         problems.append(f"unexpected tensors {unexpected}")
-    for name in sorted(set(expected) & set(state)):
-        if expected[name].shape != state[name].shape:
+    for name in sorted(set(expected) & set(stored)):
+        shape, dtype = stored[name]
+        if tuple(expected[name].shape) != tuple(shape):
             problems.append(
-                f"{name} has shape {tuple(state[name].shape)}, the config says "
-                f"{tuple(expected[name].shape)}"
+                f"{name} has shape {tuple(shape)}, the config says {tuple(expected[name].shape)}"
             )
-    if problems:
-        raise CheckpointError(
-            f"checkpoint {directory} does not fit its config: " + "; ".join(problems)
-        )
-    model.load_state_dict({name: t.to(expected[name].dtype) for name, t in state.items()})
-    return model.eval()
+        if expected[name].is_floating_point() and dtype not in FLOAT_DTYPES:
+            problems.append(f"{name} is {dtype}, not floating point")
+    return problems

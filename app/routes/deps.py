@@ -16,13 +16,34 @@ def get_inference(request: Request) -> Inference:
 
 InferenceDep = Annotated[Inference, Depends(get_inference)]
 
+
+def _error(description: str) -> dict:
+    return {"model": ErrorMessage, "description": description}
+
+
+TOO_LARGE = _error("Request body too large (checked with or without Content-Length).")
+UNKNOWN_MODEL = _error("Unknown model.")
+
+# Any route: the body limit is enforced before routing, whatever the method.
+BODY_ERRORS: dict[int | str, dict] = {413: TOO_LARGE}
+# GET routes with a model and parameters.
+QUERY_ERRORS: dict[int | str, dict] = {
+    404: UNKNOWN_MODEL,
+    413: TOO_LARGE,
+    422: _error(
+        "Invalid parameter (wrong type, out of range for the model): the message says "
+        "what to change."
+    ),
+}
+# POST routes with a JSON body that run a model.
 ERRORS: dict[int | str, dict] = {
-    400: {"model": ErrorMessage, "description": "The body is not JSON (or not UTF-8)."},
-    404: {"model": ErrorMessage, "description": "Unknown model."},
-    413: {"model": ErrorMessage, "description": "Request body too large."},
-    422: {"model": ErrorMessage, "description": "Invalid input: the message says what to change."},
-    503: {
-        "model": ErrorMessage,
-        "description": "Too many requests running; retry after Retry-After seconds.",
-    },
+    400: _error("The body cannot be read: not UTF-8 (or -16, -32) text, or nested too deeply."),
+    404: UNKNOWN_MODEL,
+    413: TOO_LARGE,
+    415: _error("The body is not sent as JSON (Content-Type: application/json)."),
+    422: _error(
+        "Invalid input (not JSON, a wrong field, a value out of range for the model): "
+        "the message says what to change."
+    ),
+    503: _error("Too many requests running; retry after Retry-After seconds."),
 }

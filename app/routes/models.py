@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from ..schemas import ModelInfo, PositionalResponse
 from ..service import positional_table
 from ..zoo import ModelEntry
-from .deps import ERRORS, InferenceDep
+from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep
 
 router = APIRouter(prefix="/api/v1/models", tags=["models"])
 
@@ -35,14 +35,14 @@ def model_info(entry: ModelEntry, default: bool) -> ModelInfo:
     )
 
 
-@router.get("")
+@router.get("", responses=BODY_ERRORS)
 def list_models(inference: InferenceDep) -> list[ModelInfo]:
     """Every loaded model, with the shapes of its attention."""
     zoo = inference.zoo
     return [model_info(e, e.id == zoo.default) for e in zoo.models.values()]
 
 
-@router.get("/{model_id}/positional-encoding", responses=ERRORS)
+@router.get("/{model_id}/positional-encoding", responses=QUERY_ERRORS)
 def positional_encoding(
     model_id: str,
     inference: InferenceDep,
