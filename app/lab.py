@@ -3,6 +3,7 @@ interventions at the hook points (model/analysis.py), never a second copy of the
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 
 import numpy as np
@@ -22,7 +23,7 @@ from model.analysis import (
 )
 from model.hooks import hooked
 from model.masks import pad_batch, padding_mask
-from model.pronounce.pronouncer import Transcription
+from model.pronounce.pronouncer import Transcription, pieces
 from model.transformer import DecoderCache
 
 from . import lab_schemas as s
@@ -55,7 +56,11 @@ def as_list(t: Tensor) -> list:
 
 
 class Lab:
-    """Experiments for one request: the model entry, its ordinary run, and its ids."""
+    """Experiments for one request: the model entry, its ordinary run, and its ids.
+
+    The ordinary run comes through `Inference.run` (validated, cached, in a run slot of its
+    own); the experiments' extra model runs happen inside `session()`, one run slot for the
+    whole experiment, so the lab is bounded like every other request."""
 
     def __init__(self, inference: Inference, model: str | None, text: str) -> None:
         self.inference = inference
@@ -74,13 +79,19 @@ class Lab:
 
     # -- plumbing ----------------------------------------------------------------------
 
+    def session(self):
+        """The run slot the experiment's model runs share (not re-entrant: take it once)."""
+        return self.inference.limiter.slot()
+
     def choose_type(self, wanted: str | None, self_only: bool = False) -> str:
         types = self.entry.attention_types()
         if self_only:
             types = [t for t in types if t.endswith(".self")]
         chosen = wanted or types[0]
         if chosen not in types:
-            raise HTTPException(422, f"{self.entry.id} has no {chosen} attention here: {types}")
+            if self_only and chosen in self.entry.attention_types():
+                raise HTTPException(422, f"this needs self-attention: {self.entry.id} has {types}")
+            raise HTTPException(422, f"{self.entry.id} has no {chosen} attention: it has {types}")
         return chosen
 
     def check_head(self, attention_type: str, layer: int, head: int) -> None:
@@ -96,18 +107,16 @@ class Lab:
         return [(name, fn) for name in self.model.hook_names() if name.endswith(suffix)]
 
     def forward(self, hooks: Iterable = (), names=None, src: Tensor | None = None):
-        """(output, capture) of one forward pass with hook functions, in a run slot."""
+        """(output, capture) of one forward pass with hook functions."""
         src = self.src if src is None else src
-        slot, hooks = self.inference.limiter.slot(), list(hooks)
-        with slot, torch.no_grad(), hooked(self.model, names, fwd_hooks=hooks) as capture:
+        with torch.no_grad(), hooked(self.model, names, fwd_hooks=list(hooks)) as capture:
             out = self.model(src) if self.tgt is None else self.model(src, self.tgt)
         return out, capture
 
     def encoder_patterns(self, src: Tensor, hooks: Iterable = ()) -> list[Tensor]:
         """Each encoder layer's weights (B, H, T, T) for `src`, with hook functions."""
         names = [hook_name("encoder.self", i, "hook_pattern") for i in range(self.config.n_layers)]
-        slot, hooks = self.inference.limiter.slot(), list(hooks)
-        with slot, torch.no_grad(), hooked(self.model, names, fwd_hooks=hooks) as capture:
+        with torch.no_grad(), hooked(self.model, names, fwd_hooks=list(hooks)) as capture:
             self.model.encode(src)
         return [capture[n] for n in names]
 
@@ -190,6 +199,7 @@ class Lab:
                 original=as_list(original[req.layer][0, req.head]),
                 permuted=as_list(shuffled[req.layer][0, req.head]),
             )
+            del original, shuffled  # every layer's weights: large at 512 tokens
         tokens = self.result.source_tokens
         return s.PositionsResponse(
             model=self.entry.id,
@@ -227,8 +237,9 @@ class Lab:
         )
 
     def _padding(self, req: s.MasksRequest) -> s.PaddingCase:
-        """The text and a second sentence (default: the text's first half) in one padded
-        batch: the padding mask, and the shorter one's weights, as on its own."""
+        """The text and a second sentence (default: the text's first half, or the text twice
+        when it is too short to halve) in one padded batch: the padding mask, and the
+        shorter one's weights, as on its own."""
         runner = self.entry.runner
         ids = self.src[0].tolist()
         limit = self.inference.settings.max_text_chars
@@ -250,8 +261,20 @@ class Lab:
                 tokens = [*self.result.source_tokens[: keep - 1], self.result.source_tokens[-1]]
             else:
                 other, tokens = ids[:keep], self.result.source_tokens[:keep]
+            if len(other) == len(ids):  # too short to halve: the text twice, padding it
+                source = self.result.source_tokens
+                if self.tgt is None:
+                    other, tokens = [*ids[:-1], *ids[1:]], [*source[:-1], *source[1:]]
+                else:
+                    other, tokens = ids * 2, source * 2
         if not other:
             raise HTTPException(422, "the second sentence has no tokens")
+        if len(other) == len(ids):
+            raise HTTPException(
+                422,
+                "the two sentences have the same length, so nothing is padded: "
+                "give a second sentence of another length",
+            )
         other = other[: self.entry.runner.max_source_tokens]
         tokens = tokens[: len(other)]
         batch = pad_batch([ids, other], self.config.pad_id)
@@ -270,20 +293,41 @@ class Lab:
             max_abs_diff_alone=float((together[:length, :length] - alone).abs().max()),
         )
 
+    def decoded_pieces(self) -> list[tuple[Tensor, list[int], bool]]:
+        """What `Pronouncer.transcribe` decodes: per piece of the text (cut after a space or
+        punctuation past TRAINED_CHARS), its source ids (1, S), the decoder input its greedy
+        output makes ([<bos>, ...]) and whether that output ended with <eos>."""
+        runner, cfg = self.entry.runner, self.config
+        ids = self.src[0].tolist()
+        rows = [ids[a:b] for a, b in pieces(self.result.text[: len(ids)])]
+        batch = pad_batch(rows, cfg.pad_id)
+        limit = min(3 * batch.size(1) + 10, cfg.max_seq_len - 1)  # as greedy_read
+        decoded = self.model.greedy_decode(batch, max_new_tokens=limit).tokens.tolist()
+        eos = runner.target.eos_id
+        out = []
+        for row, tokens in zip(rows, decoded, strict=True):
+            ended = eos in tokens
+            tokens = tokens[: tokens.index(eos)] if ended else tokens
+            out.append((torch.tensor([row]), tokens, ended))
+        return out
+
     def kv_cache(self) -> s.CacheResponse:
+        """Greedy decoding of the first piece, step by step through the cache."""
         if self.tgt is None or not self.config.has_encoder:
             raise HTTPException(422, f"{self.entry.id} does not decode: no KV cache to show")
         model, cfg = self.model, self.config
-        target = self.entry.runner.target
-        tokens = self.tgt[0].tolist()
-        steps_total = len(tokens)
-        tokens = tokens[:MAX_CACHE_STEPS]
+        vocab = self.entry.runner.target.vocab.tokens
         names = [hook_name("decoder.self", i, "hook_pattern") for i in range(cfg.decoder_layers)]
         steps = []
-        with self.inference.limiter.slot(), torch.no_grad():
-            src_mask = padding_mask(self.src, cfg.pad_id)
-            memory = model.encode(self.src, src_mask)
+        with self.session(), torch.no_grad():
+            parts = self.decoded_pieces()
+            src, tokens, ended = parts[0]
+            steps_total = len(tokens)
+            tokens = tokens[:MAX_CACHE_STEPS]
+            src_mask = padding_mask(src, cfg.pad_id)
+            memory = model.encode(src, src_mask)
             cache = DecoderCache(cfg.decoder_layers)
+            pad = torch.tensor([cfg.pad_id])
             for step, token in enumerate(tokens):
                 fed = torch.tensor([tokens[: step + 1]])
                 with hooked(model, names) as capture:
@@ -295,19 +339,26 @@ class Lab:
                         for kv in layer.values() for t in (kv.k, kv.v) if t is not None)
                     for layer in cache.layers
                 ]  # fmt: skip
+                best = int(cached.index_fill(-1, pad, float("-inf")).argmax())  # never <pad>
                 steps.append(
                     s.CacheStep(
                         step=step,
-                        token=target.vocab.tokens[token],
-                        predicted=target.vocab.tokens[int(cached.argmax())],
-                        keys=[target.vocab.tokens[t] for t in tokens[: step + 1]],
+                        token=vocab[token],
+                        predicted=vocab[best],
+                        keys=[vocab[t] for t in tokens[: step + 1]],
                         rows=[as_list(capture[n][0, :, 0]) for n in names],
                         cache_bytes=sizes,
                         max_abs_diff=float((cached - full).abs().max()),
                     )
                 )
+        piece = "".join(self.result.source_tokens[: src.size(1)])
         return s.CacheResponse(
-            model=self.entry.id, steps=steps, truncated=steps_total > MAX_CACHE_STEPS
+            model=self.entry.id,
+            piece=piece,
+            pieces=len(parts),
+            ended=ended,
+            steps=steps,
+            truncated=steps_total > MAX_CACHE_STEPS,
         )
 
     def metrics(self) -> s.MetricsResponse:
@@ -354,11 +405,16 @@ class Lab:
             )
         hooks = [(name, ablate_heads(heads)) for name, heads in by_module.items()]
         runner = self.entry.runner
-        with self.inference.limiter.slot(), torch.no_grad():
+        on = off = []
+        labels: list[str] = []
+        with self.session(), torch.no_grad():
+            parts = self.decoded_pieces() if self.tgt is not None else []
             with hooked(self.model, fwd_hooks=hooks, capture=False):
                 ablated = runner.transcribe(self.result.text, capture=False)
-                off = self._probabilities() if self.tgt is not None else []
-            on = self._probabilities() if self.tgt is not None else []
+                if parts:
+                    off, _ = self._probabilities(parts)
+            if parts:
+                on, labels = self._probabilities(parts)
         cosine = None
         if ablated.embedding is not None and self.result.embedding is not None:
             cosine = round(float(np.dot(ablated.embedding, self.result.embedding)), 6)
@@ -370,19 +426,27 @@ class Lab:
             heads=req.heads,
             output=self.result.output_tokens,
             ablated_output=ablated.output_tokens,
+            probability_tokens=labels,
             probabilities=on,
             ablated_probabilities=off,
             cosine=cosine,
             changed=changed,
         )
 
-    def _probabilities(self) -> list[float]:
-        """Teacher-forced probability of each output token of the ordinary run, and of the
-        end token after them."""
-        logits = self.model(self.src, self.tgt)[0]  # (T, V)
-        wanted = [*self.tgt[0, 1:].tolist(), self.entry.runner.target.eos_id]
-        probs = logits.softmax(-1)[torch.arange(len(wanted)), torch.tensor(wanted)]
-        return [round(float(p), 6) for p in probs]
+    def _probabilities(
+        self, parts: list[tuple[Tensor, list[int], bool]]
+    ) -> tuple[list[float], list[str]]:
+        """Teacher-forced, piece by piece as the model decoded them: the probability of
+        each output token and of each piece's end, with their labels."""
+        target = self.entry.runner.target
+        probs, labels = [], []
+        for src, tokens, ended in parts:
+            logits = self.model(src, torch.tensor([tokens]))[0]  # (T, V)
+            wanted = [*tokens[1:], target.eos_id] if ended else tokens[1:]
+            picked = logits.softmax(-1)[torch.arange(len(wanted)), torch.tensor(wanted)]
+            probs += [round(float(p), 6) for p in picked]
+            labels += [target.vocab.tokens[t] for t in wanted]
+        return probs, labels
 
 
 def compare(inference: Inference, req: s.CompareRequest) -> s.CompareResponse:
@@ -419,18 +483,19 @@ def compare(inference: Inference, req: s.CompareRequest) -> s.CompareResponse:
 
 
 def matched(a: list[str], b: list[str]) -> tuple[list[int], list[int]]:
-    """Positions of the tokens two sequences share, in the first one's order: the k-th
-    occurrence of a token in `a` pairs with its k-th occurrence in `b` (so a permutation
-    aligns completely, and an inserted word leaves the rest aligned)."""
-    where: dict[str, list[int]] = {}
+    """Positions of the tokens two sequences share, in the first one's order: first the
+    longest in-order matches (difflib, so an inserted word leaves the rest aligned), then
+    among the tokens left over the k-th occurrence in `a` pairs with the k-th left in `b`
+    (so a permutation aligns completely)."""
+    blocks = difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks()
+    pairs = {block.a + k: block.b + k for block in blocks for k in range(block.size)}
+    taken = set(pairs.values())
+    left: dict[str, list[int]] = {}
     for j, token in enumerate(b):
-        where.setdefault(token, []).append(j)
-    seen: dict[str, int] = {}
-    first, second = [], []
+        if j not in taken:
+            left.setdefault(token, []).append(j)
     for i, token in enumerate(a):
-        k = seen.get(token, 0)
-        seen[token] = k + 1
-        if k < len(where.get(token, ())):
-            first.append(i)
-            second.append(where[token][k])
-    return first, second
+        if i not in pairs and left.get(token):
+            pairs[i] = left[token].pop(0)
+    first = sorted(pairs)
+    return first, [pairs[i] for i in first]

@@ -112,6 +112,9 @@ class CacheStep(BaseModel):
 
 class CacheResponse(BaseModel):
     model: str
+    piece: str = Field(description="The text decoded: the first piece of a long text.")
+    pieces: int = Field(description="How many pieces the text is decoded in (40 characters).")
+    ended: bool = Field(description="The output ended with <eos> within the length limit.")
     steps: list[CacheStep]
     truncated: bool = Field(description="More steps than the limit: the first ones are shown.")
 
@@ -166,8 +169,12 @@ class AblationResponse(BaseModel):
     heads: list[HeadRef]
     output: list[str] = Field(description="The model's output (transcription) as it is.")
     ablated_output: list[str] = Field(description="The output with the heads switched off.")
+    probability_tokens: list[str] = Field(
+        description="The tokens of probabilities: each piece's output and its end (<eos>)."
+    )
     probabilities: list[float] = Field(
-        description="Per output token (and the end): its probability, as the model is."
+        description="Each of those tokens' probability as the model decoded it (teacher-forced "
+        "per piece)."
     )
     ablated_probabilities: list[float] = Field(
         description="The same tokens' probabilities with the heads off (teacher-forced)."

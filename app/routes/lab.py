@@ -16,7 +16,9 @@ router = APIRouter(prefix="/api/v1/lab", tags=["lab"], responses=ERRORS)
 def scaling(req: s.HeadRequest, inference: InferenceDep) -> s.ScalingResponse:
     """Why divide by √d_k: the same input with and without the scaling of q kᵀ — one head's
     weights both ways, and every head's entropy and largest weight both ways."""
-    return Lab(inference, req.model, req.text).scaling(req)
+    lab = Lab(inference, req.model, req.text)
+    with lab.session():  # one run slot for the experiment's model runs
+        return lab.scaling(req)
 
 
 @router.post("/positions")
@@ -24,14 +26,18 @@ def positions(req: s.PositionsRequest, inference: InferenceDep) -> s.PositionsRe
     """Order needs positional encodings: the encoder on the input and on a permutation of
     it (default reversed: 猫追狗 → 狗追猫), with its positional encoding and without. Without
     it the permuted input's weights are the permuted weights (max abs diff ~1e-6)."""
-    return Lab(inference, req.model, req.text).positions(req)
+    lab = Lab(inference, req.model, req.text)
+    with lab.session():  # one run slot for the experiment's model runs
+        return lab.positions(req)
 
 
 @router.post("/masks")
 def masks(req: s.MasksRequest, inference: InferenceDep) -> s.MasksResponse:
     """Masks at work: decoder self-attention with the causal mask and without it (the
     future it would see), and a padded batch of two sentences with its padding mask."""
-    return Lab(inference, req.model, req.text).masks(req)
+    lab = Lab(inference, req.model, req.text)
+    with lab.session():  # one run slot for the experiment's model runs
+        return lab.masks(req)
 
 
 @router.post("/kv-cache")

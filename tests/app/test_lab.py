@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.lab import matched
+
 
 def lab(client, path: str, **body) -> dict:
     response = client.post(f"/api/v1/lab/{path}", json=body)
@@ -68,6 +70,10 @@ def test_the_causal_mask_hides_the_future_and_padding_changes_nothing(client):
     assert padding["max_abs_diff_alone"] <= 1e-5  # the same as run on its own
     minilm = lab(client, "masks", model="minilm", text="The cat sat on the mat.")
     assert minilm["causal"] is None and minilm["padding"]["pad_weight"] == 0
+    short = lab(client, "masks", text="猫")  # too short to halve: padded against itself twice
+    assert short["padding"]["tokens"] == [["猫"], ["猫", "猫"]] and short["padding"]["shorter"] == 0
+    same = client.post("/api/v1/lab/masks", json={"text": "猫追狗", "second": "狗追猫"})
+    assert same.status_code == 422 and "same length" in same.json()["detail"]
 
 
 def test_the_kv_cache_gives_the_uncached_logits_step_by_step(client):
@@ -83,6 +89,13 @@ def test_the_kv_cache_gives_the_uncached_logits_step_by_step(client):
     # each step adds one key and one value per head to each layer: 2 x 256 float32
     growth = np.diff([s["cache_bytes"] for s in steps], axis=0)
     assert np.all(growth == 2 * 256 * 4)
+    assert body["pieces"] == 1 and body["ended"] and body["piece"] == "银行 行走"
+    # a long text is decoded in pieces, as transcribe does: the steps are its first piece's,
+    # and each step's prediction is the token fed next
+    long = lab(client, "kv-cache", text="我们今天去银行取钱然后回家吃饭，" * 3)
+    assert long["pieces"] == 2 and long["ended"]
+    fed = [*(s["token"] for s in long["steps"][1:]), "<eos>"]
+    assert [s["predicted"] for s in long["steps"]] == fed
     refused = client.post("/api/v1/lab/kv-cache", json={"text": "hi", "model": "minilm"})
     assert refused.status_code == 422 and "does not decode" in refused.json()["detail"]
 
@@ -128,7 +141,11 @@ def test_ablating_heads_changes_the_output_and_ablating_none_changes_nothing(cli
     assert body["changed"]
     assert np.mean(body["ablated_probabilities"]) < np.mean(body["probabilities"])
     one = lab(client, "ablation", text=text, heads=layer[:1])
-    assert len(one["probabilities"]) == len(one["output"]) + 1  # and the end token
+    assert one["probability_tokens"] == [*one["output"], "<eos>"]
+    assert len(one["probabilities"]) == len(one["ablated_probabilities"]) == len(one["output"]) + 1
+    # piece by piece on a long text: every token was the greedy choice, so it is likely
+    long = lab(client, "ablation", text="我们今天去银行取钱然后回家吃饭，" * 3, heads=[])
+    assert long["probability_tokens"].count("<eos>") == 2 and min(long["probabilities"]) > 0.5
     minilm = [{"type": "encoder.self", "layer": 0, "head": h} for h in range(12)]
     embedding = lab(client, "ablation", model="minilm", text="The cat sat.", heads=minilm)
     assert embedding["changed"] and embedding["cosine"] < 0.99
@@ -157,3 +174,14 @@ def test_compare_aligns_tokens_and_differences(client):
     assert models["models"] == ["pronounce", "pronounce-untrained"]
     assert models["aligned_columns"] == ["猫", "追", "狗"]
     assert np.abs(np.array(models["difference"])).max() > 0.1
+
+
+def test_tokens_align_in_order_then_by_occurrence():
+    first, second = (
+        ["the", "cat", "saw", "the", "dog"],
+        ["the", "big", "the", "cat", "saw", "the", "dog"],
+    )
+    inserted = matched(first, second)
+    assert inserted == ([0, 1, 2, 3, 4], [2, 3, 4, 5, 6])  # the inserted words are skipped
+    assert matched(list("猫追狗"), list("狗追猫")) == ([0, 1, 2], [2, 1, 0])  # a permutation
+    assert matched(list("猫狗猫"), list("猫猫狗猫")) == ([0, 1, 2], [1, 2, 3])
