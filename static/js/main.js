@@ -150,7 +150,8 @@ function syncControls() {
   }
   const showHeadControls = ["head", "model", "lab"].includes(state.view);
   document.getElementById("controls").dataset.view = state.view;
-  elements.head.disabled = !showHeadControls || state.view === "model" || state.avg;
+  elements.head.disabled = !showHeadControls || state.view === "model"
+    || (state.avg && state.view === "head");
   applyLanguage(state.lang);
 }
 
@@ -164,6 +165,7 @@ async function render() {
     state: { ...state }, t, elements, analysis, modelInfo,
     layerItems: (type, layer, kind) => layerItems(input, type, layer, kind),
     stale: () => mine !== generation,
+    focused: document.activeElement?.id, // a view rebuilding its controls puts focus back
     openHead: (layer, head) => update({ view: "head", layer, head }),
     positional: (positions, dims) => api.positional(state.model, positions, dims),
     lab: (route, body) => api.lab(route, body),
@@ -222,6 +224,9 @@ function update(changes, { push = true } = {}) {
   const inputChanged = ("text" in changes && changes.text !== state.text)
     || ("model" in changes && changes.model !== state.model)
     || ("compare" in changes && changes.compare !== state.compare);
+  // heads picked for ablation belong to one model and attention type
+  if (("model" in changes && changes.model !== state.model)
+    || ("type" in changes && changes.type !== state.type)) changes = { ablate: "", ...changes };
   state = { ...state, ...changes };
   if (inputChanged) {
     analysis = null;

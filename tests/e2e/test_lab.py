@@ -109,3 +109,23 @@ def test_ablating_heads_changes_the_transcription(page: Page):
     result = page.locator("#lab-ablation-result").inner_text()
     before, after = result.split("→ with the heads off:")
     assert "yin2 hang2 | xing2 zou3" in before and after.strip() != "yin2 hang2 | xing2 zou3"
+
+
+def test_errors_stay_in_the_lab_and_focus_stays_on_the_control(page: Page):
+    lab(page, "masks", "&text=猫追狗&other=狗追猫")  # the same length: nothing to pad
+    expect(page.locator("#lab-error")).to_contain_text("same length")
+    page.fill("#lab-second", "猫")
+    page.press("#lab-second", "Enter")
+    ready(page)
+    expect(page.locator("#lab-out")).to_contain_text("weight on padding: 0 ")
+    lab(page, "cache", "&text=银行 行走")
+    page.focus("#lab-next")
+    page.keyboard.press("Enter")
+    ready(page)
+    expect(page.locator("#lab-step-label")).to_have_text("Step 1 / 5")
+    page.keyboard.press("Enter")  # focus stayed on the button
+    ready(page)
+    expect(page.locator("#lab-step-label")).to_have_text("Step 2 / 5")
+    page.select_option("#model", "minilm")
+    ready(page)
+    assert page.locator("#lab-experiment option[value=cache]").is_disabled()

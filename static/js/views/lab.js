@@ -38,6 +38,8 @@ const TEXT = {
     difference: "difference (first − second)", output: "output", ablated: "with the heads off",
     probability: "probability", cosine: "embedding cosine with/without", apply: "Apply",
     none_selected: "No head switched off: nothing changes.", first: "first", second: "second",
+    piece: "decoded", not_ended: "stopped at the length limit, without <eos>",
+    second_sentence: "Second sentence (default: the first half)",
   },
   zh: {
     scaling: "为什么除以 √d_k",
@@ -69,6 +71,8 @@ const TEXT = {
     difference: "差（第一 − 第二）", output: "输出", ablated: "关闭这些头后",
     probability: "概率", cosine: "前后句向量余弦", apply: "应用",
     none_selected: "没有关闭任何头：没有变化。", first: "第一", second: "第二",
+    piece: "解码片段", not_ended: "到达长度上限仍未输出 <eos>",
+    second_sentence: "第二句（默认：前一半）",
   },
 };
 
@@ -113,11 +117,15 @@ function fmt(v) {
 export async function renderLab(ctx) {
   const { state, elements, t } = ctx;
   const L = (key) => TEXT[state.lang]?.[key] ?? TEXT.en[key];
+  const { focused } = ctx;
   const grid = elements.grid;
   grid.hidden = false;
   grid.replaceChildren();
   const picker = el("select", { id: "lab-experiment" });
-  for (const name of EXPERIMENTS) picker.append(el("option", { value: name, textContent: L(name) }));
+  const info = ctx.modelInfo();
+  for (const name of EXPERIMENTS) {
+    picker.append(el("option", { value: name, textContent: L(name), disabled: unavailable(info, name) }));
+  }
   picker.value = state.lab;
   picker.addEventListener("change", () => ctx.update({ lab: picker.value }));
   const bar = el("div", { className: "lab-bar" },
@@ -128,8 +136,26 @@ export async function renderLab(ctx) {
   const base = { model: state.model, text: state.text };
   const head = { ...base, type: state.type, layer: state.layer, head: state.head };
   const title = (what) => `${what} · ${t(state.type)} · ${t("layer")} ${state.layer} · ${t("head")} ${state.head}`;
-  await RENDER[state.lab]({ ctx, L, out, base, head, title });
+  try {
+    await RENDER[state.lab]({ ctx, L, out, base, head, title });
+  } catch (err) {
+    if (ctx.stale()) return;
+    // shown here, under the lab's own controls, so another choice can be made
+    const detail = err && err.detail !== undefined ? err.detail : String(err);
+    const text = typeof detail === "string" ? detail : JSON.stringify(detail);
+    out.append(el("p", { className: "status error", id: "lab-error", textContent: text }));
+  }
+  if (ctx.stale()) return;
   elements.explain.textContent = "";
+  if (focused) document.getElementById(focused)?.focus(); // the control just used
+}
+
+// experiments a model cannot run: the KV cache needs a decoder over an encoder's output,
+// the permutation an encoder with positional encodings
+function unavailable(info, name) {
+  if (name === "cache") return info.architecture !== "encoder-decoder";
+  if (name === "positions") return info.encoder_layers === 0 || info.positional === "none";
+  return false;
 }
 
 const RENDER = {
@@ -165,7 +191,13 @@ const RENDER = {
 
   async masks({ ctx, L, out, base }) {
     const { state } = ctx;
-    const r = await ask(ctx, "masks", { ...base, layer: state.layer, head: state.head, second: state.other || null });
+    const second = el("input", { type: "text", id: "lab-second", value: state.other, maxLength: 8000 });
+    const apply = el("button", { type: "button", id: "lab-second-apply", textContent: L("apply") });
+    apply.addEventListener("click", () => ctx.update({ other: second.value }));
+    second.addEventListener("keydown", (e) => { if (e.key === "Enter") apply.click(); });
+    out.append(el("div", { className: "lab-bar" },
+      el("label", { htmlFor: "lab-second", textContent: L("second_sentence") }), second, apply));
+    const r = await ask(ctx, "masks", { ...base, layer: state.layer, head: state.head, second: state.other.trim() ? state.other : null });
     if (ctx.stale()) return;
     if (r.causal) {
       const c = r.causal;
@@ -192,16 +224,19 @@ const RENDER = {
     const step = r.steps[index];
     const slider = el("input", { type: "range", id: "lab-step", min: "0", max: String(last), value: String(index) });
     slider.setAttribute("aria-label", L("step"));
-    slider.addEventListener("change", () => ctx.update({ step: Number(slider.value) }));
+    slider.addEventListener("change", () => ctx.update({ step: Number(slider.value) }, { push: false }));
     const prev = el("button", { type: "button", textContent: "←", disabled: index === 0 });
+    prev.id = "lab-prev";
     prev.setAttribute("aria-label", `${L("step")} −1`);
-    prev.addEventListener("click", () => ctx.update({ step: index - 1 }));
+    prev.addEventListener("click", () => ctx.update({ step: index - 1 }, { push: false }));
     const next = el("button", { type: "button", textContent: "→", disabled: index === last });
+    next.id = "lab-next";
     next.setAttribute("aria-label", `${L("step")} +1`);
-    next.addEventListener("click", () => ctx.update({ step: index + 1 }));
+    next.addEventListener("click", () => ctx.update({ step: index + 1 }, { push: false }));
     out.append(el("div", { className: "lab-bar" }, prev, slider, next,
       el("span", { id: "lab-step-label", textContent: `${L("step")} ${index} / ${last}` })));
     const lines = [
+      `${L("piece")}: ${r.piece}${r.pieces > 1 ? ` (1 / ${r.pieces})` : ""}${r.ended ? "" : ` · ${L("not_ended")}`}`,
       `${L("fed")} ${step.token} → ${L("predicted")} ${step.predicted}`,
       `${L("cache_bytes")}: ${step.cache_bytes.map((b) => `${(b / 1024).toFixed(1)} KiB`).join(" · ")}`,
       `${L("cached_diff")}: ${fmt(step.max_abs_diff)}`,
@@ -266,7 +301,11 @@ const RENDER = {
     const { state } = ctx;
     const info = ctx.modelInfo();
     const layers = state.type.startsWith("encoder") ? info.encoder_layers : info.decoder_layers;
-    const chosen = new Set(state.ablate ? state.ablate.split(",") : []);
+    const inRange = (key) => {
+      const [l, h] = key.split(".").map(Number);
+      return l >= 0 && l < layers && h >= 0 && h < info.heads;
+    };
+    const chosen = new Set((state.ablate ? state.ablate.split(",") : []).filter(inRange));
     const picker = el("div", { className: "lab-heads", id: "lab-heads" });
     for (let l = 0; l < layers; l++) {
       const row = el("div", { className: "grid-row" }, el("span", { className: "grid-label", textContent: `${ctx.t("layer")} ${l}` }));
@@ -295,9 +334,8 @@ const RENDER = {
       return;
     }
     out.append(el("p", { className: "lab-summary", id: "lab-ablation-result", textContent: `${L("output")}: ${r.output.join(" ")} → ${L("ablated")}: ${r.ablated_output.join(" ")}` }));
-    const tokens = [...r.output, "<eos>"];
     out.append(table([ctx.t("key"), `${L("probability")}`, `${L("probability")} (${L("ablated")})`],
-      tokens.map((token, i) => [token, r.probabilities[i], r.ablated_probabilities[i]])));
+      r.probability_tokens.map((token, i) => [token, r.probabilities[i], r.ablated_probabilities[i]])));
   },
 
   async compare({ ctx, L, out, head }) {
@@ -307,13 +345,13 @@ const RENDER = {
     const modelPick = el("select", { id: "lab-other-model" });
     modelPick.append(el("option", { value: "", textContent: L("same_model") }));
     for (const id of ctx.modelIds()) modelPick.append(el("option", { value: id, textContent: id }));
-    modelPick.value = state.vs;
+    modelPick.value = ctx.modelIds().includes(state.vs) ? state.vs : "";
     const modelLabel = el("label", { htmlFor: "lab-other-model", textContent: L("other_model") });
     const apply = el("button", { type: "button", id: "lab-compare-apply", textContent: L("apply") });
     apply.addEventListener("click", () => ctx.update({ other: other.value, vs: modelPick.value }));
     other.addEventListener("keydown", (e) => { if (e.key === "Enter") apply.click(); });
     out.append(el("div", { className: "lab-bar" }, otherLabel, other, modelLabel, modelPick, apply));
-    const r = await ask(ctx, "compare", { ...head, other_text: state.other || null, other_model: state.vs || null });
+    const r = await ask(ctx, "compare", { ...head, other_text: state.other.trim() ? state.other : null, other_model: modelPick.value || null });
     if (ctx.stale()) return;
     const tag = (i) => `${L(i ? "second" : "first")}: ${r.models[i]}`;
     await heatmap(plotBox(out), { z: r.first, rows: r.first_rows, columns: r.first_columns, title: tag(0), zmin: 0, zmax: 1, valueLabel: "w" });
