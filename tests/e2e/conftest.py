@@ -50,9 +50,9 @@ def outside_requests() -> list[str]:
     assert seen == [], f"requests left 127.0.0.1: {seen}"
 
 
-@pytest.fixture
-def page(browser, server, outside_requests, request):
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=server)
+def block_outside(context, outside_requests: list[str]) -> None:
+    """Let the context's pages reach 127.0.0.1 (and data:/blob: URLs) only: anything else
+    is recorded in `outside_requests` and aborted."""
 
     def guard(route):
         host = urlparse(route.request.url).hostname
@@ -63,6 +63,12 @@ def page(browser, server, outside_requests, request):
             route.abort()
 
     context.route("**/*", guard)
+
+
+@pytest.fixture
+def page(browser, server, outside_requests, request):
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=server)
+    block_outside(context, outside_requests)
     page = context.new_page()
     page.dialogs = []
     page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))

@@ -18,6 +18,8 @@ from urllib.parse import parse_qs, quote, urlencode, urlparse
 import pytest
 from playwright.sync_api import Page, expect
 
+from .conftest import block_outside
+
 READY = re.compile(r"^(Ready\.|完成。)$")
 MAX_TICKS = 64  # static/js/plots.js: past this many labels every k-th one is shown
 
@@ -96,7 +98,6 @@ FOLLOW = """(url) => {
   window.dispatchEvent(new PopStateEvent("popstate"));
 }"""
 STYLED = "a, tspan[style], tspan.line, foreignObject"  # what pseudo-HTML in a label makes
-GUARDED = re.compile(r"^https?://127\.0\.0\.1[:/]|^(data|blob):")
 
 
 def settled(page: Page, selector: str, good: Callable[[str], object], timeout: float = 60) -> str:
@@ -160,15 +161,7 @@ def link(**params: str) -> str:
 def xss(browser, server, outside_requests):
     """One page for the file; dialogs, page errors and CSP violations are collected."""
     context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=server)
-
-    def guard(route):
-        if GUARDED.match(route.request.url):
-            route.continue_()
-        else:
-            outside_requests.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", guard)
+    block_outside(context, outside_requests)
     page = context.new_page()
     page.dialogs, page.errors, page.violations, page.baselines = [], [], [], {}
     context.expose_function("__cspViolation", lambda v: page.violations.append(v))
