@@ -84,7 +84,9 @@ MODEL_DEPENDENT = (
     "text cannot be read",  # e.g. MiniLM's tokenizer drops every character
     "the response would take about",  # ATTNVIZ_MAX_RESPONSE_BYTES
     "must be a permutation of",  # lab: an order of the text's tokens
-    "attention here:",  # lab: an attention type the model lacks
+    "attention: it has",  # lab: an attention type the model lacks
+    "this needs self-attention",  # lab: rollout of a cross-attention type
+    "the same length, so nothing is padded",  # lab: a second sentence as long as the text
     "does not decode",  # lab: an encoder-only model has no KV cache
 )
 
