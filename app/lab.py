@@ -70,7 +70,10 @@ class Lab:
         self.config = self.entry.config
         runner = self.entry.runner
         if self.config.architecture == "encoder-only":
-            self.src = torch.tensor([runner.encode(self.result.text).ids])
+            # the ids of the very tokens the run read (re-encoding its display text may
+            # differ: the tokenizer drops control characters that split() reads as spaces)
+            ids = [runner.tokenizer.token_to_id(t) for t in self.result.source_tokens]
+            self.src = torch.tensor([ids])
             self.tgt = None
         else:
             self.src = torch.tensor([runner.source.encode(self.result.text).ids])
