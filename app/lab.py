@@ -27,7 +27,7 @@ from model.pronounce.pronouncer import Transcription, pieces
 from model.transformer import DecoderCache
 
 from . import lab_schemas as s
-from .service import Inference, hook_name, reading_form, tokens_of
+from .service import Inference, encode, hook_name, reading_form, tokens_of
 from .zoo import ModelEntry
 
 SPECIAL = frozenset({"[CLS]", "[SEP]", "<bos>", "<eos>"})
@@ -49,10 +49,6 @@ ROLLOUT_ASSUMES = (
     "stream only, ignoring values, the output projection, the feed-forward layers and "
     "LayerNorm. A heuristic of where information comes from, not an attribution."
 )
-
-
-def as_list(t: Tensor) -> list:
-    return np.round(t.double().numpy(), 6).tolist()
 
 
 class Lab:
@@ -163,8 +159,8 @@ class Lab:
             matrices=s.HeadPair(
                 rows=rows,
                 columns=columns,
-                first=as_list(self.pattern(scaled, *pick)[req.head]),
-                second=as_list(self.pattern(unscaled, *pick)[req.head]),
+                first=encode(self.pattern(scaled, *pick)[req.head], "json"),
+                second=encode(self.pattern(unscaled, *pick)[req.head], "json"),
             ),
             heads=heads,
             mean_entropy_scaled=round(float(torch.cat(entropies[True]).mean()), 6),
@@ -199,8 +195,8 @@ class Lab:
             )
             cases[key] = s.PositionsCase(
                 max_abs_diff=diff,
-                original=as_list(original[req.layer][0, req.head]),
-                permuted=as_list(shuffled[req.layer][0, req.head]),
+                original=encode(original[req.layer][0, req.head], "json"),
+                permuted=encode(shuffled[req.layer][0, req.head], "json"),
             )
             del original, shuffled  # every layer's weights: large at 512 tokens
         tokens = self.result.source_tokens
@@ -227,8 +223,8 @@ class Lab:
             future = torch.ones_like(w_on, dtype=torch.bool).triu(1)
             causal = s.CausalCase(
                 rows=self.result.decoder_tokens,
-                with_mask=as_list(w_on),
-                without_mask=as_list(w_off),
+                with_mask=encode(w_on, "json"),
+                without_mask=encode(w_off, "json"),
                 future_weight_with=round(float((w_on * future).sum(-1).mean()), 6),
                 future_weight_without=round(float((w_off * future).sum(-1).mean()), 6),
             )
@@ -291,7 +287,7 @@ class Lab:
             length=batch.size(1),
             mask=mask.tolist(),
             shorter=shorter,
-            weights=as_list(together),
+            weights=encode(together, "json"),
             pad_weight=round(float(together[:, length:].sum()), 9),
             max_abs_diff_alone=float((together[:length, :length] - alone).abs().max()),
         )
@@ -349,7 +345,7 @@ class Lab:
                         token=vocab[token],
                         predicted=vocab[best],
                         keys=[vocab[t] for t in tokens[: step + 1]],
-                        rows=[as_list(capture[n][0, :, 0]) for n in names],
+                        rows=[encode(capture[n][0, :, 0], "json") for n in names],
                         cache_bytes=sizes,
                         max_abs_diff=float((cached - full).abs().max()),
                     )
@@ -393,7 +389,7 @@ class Lab:
             model=self.entry.id,
             type=attention_type,
             tokens=tokens,
-            matrix=as_list(rollout(patterns, req.residual)),
+            matrix=encode(rollout(patterns, req.residual), "json"),
             residual=req.residual,
             assumes=ROLLOUT_ASSUMES,
         )
@@ -475,13 +471,13 @@ def compare(inference: Inference, req: s.CompareRequest) -> s.CompareResponse:
         head=req.head,
         first_rows=rows_a,
         first_columns=cols_a,
-        first=as_list(a),
+        first=encode(a, "json"),
         second_rows=rows_b,
         second_columns=cols_b,
-        second=as_list(b),
+        second=encode(b, "json"),
         aligned_rows=[rows_a[i] for i in ra],
         aligned_columns=[cols_a[i] for i in ca],
-        difference=as_list(difference),
+        difference=encode(difference, "json"),
     )
 
 

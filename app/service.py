@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from fastapi import HTTPException
 
+from model.analysis import entropy_bits
 from model.positional import sinusoidal_table
 from model.pronounce.pronouncer import Transcription
 from model.runtime import release_free_memory
@@ -167,8 +168,7 @@ def summaries(entry: ModelEntry, result: Transcription) -> list[HeadSummary]:
     for attention_type in entry.attention_types():
         for layer in range(entry.layers(attention_type)):
             pattern = result.capture[hook_name(attention_type, layer, "hook_pattern")][0]
-            logs = torch.where(pattern > 0, pattern.log2(), 0.0)
-            entropy = -(pattern * logs).sum(-1).mean(-1)  # (H,)
+            entropy = entropy_bits(pattern).mean(-1)  # (H,)
             peak = pattern.max(-1).values.mean(-1)
             for head in range(pattern.size(0)):
                 out.append(
