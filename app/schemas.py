@@ -15,6 +15,8 @@ from pydantic import (
     StrictInt,
 )
 
+from model.runner import OutputKind, Side, TokenUnit
+
 AttentionType = Literal["encoder.self", "decoder.self", "decoder.cross"]
 Kind = Literal["weights", "scores", "mask", "q", "k", "v"]
 Encoding = Literal["json", "u1", "f2", "f4"]
@@ -101,6 +103,23 @@ class ErrorMessage(BaseModel):
     detail: str | list = Field(description="What was wrong and how to fix it.")
 
 
+class AttentionInfo(BaseModel):
+    type: AttentionType
+    layers: int
+    query_heads: int
+    kv_heads: int = Field(description="Key/value heads; fewer than query_heads when shared.")
+    head_dim: int
+    rows: Side = Field(description="Whose tokens the queries are: source_tokens or target_tokens.")
+    columns: Side = Field(description="Whose tokens the keys are.")
+
+
+class CapabilitiesInfo(BaseModel):
+    kv_cache: bool = Field(description="Decodes step by step through a KV cache.")
+    compare: bool = Field(description="Makes a sentence embedding analyze can compare.")
+    word_view: bool = Field(description="Tokens merge into words: granularity=word applies.")
+    experiments: list[str] = Field(description="The lab experiments this model can run.")
+
+
 class ModelInfo(BaseModel):
     id: str
     title: str
@@ -108,20 +127,26 @@ class ModelInfo(BaseModel):
     architecture: Literal["encoder-decoder", "encoder-only", "decoder-only"]
     encoder_layers: int = Field(description="0 for a decoder-only model.")
     decoder_layers: int = Field(description="0 for an encoder-only model.")
-    heads: int
     d_model: int
     positional: Literal["sinusoidal", "learned", "rotary", "none"]
     languages: list[str] = Field(description="ISO 639-1 codes of the text it reads.")
     max_tokens: int = Field(description="Source tokens read; longer input is truncated.")
-    tokens: Literal["characters", "wordpiece"] = Field(
-        description="What a source token is; wordpiece models offer the word view."
+    max_text_chars: int = Field(description="Characters per text this server accepts.")
+    token_unit: TokenUnit = Field(
+        description="What a source token is: a character, a WordPiece piece (the word view "
+        "merges them), a byte-level BPE piece."
     )
-    output: Literal["transcription", "embedding"] = Field(
-        description="What the model gives: a transcription, or a sentence embedding (which "
-        "analyze can compare with a second sentence)."
+    special_tokens: list[str] = Field(description="Tokens the tokenizer adds, such as [CLS].")
+    output: OutputKind = Field(
+        description="What the model gives: a transcription, a sentence embedding (which "
+        "analyze can compare with a second sentence), or a continuation of the prompt."
     )
     attention_types: list[AttentionType]
+    attention: list[AttentionInfo] = Field(description="Layers and heads of each type.")
+    capabilities: CapabilitiesInfo
     default: bool
+    heads: int = Field(description="Deprecated (one release): attention[].query_heads.")
+    tokens: TokenUnit = Field(description="Deprecated (one release): token_unit.")
 
 
 class TextRequest(Strict):
@@ -199,6 +224,11 @@ class AttentionRequest(TextRequest):
         description="json: nested lists; u1/f2/f4: plotly.js typed arrays "
         '{"dtype", "bdata" (base64), "shape"}. u1 (value x 255) only for weights and mask.',
     )
+    legacy_items: StrictBool = Field(
+        True,
+        description="Also list the blocks under their deprecated name `items` (one release); "
+        "send false to get `blocks` only.",
+    )
 
 
 class TypedArray(BaseModel):
@@ -231,7 +261,10 @@ class AttentionResponse(BaseModel):
     target_tokens: list[str]
     truncated: bool
     encoding: Encoding
-    items: list[Block] = Field(description="One block per requested type, layer and kind.")
+    blocks: list[Block] = Field(description="One block per requested type, layer and kind.")
+    items: list[Block] | None = Field(
+        None, description="Deprecated (one release): the same blocks; see legacy_items."
+    )
 
 
 class PositionalResponse(BaseModel):

@@ -17,17 +17,17 @@ import numpy as np
 import torch
 from fastapi import HTTPException
 
-from model.analysis import entropy_bits
-from model.positional import sinusoidal_table
-from model.pronounce.pronouncer import Transcription
+from model.analysis import focus
+from model.positional import NO_POSITIONS_FORMULA
+from model.runner import AttentionSpec, RunResult
 from model.runtime import release_free_memory
 
 from .schemas import INVISIBLE, AttentionRequest, Block, HeadSummary, TypedArray
 from .settings import Settings
-from .zoo import ATTENTION_TYPES, ModelEntry, Zoo
+from .zoo import ModelEntry, Zoo
 
 HOOK_OF_KIND = {
-    "weights": "hook_pattern",
+    "weights": "hook_weights",
     "scores": "hook_scores",
     "mask": "hook_mask",
     "q": "hook_q",
@@ -44,6 +44,19 @@ def reading_form(text: str) -> str:
     invisible characters (a zero-width joiner or direction mark pasted into a word would
     otherwise be an unknown token that changes its transcription)."""
     return _INVISIBLE_CHARS.sub("", unicodedata.normalize("NFC", text))
+
+
+def read_text(text: str, limit: int, field: str = "text") -> str:
+    """A request's text as a model reads it (`reading_form`), or a 422 that says what to
+    change: over the character limit, or nothing left to read."""
+    if len(text) > limit:
+        raise HTTPException(
+            422, f"{field} has {len(text)} characters; the limit is {limit}: shorten it"
+        )
+    text = reading_form(text)
+    if not text.strip():
+        raise HTTPException(422, f"{field} is empty: type a sentence")
+    return text
 
 
 class RunLimiter:
@@ -73,16 +86,16 @@ class RunLimiter:
                 self._admitted -= 1
 
 
-class CaptureCache:
-    """Least-recently-used transcriptions with their captures, bounded in bytes."""
+class RunCache:
+    """Least-recently-used runs with their captures, bounded in bytes."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._items: OrderedDict[str, tuple[Transcription, int]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[RunResult, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> Transcription | None:
+    def get(self, key: str) -> RunResult | None:
         with self._lock:
             item = self._items.get(key)
             if item is None:
@@ -90,7 +103,7 @@ class CaptureCache:
             self._items.move_to_end(key)
             return item[0]
 
-    def put(self, key: str, value: Transcription) -> None:
+    def put(self, key: str, value: RunResult) -> None:
         size = sum(t.nbytes for t in value.capture.values()) if value.capture else 0
         if size > self.max_bytes:
             return
@@ -114,7 +127,7 @@ class Inference:
         self.zoo = zoo
         self.settings = settings
         self.limiter = RunLimiter(settings.max_concurrent_runs, settings.max_queued_runs)
-        self.cache = CaptureCache(settings.cache_bytes)
+        self.runs = RunCache(settings.cache_bytes)
 
     def entry(self, model_id: str | None) -> ModelEntry:
         model_id = self.zoo.default if model_id is None else model_id
@@ -124,56 +137,37 @@ class Inference:
             raise HTTPException(404, f"unknown model {model_id!r}; the models are: {known}")
         return entry
 
-    def run(self, entry: ModelEntry, text: str) -> Transcription:
-        """The transcription of `text` with every hook point captured, from the cache if
-        this (model, text) was run before."""
-        limit = self.settings.max_text_chars
-        if len(text) > limit:
-            raise HTTPException(
-                422, f"text has {len(text)} characters; the limit is {limit}: shorten it"
-            )
-        text = reading_form(text)
-        if not text.strip():
-            raise HTTPException(422, "text is empty: type a sentence")
+    def run(self, entry: ModelEntry, text: str) -> RunResult:
+        """The run of `text` with every hook point captured, from the run cache if this
+        (model, text) was run before."""
+        text = read_text(text, self.settings.max_text_chars)
         key = hashlib.sha256(f"{entry.id}\0{text}".encode()).hexdigest()
-        cached = self.cache.get(key)
+        cached = self.runs.get(key)
         if cached is not None:
             return cached
         with self.limiter.slot():
             try:
-                result = entry.runner.transcribe(text)
+                result = entry.runner.run(text)
             except ValueError as exc:  # nothing left to read once normalised
                 raise HTTPException(422, f"text cannot be read: {exc}") from exc
-        self.cache.put(key, result)
+        self.runs.put(key, result)
         return result
 
 
-def tokens_of(result: Transcription, attention_type: str) -> tuple[list[str], list[str]]:
+def tokens_of(result: RunResult, spec: AttentionSpec) -> tuple[list[str], list[str]]:
     """(query tokens, key tokens) of an attention type."""
-    src, tgt = result.source_tokens, result.decoder_tokens
-    return {
-        "encoder.self": (src, src),
-        "decoder.self": (tgt, tgt),
-        "decoder.cross": (tgt, src),
-    }[attention_type]
+    return result.tokens(spec.rows), result.tokens(spec.columns)
 
 
-def hook_name(attention_type: str, layer: int, hook: str) -> str:
-    stack, module = ATTENTION_TYPES[attention_type]
-    return f"{stack}.{layer}.{module}.{hook}"
-
-
-def summaries(entry: ModelEntry, result: Transcription) -> list[HeadSummary]:
+def summaries(entry: ModelEntry, result: RunResult) -> list[HeadSummary]:
     out = []
-    for attention_type in entry.attention_types():
-        for layer in range(entry.layers(attention_type)):
-            pattern = result.capture[hook_name(attention_type, layer, "hook_pattern")][0]
-            entropy = entropy_bits(pattern).mean(-1)  # (H,)
-            peak = pattern.max(-1).values.mean(-1)
-            for head in range(pattern.size(0)):
+    for spec in entry.specs.values():
+        for layer in range(spec.layers):
+            entropy, peak = focus(result.capture[spec.hook(layer, "hook_weights")][0])  # (H,)
+            for head in range(entropy.size(0)):
                 out.append(
                     HeadSummary(
-                        type=attention_type,
+                        type=spec.type,
                         layer=layer,
                         head=head,
                         entropy=round(float(entropy[head]), 6),
@@ -194,8 +188,8 @@ def _check_choice(name: str, wanted: list[int] | None, available: int) -> list[i
     return list(dict.fromkeys(wanted))
 
 
-def attention_items(
-    entry: ModelEntry, result: Transcription, req: AttentionRequest, max_bytes: int
+def attention_blocks(
+    entry: ModelEntry, result: RunResult, req: AttentionRequest, max_bytes: int
 ) -> list[Block]:
     """The requested matrices, a block per type, layer and kind, checked against the model
     and the response size limit."""
@@ -216,18 +210,18 @@ def attention_items(
         raise HTTPException(422, "granularity=word and hide_special apply to weights only")
     if req.granularity == "word" and result.source_words is None:
         raise HTTPException(422, f"{entry.id} has no word pieces: ask granularity=token")
-    heads = _check_choice("heads", req.heads, entry.config.n_heads)
     kinds = list(dict.fromkeys(req.kinds))
     plan = []
     for attention_type in types:
-        layers = _check_choice("layers", req.layers, entry.layers(attention_type))
-        plan += [(attention_type, layer) for layer in layers]
+        spec = entry.specs[attention_type]
+        heads = _check_choice("heads", req.heads, spec.query_heads)
+        layers = _check_choice("layers", req.layers, spec.layers)
+        plan += [(spec, layer, heads) for layer in layers]
 
     size = 0.0
-    d_head = entry.config.head_dim
-    for attention_type, _ in plan:
-        rows, columns = tokens_of(result, attention_type)
-        per_kind = {"q": len(rows) * d_head, "k": len(columns) * d_head}
+    for spec, _, heads in plan:
+        rows, columns = tokens_of(result, spec)
+        per_kind = {"q": len(rows) * spec.head_dim, "k": len(columns) * spec.head_dim}
         per_kind["v"] = per_kind["k"]
         for kind in kinds:
             entries = per_kind.get(kind, len(rows) * len(columns))
@@ -244,20 +238,20 @@ def attention_items(
         )
 
     blocks = []
-    index = torch.tensor(heads)
-    for attention_type, layer in plan:
-        queries, keys = tokens_of(result, attention_type)
+    for spec, layer, heads in plan:
+        queries, keys = tokens_of(result, spec)
         for kind in kinds:
-            tensor = result.capture[hook_name(attention_type, layer, HOOK_OF_KIND[kind])][0]
-            stack = tensor if kind == "mask" else tensor.index_select(0, index)
+            tensor = result.capture[spec.hook(layer, HOOK_OF_KIND[kind])][0]
+            stack = tensor if kind == "mask" else tensor.index_select(0, torch.tensor(heads))
             rows = keys if kind in ("k", "v") else queries
             columns = None if kind in ("q", "k", "v") else keys
-            if reshaped and attention_type == "encoder.self":
-                stack, rows = regroup(stack, rows, result.source_words, req)
+            if reshaped and spec.type == "encoder.self":
+                words = result.source_words
+                stack, rows = regroup(stack, rows, words, entry.runner.special_tokens, req)
                 columns = rows
             blocks.append(
                 Block(
-                    type=attention_type,
+                    type=spec.type,
                     layer=layer,
                     kind=kind,
                     heads=None if kind == "mask" else heads,
@@ -270,15 +264,16 @@ def attention_items(
     return blocks
 
 
-SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]"})
-
-
 def regroup(
-    stack: torch.Tensor, tokens: list[str], words: list[int | None] | None, req: AttentionRequest
+    stack: torch.Tensor,
+    tokens: list[str],
+    words: list[int | None] | None,
+    special: frozenset[str],
+    req: AttentionRequest,
 ) -> tuple[torch.Tensor, list[str]]:
-    """Self-attention weights (heads, T, T) without [CLS]/[SEP] (rows renormalised) and/or
-    by word: a word's row is the mean of its pieces' rows, its column the sum of theirs."""
-    keep = [i for i, t in enumerate(tokens) if not (req.hide_special and t in SPECIAL_TOKENS)]
+    """Self-attention weights (heads, T, T) without the special tokens (rows renormalised)
+    and/or by word: a word's row is the mean of its pieces' rows, its column the sum."""
+    keep = [i for i, t in enumerate(tokens) if not (req.hide_special and t in special)]
     kept = torch.tensor(keep, dtype=torch.long)
     stack = stack.float().index_select(1, kept).index_select(2, kept)
     if req.hide_special:
@@ -321,19 +316,11 @@ def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:
             422, f"positions must be at most {cfg.max_seq_len}, this model's max_seq_len"
         )
     model = entry.runner.model
-    stack = model.encoder if cfg.has_encoder else model.decoder
-    if cfg.positional == "sinusoidal":
-        full = sinusoidal_table(positions, cfg.d_model)
-        formula = "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)); PE(pos, 2i+1) = cos(...)"
-    elif cfg.positional == "learned":
-        full = stack.pos.table(0, positions).detach()
-        formula = "a trained vector per position (nn.Embedding(max_seq_len, d_model))"
-    elif cfg.positional == "rotary":
-        full = stack.pos.angles(0, positions)
-        formula = "angle(pos, i) = pos * theta^(-2i/d_head); q and k are rotated by it"
+    encoding = (model.encoder if cfg.has_encoder else model.decoder).pos
+    if encoding is None:
+        full, formula = torch.zeros(positions, 0), NO_POSITIONS_FORMULA
     else:
-        full = torch.zeros(positions, 0)
-        formula = "no positional encoding: attention does not see order"
+        full, formula = encoding.encoding(0, positions).detach(), encoding.formula
     if dims > max(1, full.size(1)) and full.size(1):
         raise HTTPException(422, f"dims must be at most {full.size(1)} for this model")
     unit = torch.nn.functional.normalize(full, dim=-1) if full.size(1) else full
@@ -348,11 +335,11 @@ def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:
     }
 
 
-def export_npz(entry: ModelEntry, text: str, result: Transcription) -> tuple[bytes, str]:
+def export_npz(entry: ModelEntry, text: str, result: RunResult) -> tuple[bytes, str]:
     """Every captured tensor as float32 in an .npz, and its file name."""
     arrays = {name: t.float().numpy() for name, t in result.capture.items()}
     arrays["source_tokens"] = np.array(result.source_tokens, dtype=str)
-    arrays["target_tokens"] = np.array(result.decoder_tokens, dtype=str)
+    arrays["target_tokens"] = np.array(result.target_tokens, dtype=str)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -25,6 +25,19 @@ class Settings(BaseSettings):
         0, ge=0, description="Torch threads per operation; 0: the CPUs this process may use."
     )
     pronounce_dir: Path = Field(SHIPPED, description="Checkpoint folder of the default model.")
+    zoo: list[str] = Field(
+        [],
+        description='Model families to load, by registry id (JSON: ["pronounce"]); empty: all. '
+        "Each comes with its untrained twin.",
+    )
+    plugins: list[str] = Field(
+        [],
+        description="Python modules imported before the zoo loads (JSON list); each may "
+        "register model families of its own (app.zoo.register).",
+    )
+    default_model: str = Field(
+        "pronounce", description="The model a request without one runs (if loaded; else the first)."
+    )
     max_text_chars: int = Field(
         4000, ge=1, description="Characters per text (512 English WordPieces fit); longer: 422."
     )

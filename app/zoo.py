@@ -1,50 +1,79 @@
-"""The models the server holds: loaded once in the lifespan, shared by every request."""
+"""The models the server holds: a registry of families (`id -> factory`), loaded once in
+the lifespan and shared by every request. Adding a family is its runner module and one
+`register(...)` line; the untrained twin of each is made here, not by the family."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
+from model.config import ModelConfig
 from model.pretrained import MiniLM
 from model.pronounce.pronouncer import Pronouncer
+from model.runner import AttentionSpec, Runner, untrained
 
 from .settings import Settings
 
-# attention type -> (stack, attention module name within a layer)
-ATTENTION_TYPES = {
-    "encoder.self": ("encoder", "self_attn"),
-    "decoder.self": ("decoder", "self_attn"),
-    "decoder.cross": ("decoder", "cross_attn"),
-}
+UNTRAINED_SEED = 0
+TWIN_DESCRIPTION = "The same configuration with fixed-seed random weights, for comparison."
+
+
+@dataclass(frozen=True)
+class Family:
+    """A registry entry: how to load one model, and what the page says about it."""
+
+    id: str
+    title: str
+    description: str
+    languages: list[str]  # ISO 639-1 codes of the text it reads
+    load: Callable[[Settings], Runner]
+    short_title: str = ""  # for the twin's title; default: the title
+    twin: bool = True  # also serve `<id>-untrained`
+
+
+REGISTRY: dict[str, Family] = {}
+
+
+def register(family: Family) -> Family:
+    """Add a family to the registry (a second one with the same id replaces the first)."""
+    REGISTRY[family.id] = family
+    return family
 
 
 @dataclass
 class ModelEntry:
+    """One served model: its id and texts, and its runner."""
+
     id: str
     title: str
     description: str
     languages: list[str]
-    runner: Pronouncer | MiniLM  # transcribe(text, capture) -> Transcription
-    tokens: str = "characters"  # or "wordpiece": words can be merged, [CLS]/[SEP] hidden
-    output: str = "transcription"  # or "embedding": a sentence embedding, comparable
+    runner: Runner
+    specs: dict[str, AttentionSpec] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.specs = {spec.type: spec for spec in self.runner.attention}
 
     @property
-    def config(self):
+    def config(self) -> ModelConfig:
         return self.runner.model.config
 
     def attention_types(self) -> list[str]:
-        cfg = self.config
-        types = []
-        if cfg.has_encoder:
-            types.append("encoder.self")
-        if cfg.has_decoder:
-            types.append("decoder.self")
-        if cfg.architecture == "encoder-decoder":
-            types.append("decoder.cross")
-        return types
+        return list(self.specs)
 
-    def layers(self, attention_type: str) -> int:
-        stack, _ = ATTENTION_TYPES[attention_type]
-        return self.config.n_layers if stack == "encoder" else self.config.decoder_layers
+    def features(self) -> frozenset[str]:
+        """What the model has and can do, as the lab's experiments name their needs: its
+        capabilities that hold, "encoder", "decoder" and "positions" (an encoding that can
+        be switched off)."""
+        caps = self.runner.capabilities
+        flags = {"kv_cache": caps.kv_cache, "compare": caps.compare, "word_view": caps.word_view}
+        flags |= {
+            "encoder": self.config.has_encoder,
+            "decoder": self.config.has_decoder,
+            "positions": self.config.positional != "none",
+        }
+        return frozenset(name for name, on in flags.items() if on)
 
 
 @dataclass
@@ -62,51 +91,62 @@ PRONOUNCE_DESCRIPTION = (
     "English words to ARPAbet phonemes. Its cross-attention aligns each sound with the "
     "characters that produce it."
 )
-
-
 MINILM_DESCRIPTION = (
     "all-MiniLM-L6-v2, a BERT-style sentence encoder (6 layers, 12 heads, learned positions, "
     "GELU, Post-LN), its weights mapped onto this project's model code. Reads English; its "
     "output is the sentence embedding."
 )
 
+register(
+    Family(
+        "pronounce",
+        "Pronunciation (Chinese → pinyin, English → ARPAbet)",
+        PRONOUNCE_DESCRIPTION,
+        ["zh", "en"],
+        lambda settings: Pronouncer.load(settings.pronounce_dir),
+        short_title="Pronunciation",
+    )
+)
+register(
+    Family(
+        "minilm",
+        "all-MiniLM-L6-v2 (English)",
+        MINILM_DESCRIPTION,
+        ["en"],
+        lambda settings: MiniLM.load(),
+        short_title="all-MiniLM-L6-v2",
+    )
+)
+
 
 def load_zoo(settings: Settings) -> Zoo:
-    """The shipped pronunciation model, all-MiniLM-L6-v2, and their untrained twins (same
-    configs, fixed-seed weights), for comparing attention before and after training."""
-    twin = "The same configuration with fixed-seed random weights, for comparison."
-    entries = [
-        ModelEntry(
-            "pronounce",
-            "Pronunciation (Chinese → pinyin, English → ARPAbet)",
-            PRONOUNCE_DESCRIPTION,
-            ["zh", "en"],
-            Pronouncer.load(settings.pronounce_dir),
-        ),
-        ModelEntry(
-            "pronounce-untrained",
-            "Pronunciation, untrained twin",
-            twin,
-            ["zh", "en"],
-            Pronouncer.untrained(settings.pronounce_dir),
-        ),
-        ModelEntry(
-            "minilm",
-            "all-MiniLM-L6-v2 (English)",
-            MINILM_DESCRIPTION,
-            ["en"],
-            MiniLM(),
-            tokens="wordpiece",
-            output="embedding",
-        ),
-        ModelEntry(
-            "minilm-untrained",
-            "all-MiniLM-L6-v2, untrained twin",
-            twin,
-            ["en"],
-            MiniLM(trained=False),
-            tokens="wordpiece",
-            output="embedding",
-        ),
-    ]
-    return Zoo({e.id: e for e in entries}, default="pronounce")
+    """The registered families (all, or those `settings.zoo` names, in registry order),
+    each with its untrained twin (same config and tokenizers, fixed-seed weights), for
+    comparing attention before and after training. `settings.plugins` are imported
+    first: a plugin module registers families of its own."""
+    for module in settings.plugins:
+        importlib.import_module(module)
+    unknown = sorted(set(settings.zoo) - set(REGISTRY))
+    if unknown:
+        raise ValueError(f"unknown model families {unknown}; registered: {sorted(REGISTRY)}")
+    entries = []
+    for family in REGISTRY.values():
+        if settings.zoo and family.id not in settings.zoo:
+            continue
+        runner = family.load(settings)
+        entries.append(
+            ModelEntry(family.id, family.title, family.description, family.languages, runner)
+        )
+        if family.twin:
+            twin = runner.with_model(untrained(runner.model.config, UNTRAINED_SEED))
+            title = f"{family.short_title or family.title}, untrained twin"
+            entries.append(
+                ModelEntry(
+                    f"{family.id}-untrained", title, TWIN_DESCRIPTION, family.languages, twin
+                )
+            )
+    if not entries:
+        raise ValueError("no model to serve: settings.zoo names none of the registered families")
+    ids = [e.id for e in entries]
+    default = settings.default_model if settings.default_model in ids else ids[0]
+    return Zoo({e.id: e for e in entries}, default=default)

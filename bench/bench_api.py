@@ -35,18 +35,18 @@ def median_ms(fn, runs: int) -> float:
 def measure(client: TestClient, n: int, runs: int) -> dict:
     pronouncer = client.app.state.inference.zoo.models["pronounce"].runner
     text = (SEED_TEXT * 4)[:n]
-    result = pronouncer.transcribe(text, capture=False)
-    src = torch.tensor([pronouncer.source.encode(text).ids])
-    tgt = torch.tensor([pronouncer.target.encode(["<bos>", *result.output_tokens])])
+    result = pronouncer.run(text, capture=False)
+    source = torch.tensor([result.source_ids])
+    target = torch.tensor([result.target_ids])
     with torch.no_grad():
-        forward = median_ms(lambda: pronouncer.model(src, tgt), runs)
+        forward = median_ms(lambda: pronouncer.model(source, target), runs)
     row = {"tokens": n, "output_tokens": len(result.output_tokens), "forward_ms": forward}
-    row["transcribe_ms"] = median_ms(lambda: pronouncer.transcribe(text, capture=False), runs)
+    row["transcribe_ms"] = median_ms(lambda: pronouncer.run(text, capture=False), runs)
     row["analyze_ms"] = median_ms(lambda: client.post("/api/v1/analyze", json={"text": text}), runs)
     for encoding in ("json", "u1"):
         body = {"text": text, "encoding": encoding}
         response = client.post("/api/v1/attention", json=body)
-        entries = sum(math.prod(b["shape"]) for b in response.json()["items"])
+        entries = sum(math.prod(b["shape"]) for b in response.json()["blocks"])
         row[f"{encoding}_ms"] = median_ms(
             lambda body=body: client.post("/api/v1/attention", json=body), runs
         )

@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
-from model.pretrained import package_dir
+from model.pretrained.bert import package_dir
 
 WORDS = [
     *(
@@ -66,7 +66,7 @@ WORDS = [
 
 def text_of(minilm, n: int) -> str:
     words: list[str] = []
-    while len(minilm.encode(" ".join(words)).ids) < n:
+    while len(minilm.tokenize(" ".join(words)).ids) < n:
         words.append(WORDS[len(words) % len(WORDS)])
     return " ".join(words)
 
@@ -83,7 +83,7 @@ def timed(fn, runs: int) -> tuple[float, object]:
 def row(client: TestClient, reference, format_attention, n: int) -> str:
     minilm = client.app.state.inference.zoo.models["minilm"].runner
     text = text_of(minilm, n)
-    ids = torch.tensor([minilm.encode(text).ids])
+    ids = torch.tensor([minilm.tokenize(text).ids])
     tokens = ids.size(1)
     weights = 6 * 12 * tokens * tokens
     runs = 3 if tokens <= 128 else 1

@@ -30,12 +30,12 @@ def main() -> None:
     text = (SENTENCE * 2)[:40]
     assert len(text) == 40
     for _ in range(3):  # warm-up
-        pronouncer.transcribe(text)
+        pronouncer.run(text)
     times: dict[str, list[float]] = {"full capture": [], "no capture": []}
     for _ in range(args.runs):
         for name, capture in (("full capture", True), ("no capture", False)):
             started = time.perf_counter()
-            result = pronouncer.transcribe(text, capture=capture)
+            result = pronouncer.run(text, capture=capture)
             times[name].append((time.perf_counter() - started) * 1000)
     n_out = len(result.output_tokens)
     print(f"transcribe, {len(text)} characters -> {n_out} tokens, {args.threads} threads")

@@ -5,12 +5,12 @@ runs. Hook functions here take (tensor, hook name) and return the replacement, a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import Tensor
 
-HookFn = Callable[[Tensor, str], Tensor]
+from .hooks import HookFn
 
 
 def without_scaling(head_dim: int) -> HookFn:
@@ -42,14 +42,26 @@ def ablate_heads(heads: Iterable[int]) -> HookFn:
     return hook
 
 
-def entropy_bits(pattern: Tensor) -> Tensor:
+def entropy_bits(weights: Tensor) -> Tensor:
     """Softmax entropy in bits of each row: (..., Tq, Tk) -> (..., Tq)."""
-    logs = torch.where(pattern > 0, pattern.log2(), torch.zeros_like(pattern))
-    return -(pattern * logs).sum(-1)
+    logs = torch.where(weights > 0, weights.log2(), torch.zeros_like(weights))
+    return -(weights * logs).sum(-1)
+
+
+def focus(weights: Tensor) -> tuple[Tensor, Tensor]:
+    """Per head of one layer's weights (H, Tq, Tk): the mean over query rows of the row's
+    entropy in bits, and of its largest weight (H,) each."""
+    return entropy_bits(weights).mean(-1), weights.max(-1).values.mean(-1)
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity of two vectors (sentence embeddings), rounded to 6 decimals."""
+    x, y = torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)
+    return round(float(torch.nn.functional.cosine_similarity(x, y, dim=0)), 6)
 
 
 def head_metrics(
-    pattern: Tensor, self_attention: bool, special_keys: list[int]
+    weights: Tensor, self_attention: bool, special_keys: list[int]
 ) -> dict[str, list[float | None]]:
     """Per head of one layer's weights (H, Tq, Tk), each a mean over query rows:
 
@@ -58,27 +70,28 @@ def head_metrics(
     weight on key 0); special (the weight on special tokens such as [CLS], [SEP], <bos>);
     alignment (cross-attention: the share of rows whose strongest key lies within one token
     of the diagonal stretched over the two lengths, as a monotonic alignment would)."""
-    heads, tq, tk = pattern.shape
+    heads, tq, tk = weights.shape
+    entropy, max_weight = focus(weights)
     out: dict[str, Tensor | None] = {
-        "entropy": entropy_bits(pattern).mean(-1),
-        "max_weight": pattern.max(-1).values.mean(-1),
-        "first": pattern[..., 0].mean(-1),
-        "special": pattern[..., special_keys].sum(-1).mean(-1)
+        "entropy": entropy,
+        "max_weight": max_weight,
+        "first": weights[..., 0].mean(-1),
+        "special": weights[..., special_keys].sum(-1).mean(-1)
         if special_keys
         else torch.zeros(heads),
     }
     if self_attention:
-        q = torch.arange(tq, dtype=pattern.dtype)[:, None]
-        k = torch.arange(tk, dtype=pattern.dtype)[None, :]
-        out["distance"] = (pattern * (q - k).abs()).sum(-1).mean(-1)
+        q = torch.arange(tq, dtype=weights.dtype)[:, None]
+        k = torch.arange(tk, dtype=weights.dtype)[None, :]
+        out["distance"] = (weights * (q - k).abs()).sum(-1).mean(-1)
         out["previous"] = (
-            pattern.diagonal(offset=-1, dim1=-2, dim2=-1).mean(-1) if tq > 1 else torch.zeros(heads)
+            weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean(-1) if tq > 1 else torch.zeros(heads)
         )
         out["alignment"] = None
     else:
         out["distance"] = out["previous"] = None
         stretched = torch.arange(tq, dtype=torch.float64) * (tk - 1) / max(tq - 1, 1)
-        hits = (pattern.argmax(-1).double() - stretched.round()).abs() <= 1
+        hits = (weights.argmax(-1).double() - stretched.round()).abs() <= 1
         out["alignment"] = hits.double().mean(-1)
     return {
         name: [None] * heads if values is None else [round(float(v), 6) for v in values]
@@ -86,7 +99,7 @@ def head_metrics(
     }
 
 
-def rollout(patterns: list[Tensor], residual: float = 0.5) -> Tensor:
+def rollout(layers: list[Tensor], residual: float = 0.5) -> Tensor:
     """Attention rollout (Abnar & Zuidema 2020) through self-attention layers, first to last.
 
     Each layer's weights (H, T, T) are averaged over heads and mixed with the identity for
@@ -95,10 +108,10 @@ def rollout(patterns: list[Tensor], residual: float = 0.5) -> Tensor:
     flows into position q. It assumes information moves only along attention weights and
     the residual stream, linearly, ignoring values, the output projection, the FFN and
     LayerNorm: a heuristic of where information comes from, not an attribution."""
-    size = patterns[0].size(-1)
+    size = layers[0].size(-1)
     eye = torch.eye(size, dtype=torch.float64)
     result = eye
-    for weights in patterns:
+    for weights in layers:
         mixed = (1 - residual) * weights.double().mean(0) + residual * eye
         mixed = mixed / mixed.sum(-1, keepdim=True)
         result = mixed @ result

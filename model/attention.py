@@ -77,7 +77,7 @@ class MultiHeadAttention(nn.Module):
         self.hook_v = HookPoint()  # (B, H, Tk, d_head)
         self.hook_scores = HookPoint()  # (B, H, Tq, Tk), scaled, before the mask
         self.hook_mask = HookPoint()  # (B, 1, Tq, Tk) bool, True = may attend
-        self.hook_pattern = HookPoint()  # (B, H, Tq, Tk), after softmax
+        self.hook_weights = HookPoint()  # (B, H, Tq, Tk), after softmax
         self.hook_context = HookPoint()  # (B, H, Tq, d_head), weights @ v per head
 
     def split_heads(self, x: Tensor) -> Tensor:
@@ -115,7 +115,7 @@ class MultiHeadAttention(nn.Module):
         scores = self.hook_scores(attention_scores(q, k))
         if mask is not None:
             mask = self.hook_mask(mask.expand(batch, 1, q_len, k.size(2)))
-        weights = self.hook_pattern(masked_softmax(scores, mask))
+        weights = self.hook_weights(masked_softmax(scores, mask))
         context = self.hook_context(torch.matmul(self.dropout(weights), v))
         context = context.transpose(1, 2).contiguous().view(batch, q_len, self.dim)
         return self.wo(context)

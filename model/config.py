@@ -12,11 +12,18 @@ Architecture = Literal["encoder-decoder", "encoder-only", "decoder-only"]
 Positional = Literal["sinusoidal", "learned", "rotary", "none"]
 NormPlacement = Literal["post", "pre"]
 Activation = Literal["relu", "gelu"]
+Norm = Literal["layernorm"]
 
 ARCHITECTURES: tuple[str, ...] = ("encoder-decoder", "encoder-only", "decoder-only")
 POSITIONALS: tuple[str, ...] = ("sinusoidal", "learned", "rotary", "none")
 NORM_PLACEMENTS: tuple[str, ...] = ("post", "pre")
-ACTIVATIONS: tuple[str, ...] = ("relu", "gelu")
+ACTIVATIONS: tuple[str, ...] = ("relu", "gelu")  # gelu: the exact (erf) form, as BERT's
+NORMS: tuple[str, ...] = ("layernorm",)
+# Names an older config.json may use, read as the current ones (saved under the new name).
+DEPRECATED_FIELDS = {
+    "src_vocab_size": "source_vocab_size",
+    "tgt_vocab_size": "target_vocab_size",
+}
 
 
 @dataclass(frozen=True)
@@ -24,8 +31,8 @@ class ModelConfig:
     """Hyper-parameters of one Transformer; the defaults are the seed's `main.py` model."""
 
     architecture: Architecture = "encoder-decoder"
-    src_vocab_size: int = 100  # encoder input; unused by decoder-only
-    tgt_vocab_size: int = 100  # decoder input and output; unused by encoder-only
+    source_vocab_size: int = 100  # encoder input; unused by decoder-only
+    target_vocab_size: int = 100  # decoder input and output; unused by encoder-only
     d_model: int = 512
     n_heads: int = 8
     n_layers: int = 6  # encoder layers (decoder layers too, unless n_decoder_layers is set)
@@ -37,6 +44,7 @@ class ModelConfig:
     rope_theta: float = 10000.0
     norm_placement: NormPlacement = "post"
     activation: Activation = "relu"
+    norm: Norm = "layernorm"
     norm_eps: float = 1e-6
     bias: bool = True
     embed_scale: bool = True  # multiply token embeddings by sqrt(d_model), as the seed does
@@ -57,6 +65,7 @@ class ModelConfig:
                 f"norm_placement must be one of {NORM_PLACEMENTS}",
             ),
             (self.activation in ACTIVATIONS, f"activation must be one of {ACTIVATIONS}"),
+            (self.norm in NORMS, f"norm must be one of {NORMS}"),
             (self.d_model % self.n_heads == 0, "d_model must be divisible by n_heads"),
             (
                 self.positional != "rotary" or self.head_dim % 2 == 0,
@@ -69,9 +78,9 @@ class ModelConfig:
             (self.type_vocab_size >= 0, "type_vocab_size must be >= 0"),
         ]
         if self.has_encoder:
-            checks.append((self.src_vocab_size > 0, "src_vocab_size must be positive"))
+            checks.append((self.source_vocab_size > 0, "source_vocab_size must be positive"))
         if self.has_decoder:
-            checks.append((self.tgt_vocab_size > 0, "tgt_vocab_size must be positive"))
+            checks.append((self.target_vocab_size > 0, "target_vocab_size must be positive"))
         for ok, message in checks:
             if not ok:
                 raise ValueError(f"invalid ModelConfig: {message}")
@@ -97,6 +106,9 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        if not isinstance(data, dict):
+            raise ValueError(f"invalid ModelConfig: a JSON object, not {type(data).__name__}")
+        data = {DEPRECATED_FIELDS.get(key, key): value for key, value in data.items()}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:

@@ -10,6 +10,7 @@ to one root module: other models run inside its block are not seen.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -140,13 +141,20 @@ class HookedModule(nn.Module):
     def hook_names(self) -> list[str]:
         return hook_names(self)
 
-    def run_with_cache(
+    def run_with_capture(
         self, *args: Any, names_filter: NamesFilter = None, **kwargs: Any
     ) -> tuple[Any, Capture]:
         """Run forward once; return (output, the tensors the selected hooks saw)."""
-        with torch.no_grad(), hooked(self, names_filter) as cache:
+        with torch.no_grad(), hooked(self, names_filter) as capture:
             out = self(*args, **kwargs)
-        return out, cache
+        return out, capture
+
+    def run_with_cache(self, *args: Any, **kwargs: Any) -> tuple[Any, Capture]:
+        """Deprecated alias of `run_with_capture` (TransformerLens' name), for one release."""
+        warnings.warn(
+            "run_with_cache is deprecated: use run_with_capture", DeprecationWarning, stacklevel=2
+        )
+        return self.run_with_capture(*args, **kwargs)
 
     def run_with_hooks(
         self, *args: Any, fwd_hooks: Iterable[tuple[str, HookFn]], **kwargs: Any

@@ -27,6 +27,14 @@ class LayerNorm(nn.Module):
         return self.gamma * x_norm + self.beta
 
 
+# The activations model/ implements; any other is refused, never replaced by another.
+ACTIVATION_MODULES: dict[str, Callable[[], nn.Module]] = {
+    "relu": nn.ReLU,
+    "gelu": nn.GELU,  # exact (erf), as BERT's "gelu"
+}
+NORM_MODULES: dict[str, Callable[[int, float], nn.Module]] = {"layernorm": LayerNorm}
+
+
 class FeedForward(nn.Module):
     """w2(dropout(act(w1 x))): widen to d_ff, activate, project back."""
 
@@ -42,7 +50,11 @@ class FeedForward(nn.Module):
         self.w1 = nn.Linear(dim, hidden_dim, bias=bias)
         self.w2 = nn.Linear(hidden_dim, dim, bias=bias)
         self.dropout = nn.Dropout(dropout)
-        self.activation = nn.ReLU() if activation == "relu" else nn.GELU()
+        if activation not in ACTIVATION_MODULES:
+            raise ValueError(
+                f"activation {activation!r} is not implemented: one of {sorted(ACTIVATION_MODULES)}"
+            )
+        self.activation = ACTIVATION_MODULES[activation]()
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w2(self.dropout(self.activation(self.w1(x))))
@@ -56,7 +68,7 @@ class _Layer(nn.Module):
         self.pre_norm = config.norm_placement == "pre"
         self.dropout = nn.Dropout(config.dropout)
 
-    def sublayer(self, x: Tensor, norm: LayerNorm, fn: Callable[[Tensor], Tensor]) -> Tensor:
+    def sublayer(self, x: Tensor, norm: nn.Module, fn: Callable[[Tensor], Tensor]) -> Tensor:
         if self.pre_norm:
             return x + self.dropout(fn(norm(x)))
         return norm(x + self.dropout(fn(x)))
@@ -66,8 +78,11 @@ def _attention(config: ModelConfig) -> MultiHeadAttention:
     return MultiHeadAttention(config.d_model, config.n_heads, config.dropout, config.bias)
 
 
-def _norm(config: ModelConfig) -> LayerNorm:
-    return LayerNorm(config.d_model, config.norm_eps)
+def norm_layer(config: ModelConfig) -> nn.Module:
+    """The configured normalisation over d_model; an unknown one is refused."""
+    if config.norm not in NORM_MODULES:
+        raise ValueError(f"norm {config.norm!r} is not implemented: one of {sorted(NORM_MODULES)}")
+    return NORM_MODULES[config.norm](config.d_model, config.norm_eps)
 
 
 def _ffn(config: ModelConfig) -> FeedForward:
@@ -80,9 +95,9 @@ class EncoderLayer(_Layer):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__(config)
         self.self_attn = _attention(config)
-        self.self_attn_norm = _norm(config)
+        self.self_attn_norm = norm_layer(config)
         self.feed_forward = _ffn(config)
-        self.ffn_norm = _norm(config)
+        self.ffn_norm = norm_layer(config)
 
     def forward(self, x: Tensor, mask: Tensor | None, angles: Tensor | None = None) -> Tensor:
         x = self.sublayer(x, self.self_attn_norm, lambda h: self.self_attn(h, None, mask, angles))
@@ -95,12 +110,12 @@ class DecoderLayer(_Layer):
     def __init__(self, config: ModelConfig, cross: bool) -> None:
         super().__init__(config)
         self.self_attn = _attention(config)
-        self.self_attn_norm = _norm(config)
+        self.self_attn_norm = norm_layer(config)
         if cross:
             self.cross_attn = _attention(config)
-            self.cross_attn_norm = _norm(config)
+            self.cross_attn_norm = norm_layer(config)
         self.feed_forward = _ffn(config)
-        self.ffn_norm = _norm(config)
+        self.ffn_norm = norm_layer(config)
 
     def forward(
         self,

@@ -29,9 +29,9 @@ def causal_mask(q_len: int, k_len: int | None = None, device: torch.device | Non
     return torch.tril(ones, diagonal=k_len - q_len)
 
 
-def generate_mask(src: Tensor, tgt: Tensor, pad_id: int = 0) -> tuple[Tensor, Tensor]:
-    """The seed's masks: src (B, 1, 1, S) padding; tgt (B, 1, T, T) padding & causal."""
-    return padding_mask(src, pad_id), decoder_mask(tgt, pad_id)
+def generate_mask(src: Tensor, target: Tensor, pad_id: int = 0) -> tuple[Tensor, Tensor]:
+    """The seed's masks: src (B, 1, 1, S) padding; target (B, 1, T, T) padding & causal."""
+    return padding_mask(src, pad_id), decoder_mask(target, pad_id)
 
 
 def decoder_mask(ids: Tensor, pad_id: int = 0, q_len: int | None = None) -> Tensor:

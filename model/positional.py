@@ -1,7 +1,8 @@
 """Positional encodings: sinusoidal (the seed's formula), learned, rotary (RoPE), none.
 
-Each module only provides its table for a range of positions; the stack that owns it adds
-the table (or rotates q and k by the angles) and shows it to its `hook_pos`.
+Each module provides `encoding(offset, length)` for a range of positions: the table the
+stack adds to the token embeddings (`adds`), or the rotary angles by which each attention
+rotates q and k. The stack shows it to its `hook_pos`; the app shows it with `formula`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import math
 
 import torch
 from torch import Tensor, nn
+
+from .config import ModelConfig
 
 
 def sinusoidal_table(max_seq_len: int, dim: int) -> Tensor:
@@ -33,6 +36,9 @@ def check_positions(offset: int, length: int, max_seq_len: int) -> None:
 class SinusoidalPositions(nn.Module):
     """Fixed sin/cos table: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...)."""
 
+    adds = True
+    formula = "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)); PE(pos, 2i+1) = cos(...)"
+
     def __init__(self, dim: int, max_seq_len: int) -> None:
         super().__init__()
         self.max_seq_len = max_seq_len
@@ -43,9 +49,14 @@ class SinusoidalPositions(nn.Module):
         check_positions(offset, length, self.max_seq_len)
         return self.pe[offset : offset + length]  # (T, d)
 
+    encoding = table
+
 
 class LearnedPositions(nn.Module):
     """One trained vector per position (BERT, GPT-2)."""
+
+    adds = True
+    formula = "a trained vector per position (nn.Embedding(max_seq_len, d_model))"
 
     def __init__(self, dim: int, max_seq_len: int) -> None:
         super().__init__()
@@ -56,9 +67,14 @@ class LearnedPositions(nn.Module):
         check_positions(offset, length, self.max_seq_len)
         return self.embedding.weight[offset : offset + length]  # (T, d)
 
+    encoding = table
+
 
 class RotaryPositions(nn.Module):
     """RoPE angles pos * theta^(-2i/d_head); q and k are rotated by them in each attention."""
+
+    adds = False
+    formula = "angle(pos, i) = pos * theta^(-2i/d_head); q and k are rotated by it"
 
     def __init__(self, head_dim: int, max_seq_len: int, theta: float = 10000.0) -> None:
         super().__init__()
@@ -70,6 +86,22 @@ class RotaryPositions(nn.Module):
         check_positions(offset, length, self.max_seq_len)
         positions = torch.arange(offset, offset + length, device=self.inv_freq.device)
         return torch.outer(positions.float(), self.inv_freq)  # (T, d_head / 2)
+
+    encoding = angles
+
+
+NO_POSITIONS_FORMULA = "no positional encoding: attention does not see order"
+
+
+def positions_module(config: ModelConfig) -> nn.Module | None:
+    """The positional encoding a configuration asks for (None for "none")."""
+    if config.positional == "sinusoidal":
+        return SinusoidalPositions(config.d_model, config.max_seq_len)
+    if config.positional == "learned":
+        return LearnedPositions(config.d_model, config.max_seq_len)
+    if config.positional == "rotary":
+        return RotaryPositions(config.head_dim, config.max_seq_len, config.rope_theta)
+    return None
 
 
 def rotate_half(x: Tensor) -> Tensor:

@@ -11,9 +11,9 @@ from torch import Tensor, nn
 from .attention import KVCache
 from .config import ModelConfig
 from .hooks import HookedModule, HookPoint
-from .layers import DecoderLayer, EncoderLayer, LayerNorm
+from .layers import DecoderLayer, EncoderLayer, norm_layer
 from .masks import decoder_mask, generate_mask, padding_mask
-from .positional import LearnedPositions, RotaryPositions, SinusoidalPositions
+from .positional import positions_module
 
 
 class DecoderCache:
@@ -27,16 +27,6 @@ class DecoderCache:
     @property
     def length(self) -> int:
         return 0 if self.ids is None else self.ids.size(1)
-
-
-def _positions(config: ModelConfig) -> nn.Module | None:
-    if config.positional == "sinusoidal":
-        return SinusoidalPositions(config.d_model, config.max_seq_len)
-    if config.positional == "learned":
-        return LearnedPositions(config.d_model, config.max_seq_len)
-    if config.positional == "rotary":
-        return RotaryPositions(config.head_dim, config.max_seq_len, config.rope_theta)
-    return None
 
 
 class Stack(nn.Module):
@@ -54,16 +44,16 @@ class Stack(nn.Module):
         if self.token_types:
             self.type_embed = nn.Embedding(config.type_vocab_size, config.d_model)
             self.hook_type_embed = HookPoint()  # (B, T, d)
-        self.pos = _positions(config)
+        self.pos = positions_module(config)
         if self.pos is not None:
             self.hook_pos = HookPoint()  # (T, d) added table, or (T, d_head/2) rotary angles
-        self.embed_norm = LayerNorm(config.d_model, config.norm_eps) if config.embed_norm else None
+        self.embed_norm = norm_layer(config) if config.embed_norm else None
         self.dropout = nn.Dropout(config.dropout)
         self.n_layers = len(layers)
         for i, layer in enumerate(layers):
             self.add_module(str(i), layer)
         pre = config.norm_placement == "pre"
-        self.final_norm = LayerNorm(config.d_model, config.norm_eps) if pre else None
+        self.final_norm = norm_layer(config) if pre else None
         self.hook_out = HookPoint()  # (B, T, d), the stack's output
 
     def layers(self) -> list[nn.Module]:
@@ -78,10 +68,12 @@ class Stack(nn.Module):
             types = torch.zeros_like(ids) if token_type_ids is None else token_type_ids
             x = x + self.hook_type_embed(self.type_embed(types))
         angles = None
-        if isinstance(self.pos, RotaryPositions):
-            angles = self.hook_pos(self.pos.angles(offset, ids.size(1)))
-        elif self.pos is not None:
-            x = x + self.hook_pos(self.pos.table(offset, ids.size(1)))
+        if self.pos is not None:
+            encoding = self.hook_pos(self.pos.encoding(offset, ids.size(1)))
+            if self.pos.adds:
+                x = x + encoding
+            else:
+                angles = encoding
         if self.embed_norm is not None:
             x = self.embed_norm(x)
         return self.dropout(x), angles
@@ -95,7 +87,7 @@ class Stack(nn.Module):
 class Encoder(Stack):
     def __init__(self, config: ModelConfig) -> None:
         layers = [EncoderLayer(config) for _ in range(config.n_layers)]
-        super().__init__(config, config.src_vocab_size, layers, token_types=True)
+        super().__init__(config, config.source_vocab_size, layers, token_types=True)
 
     def forward(
         self, src: Tensor, mask: Tensor | None, token_type_ids: Tensor | None = None
@@ -109,17 +101,17 @@ class Encoder(Stack):
 class Decoder(Stack):
     def __init__(self, config: ModelConfig, cross: bool) -> None:
         layers = [DecoderLayer(config, cross) for _ in range(config.decoder_layers)]
-        super().__init__(config, config.tgt_vocab_size, layers, token_types=False)
+        super().__init__(config, config.target_vocab_size, layers, token_types=False)
 
     def forward(
         self,
-        tgt: Tensor,
+        target: Tensor,
         mask: Tensor | None,
         memory: Tensor | None = None,
         memory_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
     ) -> Tensor:
-        x, angles = self.embed(tgt, offset=cache.length if cache is not None else 0)
+        x, angles = self.embed(target, offset=cache.length if cache is not None else 0)
         for i, layer in enumerate(self.layers()):
             layer_cache = cache.layers[i] if cache is not None else None
             x = layer(x, mask, memory, memory_mask, angles, layer_cache)
@@ -135,7 +127,7 @@ class DecodeResult:
 class Transformer(HookedModule):
     """The seed's Transformer, generalised: `config.architecture` picks the stacks.
 
-    forward(input_ids, tgt) -> logits (encoder-decoder), forward(input_ids) -> hidden states
+    forward(input_ids, target) -> logits (encoder-decoder), forward(input_ids) -> hidden states
     (encoder-only) or logits (decoder-only).
     """
 
@@ -146,7 +138,7 @@ class Transformer(HookedModule):
             self.encoder = Encoder(config)
         if config.has_decoder:
             self.decoder = Decoder(config, cross=config.architecture == "encoder-decoder")
-            self.output = nn.Linear(config.d_model, config.tgt_vocab_size, bias=config.bias)
+            self.output = nn.Linear(config.d_model, config.target_vocab_size, bias=config.bias)
             self.hook_logits = HookPoint()  # (B, T, V)
         self._init_parameters()
 
@@ -155,8 +147,8 @@ class Transformer(HookedModule):
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
 
-    def generate_mask(self, src: Tensor, tgt: Tensor) -> tuple[Tensor, Tensor]:
-        return generate_mask(src, tgt, self.config.pad_id)
+    def generate_mask(self, src: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+        return generate_mask(src, target, self.config.pad_id)
 
     def encode(
         self, src: Tensor, src_mask: Tensor | None = None, token_type_ids: Tensor | None = None
@@ -167,22 +159,22 @@ class Transformer(HookedModule):
 
     def decode(
         self,
-        tgt: Tensor,
+        target: Tensor,
         memory: Tensor | None = None,
         src_mask: Tensor | None = None,
-        tgt_mask: Tensor | None = None,
+        target_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
     ) -> Tensor:
-        """Decoder hidden states for `tgt`; with a cache, `tgt` holds only the new tokens."""
+        """Decoder hidden states for `target`; with a cache, `target` holds only the new tokens."""
         if (memory is not None) != hasattr(self, "encoder"):
             needs = "needs" if hasattr(self, "encoder") else "takes no"
             raise ValueError(f"a {self.config.architecture} model {needs} encoder memory")
         if cache is not None:
-            cache_ids = tgt if cache.ids is None else torch.cat([cache.ids, tgt], dim=1)
-        if tgt_mask is None:
-            all_ids = cache_ids if cache is not None else tgt
-            tgt_mask = decoder_mask(all_ids, self.config.pad_id, q_len=tgt.size(1))
-        hidden = self.decoder(tgt, tgt_mask, memory, src_mask, cache)
+            cache_ids = target if cache.ids is None else torch.cat([cache.ids, target], dim=1)
+        if target_mask is None:
+            all_ids = cache_ids if cache is not None else target
+            target_mask = decoder_mask(all_ids, self.config.pad_id, q_len=target.size(1))
+        hidden = self.decoder(target, target_mask, memory, src_mask, cache)
         if cache is not None:
             cache.ids = cache_ids
         return hidden
@@ -193,7 +185,7 @@ class Transformer(HookedModule):
     def forward(
         self,
         input_ids: Tensor,
-        tgt: Tensor | None = None,
+        target: Tensor | None = None,
         token_type_ids: Tensor | None = None,
     ) -> Tensor:
         arch = self.config.architecture
@@ -201,11 +193,11 @@ class Transformer(HookedModule):
             return self.encode(input_ids, token_type_ids=token_type_ids)
         if arch == "decoder-only":
             return self.logits(self.decode(input_ids))
-        if tgt is None:
-            raise ValueError("an encoder-decoder model needs both input_ids and tgt")
-        src_mask, tgt_mask = self.generate_mask(input_ids, tgt)
+        if target is None:
+            raise ValueError("an encoder-decoder model needs both input_ids and target")
+        src_mask, target_mask = self.generate_mask(input_ids, target)
         memory = self.encode(input_ids, src_mask)
-        return self.logits(self.decode(tgt, memory, src_mask, tgt_mask))
+        return self.logits(self.decode(target, memory, src_mask, target_mask))
 
     @torch.no_grad()
     def greedy_decode(
@@ -253,7 +245,7 @@ class Transformer(HookedModule):
             finished |= next_token == cfg.eos_id
             if finished.all():
                 break
-        vocab = cfg.tgt_vocab_size
+        vocab = cfg.target_vocab_size
         logits = (
             torch.stack(step_logits, 1) if step_logits else torch.empty(tokens.size(0), 0, vocab)
         )

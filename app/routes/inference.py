@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Response
 
+from model.analysis import cosine
+
 from ..schemas import (
     AnalyzeRequest,
     AnalyzeResponse,
@@ -11,7 +13,7 @@ from ..schemas import (
     AttentionResponse,
     TextRequest,
 )
-from ..service import attention_items, export_npz, summaries
+from ..service import attention_blocks, export_npz, summaries
 from .deps import ERRORS, InferenceDep
 
 router = APIRouter(prefix="/api/v1", tags=["attention"])
@@ -27,12 +29,12 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
         if result.embedding is None:
             raise HTTPException(422, f"{entry.id} makes no sentence embedding to compare")
         other = inference.run(entry, req.compare).embedding
-        similarity = round(sum(a * b for a, b in zip(result.embedding, other, strict=True)), 6)
+        similarity = cosine(result.embedding, other)
     return AnalyzeResponse(
         model=entry.id,
         text=result.text,
         source_tokens=result.source_tokens,
-        target_tokens=result.decoder_tokens,
+        target_tokens=result.target_tokens,
         output=result.output_tokens,
         output_text=" ".join(result.output_tokens),
         embedding=result.embedding,
@@ -48,17 +50,19 @@ def attention(req: AttentionRequest, inference: InferenceDep) -> Response:
     """The requested matrices: per type, layer, head and kind, with the tokens of each axis."""
     entry = inference.entry(req.model)
     result = inference.run(entry, req.text)
-    items = attention_items(entry, result, req, inference.settings.max_response_bytes)
+    blocks = attention_blocks(entry, result, req, inference.settings.max_response_bytes)
     body = AttentionResponse(
         model=entry.id,
         source_tokens=result.source_tokens,
-        target_tokens=result.decoder_tokens,
+        target_tokens=result.target_tokens,
         truncated=result.truncated,
         encoding=req.encoding,
-        items=items,
+        blocks=blocks,
+        items=blocks if req.legacy_items else None,
     )
     # serialised here, in the thread pool: a large answer must not hold the event loop
-    return Response(body.model_dump_json(), media_type="application/json")
+    exclude = None if req.legacy_items else {"items"}
+    return Response(body.model_dump_json(exclude=exclude), media_type="application/json")
 
 
 @router.post(

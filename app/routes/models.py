@@ -6,16 +6,31 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from ..schemas import ModelInfo, PositionalResponse
-from ..service import positional_table
+from ..lab import available
+from ..schemas import AttentionInfo, CapabilitiesInfo, ModelInfo, PositionalResponse
+from ..service import Inference, positional_table
 from ..zoo import ModelEntry
 from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep
 
 router = APIRouter(prefix="/api/v1/models", tags=["models"])
 
 
-def model_info(entry: ModelEntry, default: bool) -> ModelInfo:
-    cfg = entry.config
+def model_info(entry: ModelEntry, default: bool, max_text_chars: int) -> ModelInfo:
+    """What the page and API clients need to know of a model, as its runner states it."""
+    cfg, runner = entry.config, entry.runner
+    attention = [
+        AttentionInfo(
+            type=spec.type,
+            layers=spec.layers,
+            query_heads=spec.query_heads,
+            kv_heads=spec.kv_heads,
+            head_dim=spec.head_dim,
+            rows=spec.rows,
+            columns=spec.columns,
+        )
+        for spec in entry.specs.values()
+    ]
+    caps = runner.capabilities
     return ModelInfo(
         id=entry.id,
         title=entry.title,
@@ -23,23 +38,37 @@ def model_info(entry: ModelEntry, default: bool) -> ModelInfo:
         architecture=cfg.architecture,
         encoder_layers=cfg.n_layers if cfg.has_encoder else 0,
         decoder_layers=cfg.decoder_layers if cfg.has_decoder else 0,
-        heads=cfg.n_heads,
         d_model=cfg.d_model,
         positional=cfg.positional,
         languages=entry.languages,
-        max_tokens=entry.runner.max_source_tokens,
-        tokens=entry.tokens,
-        output=entry.output,
+        max_tokens=runner.max_tokens,
+        max_text_chars=max_text_chars,
+        token_unit=runner.token_unit,
+        special_tokens=sorted(runner.special_tokens),
+        output=runner.output_kind,
         attention_types=entry.attention_types(),
+        attention=attention,
+        capabilities=CapabilitiesInfo(
+            kv_cache=caps.kv_cache,
+            compare=caps.compare,
+            word_view=caps.word_view,
+            experiments=available(entry),
+        ),
         default=default,
+        heads=attention[0].query_heads,
+        tokens=runner.token_unit,
     )
+
+
+def model_infos(inference: Inference) -> list[ModelInfo]:
+    zoo, limit = inference.zoo, inference.settings.max_text_chars
+    return [model_info(e, e.id == zoo.default, limit) for e in zoo.models.values()]
 
 
 @router.get("", responses=BODY_ERRORS)
 def list_models(inference: InferenceDep) -> list[ModelInfo]:
     """Every loaded model, with the shapes of its attention."""
-    zoo = inference.zoo
-    return [model_info(e, e.id == zoo.default) for e in zoo.models.values()]
+    return model_infos(inference)
 
 
 @router.get("/{model_id}/positional-encoding", responses=QUERY_ERRORS)

@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from .deps import InferenceDep
-from .models import model_info
+from .models import model_infos
 
 ROOT = Path(__file__).resolve().parents[2]
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
@@ -49,7 +49,7 @@ PAGE_HEADERS = {
 @router.get("/", response_class=HTMLResponse)
 def index(request: Request, inference: InferenceDep) -> HTMLResponse:
     zoo = inference.zoo
-    models = [model_info(e, e.id == zoo.default).model_dump() for e in zoo.models.values()]
+    models = [info.model_dump() for info in model_infos(inference)]
     return templates.TemplateResponse(
         request=request,
         name="index.html",

@@ -36,18 +36,18 @@ def error_rate(pairs: list[tuple[list[str], list[str]]]) -> float:
 
 @torch.no_grad()
 def transcribe_batch(
-    model: Transformer, src_tok: SourceTokenizer, tgt_tok: TargetTokenizer, texts: list[str]
+    model: Transformer, src_tok: SourceTokenizer, target_tok: TargetTokenizer, texts: list[str]
 ) -> list[list[str]]:
     """Greedy transcriptions (through the KV cache) of several texts at once."""
     src = pad_batch([src_tok.encode(t).ids or [src_tok.unk_id] for t in texts])
-    return [tgt_tok.decode(ids) for ids in greedy_read(model, tgt_tok, src)]
+    return [target_tok.decode(ids) for ids, _ in greedy_read(model, target_tok, src)]
 
 
 @torch.no_grad()
 def alignment_by_head(
     model: Transformer,
     src_tok: SourceTokenizer,
-    tgt_tok: TargetTokenizer,
+    target_tok: TargetTokenizer,
     lexicon: Lexicon,
     texts: list[str],
 ) -> torch.Tensor:
@@ -59,15 +59,15 @@ def alignment_by_head(
     for text in texts:
         target, index = label(text, lexicon)
         src = torch.tensor([src_tok.encode(text).ids])
-        tgt_in = torch.tensor([[tgt_tok.bos_id, *tgt_tok.encode(target)]])
-        names = [f"decoder.{i}.cross_attn.hook_pattern" for i in range(layers)]
-        _, cache = model.run_with_cache(src, tgt_in, names_filter=names)
+        target_in = torch.tensor([[target_tok.bos_id, *target_tok.encode(target)]])
+        names = [f"decoder.{i}.cross_attn.hook_weights" for i in range(layers)]
+        _, capture = model.run_with_capture(src, target_in, names_filter=names)
         rows = [j for j, t in enumerate(target) if is_syllable(t)]
         if not rows:
             continue
         want = torch.tensor([index[j] for j in rows])
         for i, name in enumerate(names):
-            argmax = cache[name][0, :, rows].argmax(-1)  # (H, n)
+            argmax = capture[name][0, :, rows].argmax(-1)  # (H, n)
             hits[i] += (argmax == want).float().sum(-1)
         total += len(rows)
     return hits / max(1, total)
@@ -91,7 +91,7 @@ class Metrics:
 def evaluate(
     model: Transformer,
     src_tok: SourceTokenizer,
-    tgt_tok: TargetTokenizer,
+    target_tok: TargetTokenizer,
     lexicon: Lexicon,
     split: dict,
     n: int = 200,
@@ -107,7 +107,7 @@ def evaluate(
     def run(texts: list[str]) -> list[list[str]]:
         out: list[list[str]] = []
         for i in range(0, len(texts), batch):
-            out += transcribe_batch(model, src_tok, tgt_tok, texts[i : i + batch])
+            out += transcribe_batch(model, src_tok, target_tok, texts[i : i + batch])
         return out
 
     def syllables(tokens) -> list[str]:
@@ -121,9 +121,9 @@ def evaluate(
         return [(p, list(lexicon.cmudict[w])) for p, w in zip(run(words), words, strict=True)]
 
     # the head is chosen on the last sentences of the split and measured on the first ones
-    chosen = alignment_by_head(model, src_tok, tgt_tok, lexicon, split["zh"][-50:])
+    chosen = alignment_by_head(model, src_tok, target_tok, lexicon, split["zh"][-50:])
     layer, head = divmod(int(chosen.argmax()), chosen.size(1))
-    measured = alignment_by_head(model, src_tok, tgt_tok, lexicon, zh[: max(20, n // 4)])
+    measured = alignment_by_head(model, src_tok, target_tok, lexicon, zh[: max(20, n // 4)])
     metrics = Metrics(
         zh_syllable_accuracy=max(0.0, 1 - error_rate(zh_pairs)),
         en_per_unseen=error_rate(phoneme_pairs(unseen)),

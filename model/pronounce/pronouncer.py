@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import warnings
 from pathlib import Path
 
 import torch
 
 from ..checkpoints import CheckpointError, load_checkpoint
 from ..config import ModelConfig
-from ..hooks import Capture, NamesFilter
+from ..hooks import NamesFilter
 from ..masks import pad_batch
+from ..runner import (
+    AttentionSpec,
+    Capabilities,
+    DecodedPiece,
+    RunResult,
+    attention_specs,
+    untrained,
+)
 from ..transformer import Transformer
 from .data import normalize
-from .tokenizers import BOS, SourceTokenizer, TargetTokenizer, Vocab
+from .tokenizers import BOS, EOS, PAD, SourceTokenizer, TargetTokenizer, Vocab
 
 SHIPPED = Path(__file__).resolve().parents[2] / "models" / "pronounce"
 UNTRAINED_SEED = 0
@@ -22,21 +30,13 @@ TRAINED_CHARS = 40  # the longest training sentence (see data.Generator)
 BREAKS = " ，。！？；：、,.!?;:"
 
 
-@dataclass
-class Transcription:
-    text: str  # the input as the model read it (whitespace collapsed, case folded)
-    source_tokens: list[str]  # one per encoder position; unknown characters as <unk>
-    decoder_tokens: list[str]  # one per decoder position: <bos>, then the output
-    output_tokens: list[str]  # the transcription, without <bos> and <eos>
-    truncated: bool  # the input (or its transcription) was longer than the model holds: cut
-    source_length: int  # tokens in the input before truncation
-    capture: Capture | None  # one forward pass over (source, decoder_tokens)
-    embedding: list[float] | None = None  # a sentence embedding, for models that make one
-    source_words: list[int | None] | None = None  # word of each source token (WordPiece)
-
-
 class Pronouncer:
-    """Chinese characters -> pinyin with tones, English words -> ARPAbet."""
+    """Chinese characters -> pinyin with tones, English words -> ARPAbet (a `Runner`)."""
+
+    token_unit = "characters"
+    output_kind = "transcription"
+    special_tokens = frozenset({BOS, EOS, PAD})
+    capabilities = Capabilities(kv_cache=True)
 
     def __init__(
         self,
@@ -66,20 +66,34 @@ class Pronouncer:
         """The same configuration and vocabularies, weights from a fixed-seed initialisation."""
         directory = Path(directory)
         config = ModelConfig.load(directory / "config.json")
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = Transformer(config)
         source, target = _tokenizers(directory)
-        return cls(model, source, target)
+        return cls(untrained(config, seed), source, target)
+
+    def with_model(self, model: Transformer) -> Pronouncer:
+        return Pronouncer(model, self.source, self.target)
 
     @property
-    def max_source_tokens(self) -> int:
+    def max_tokens(self) -> int:
         return self.source.max_tokens
 
+    @property
+    def attention(self) -> list[AttentionSpec]:
+        return attention_specs(self.model.config)
+
+    def encode(self, text: str) -> tuple[list[int], list[str]]:
+        encoded = self.source.encode(text)
+        return encoded.ids, encoded.tokens
+
+    def target_vocabulary(self) -> list[str]:
+        return self.target.vocab.tokens
+
+    def transcribe(self, *args, **kwargs) -> RunResult:
+        """Deprecated alias of `run`, for one release."""
+        warnings.warn("transcribe is deprecated: use run", DeprecationWarning, stacklevel=2)
+        return self.run(*args, **kwargs)
+
     @torch.no_grad()
-    def transcribe(
-        self, text: str, capture: bool = True, names_filter: NamesFilter = None
-    ) -> Transcription:
+    def run(self, text: str, capture: bool = True, names_filter: NamesFilter = None) -> RunResult:
         """Greedy decoding through the KV cache, then (if `capture`) one forward pass over
         the source and the decoded tokens with the selected hook points captured.
 
@@ -91,29 +105,43 @@ class Pronouncer:
         if not encoded.ids:
             raise ValueError("the text is empty once whitespace is removed")
         normalized = normalize(text)
-        spans = pieces(normalized[: len(encoded.ids)])
-        src_pieces = pad_batch([encoded.ids[start:end] for start, end in spans])
         output = []
-        for ids in greedy_read(self.model, self.target, src_pieces):
-            output += self.target.decode(ids)
+        for piece in self._decode(encoded.ids, normalized):
+            output += self.target.decode(piece.target_ids)
         room = self.model.config.max_seq_len - 1  # decoder positions after <bos>
         output_cut = len(output) > room
         output = output[:room]
-        decoder_ids = [self.target.bos_id, *self.target.encode(output)]
-        cache = None
+        target_ids = [self.target.bos_id, *self.target.encode(output)]
+        capture_ = None
         if capture:
-            src = torch.tensor([encoded.ids])
-            decoder_input = torch.tensor([decoder_ids])
-            _, cache = self.model.run_with_cache(src, decoder_input, names_filter=names_filter)
-        return Transcription(
+            source = torch.tensor([encoded.ids])
+            target = torch.tensor([target_ids])
+            _, capture_ = self.model.run_with_capture(source, target, names_filter=names_filter)
+        return RunResult(
             text=normalized,
             source_tokens=encoded.tokens,
-            decoder_tokens=[BOS, *output],
+            source_ids=encoded.ids,
+            target_tokens=[BOS, *output],
+            target_ids=target_ids,
             output_tokens=output,
             truncated=encoded.truncated or output_cut,
             source_length=encoded.original_length,
-            capture=cache,
+            capture=capture_,
         )
+
+    def decoded_pieces(self, result: RunResult) -> list[DecodedPiece]:
+        """The pieces `run` decoded `result` in, each with its greedy output."""
+        return self._decode(result.source_ids, result.text)
+
+    def _decode(self, ids: list[int], normalized: str) -> list[DecodedPiece]:
+        """Greedy decoding of the source ids piece by piece (see `pieces`), in one batch."""
+        rows = [ids[start:end] for start, end in pieces(normalized[: len(ids)])]
+        batch = pad_batch(rows, self.model.config.pad_id)
+        decoded = greedy_read(self.model, self.target, batch)
+        return [
+            DecodedPiece(torch.tensor([row]), target_ids, ended)
+            for row, (target_ids, ended) in zip(rows, decoded, strict=True)
+        ]
 
 
 def pieces(text: str, limit: int = TRAINED_CHARS) -> list[tuple[int, int]]:
@@ -130,28 +158,42 @@ def pieces(text: str, limit: int = TRAINED_CHARS) -> list[tuple[int, int]]:
     return spans
 
 
-def greedy_read(model: Transformer, target: TargetTokenizer, src: torch.Tensor) -> list[list[int]]:
-    """Per row of `src`: the decoder's input, <bos> and the greedy output up to <eos>."""
-    limit = min(3 * src.size(1) + 10, model.config.max_seq_len - 1)
-    rows = model.greedy_decode(src, max_new_tokens=limit).tokens.tolist()
-    return [row[: row.index(target.eos_id)] if target.eos_id in row else row for row in rows]
+def greedy_read(
+    model: Transformer, target: TargetTokenizer, source: torch.Tensor
+) -> list[tuple[list[int], bool]]:
+    """Per row of `source`: the decoder's input (<bos> and the greedy output up to <eos>),
+    and whether the output ended with <eos> within the length limit."""
+    limit = min(3 * source.size(1) + 10, model.config.max_seq_len - 1)
+    rows = model.greedy_decode(source, max_new_tokens=limit).tokens.tolist()
+    eos = target.eos_id
+    return [(row[: row.index(eos)], True) if eos in row else (row, False) for row in rows]
+
+
+# The vocabularies' files, and the names a checkpoint written before them used (read for
+# one release).
+VOCAB_FILES = {"source": ("source_vocab.json", "src_vocab.json"),
+               "target": ("target_vocab.json", "tgt_vocab.json")}  # fmt: skip
 
 
 def _tokenizers(directory: Path) -> tuple[SourceTokenizer, TargetTokenizer]:
-    files = {name: directory / f"{name}_vocab.json" for name in ("src", "tgt")}
-    for path in files.values():
-        if not path.is_file():
-            raise CheckpointError(f"checkpoint {directory} has no {path.name}")
-    return SourceTokenizer(Vocab.load(files["src"])), TargetTokenizer(Vocab.load(files["tgt"]))
+    vocabs = {}
+    for side, names in VOCAB_FILES.items():
+        found = [directory / name for name in names if (directory / name).is_file()]
+        if not found:
+            raise CheckpointError(f"checkpoint {directory} has no {names[0]}")
+        vocabs[side] = Vocab.load(found[0])
+    return SourceTokenizer(vocabs["source"]), TargetTokenizer(vocabs["target"])
 
 
 def _check_fit(config: ModelConfig, source: Vocab, target: TargetTokenizer) -> None:
     problems = []
-    if config.src_vocab_size != len(source):
-        problems.append(f"src_vocab_size {config.src_vocab_size} != {len(source)} source tokens")
-    if config.tgt_vocab_size != len(target.vocab):
+    if config.source_vocab_size != len(source):
         problems.append(
-            f"tgt_vocab_size {config.tgt_vocab_size} != {len(target.vocab)} target tokens"
+            f"source_vocab_size {config.source_vocab_size} != {len(source)} source tokens"
+        )
+    if config.target_vocab_size != len(target.vocab):
+        problems.append(
+            f"target_vocab_size {config.target_vocab_size} != {len(target.vocab)} target tokens"
         )
     specials = (config.pad_id, config.bos_id, config.eos_id)
     if specials != (target.pad_id, target.bos_id, target.eos_id):

@@ -45,12 +45,12 @@ class TrainConfig:
     model: dict = field(default_factory=dict)  # ModelConfig overrides
 
 
-def pronounce_config(src_vocab: int, tgt_vocab: int, **overrides) -> ModelConfig:
+def pronounce_config(source_vocab: int, target_vocab: int, **overrides) -> ModelConfig:
     """The seed's encoder-decoder (Post-LN, sinusoidal, ReLU, its LayerNorm), sized for CPU."""
     base = dict(
         architecture="encoder-decoder",
-        src_vocab_size=src_vocab,
-        tgt_vocab_size=tgt_vocab,
+        source_vocab_size=source_vocab,
+        target_vocab_size=target_vocab,
         d_model=256,
         n_heads=8,
         n_layers=3,
@@ -63,14 +63,14 @@ def pronounce_config(src_vocab: int, tgt_vocab: int, **overrides) -> ModelConfig
 
 
 def collate(
-    examples: list[Example], src_tok: SourceTokenizer, tgt_tok: TargetTokenizer
+    examples: list[Example], src_tok: SourceTokenizer, target_tok: TargetTokenizer
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(src, decoder input [BOS, y...], decoder target [y..., EOS]), zero-padded."""
-    tgts = [tgt_tok.encode(e.target) for e in examples]
+    targets = [target_tok.encode(e.target) for e in examples]
     return (
         pad_batch([src_tok.encode(e.text).ids for e in examples]),
-        pad_batch([[tgt_tok.bos_id, *t] for t in tgts]),
-        pad_batch([[*t, tgt_tok.eos_id] for t in tgts]),
+        pad_batch([[target_tok.bos_id, *t] for t in targets]),
+        pad_batch([[*t, target_tok.eos_id] for t in targets]),
     )
 
 
@@ -155,13 +155,13 @@ def train(
     out.mkdir(parents=True, exist_ok=True)
     set_threads(tc.threads)
     lexicon = Lexicon()
-    src_tok, tgt_tok = SourceTokenizer.build(lexicon), TargetTokenizer.build(lexicon)
+    src_tok, target_tok = SourceTokenizer.build(lexicon), TargetTokenizer.build(lexicon)
     split = held_out_split(lexicon, seed=tc.seed)
     held_out = frozenset(split["zh"] + split["en_sentences"])
     batches = Batches(Generator(lexicon, tc.seed, tc.mix, held_out), tc.batch_size)
 
     torch.manual_seed(tc.seed)
-    config = pronounce_config(len(src_tok.vocab), len(tgt_tok.vocab), **tc.model)
+    config = pronounce_config(len(src_tok.vocab), len(target_tok.vocab), **tc.model)
     model = Transformer(config)
     opt = torch.optim.AdamW(
         model.parameters(), lr=tc.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=tc.weight_decay
@@ -187,13 +187,13 @@ def train(
     metrics = None
     stop = tc.steps if until is None else min(until, tc.steps)
     while step < stop:
-        src, tgt_in, tgt_out = collate(batches(step), src_tok, tgt_tok)
+        src, target_in, target_out = collate(batches(step), src_tok, target_tok)
         for group in opt.param_groups:
             group["lr"] = lr_at(step, tc)
-        logits = model(src, tgt_in)
+        logits = model(src, target_in)
         loss = F.cross_entropy(
             logits.reshape(-1, logits.size(-1)),
-            tgt_out.reshape(-1),
+            target_out.reshape(-1),
             ignore_index=config.pad_id,
             label_smoothing=tc.label_smoothing,
         )
@@ -202,7 +202,7 @@ def train(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
-        tokens_seen += int((src != 0).sum() + (tgt_out != 0).sum())
+        tokens_seen += int((src != 0).sum() + (target_out != 0).sum())
         rate = tokens_seen / (time.perf_counter() - started)
         bar.update(1)
         bar.set_postfix(
@@ -212,7 +212,7 @@ def train(
             refresh=False,
         )
         if step % tc.eval_every == 0 or step == tc.steps:
-            metrics = evaluate(model, src_tok, tgt_tok, lexicon, split, n=tc.eval_n)
+            metrics = evaluate(model, src_tok, target_tok, lexicon, split, n=tc.eval_n)
             log.append({"step": step, "loss": loss.item(), **asdict(metrics)})
             bar.write(f"step {step}: loss {loss.item():.3f} | {metrics.line()}")
         if step % tc.save_every == 0 or step == stop:
@@ -225,7 +225,7 @@ def train(
 
     model.eval()
     save_checkpoint(model, out, dtype=torch.float16)
-    src_tok.vocab.save(out / "src_vocab.json")
-    tgt_tok.vocab.save(out / "tgt_vocab.json")
+    src_tok.vocab.save(out / "source_vocab.json")
+    target_tok.vocab.save(out / "target_vocab.json")
     (out / "train_log.json").write_text(json.dumps(log, indent=1))
-    return metrics or evaluate(model, src_tok, tgt_tok, lexicon, split, n=tc.eval_n)
+    return metrics or evaluate(model, src_tok, target_tok, lexicon, split, n=tc.eval_n)

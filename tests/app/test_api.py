@@ -39,9 +39,35 @@ def test_models_describe_their_attention(client):
     default = models[0]
     assert default["default"] and not models[1]["default"]
     assert default["architecture"] == "encoder-decoder" and default["positional"] == "sinusoidal"
-    assert (default["encoder_layers"], default["decoder_layers"], default["heads"]) == (3, 3, 8)
+    assert (default["encoder_layers"], default["decoder_layers"]) == (3, 3)
     assert default["attention_types"] == ["encoder.self", "decoder.self", "decoder.cross"]
+    assert default["attention"] == [
+        {"type": t, "layers": 3, "query_heads": 8, "kv_heads": 8, "head_dim": 32,
+         "rows": rows, "columns": columns}
+        for t, rows, columns in (
+            ("encoder.self", "source", "source"),
+            ("decoder.self", "target", "target"),
+            ("decoder.cross", "target", "source"),
+        )
+    ]  # fmt: skip
     assert default["max_tokens"] == 128 and default["languages"] == ["zh", "en"]
+    assert default["max_text_chars"] == 4000 and default["token_unit"] == "characters"
+    assert default["output"] == "transcription"
+    assert default["special_tokens"] == ["<bos>", "<eos>", "<pad>"]
+    assert default["capabilities"] == {
+        "kv_cache": True, "compare": False, "word_view": False,
+        "experiments": ["scaling", "positions", "masks", "kv-cache", "metrics", "rollout",
+                        "ablation", "compare"],
+    }  # fmt: skip
+    # the deprecated names, kept for one release
+    assert (default["heads"], default["tokens"]) == (8, "characters")
+
+
+def test_blocks_keep_their_deprecated_name_for_one_release(client):
+    request = {"types": ["decoder.cross"], "layers": [2], "encoding": "u1"}
+    both = attention(client, **request)
+    assert both["items"] == both["blocks"] and len(both["blocks"]) == 1
+    assert "items" not in attention(client, legacy_items=False, **request)
 
 
 def test_analyze_gives_tokens_output_and_every_head(client):
@@ -58,7 +84,7 @@ def test_analyze_gives_tokens_output_and_every_head(client):
 
 def test_attention_blocks_stack_the_heads_and_carry_their_axes(client):
     body = attention(client, types=["decoder.cross"], layers=[1], heads=[3, 0])
-    [block] = body["items"]
+    [block] = body["blocks"]
     assert (block["type"], block["layer"], block["kind"]) == ("decoder.cross", 1, "weights")
     assert block["heads"] == [3, 0]
     assert block["rows"] == body["target_tokens"] and block["columns"] == body["source_tokens"]
@@ -67,22 +93,22 @@ def test_attention_blocks_stack_the_heads_and_carry_their_axes(client):
     assert np.allclose(weights.sum(-1), 1, atol=1e-5)
     each = [attention(client, types=["decoder.cross"], layers=[1], heads=[h]) for h in (3, 0)]
     for stacked, single in zip(weights, each, strict=True):
-        assert np.array_equal(stacked, decode(single["items"][0]["data"])[0])
+        assert np.array_equal(stacked, decode(single["blocks"][0]["data"])[0])
 
 
 def test_every_layer_and_head_by_default(client):
     body = attention(client, encoding="u1")
-    assert [(b["type"], b["layer"]) for b in body["items"]] == [
+    assert [(b["type"], b["layer"]) for b in body["blocks"]] == [
         (t, layer) for t in ("encoder.self", "decoder.self", "decoder.cross") for layer in range(3)
     ]
-    assert all(b["heads"] == list(range(8)) for b in body["items"])
+    assert all(b["heads"] == list(range(8)) for b in body["blocks"])
 
 
 @pytest.mark.parametrize("encoding, tolerance", [("u1", 0.5 / 255), ("f2", 1e-3), ("f4", 1e-6)])
 def test_typed_encodings_decode_to_the_json_matrix(client, encoding, tolerance):
     request = dict(types=["encoder.self"], layers=[2], kinds=["weights", "mask"])
-    plain = attention(client, **request)["items"]
-    typed = attention(client, encoding=encoding, **request)["items"]
+    plain = attention(client, **request)["blocks"]
+    typed = attention(client, encoding=encoding, **request)["blocks"]
     assert len(plain) == len(typed) == 2
     assert plain[1]["heads"] is None and decode(plain[1]["data"]).shape[0] == 1  # mask: once
     for a, b in zip(plain, typed, strict=True):
@@ -98,16 +124,16 @@ def test_scores_and_projections_in_floats(client):
         kinds=["scores", "q", "k", "v"],
         encoding="f4",
     )
-    scores, q, k, v = (decode(i["data"])[0] for i in body["items"])
+    scores, q, k, v = (decode(i["data"])[0] for i in body["blocks"])
     n = len(body["target_tokens"])
     assert scores.shape == (n, n) and q.shape == k.shape == v.shape == (n, 32)
     assert np.allclose(q @ k.T / np.sqrt(32), scores, atol=1e-4)  # scores are q k^T / sqrt(d)
-    assert body["items"][1]["columns"] is None
+    assert body["blocks"][1]["columns"] is None
 
 
 def test_masked_positions_have_zero_weight(client):
     body = attention(client, types=["decoder.self"], kinds=["weights", "mask"], encoding="f4")
-    blocks = body["items"]  # per layer: the weights of 8 heads, then the mask
+    blocks = body["blocks"]  # per layer: the weights of 8 heads, then the mask
     assert [b["kind"] for b in blocks] == ["weights", "mask"] * 3
     for layer in range(3):
         weights = decode(blocks[2 * layer]["data"])
@@ -131,7 +157,7 @@ def test_export_is_every_tensor_as_float32(client):
     assert response.status_code == 200
     assert response.headers["content-disposition"].startswith('attachment; filename="pronounce-')
     archive = np.load(io.BytesIO(response.content))
-    assert "decoder.2.cross_attn.hook_pattern" in archive.files
+    assert "decoder.2.cross_attn.hook_weights" in archive.files
     assert archive["decoder.0.self_attn.hook_mask"].dtype == np.float32
     assert list(archive["source_tokens"]) == list("银行行走 hello")
 
@@ -223,7 +249,7 @@ def test_sixteen_parallel_requests_each_get_their_own_answer(client):
     for text in texts:
         assert results[text]["source_tokens"] == list(text)
         assert results[text]["target_tokens"] == expected[text]["target_tokens"]
-        for a, b in zip(results[text]["items"], expected[text]["items"], strict=True):
+        for a, b in zip(results[text]["blocks"], expected[text]["blocks"], strict=True):
             assert np.allclose(decode(a["data"]), decode(b["data"]), atol=1e-6)
 
 
@@ -245,7 +271,7 @@ def test_long_output_is_cut_to_the_decoder_and_says_so(client):
 
 def test_repeated_types_are_counted_once(client):
     body = attention(client, types=["encoder.self"] * 4000, layers=[0], encoding="u1")
-    assert len(body["items"]) == 1 and body["items"][0]["shape"][0] == 8
+    assert len(body["blocks"]) == 1 and body["blocks"][0]["shape"][0] == 8
 
 
 def test_minilm_reads_english_wordpieces_and_gives_its_embedding(client):
@@ -257,15 +283,20 @@ def test_minilm_reads_english_wordpieces_and_gives_its_embedding(client):
     assert {s["type"] for s in body["summaries"]} == {"encoder.self"}
     assert len(body["summaries"]) == 6 * 12
     info = {m["id"]: m for m in client.get("/api/v1/models").json()}["minilm"]
-    assert (info["encoder_layers"], info["heads"], info["max_tokens"]) == (6, 12, 512)
+    assert (info["encoder_layers"], info["max_tokens"]) == (6, 512)
+    assert [(a["layers"], a["query_heads"], a["head_dim"]) for a in info["attention"]] == [
+        (6, 12, 32)
+    ]
     assert info["attention_types"] == ["encoder.self"] and info["positional"] == "learned"
-    assert info["tokens"] == "wordpiece"
+    assert info["token_unit"] == "wordpiece" and info["output"] == "embedding"
+    assert info["capabilities"]["word_view"] and info["capabilities"]["compare"]
+    assert "kv-cache" not in info["capabilities"]["experiments"]
 
 
 def test_minilm_attention_and_its_learned_positions(client):
     body = attention(client, model="minilm", text="The cat sat.", layers=[5], encoding="f4")
-    assert len(body["items"]) == 1 and body["items"][0]["rows"][0] == "[CLS]"
-    weights = decode(body["items"][0]["data"])
+    assert len(body["blocks"]) == 1 and body["blocks"][0]["rows"][0] == "[CLS]"
+    weights = decode(body["blocks"][0]["data"])
     assert weights.shape == (12, 6, 6) and np.allclose(weights.sum(-1), 1, atol=1e-5)
     wrong = {"text": "hi", "model": "minilm", "types": ["decoder.cross"]}
     response = client.post("/api/v1/attention", json=wrong)
@@ -278,16 +309,16 @@ def test_minilm_attention_and_its_learned_positions(client):
 
 def test_minilm_word_view_merges_pieces_and_can_hide_specials(client):
     request = dict(model="minilm", text="Tokenization helps.", layers=[2], heads=[4], encoding="f4")
-    tokens = attention(client, **request)["items"][0]
+    tokens = attention(client, **request)["blocks"][0]
     assert tokens["rows"] == ["[CLS]", "token", "##ization", "helps", ".", "[SEP]"]
     [m] = decode(tokens["data"])
-    words = attention(client, granularity="word", **request)["items"][0]
+    words = attention(client, granularity="word", **request)["blocks"][0]
     assert words["rows"] == words["columns"] == ["[CLS]", "tokenization", "helps", ".", "[SEP]"]
     [w] = decode(words["data"])
     assert np.isclose(w[1, 2], m[1:3, 3].mean(), atol=1e-6)  # mean over query pieces
     assert np.isclose(w[2, 1], m[3, 1:3].sum(), atol=1e-6)  # sum over key pieces
     assert np.allclose(w.sum(1), 1, atol=1e-5)
-    hidden = attention(client, granularity="word", hide_special=True, **request)["items"][0]
+    hidden = attention(client, granularity="word", hide_special=True, **request)["blocks"][0]
     assert hidden["rows"] == ["tokenization", "helps", "."]
     [h] = decode(hidden["data"])
     assert np.allclose(h.sum(1), 1, atol=1e-5)

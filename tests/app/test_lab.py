@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.lab import matched
+from app.lab.compare import matched
 
 
 def lab(client, path: str, **body) -> dict:
@@ -137,19 +137,21 @@ def test_ablating_heads_changes_the_output_and_ablating_none_changes_nothing(cli
     assert not none["changed"] and none["ablated_output"] == none["output"]
     assert none["ablated_probabilities"] == none["probabilities"]
     layer = [{"type": "decoder.cross", "layer": 2, "head": h} for h in range(8)]
-    body = lab(client, "ablation", text=text, heads=layer)
+    body = lab(client, "ablation", text=text, ablate=layer)
+    assert body["ablated"] == body["heads"] == layer  # `heads`: the deprecated alias
     assert body["changed"]
     assert np.mean(body["ablated_probabilities"]) < np.mean(body["probabilities"])
-    one = lab(client, "ablation", text=text, heads=layer[:1])
+    one = lab(client, "ablation", text=text, heads=layer[:1])  # the deprecated request name
+    assert one["ablated"] == layer[:1]
     assert one["probability_tokens"] == [*one["output"], "<eos>"]
     assert len(one["probabilities"]) == len(one["ablated_probabilities"]) == len(one["output"]) + 1
     # piece by piece on a long text: every token was the greedy choice, so it is likely
-    long = lab(client, "ablation", text="我们今天去银行取钱然后回家吃饭，" * 3, heads=[])
+    long = lab(client, "ablation", text="我们今天去银行取钱然后回家吃饭，" * 3, ablate=[])
     assert long["probability_tokens"].count("<eos>") == 2 and min(long["probabilities"]) > 0.5
     minilm = [{"type": "encoder.self", "layer": 0, "head": h} for h in range(12)]
-    embedding = lab(client, "ablation", model="minilm", text="The cat sat.", heads=minilm)
+    embedding = lab(client, "ablation", model="minilm", text="The cat sat.", ablate=minilm)
     assert embedding["changed"] and embedding["cosine"] < 0.99
-    bad = {"text": text, "heads": [{"type": "decoder.cross", "layer": 9, "head": 0}]}
+    bad = {"text": text, "ablate": [{"type": "decoder.cross", "layer": 9, "head": 0}]}
     response = client.post("/api/v1/lab/ablation", json=bad)
     assert response.status_code == 422 and "layer 9 out of range" in response.json()["detail"]
 

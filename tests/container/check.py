@@ -209,7 +209,7 @@ def check_api(base: str) -> None:
         base + "/api/v1/attention",
         {"text": "银行行走", "types": ["decoder.cross"], "layers": [2], "heads": [1]},
     )
-    items = json.loads(body).get("items", []) if status == 200 else []
+    items = json.loads(body).get("blocks", []) if status == 200 else []
     expect(status == 200 and len(items) == 1, f"POST /api/v1/attention one head -> {status}")
 
     status, _, body = http(base + "/api/v1/analyze", {"text": ""})

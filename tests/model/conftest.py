@@ -10,8 +10,8 @@ from model import ModelConfig, Transformer
 
 def tiny_config(**overrides) -> ModelConfig:
     base = dict(
-        src_vocab_size=50,
-        tgt_vocab_size=40,
+        source_vocab_size=50,
+        target_vocab_size=40,
         d_model=32,
         n_heads=4,
         n_layers=2,

@@ -49,7 +49,7 @@ def test_the_sinusoidal_table_is_not_stored(tmp_path):
 def test_weights_that_do_not_fit_the_config_are_a_clear_error(tmp_path):
     save_checkpoint(build(), tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
-    config["tgt_vocab_size"] = 41
+    config["target_vocab_size"] = 41
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=r"output.weight has shape \(40, 32\)"):
         load_checkpoint(tmp_path)
@@ -260,9 +260,9 @@ def test_every_shipped_model_loads_and_runs_with_unpickling_disabled(monkeypatch
     zoo = load_zoo(Settings(torch_threads=1))
     assert zoo.ids() == ["pronounce", "pronounce-untrained", "minilm", "minilm-untrained"]
     for entry in zoo.models.values():
-        result = entry.runner.transcribe("The cat sat.")
+        result = entry.runner.run("The cat sat.")
         assert result.capture and result.source_tokens
-    assert zoo.models["pronounce"].runner.transcribe("猫追狗").output_tokens == [
+    assert zoo.models["pronounce"].runner.run("猫追狗").output_tokens == [
         "mao1",
         "zhui1",
         "gou3",

@@ -19,7 +19,7 @@ ATTENTION = [
     "hook_v",
     "hook_scores",
     "hook_mask",
-    "hook_pattern",
+    "hook_weights",
     "hook_context",
 ]
 
@@ -73,7 +73,7 @@ def _inputs(arch: str, seed: int = 0, length: int = 6):
 def test_hook_names_are_pinned_for_each_architecture(arch):
     model = build(**ARCH_CONFIGS[arch])
     assert model.hook_names() == PINNED[arch]
-    _, cache = model.run_with_cache(*_inputs(arch))
+    _, cache = model.run_with_capture(*_inputs(arch))
     assert sorted(cache) == sorted(PINNED[arch])  # every hook point fires in a forward pass
 
 
@@ -85,16 +85,16 @@ def test_positional_none_has_no_hook_pos():
 def test_names_filter_selects_by_name_list_or_predicate():
     model = build()
     src, tgt = _inputs("encoder-decoder")
-    _, one = model.run_with_cache(src, tgt, names_filter="decoder.1.cross_attn.hook_pattern")
-    assert list(one) == ["decoder.1.cross_attn.hook_pattern"]
-    assert one["decoder.1.cross_attn.hook_pattern"].shape == (1, 4, 4, 6)
+    _, one = model.run_with_capture(src, tgt, names_filter="decoder.1.cross_attn.hook_weights")
+    assert list(one) == ["decoder.1.cross_attn.hook_weights"]
+    assert one["decoder.1.cross_attn.hook_weights"].shape == (1, 4, 4, 6)
     wanted = ["encoder.hook_pos", "hook_logits"]
-    _, some = model.run_with_cache(src, tgt, names_filter=wanted)
+    _, some = model.run_with_capture(src, tgt, names_filter=wanted)
     assert sorted(some) == wanted
-    _, masks = model.run_with_cache(src, tgt, names_filter=lambda n: n.endswith("hook_mask"))
+    _, masks = model.run_with_capture(src, tgt, names_filter=lambda n: n.endswith("hook_mask"))
     assert len(masks) == 6
-    with pytest.raises(KeyError, match=r"encoder\.9\.self_attn\.hook_pattern"):
-        model.run_with_cache(src, tgt, names_filter=["encoder.9.self_attn.hook_pattern"])
+    with pytest.raises(KeyError, match=r"encoder\.9\.self_attn\.hook_weights"):
+        model.run_with_capture(src, tgt, names_filter=["encoder.9.self_attn.hook_weights"])
 
 
 def test_captured_tensors_are_detached_copies_of_what_flowed():
@@ -123,7 +123,7 @@ def test_nothing_stays_on_the_model_after_a_call():
     src, tgt = _inputs("encoder-decoder")
     before = _module_state(model)
     plain = model(src, tgt)
-    model.run_with_cache(src, tgt)
+    model.run_with_capture(src, tgt)
     model.run_with_hooks(src, tgt, fwd_hooks=[("hook_logits", lambda x, _: x * 0)])
     assert _module_state(model) == before
     assert _ACTIVE.get() == ()
@@ -146,7 +146,7 @@ def test_hook_functions_can_ablate_a_head():
     plain = model(src, tgt)
 
     def zero_head_0(pattern, name):
-        assert name == "decoder.1.cross_attn.hook_pattern"
+        assert name == "decoder.1.cross_attn.hook_weights"
         pattern = pattern.clone()
         pattern[:, 0] = 0
         return pattern
@@ -155,7 +155,7 @@ def test_hook_functions_can_ablate_a_head():
         return None  # returning None leaves the tensor as it was
 
     ablated = model.run_with_hooks(
-        src, tgt, fwd_hooks=[("decoder.1.cross_attn.hook_pattern", zero_head_0)]
+        src, tgt, fwd_hooks=[("decoder.1.cross_attn.hook_weights", zero_head_0)]
     )
     observed = model.run_with_hooks(src, tgt, fwd_hooks=[("encoder.0.self_attn.hook_q", observe)])
     assert not torch.allclose(ablated, plain)
@@ -167,7 +167,7 @@ def test_hook_functions_can_ablate_a_head():
 def test_eight_threads_on_one_model_each_capture_only_their_own_tensors():
     model = build()
     inputs = [_inputs("encoder-decoder", seed=i, length=5 + i) for i in range(8)]
-    expected = [model.run_with_cache(*args)[1] for args in inputs]
+    expected = [model.run_with_capture(*args)[1] for args in inputs]
     barrier = threading.Barrier(8)
     results: dict[int, list] = {}
     errors: list[BaseException] = []
@@ -175,7 +175,7 @@ def test_eight_threads_on_one_model_each_capture_only_their_own_tensors():
     def work(i: int) -> None:
         try:
             barrier.wait()
-            results[i] = [model.run_with_cache(*inputs[i])[1] for _ in range(5)]
+            results[i] = [model.run_with_capture(*inputs[i])[1] for _ in range(5)]
         except BaseException as exc:  # surfaced in the main thread below
             errors.append(exc)
 
@@ -223,6 +223,6 @@ def test_nested_blocks_each_get_what_they_asked_for():
 def test_a_submodule_can_be_the_root_with_names_from_it():
     model = build()
     src, tgt = _inputs("encoder-decoder")
-    with hooked(model.encoder, "0.self_attn.hook_pattern") as cache:
+    with hooked(model.encoder, "0.self_attn.hook_weights") as cache:
         model(src, tgt)
-    assert list(cache) == ["0.self_attn.hook_pattern"]
+    assert list(cache) == ["0.self_attn.hook_weights"]

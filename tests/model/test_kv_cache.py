@@ -79,12 +79,12 @@ def test_hooks_see_the_cached_key_positions_at_every_step():
     ks = cache.all("decoder.1.self_attn.hook_k")
     assert [k.shape[2] for k in ks] == [1, 2, 3, 4, 5, 6]  # the cache grows by one each step
     assert all(q.shape == (2, 4, 1, 8) for q in cache.all("decoder.1.self_attn.hook_q"))
-    patterns = cache.all("decoder.1.self_attn.hook_pattern")
+    patterns = cache.all("decoder.1.self_attn.hook_weights")
     assert [p.shape[-1] for p in patterns] == [1, 2, 3, 4, 5, 6]
     assert [m.shape for m in cache.all("decoder.1.self_attn.hook_mask")][-1] == (2, 1, 1, 6)
     assert all(k.shape == (2, 4, 9, 8) for k in cache.all("decoder.1.cross_attn.hook_k"))
     # the keys the last step attended to are the keys a full pass computes
-    _, full = model.run_with_cache(
+    _, full = model.run_with_capture(
         src, result.tokens[:, :6], names_filter="decoder.1.self_attn.hook_k"
     )
     assert (ks[-1] - full["decoder.1.self_attn.hook_k"]).abs().max() <= 1e-5

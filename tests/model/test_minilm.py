@@ -13,7 +13,7 @@ from safetensors import safe_open
 
 from model import pad_batch
 from model.checkpoints import CheckpointError
-from model.pretrained import MAX_TOKENS, NOT_MAPPED, MiniLM, map_bert_state, package_dir
+from model.pretrained.bert import MAX_TOKENS, NOT_MAPPED, MiniLM, map_bert_state, package_dir
 
 SENTENCES = [
     "The animal didn't cross the street because it was too tired.",
@@ -25,7 +25,7 @@ SENTENCES = [
 
 @pytest.fixture(scope="module")
 def minilm() -> MiniLM:
-    return MiniLM()
+    return MiniLM.load()
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def bert_tensors() -> dict[str, torch.Tensor]:
 
 
 def batch(minilm: MiniLM, texts: list[str]) -> torch.Tensor:
-    return pad_batch([minilm.encode(t).ids for t in texts])
+    return pad_batch([minilm.tokenize(t).ids for t in texts])
 
 
 def test_every_tensor_is_used_once_and_nothing_is_left_over(minilm, bert_tensors):
@@ -61,11 +61,11 @@ def test_attention_and_hidden_states_match_transformers_bert(minilm):
     keep = ids != 0
     with torch.no_grad():
         expected = reference(input_ids=ids, attention_mask=keep.long(), output_attentions=True)
-        hidden, cache = minilm.model.run_with_cache(
-            ids, names_filter=lambda n: n.endswith("hook_pattern")
+        hidden, cache = minilm.model.run_with_capture(
+            ids, names_filter=lambda n: n.endswith("hook_weights")
         )
     for layer in range(6):
-        pattern = cache[f"encoder.{layer}.self_attn.hook_pattern"]
+        pattern = cache[f"encoder.{layer}.self_attn.hook_weights"]
         assert pattern.shape == (4, 12, MAX_TOKENS, MAX_TOKENS)
         assert (pattern - expected.attentions[layer]).abs().max() <= 1e-4, layer
     # padded positions are not compared: neither model's output there means anything
@@ -85,8 +85,8 @@ def test_sentence_embeddings_match_sentence_transformers(minilm):
 
 
 def test_tokenizer_neither_pads_nor_truncates_by_itself(minilm):
-    short = minilm.encode("Hello world")
+    short = minilm.tokenize("Hello world")
     assert short.tokens == ["[CLS]", "hello", "world", "[SEP]"] and not short.truncated
-    long = minilm.encode(SENTENCES[3])
+    long = minilm.tokenize(SENTENCES[3])
     assert long.truncated and long.original_length > MAX_TOKENS
     assert len(long.ids) == MAX_TOKENS and long.tokens[-1] == "[SEP]"

@@ -30,7 +30,7 @@ def test_sinusoidal_table_is_bit_identical_to_the_seeds_buffer():
 def test_the_encoder_adds_the_table_it_shows_on_hook_pos():
     model = build()
     src = torch.randint(1, 50, (2, 11))
-    _, cache = model.run_with_cache(src, torch.randint(1, 40, (2, 4)))
+    _, cache = model.run_with_capture(src, torch.randint(1, 40, (2, 4)))
     assert torch.equal(cache["encoder.hook_pos"], sinusoidal_table(128, 32)[:11])
     assert torch.equal(cache["decoder.hook_pos"], sinusoidal_table(128, 32)[:4])
     expected = model.encoder.tok_embed(src) * math.sqrt(32)
@@ -39,7 +39,7 @@ def test_the_encoder_adds_the_table_it_shows_on_hook_pos():
 
 def test_learned_positions_show_their_own_weights():
     model = build(architecture="encoder-only", positional="learned")
-    _, cache = model.run_with_cache(torch.randint(1, 50, (1, 9)))
+    _, cache = model.run_with_capture(torch.randint(1, 50, (1, 9)))
     assert torch.equal(cache["encoder.hook_pos"], model.encoder.pos.embedding.weight[:9])
 
 
@@ -69,7 +69,7 @@ def test_rope_rotation_keeps_vector_norms():
 def test_rotary_model_shows_angles_and_adds_nothing():
     model = build(architecture="decoder-only", positional="rotary")
     ids = torch.randint(1, 40, (1, 6))
-    _, cache = model.run_with_cache(ids)
+    _, cache = model.run_with_capture(ids)
     angles = cache["decoder.hook_pos"]
     assert angles.shape == (6, 4)  # (T, d_head / 2)
     inv_freq = 1 / 10000 ** (torch.arange(0, 8, 2).float() / 8)

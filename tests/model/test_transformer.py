@@ -50,8 +50,8 @@ def test_generate_mask_equals_the_seeds():
 def test_configurable_pad_id_masks_that_id():
     model = build(pad_id=7)
     src = torch.tensor([[3, 4, 7, 7]])
-    _, cache = model.run_with_cache(src, torch.tensor([[1, 5]]))
-    pattern = cache["encoder.0.self_attn.hook_pattern"]
+    _, cache = model.run_with_capture(src, torch.tensor([[1, 5]]))
+    pattern = cache["encoder.0.self_attn.hook_weights"]
     assert torch.all(pattern[..., 2:] == 0) and torch.all(pattern[..., :2] > 0)
 
 

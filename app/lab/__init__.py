@@ -1,0 +1,96 @@
+"""The attention lab: the seed tutorial's claims as experiments on the served models, by
+interventions at the hook points (model/analysis.py), never a second copy of the model.
+
+Each experiment is one module, a function of (context, request); this registry says for
+each what it needs of a model (`ModelEntry.features`) and whether it runs the model again
+(then the route takes one run slot for the whole experiment). Adding an experiment is its
+module and one `Experiment(...)` line here."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+from fastapi import HTTPException
+from pydantic import BaseModel
+
+from ..schemas import TextRequest
+from ..service import Inference
+from ..zoo import ModelEntry
+from . import schemas as s
+from .ablation import ablation
+from .compare import compare
+from .context import LabContext
+from .kv_cache import kv_cache
+from .masks import masks
+from .metrics import metrics
+from .positions import positions
+from .rollout import rollout
+from .scaling import scaling
+
+# What a need means, for the 422 of a model that lacks it.
+NEEDS_EXPLAINED = {
+    "encoder": "has no encoder",
+    "positions": "has no positional encoding to switch off",
+    "kv_cache": "does not decode step by step, so there is no KV cache to show",
+    "compare": "makes no sentence embedding to compare",
+}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    id: str  # its route, /api/v1/lab/<id>, and the page's name for it
+    run: Callable[[LabContext, BaseModel], BaseModel]
+    request: type[BaseModel]
+    response: type[BaseModel]
+    needs: frozenset[str] = frozenset()  # features the model must have
+    runs_model: bool = False  # runs the model beyond the cached run: one run slot for all
+
+    @property
+    def summary(self) -> str:
+        """What it shows: its module's docstring."""
+        return sys.modules[self.run.__module__].__doc__ or ""
+
+    def missing(self, entry: ModelEntry) -> list[str]:
+        return sorted(self.needs - entry.features())
+
+    def __call__(self, inference: Inference, req: TextRequest) -> BaseModel:
+        """Run it for one request: the context (the model's cached run), a 422 if the
+        model lacks what it needs, and its model runs in one run slot."""
+        ctx = LabContext(inference, req.model, req.text)
+        lacking = self.missing(ctx.entry)
+        if lacking:
+            reasons = " and ".join(NEEDS_EXPLAINED.get(n, f"lacks {n}") for n in lacking)
+            raise HTTPException(
+                422, f"the {self.id} experiment cannot run on {ctx.entry.id}: it {reasons}"
+            )
+        with ctx.session() if self.runs_model else nullcontext():
+            return self.run(ctx, req)
+
+
+EXPERIMENTS: dict[str, Experiment] = {
+    e.id: e
+    for e in (
+        Experiment("scaling", scaling, s.HeadRequest, s.ScalingResponse, runs_model=True),
+        Experiment("positions", positions, s.PositionsRequest, s.PositionsResponse,
+                   frozenset({"encoder", "positions"}), runs_model=True),
+        Experiment("masks", masks, s.MasksRequest, s.MasksResponse, frozenset({"encoder"}),
+                   runs_model=True),
+        Experiment("kv-cache", kv_cache, TextRequest, s.KVCacheResponse,
+                   frozenset({"kv_cache", "encoder"}), runs_model=True),
+        Experiment("metrics", metrics, TextRequest, s.MetricsResponse),
+        Experiment("rollout", rollout, s.RolloutRequest, s.RolloutResponse),
+        Experiment("ablation", ablation, s.AblationRequest, s.AblationResponse, runs_model=True),
+        Experiment("compare", compare, s.CompareRequest, s.CompareResponse),
+    )
+}  # fmt: skip
+
+
+def available(entry: ModelEntry) -> list[str]:
+    """The experiments a model can run, in the registry's order."""
+    return [e.id for e in EXPERIMENTS.values() if not e.missing(entry)]
+
+
+__all__ = ["EXPERIMENTS", "Experiment", "LabContext", "available"]

@@ -1,0 +1,66 @@
+"""Switch off heads and see the output change: the transcription and its tokens'
+probabilities, or the sentence embedding's cosine to the original."""
+
+from __future__ import annotations
+
+import torch
+
+from model.analysis import ablate_heads, cosine
+from model.hooks import hooked
+from model.runner import DecodedPiece
+
+from . import schemas as s
+from .context import LabContext
+
+
+def ablation(ctx: LabContext, req: s.AblationRequest) -> s.AblationResponse:
+    by_module: dict[str, list[int]] = {}
+    for ref in req.ablate:
+        spec = ctx.spec(ref.type)
+        ctx.check_head(spec, ref.layer, ref.head)
+        by_module.setdefault(spec.hook(ref.layer, "hook_context"), []).append(ref.head)
+    hooks = [(name, ablate_heads(heads)) for name, heads in by_module.items()]
+    on = off = []
+    labels: list[str] = []
+    with torch.no_grad():
+        decodes = ctx.runner.capabilities.kv_cache  # its output comes piece by piece
+        parts = ctx.runner.decoded_pieces(ctx.result) if decodes else []
+        with hooked(ctx.model, fwd_hooks=hooks, capture=False):
+            ablated = ctx.runner.run(ctx.result.text, capture=False)
+            if parts:
+                off, _ = probabilities(ctx, parts)
+        if parts:
+            on, labels = probabilities(ctx, parts)
+    similarity = None
+    if ablated.embedding is not None and ctx.result.embedding is not None:
+        similarity = cosine(ablated.embedding, ctx.result.embedding)
+    changed = ablated.output_tokens != ctx.result.output_tokens or (
+        similarity is not None and similarity < 1 - 1e-6
+    )
+    return s.AblationResponse(
+        model=ctx.entry.id,
+        ablated=req.ablate,
+        heads=req.ablate,
+        output=ctx.result.output_tokens,
+        ablated_output=ablated.output_tokens,
+        probability_tokens=labels,
+        probabilities=on,
+        ablated_probabilities=off,
+        cosine=similarity,
+        changed=changed,
+    )
+
+
+def probabilities(ctx: LabContext, parts: list[DecodedPiece]) -> tuple[list[float], list[str]]:
+    """Teacher-forced, piece by piece as the model decoded them: the probability of each
+    output token and of each piece's end, with their labels."""
+    vocab, eos = ctx.runner.target_vocabulary(), ctx.config.eos_id
+    probs, labels = [], []
+    for part in parts:
+        tokens = part.target_ids
+        logits = ctx.model(part.source, torch.tensor([tokens]))[0]  # (T, V)
+        wanted = [*tokens[1:], eos] if part.ended else tokens[1:]
+        picked = logits.softmax(-1)[torch.arange(len(wanted)), torch.tensor(wanted)]
+        probs += [round(float(p), 6) for p in picked]
+        labels += [vocab[t] for t in wanted]
+    return probs, labels

@@ -1,0 +1,89 @@
+"""What every experiment of the lab shares: the model entry, the ordinary run of the text,
+and forward passes of the same model with hook functions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from fastapi import HTTPException
+from torch import Tensor
+
+from model.hooks import Capture, HookFn, NamesFilter, hooked
+from model.runner import AttentionSpec, RunResult, model_inputs
+
+from ..service import Inference, tokens_of
+from ..zoo import ModelEntry
+
+
+class LabContext:
+    """One request's model entry, its run (through `Inference.run`: validated, cached, in
+    a run slot of its own) and the ids that run read; experiments run the model again
+    through `forward` and `encoder_weights`, inside the run slot the registry takes."""
+
+    def __init__(self, inference: Inference, model: str | None, text: str) -> None:
+        self.inference = inference
+        self.entry: ModelEntry = inference.entry(model)
+        self.result: RunResult = inference.run(self.entry, text)
+        self.runner = self.entry.runner
+        self.model = self.runner.model
+        self.config = self.entry.config
+        # the ids of the very tokens the run read (re-encoding its display text may differ)
+        self.source = torch.tensor([self.result.source_ids])
+        self.target = torch.tensor([self.result.target_ids]) if self.result.target_ids else None
+
+    def session(self):
+        """The run slot an experiment's model runs share (not re-entrant: take it once)."""
+        return self.inference.limiter.slot()
+
+    def spec(self, wanted: str | None, self_only: bool = False) -> AttentionSpec:
+        """The attention type asked for (default: the model's first), or a 422."""
+        types = self.entry.attention_types()
+        if self_only:
+            types = [t for t in types if self.entry.specs[t].self_attention]
+        chosen = wanted or types[0]
+        if chosen not in types:
+            if self_only and chosen in self.entry.specs:
+                raise HTTPException(422, f"this needs self-attention: {self.entry.id} has {types}")
+            raise HTTPException(422, f"{self.entry.id} has no {chosen} attention: it has {types}")
+        return self.entry.specs[chosen]
+
+    def check_head(self, spec: AttentionSpec, layer: int, head: int) -> None:
+        if layer >= spec.layers:
+            raise HTTPException(
+                422, f"layer {layer} out of range: {spec.type} has 0..{spec.layers - 1}"
+            )
+        if head >= spec.query_heads:
+            raise HTTPException(
+                422, f"head {head} out of range: {spec.type} has 0..{spec.query_heads - 1}"
+            )
+
+    def tokens(self, spec: AttentionSpec) -> tuple[list[str], list[str]]:
+        return tokens_of(self.result, spec)
+
+    def hooks_on(self, suffix: str, fn: HookFn) -> list[tuple[str, HookFn]]:
+        return [(name, fn) for name in self.model.hook_names() if name.endswith(suffix)]
+
+    def forward(
+        self, hooks: Iterable[tuple[str, HookFn]] = (), names: NamesFilter = None
+    ) -> tuple[Tensor, Capture]:
+        """(output, capture) of one forward pass over the run's tokens with hook functions."""
+        inputs = model_inputs(self.config, self.source, self.target)
+        with torch.no_grad(), hooked(self.model, names, fwd_hooks=list(hooks)) as capture:
+            out = self.model(*inputs)
+        return out, capture
+
+    def encoder_weights(
+        self, source: Tensor, hooks: Iterable[tuple[str, HookFn]] = ()
+    ) -> list[Tensor]:
+        """Each encoder layer's weights (B, H, T, T) for `source`, with hook functions."""
+        spec = self.entry.specs["encoder.self"]
+        names = [spec.hook(i, "hook_weights") for i in range(spec.layers)]
+        with torch.no_grad(), hooked(self.model, names, fwd_hooks=list(hooks)) as capture:
+            self.model.encode(source)
+        return [capture[n] for n in names]
+
+    @staticmethod
+    def weights(capture: Capture, spec: AttentionSpec, layer: int) -> Tensor:
+        """One layer's weights (H, Tq, Tk) of the first row of a capture."""
+        return capture[spec.hook(layer, "hook_weights")][0]

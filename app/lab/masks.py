@@ -1,0 +1,95 @@
+"""Masks at work: decoder self-attention with the causal mask and without it (the future
+it would see), and a padded batch of two sentences with its padding mask."""
+
+from __future__ import annotations
+
+import torch
+from fastapi import HTTPException
+
+from model.analysis import without_mask
+from model.masks import pad_batch, padding_mask
+
+from ..service import encode, read_text
+from . import schemas as s
+from .context import LabContext
+
+
+def masks(ctx: LabContext, req: s.MasksRequest) -> s.MasksResponse:
+    causal = None
+    if "decoder.self" in ctx.entry.specs:
+        spec = ctx.spec("decoder.self")
+        ctx.check_head(spec, req.layer, req.head)
+        names = [spec.hook(req.layer, "hook_weights")]
+        off = [(spec.hook(i, "hook_mask"), without_mask) for i in range(spec.layers)]
+        _, masked = ctx.forward(names=names)
+        _, unmasked = ctx.forward(off, names=names)
+        w_on = ctx.weights(masked, spec, req.layer)[req.head]
+        w_off = ctx.weights(unmasked, spec, req.layer)[req.head]
+        future = torch.ones_like(w_on, dtype=torch.bool).triu(1)
+        causal = s.CausalCase(
+            rows=ctx.result.target_tokens,
+            with_mask=encode(w_on, "json"),
+            without_mask=encode(w_off, "json"),
+            future_weight_with=round(float((w_on * future).sum(-1).mean()), 6),
+            future_weight_without=round(float((w_off * future).sum(-1).mean()), 6),
+        )
+    else:
+        ctx.check_head(ctx.spec("encoder.self"), req.layer, req.head)
+    return s.MasksResponse(
+        model=ctx.entry.id, layer=req.layer, head=req.head, causal=causal, padding=padding(ctx, req)
+    )
+
+
+def second_sentence(
+    ids: list[int], tokens: list[str], special: frozenset[str]
+) -> tuple[list[int], list[str]]:
+    """The default second sentence of the batch: the text's first half (a closing special
+    token such as [SEP] kept at its end), or the text twice when it is too short to halve."""
+    closes = tokens[-1] in special
+    keep = max(1, len(ids) // 2)
+    if closes:  # keep [CLS] ... [SEP]
+        keep = max(3, keep)
+        other, kept = [*ids[: keep - 1], ids[-1]], [*tokens[: keep - 1], tokens[-1]]
+    else:
+        other, kept = ids[:keep], tokens[:keep]
+    if len(other) == len(ids):  # too short to halve: the text twice, padding it
+        if closes:
+            return [*ids[:-1], *ids[1:]], [*tokens[:-1], *tokens[1:]]
+        return ids * 2, tokens * 2
+    return other, kept
+
+
+def padding(ctx: LabContext, req: s.MasksRequest) -> s.PaddingCase:
+    """The text and a second sentence in one padded batch: the padding mask, and the
+    shorter one's weights, as on its own."""
+    ids, source = ctx.result.source_ids, ctx.result.source_tokens
+    if req.second is not None:
+        second = read_text(req.second, ctx.inference.settings.max_text_chars, field="second")
+        other, tokens = ctx.runner.encode(second)
+    else:
+        other, tokens = second_sentence(ids, source, ctx.runner.special_tokens)
+    if not other:
+        raise HTTPException(422, "the second sentence has no tokens")
+    if len(other) == len(ids):
+        raise HTTPException(
+            422,
+            "the two sentences have the same length, so nothing is padded: "
+            "give a second sentence of another length",
+        )
+    other = other[: ctx.runner.max_tokens]
+    tokens = tokens[: len(other)]
+    batch = pad_batch([ids, other], ctx.config.pad_id)
+    shorter = 0 if len(ids) < len(other) else 1
+    length = len(ids) if shorter == 0 else len(other)
+    together = ctx.encoder_weights(batch)[req.layer][shorter, req.head]
+    alone = ctx.encoder_weights(batch[shorter : shorter + 1, :length])[req.layer][0, req.head]
+    mask = padding_mask(batch, ctx.config.pad_id)[:, 0, 0]
+    return s.PaddingCase(
+        tokens=[source, tokens],
+        length=batch.size(1),
+        mask=mask.tolist(),
+        shorter=shorter,
+        weights=encode(together, "json"),
+        pad_weight=round(float(together[:, length:].sum()), 9),
+        max_abs_diff_alone=float((together[:length, :length] - alone).abs().max()),
+    )

@@ -1,0 +1,31 @@
+"""Attention rollout (Abnar & Zuidema 2020) through a self-attention stack."""
+
+from __future__ import annotations
+
+from model.analysis import rollout as rollout_of
+
+from ..service import encode
+from . import schemas as s
+from .context import LabContext
+
+ASSUMES = (
+    "Each layer's heads are averaged and mixed with the identity for the residual "
+    "connection, rows renormalised, and the layers multiplied (Abnar & Zuidema 2020): "
+    "information is assumed to move linearly along attention weights and the residual "
+    "stream only, ignoring values, the output projection, the feed-forward layers and "
+    "LayerNorm. A heuristic of where information comes from, not an attribution."
+)
+
+
+def rollout(ctx: LabContext, req: s.RolloutRequest) -> s.RolloutResponse:
+    spec = ctx.spec(req.type, self_only=True)
+    layers = [ctx.weights(ctx.result.capture, spec, i).float() for i in range(spec.layers)]
+    tokens, _ = ctx.tokens(spec)
+    return s.RolloutResponse(
+        model=ctx.entry.id,
+        type=spec.type,
+        tokens=tokens,
+        matrix=encode(rollout_of(layers, req.residual), "json"),
+        residual=req.residual,
+        assumes=ASSUMES,
+    )

@@ -1,0 +1,54 @@
+"""Why divide by √d_k: the same input with and without the scaling of q kᵀ — one head's
+weights both ways, and every head's entropy and largest weight both ways."""
+
+from __future__ import annotations
+
+import torch
+
+from model.analysis import focus, without_scaling
+
+from ..service import encode
+from . import schemas as s
+from .context import LabContext
+
+
+def scaling(ctx: LabContext, req: s.HeadRequest) -> s.ScalingResponse:
+    spec = ctx.spec(req.type)
+    ctx.check_head(spec, req.layer, req.head)
+    layers = range(spec.layers)
+    names = [spec.hook(i, "hook_weights") for i in layers]
+    hooks = ctx.hooks_on(".hook_scores", without_scaling(spec.head_dim))
+    _, scaled = ctx.forward(names=names)
+    _, unscaled = ctx.forward(hooks, names=names)
+    rows, columns = ctx.tokens(spec)
+    heads, entropies = [], {True: [], False: []}
+    for i in layers:
+        stats = {}
+        for key, capture in ((True, scaled), (False, unscaled)):
+            stats[key] = focus(ctx.weights(capture, spec, i))
+            entropies[key].append(stats[key][0])
+        for h in range(spec.query_heads):
+            heads.append(
+                s.ScalingHead(
+                    layer=i,
+                    head=h,
+                    entropy_scaled=round(float(stats[True][0][h]), 6),
+                    entropy_unscaled=round(float(stats[False][0][h]), 6),
+                    max_weight_scaled=round(float(stats[True][1][h]), 6),
+                    max_weight_unscaled=round(float(stats[False][1][h]), 6),
+                )
+            )
+    return s.ScalingResponse(
+        model=ctx.entry.id,
+        type=spec.type,
+        head_dim=spec.head_dim,
+        matrices=s.HeadPair(
+            rows=rows,
+            columns=columns,
+            first=encode(ctx.weights(scaled, spec, req.layer)[req.head], "json"),
+            second=encode(ctx.weights(unscaled, spec, req.layer)[req.head], "json"),
+        ),
+        heads=heads,
+        mean_entropy_scaled=round(float(torch.cat(entropies[True]).mean()), 6),
+        mean_entropy_unscaled=round(float(torch.cat(entropies[False]).mean()), 6),
+    )

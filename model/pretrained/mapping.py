@@ -1,0 +1,48 @@
+"""The checked name mapping every family of pretrained weights goes through: each of the
+model's tensors filled exactly once with an equal shape, each file tensor used or named
+as deliberately left out, nothing left over (TransformerLens keeps one such converter per
+family; ours share this check)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+from torch import nn
+
+from ..checkpoints import CheckpointError
+
+
+def map_state(
+    tensors: Mapping[str, torch.Tensor],
+    model: nn.Module,
+    our_name: Callable[[str], str | None],
+    not_mapped: Mapping[str, str],
+    family: str,
+    problems: list[str] | None = None,
+) -> dict[str, torch.Tensor]:
+    """Our state dict from a file's tensors, renamed by `our_name` (None: no place in the
+    model). `not_mapped` names the file tensors deliberately left out and why. Anything
+    else that does not fit, and any `problems` a family found itself, is one
+    CheckpointError listing them all."""
+    expected = model.state_dict()
+    state: dict[str, torch.Tensor] = {}
+    problems = list(problems or [])
+    for name, tensor in tensors.items():
+        if name in not_mapped:
+            continue
+        ours = our_name(name)
+        if ours is None or ours not in expected:
+            problems.append(f"{name} has no place in the model")
+        elif ours in state:
+            problems.append(f"{ours} would be filled twice")
+        elif tensor.shape != expected[ours].shape:
+            problems.append(f"{name} {tuple(tensor.shape)} != {ours} {tuple(expected[ours].shape)}")
+        else:
+            state[ours] = tensor.float()
+    missing = sorted(set(expected) - set(state))
+    if missing:
+        problems.append(f"nothing fills {missing}")
+    if problems:
+        raise CheckpointError(f"{family} weights do not map onto model/: " + "; ".join(problems))
+    return state

@@ -1,0 +1,175 @@
+"""The model interface: what every served model is (a `Runner`) and what one run gives (a
+`RunResult`). The app reads what a runner states here; it never guesses a model's family
+from its attributes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+from .config import ModelConfig
+from .hooks import Capture, NamesFilter
+from .transformer import Transformer
+
+# What one token of the input is: a character (the pronouncer), a WordPiece piece (BERT:
+# pieces merge into words), or a byte-level BPE piece (GPT-2, Llama-family LLMs).
+TokenUnit = Literal["characters", "wordpiece", "byte-bpe"]
+# What a run gives: a transcription (the decoder's greedy output), a sentence embedding
+# (comparable between two inputs), or a next-token continuation of the prompt.
+OutputKind = Literal["transcription", "embedding", "continuation"]
+# Which token list an axis of an attention type belongs to: the encoder's input (source)
+# or the tokens fed to the decoder (target).
+Side = Literal["source", "target"]
+TOKEN_UNITS: tuple[str, ...] = ("characters", "wordpiece", "byte-bpe")
+OUTPUT_KINDS: tuple[str, ...] = ("transcription", "embedding", "continuation")
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """One attention type of a model: where its modules sit and how many heads they have."""
+
+    type: str  # "encoder.self", "decoder.self", "decoder.cross"
+    stack: str  # the module holding the layers: "encoder" or "decoder"
+    module: str  # the attention module within a layer: "self_attn" or "cross_attn"
+    layers: int
+    query_heads: int
+    kv_heads: int  # equal to query_heads unless keys and values are shared (grouped-query)
+    head_dim: int
+    rows: Side  # the tokens of the queries
+    columns: Side  # the tokens of the keys
+
+    @property
+    def self_attention(self) -> bool:
+        return self.module == "self_attn"
+
+    def hook(self, layer: int, point: str) -> str:
+        """The hook name of `point` (e.g. "hook_weights") in `layer`."""
+        return f"{self.stack}.{layer}.{self.module}.{point}"
+
+
+# attention type -> (stack, module within a layer, query side, key side)
+ATTENTION_TYPES: dict[str, tuple[str, str, Side, Side]] = {
+    "encoder.self": ("encoder", "self_attn", "source", "source"),
+    "decoder.self": ("decoder", "self_attn", "target", "target"),
+    "decoder.cross": ("decoder", "cross_attn", "target", "source"),
+}
+
+
+def attention_specs(config: ModelConfig) -> list[AttentionSpec]:
+    """The attention types a configuration builds, in the order of the forward pass."""
+    present = {
+        "encoder.self": config.has_encoder,
+        "decoder.self": config.has_decoder,
+        "decoder.cross": config.architecture == "encoder-decoder",
+    }
+    specs = []
+    for name, (stack, module, rows, columns) in ATTENTION_TYPES.items():
+        if present[name]:
+            layers = config.n_layers if stack == "encoder" else config.decoder_layers
+            heads = (config.n_heads, config.n_heads, config.head_dim)  # query, key/value, dim
+            specs.append(AttentionSpec(name, stack, module, layers, *heads, rows, columns))
+    return specs
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a runner can do beyond one captured forward pass; the lab's experiments
+    declare which of these they need."""
+
+    kv_cache: bool = False  # decodes step by step through a KV cache (`decoded_pieces`)
+    compare: bool = False  # makes an output two inputs can be compared by (an embedding)
+    word_view: bool = False  # its tokens merge into words (`RunResult.source_words`)
+
+
+@dataclass
+class RunResult:
+    """One run of a model on one text: its tokens, its output, and the capture."""
+
+    text: str  # the input as the model read it (whitespace collapsed, case folded)
+    source_tokens: list[str]  # one per encoder position (a decoder-only model: the prompt)
+    source_ids: list[int]
+    target_tokens: list[str]  # one per decoder position fed: <bos> and the output; or []
+    target_ids: list[int]
+    output_tokens: list[str]  # what the model produced (transcription, continuation)
+    truncated: bool  # the input (or its output) was longer than the model holds: cut
+    source_length: int  # tokens in the input before truncation
+    capture: Capture | None  # one forward pass over (source, target) with hooks captured
+    embedding: list[float] | None = None  # a sentence embedding, for models that make one
+    source_words: list[int | None] | None = None  # word of each source token (WordPiece)
+    extra: dict = field(default_factory=dict)  # a family's own details, never read by the app
+
+    def tokens(self, side: Side) -> list[str]:
+        return self.source_tokens if side == "source" else self.target_tokens
+
+    def ids(self, side: Side) -> list[int]:
+        return self.source_ids if side == "source" else self.target_ids
+
+
+@dataclass
+class DecodedPiece:
+    """One piece of a text as a runner decodes it step by step: its source ids (1, S), the
+    decoder input its greedy output makes ([<bos>, ...]) and whether that ended with <eos>."""
+
+    source: Tensor
+    target_ids: list[int]
+    ended: bool
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """A served model: a Transformer of model/ with what reads text into it and out of it.
+
+    `token_unit`, `output_kind`, `special_tokens`, `max_tokens` and `capabilities` state
+    what the app needs; `attention` lists the attention types (from the config, see
+    `attention_specs`). `vocabulary` maps the decoder's ids to tokens (None for an
+    encoder-only model)."""
+
+    model: Transformer
+    token_unit: TokenUnit
+    output_kind: OutputKind
+    special_tokens: frozenset[str]
+    max_tokens: int
+    capabilities: Capabilities
+
+    @property
+    def attention(self) -> list[AttentionSpec]: ...
+
+    def run(self, text: str, capture: bool = True, names_filter: NamesFilter = None) -> RunResult:
+        """Tokenize, produce the output, and (if `capture`) capture one forward pass."""
+        ...
+
+    def encode(self, text: str) -> tuple[list[int], list[str]]:
+        """Source ids and tokens of a text, specials included, cut to `max_tokens`."""
+        ...
+
+    def with_model(self, model: Transformer) -> Runner:
+        """The same tokenizers and settings over other weights (the untrained twin)."""
+        ...
+
+    def target_vocabulary(self) -> list[str] | None:
+        """The decoder's token of each id, or None without a decoder."""
+        ...
+
+    def decoded_pieces(self, result: RunResult) -> list[DecodedPiece]:
+        """Capability `kv_cache`: the pieces the output was decoded in, as `run` did."""
+        ...
+
+
+def model_inputs(config: ModelConfig, source: Tensor | None, target: Tensor | None) -> tuple:
+    """The positional arguments of `Transformer.forward` for an architecture."""
+    if config.architecture == "encoder-only":
+        return (source,)
+    if config.architecture == "decoder-only":
+        return (target,)
+    return (source, target)
+
+
+def untrained(config: ModelConfig, seed: int = 0) -> Transformer:
+    """A model of `config` with the fixed-seed initialisation of `Transformer` (the
+    untrained twin): the same weights every time, the global RNG left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return Transformer(config).eval()
