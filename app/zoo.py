@@ -120,7 +120,7 @@ register(
 
 
 def load_zoo(settings: Settings) -> Zoo:
-    """The registered families (all, or those `settings.zoo` names, in registry order),
+    """The registered families (all in registry order, or those `settings.zoo` names in its order),
     each with its untrained twin (same config and tokenizers, fixed-seed weights), for
     comparing attention before and after training. `settings.plugins` are imported
     first: a plugin module registers families of its own."""
@@ -130,9 +130,7 @@ def load_zoo(settings: Settings) -> Zoo:
     if unknown:
         raise ValueError(f"unknown model families {unknown}; registered: {sorted(REGISTRY)}")
     entries = []
-    for family in REGISTRY.values():
-        if settings.zoo and family.id not in settings.zoo:
-            continue
+    for family in [REGISTRY[i] for i in dict.fromkeys(settings.zoo)] or REGISTRY.values():
         runner = family.load(settings)
         entries.append(
             ModelEntry(family.id, family.title, family.description, family.languages, runner)

@@ -24,6 +24,20 @@ HookFn = Callable[[Tensor, str], Tensor | None]
 NamesFilter = str | Iterable[str] | Callable[[str], bool] | None
 
 
+# Hook names of an earlier release, read as the current ones (with a warning) for one more.
+DEPRECATED_HOOKS = {"hook_pattern": "hook_weights"}
+
+
+def renamed(name: str) -> str:
+    """`name` with a deprecated hook point's name replaced by the current one."""
+    stem, _, leaf = name.rpartition(".")
+    if leaf not in DEPRECATED_HOOKS:
+        return name
+    new = DEPRECATED_HOOKS[leaf]
+    warnings.warn(f"{leaf} is deprecated: use {new}", DeprecationWarning, stacklevel=3)
+    return f"{stem}.{new}" if stem else new
+
+
 class HookPoint(nn.Module):
     """Identity module that shows its input to the active capture and hook functions."""
 
@@ -46,7 +60,7 @@ class Capture(Mapping[str, Tensor]):
         self._store: dict[str, list[Tensor]] = {}
 
     def __getitem__(self, name: str) -> Tensor:
-        return self._store[name][-1]
+        return self._store[renamed(name)][-1]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._store)
@@ -55,7 +69,7 @@ class Capture(Mapping[str, Tensor]):
         return len(self._store)
 
     def all(self, name: str) -> list[Tensor]:
-        return list(self._store[name])
+        return list(self._store[renamed(name)])
 
     def add(self, name: str, tensor: Tensor) -> None:
         self._store.setdefault(name, []).append(tensor.detach())
@@ -99,6 +113,7 @@ def resolve_names(available: list[str], names_filter: NamesFilter) -> frozenset[
     if callable(names_filter):
         return frozenset(n for n in available if names_filter(n))
     wanted = [names_filter] if isinstance(names_filter, str) else list(names_filter)
+    wanted = [renamed(name) for name in wanted]
     unknown = sorted(set(wanted) - set(available))
     if unknown:
         raise KeyError(f"unknown hook names: {unknown}")
@@ -121,7 +136,7 @@ def hooked(
     available = list(points.values())
     by_name: dict[str, list[HookFn]] = {}
     for name, fn in fwd_hooks:
-        by_name.setdefault(name, []).append(fn)
+        by_name.setdefault(renamed(name), []).append(fn)
     unknown = sorted(set(by_name) - set(available))
     if unknown:
         raise KeyError(f"unknown hook names: {unknown}")

@@ -153,8 +153,14 @@ class Runner(Protocol):
         """The decoder's token of each id, or None without a decoder."""
         ...
 
+
+@runtime_checkable
+class StepwiseRunner(Runner, Protocol):
+    """A runner with the capability `kv_cache`: its output is decoded step by step, and it
+    tells how (the lab replays it through the KV cache)."""
+
     def decoded_pieces(self, result: RunResult) -> list[DecodedPiece]:
-        """Capability `kv_cache`: the pieces the output was decoded in, as `run` did."""
+        """The pieces the output was decoded in, as `run` did, each with its greedy output."""
         ...
 
 

@@ -20,7 +20,6 @@ from ..hooks import NamesFilter
 from ..runner import (
     AttentionSpec,
     Capabilities,
-    DecodedPiece,
     RunResult,
     attention_specs,
     untrained,
@@ -173,9 +172,6 @@ class MiniLM:
 
     def target_vocabulary(self) -> None:
         return None  # no decoder
-
-    def decoded_pieces(self, result: RunResult) -> list[DecodedPiece]:
-        raise ValueError("an encoder-only model decodes nothing")
 
     @torch.no_grad()
     def run(self, text: str, capture: bool = True, names_filter: NamesFilter = None) -> RunResult:

@@ -30,6 +30,9 @@ TRAINED_CHARS = 40  # the longest training sentence (see data.Generator)
 BREAKS = " ，。！？；：、,.!?;:"
 
 
+Transcription = RunResult  # deprecated alias (one release): a run's result, of any runner
+
+
 class Pronouncer:
     """Chinese characters -> pinyin with tones, English words -> ARPAbet (a `Runner`)."""
 

@@ -18,7 +18,9 @@ async function call(path, options = {}) {
     let detail = response.statusText;
     try {
       detail = (await response.json()).detail;
-    } catch { /* not JSON */ }
+    } catch {
+      /* not JSON */
+    }
     throw new ApiError(response.status, detail);
   }
   return response;
@@ -37,8 +39,10 @@ export const api = {
     (await post("/api/v1/analyze", { model, text, ...(compare ? { compare } : {}) })).json(),
   attention: async (request) => (await post("/api/v1/attention", request)).json(),
   lab: async (route, body) => (await post(`/api/v1/lab/${route}`, body)).json(),
-  positional: async (model, positions, dims) =>
-    (await call(`/api/v1/models/${encodeURIComponent(model)}/positional-encoding?positions=${positions}&dims=${dims}`)).json(),
+  positional: async (model, positions, dims) => {
+    const path = `/api/v1/models/${encodeURIComponent(model)}/positional-encoding`;
+    return (await call(`${path}?${new URLSearchParams({ positions, dims })}`)).json();
+  },
   exportCapture: async (model, text) => {
     const response = await post("/api/v1/export", { model, text });
     const name = /filename="([^"]+)"/.exec(response.headers.get("content-disposition") || "");

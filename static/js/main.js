@@ -1,12 +1,11 @@
 // The page's controller: state from the URL, requests to the API, one view at a time.
-import { ApiError, Block, api } from "./api.js";
-import { LANGS, applyLanguage, t as translate } from "./i18n.js";
+import { ApiError, api, Block } from "./api.js";
+import { encodingOf } from "./encodings.js";
+import { applyLanguage, LANGS, t as translate } from "./i18n.js";
+import { attentionOf } from "./model-info.js";
 import { readState, writeState } from "./state.js";
-import { renderHead } from "./views/head.js";
-import { EXPERIMENTS, renderLab } from "./views/lab.js";
-import { renderMasks } from "./views/masks.js";
-import { renderModel } from "./views/model.js";
-import { renderPositional } from "./views/positional.js";
+import { VIEWS, viewOf } from "./views/index.js";
+import { EXPERIMENT_IDS } from "./views/lab/index.js";
 
 const EXAMPLES = [
   "苹果公司发布了新款手机，它采用了最新的芯片",
@@ -16,36 +15,64 @@ const EXAMPLES = [
   "The animal didn't cross the street because it was too tired.",
   "我用 python 写代码",
 ];
-const VIEWS = {
-  head: renderHead, model: renderModel, masks: renderMasks, positional: renderPositional,
-  lab: renderLab,
-};
 
 const boot = JSON.parse(document.getElementById("boot").textContent);
 const models = Object.fromEntries(boot.models.map((m) => [m.id, m]));
 const $ = (id) => document.getElementById(id);
 const elements = {
-  form: $("input-form"), model: $("model"), text: $("text"), compare: $("compare"),
+  form: $("input-form"),
+  model: $("model"),
+  text: $("text"),
+  compare: $("compare"),
   examples: $("examples"),
-  source: $("source-tokens"), output: $("output-text"), truncated: $("truncated"),
-  status: $("status"), type: $("type"), layer: $("layer"), head: $("head"), kind: $("kind"),
-  overlay: $("overlay"), average: $("average"), words: $("words"), hide: $("hide"),
+  source: $("source-tokens"),
+  output: $("output-text"),
+  truncated: $("truncated"),
+  status: $("status"),
+  tabs: $("views"),
+  type: $("type"),
+  layer: $("layer"),
+  head: $("head"),
+  kind: $("kind"),
+  overlay: $("overlay"),
+  average: $("average"),
+  words: $("words"),
+  hide: $("hide"),
   exportButton: $("export"),
-  view: $("view"), plot: $("plot"), grid: $("grid"), extra: $("extra"),
-  explain: $("explain"), readout: $("readout"),
+  view: $("view"),
+  plot: $("plot"),
+  grid: $("grid"),
+  extra: $("extra"),
+  explain: $("explain"),
+  readout: $("readout"),
 };
 
 const storedLang = localStorage.getItem("attnviz.lang");
 const defaultLang = storedLang || (navigator.language?.startsWith("zh") ? "zh" : "en");
 const DEFAULTS = {
-  model: boot.default_model, text: "", compare: "", type: "", layer: 0, head: 0, view: "head",
-  lang: defaultLang, kind: "weights", avg: false, words: false, hide: false,
-  lab: EXPERIMENTS[0], step: 0, other: "", vs: "", ablate: "",
+  model: boot.default_model,
+  text: "",
+  compare: "",
+  type: "",
+  layer: 0,
+  head: 0,
+  view: VIEWS[0].id,
+  lang: defaultLang,
+  kind: "weights",
+  avg: false,
+  words: false,
+  hide: false,
+  lab: EXPERIMENT_IDS[0],
+  step: 0,
+  other: "",
+  vs: "",
+  ablate: "",
 };
 let state = readState(DEFAULTS);
 let analysis = null; // the analyze answer for (state.model, state.text)
 let generation = 0; // bumps on every render; older renders stop when they notice
-const layerCache = new Map();
+// (input, type, layer, kind, ...) -> promise of the Block: each block is asked for once
+const blockRequests = new Map();
 
 const t = (key) => translate(state.lang, key);
 
@@ -65,7 +92,8 @@ function clearOutput() {
 }
 
 function clearPlots() {
-  for (const el of [elements.plot, elements.extra]) window.Plotly?.purge(el); // none drawn before it loads
+  // (nothing is drawn before plotly.js has loaded)
+  for (const el of [elements.plot, elements.extra]) window.Plotly?.purge(el);
   elements.grid.replaceChildren();
   elements.explain.textContent = "";
 }
@@ -73,9 +101,10 @@ function clearPlots() {
 function showError(err, { keepView = false } = {}) {
   let message;
   if (err instanceof ApiError) {
-    const detail = typeof err.detail === "string"
-      ? err.detail
-      : (err.detail || []).map((d) => `${(d.loc || []).slice(1).join(".")}: ${d.msg}`).join("; ");
+    const detail =
+      typeof err.detail === "string"
+        ? err.detail
+        : (err.detail || []).map((d) => `${(d.loc || []).slice(1).join(".")}: ${d.msg}`).join("; ");
     if (err.status === 0) message = t("error_network");
     else if (err.status === 413 || err.status === 503) message = t(`error_${err.status}`);
     else if (err.status === 422 || err.status === 404) message = t(`error_${err.status}`) + detail;
@@ -90,25 +119,32 @@ function showError(err, { keepView = false } = {}) {
 }
 
 // All heads of one (type, layer, kind) of one input as a Block, decoded once and kept.
-async function layerItems(input, type, layer, kind) {
-  // the word view and hidden specials apply to self-attention weights of WordPiece models
-  const reshape = kind === "weights" && type === "encoder.self" && input.wordpiece;
+async function layerBlock(input, type, layer, kind) {
+  // the word view and hidden specials apply to the self-attention weights of the models
+  // that offer them (capabilities.word_view)
+  const reshape = kind === "weights" && type === "encoder.self" && input.wordView;
   const granularity = reshape && input.words ? "word" : "token";
   const hideSpecial = reshape && input.hide;
   const key = [input.model, input.text, type, layer, kind, granularity, hideSpecial].join("\u0000");
-  if (!layerCache.has(key)) {
-    const encoding = kind === "scores" ? "f4" : "u1";
+  if (!blockRequests.has(key)) {
     const request = api
       .attention({
-        model: input.model, text: input.text, types: [type], layers: [layer], kinds: [kind],
-        encoding, granularity, hide_special: hideSpecial,
+        model: input.model,
+        text: input.text,
+        types: [type],
+        layers: [layer],
+        kinds: [kind],
+        encoding: encodingOf(kind),
+        granularity,
+        hide_special: hideSpecial,
+        legacy_items: false, // the answer's `blocks` only, not also their deprecated copy
       })
       // one block: every head of this layer stacked (a mask is sent once for all heads)
-      .then((body) => new Block(body.items[0]));
-    layerCache.set(key, request);
-    request.catch(() => layerCache.delete(key));
+      .then((body) => new Block(body.blocks[0]));
+    blockRequests.set(key, request);
+    request.catch(() => blockRequests.delete(key));
   }
-  return layerCache.get(key);
+  return blockRequests.get(key);
 }
 
 function fillSelect(select, values, labels) {
@@ -125,45 +161,55 @@ function fillSelect(select, values, labels) {
 function syncControls() {
   const info = modelInfo();
   if (!info.attention_types.includes(state.type)) state.type = info.attention_types.at(-1);
-  const layers = state.type.startsWith("encoder") ? info.encoder_layers : info.decoder_layers;
+  const { layers, query_heads: heads } = attentionOf(info, state.type);
   state.layer = Math.min(Math.max(0, state.layer), layers - 1);
-  state.head = Math.min(Math.max(0, state.head), info.heads - 1);
+  state.head = Math.min(Math.max(0, state.head), heads - 1);
   elements.model.value = state.model;
   fillSelect(elements.type, info.attention_types, info.attention_types.map(t));
   elements.type.value = state.type;
   fillSelect(elements.layer, [...Array(layers).keys()]);
   elements.layer.value = String(state.layer);
-  fillSelect(elements.head, [...Array(info.heads).keys()]);
+  fillSelect(elements.head, [...Array(heads).keys()]);
   elements.head.value = String(state.head);
   elements.kind.value = state.kind;
   elements.average.checked = state.avg;
   elements.words.checked = state.words;
   elements.hide.checked = state.hide;
-  for (const el of document.querySelectorAll(".wordpiece")) {
-    el.hidden = info.tokens !== "wordpiece";
+  for (const el of document.querySelectorAll(".word-view")) {
+    el.hidden = !info.capabilities.word_view;
   }
-  for (const el of document.querySelectorAll(".embedding-only")) {
-    el.hidden = info.output !== "embedding";
+  for (const el of document.querySelectorAll(".compare-only")) {
+    el.hidden = !info.capabilities.compare;
   }
-  for (const tab of document.querySelectorAll("[data-view]")) {
+  elements.text.maxLength = info.max_text_chars;
+  elements.compare.maxLength = info.max_text_chars;
+  for (const tab of elements.tabs.querySelectorAll("[data-view]")) {
     tab.setAttribute("aria-selected", String(tab.dataset.view === state.view));
   }
-  const showHeadControls = ["head", "model", "lab"].includes(state.view);
+  const { controls } = viewOf(state.view);
   document.getElementById("controls").dataset.view = state.view;
-  elements.head.disabled = !showHeadControls || state.view === "model"
-    || (state.avg && state.view === "head");
+  // a head to choose only where the view reads it, and not while it shows their average
+  elements.head.disabled =
+    !controls.includes("head") || (state.avg && controls.includes("average"));
   applyLanguage(state.lang);
 }
 
 async function render() {
   const mine = ++generation;
   const input = {
-    model: state.model, text: state.text, words: state.words, hide: state.hide,
-    wordpiece: modelInfo().tokens === "wordpiece",
+    model: state.model,
+    text: state.text,
+    words: state.words,
+    hide: state.hide,
+    wordView: modelInfo().capabilities.word_view,
   };
   const ctx = {
-    state: { ...state }, t, elements, analysis, modelInfo,
-    layerItems: (type, layer, kind) => layerItems(input, type, layer, kind),
+    state: { ...state },
+    t,
+    elements,
+    analysis,
+    modelInfo,
+    layerBlock: (type, layer, kind) => layerBlock(input, type, layer, kind),
     stale: () => mine !== generation,
     focused: document.activeElement?.id, // a view rebuilding its controls puts focus back
     openHead: (layer, head) => update({ view: "head", layer, head }),
@@ -185,7 +231,7 @@ async function render() {
     return;
   }
   try {
-    const compare = modelInfo().output === "embedding" ? state.compare.trim() : "";
+    const compare = modelInfo().capabilities.compare ? state.compare.trim() : "";
     const asked = `${state.text}\u0000${compare}`;
     if (!analysis || analysis.model !== state.model || analysis.request !== asked) {
       setStatus(t("running"), "busy");
@@ -195,7 +241,7 @@ async function render() {
     }
     showTokens();
     setStatus(t("loading"), "busy");
-    await VIEWS[state.view](ctx);
+    await viewOf(state.view).draw(ctx);
     if (mine === generation) {
       setStatus(t("ready"));
       // for profilers and the page benchmark: when this view was drawn, from navigation
@@ -210,7 +256,10 @@ function showTokens() {
   elements.source.textContent = analysis.source_tokens.join(" · ");
   let output = analysis.output_text;
   if (analysis.embedding) {
-    const head = analysis.embedding.slice(0, 6).map((v) => v.toFixed(3)).join(", ");
+    const head = analysis.embedding
+      .slice(0, 6)
+      .map((v) => v.toFixed(3))
+      .join(", ");
     output = `${t("embedding")} (${analysis.embedding.length}): ${head}, …`;
     if (analysis.similarity !== null && analysis.similarity !== undefined) {
       output += ` · ${t("similarity")}: ${analysis.similarity.toFixed(4)}`;
@@ -221,23 +270,47 @@ function showTokens() {
 }
 
 function update(changes, { push = true } = {}) {
-  const inputChanged = ("text" in changes && changes.text !== state.text)
-    || ("model" in changes && changes.model !== state.model)
-    || ("compare" in changes && changes.compare !== state.compare);
+  const inputChanged =
+    ("text" in changes && changes.text !== state.text) ||
+    ("model" in changes && changes.model !== state.model) ||
+    ("compare" in changes && changes.compare !== state.compare);
   // heads picked for ablation belong to one model and attention type
-  if (("model" in changes && changes.model !== state.model)
-    || ("type" in changes && changes.type !== state.type)) changes = { ablate: "", ...changes };
+  const headsChanged =
+    ("model" in changes && changes.model !== state.model) ||
+    ("type" in changes && changes.type !== state.type);
+  if (headsChanged) changes = { ablate: "", ...changes };
   state = { ...state, ...changes };
   if (inputChanged) {
     analysis = null;
-    layerCache.clear();
+    blockRequests.clear();
   }
   writeState(state, { replace: !push });
   return render();
 }
 
+// the views' tabs, from the registry, in its order
+function makeTabs() {
+  elements.tabs.replaceChildren(
+    ...VIEWS.map((view) => {
+      const tab = document.createElement("button");
+      tab.type = "button";
+      tab.setAttribute("role", "tab");
+      tab.dataset.view = view.id;
+      tab.dataset.i18n = view.label;
+      tab.textContent = t(view.label);
+      tab.addEventListener("click", () => update({ view: view.id }));
+      return tab;
+    }),
+  );
+}
+
 function init() {
-  fillSelect(elements.model, Object.keys(models), Object.values(models).map((m) => m.title));
+  makeTabs();
+  fillSelect(
+    elements.model,
+    Object.keys(models),
+    Object.values(models).map((m) => m.title),
+  );
   for (const example of EXAMPLES) {
     const button = document.createElement("button");
     button.type = "button";
@@ -248,7 +321,9 @@ function init() {
   elements.form.addEventListener("submit", (event) => {
     event.preventDefault();
     update({
-      text: elements.text.value, model: elements.model.value, compare: elements.compare.value,
+      text: elements.text.value,
+      model: elements.model.value,
+      compare: elements.compare.value,
     });
   });
   elements.model.addEventListener("change", () =>
@@ -262,9 +337,6 @@ function init() {
   elements.words.addEventListener("change", () => update({ words: elements.words.checked }));
   elements.hide.addEventListener("change", () => update({ hide: elements.hide.checked }));
   elements.overlay.addEventListener("change", () => render());
-  for (const tab of document.querySelectorAll("[data-view]")) {
-    tab.addEventListener("click", () => update({ view: tab.dataset.view }));
-  }
   for (const button of document.querySelectorAll("[data-lang]")) {
     button.addEventListener("click", () => {
       localStorage.setItem("attnviz.lang", button.dataset.lang);
@@ -290,7 +362,7 @@ function init() {
     state = next;
     if (inputChanged) {
       analysis = null;
-      layerCache.clear();
+      blockRequests.clear();
     }
     elements.text.value = state.text;
     elements.compare.value = state.compare;
@@ -305,14 +377,14 @@ function init() {
 function onKey(event) {
   if (event.target.closest("input, select, textarea") || event.altKey || event.ctrlKey) return;
   const info = modelInfo();
-  const layers = state.type.startsWith("encoder") ? info.encoder_layers : info.decoder_layers;
+  const { layers, query_heads: heads } = attentionOf(info, state.type);
   const moves = {
-    ArrowLeft: { head: (state.head + info.heads - 1) % info.heads },
-    ArrowRight: { head: (state.head + 1) % info.heads },
+    ArrowLeft: { head: (state.head + heads - 1) % heads },
+    ArrowRight: { head: (state.head + 1) % heads },
     ArrowUp: { layer: (state.layer + layers - 1) % layers },
     ArrowDown: { layer: (state.layer + 1) % layers },
   };
-  if (!(event.key in moves) || state.view !== "head") return;
+  if (!(event.key in moves) || !viewOf(state.view).arrowKeys) return;
   event.preventDefault();
   update(moves[event.key]);
 }

@@ -23,7 +23,11 @@ const HOVER_TEXT_LIMIT = 200 * 200; // past this, the readout line carries the t
 const downloadSvg = {
   name: "downloadSvg",
   title: "Download plot as SVG",
-  icon: { width: 1000, height: 1000, path: "M500 50 L850 450 L600 450 L600 950 L400 950 L400 450 L150 450 Z" },
+  icon: {
+    width: 1000,
+    height: 1000,
+    path: "M500 50 L850 450 L600 450 L600 950 L400 950 L400 450 L150 450 Z",
+  },
   click: (gd) => window.Plotly.downloadImage(gd, { format: "svg", filename: "attnviz" }),
 };
 
@@ -36,7 +40,8 @@ export const CONFIG = {
 
 // z: rows of numbers; rows/columns: token lists (repeated tokens keep their own column).
 export async function heatmap(
-  el, { z, rows, columns, title, zmin, zmax, valueLabel, overlay, readout, colorscale = COLORSCALE },
+  el,
+  { z, rows, columns, title, zmin, zmax, valueLabel, overlay, readout, colorscale = COLORSCALE },
 ) {
   const safeRows = rows.map(escapeText);
   const safeColumns = columns ? columns.map(escapeText) : null;
@@ -63,7 +68,10 @@ export async function heatmap(
     data.push({
       type: "heatmap",
       z: overlay.map((row) => row.map((m) => (m ? null : 1))),
-      colorscale: [[0, "rgba(128,128,128,0.75)"], [1, "rgba(128,128,128,0.75)"]],
+      colorscale: [
+        [0, "rgba(128,128,128,0.75)"],
+        [1, "rgba(128,128,128,0.75)"],
+      ],
       showscale: false,
       hoverinfo: "skip",
     });
@@ -136,8 +144,16 @@ export function drawThumbnail(canvas, values, rows, cols, size = 96) {
 }
 
 const VIRIDIS = [
-  [68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
-  [31, 158, 137], [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37],
+  [68, 1, 84],
+  [72, 40, 120],
+  [62, 74, 137],
+  [49, 104, 142],
+  [38, 130, 142],
+  [31, 158, 137],
+  [53, 183, 121],
+  [109, 205, 89],
+  [180, 222, 44],
+  [253, 231, 37],
 ];
 
 function viridis(v) {

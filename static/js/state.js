@@ -1,17 +1,39 @@
 // The whole view lives in the URL: reload or share a link and the same view comes back.
+import { LANGS } from "./i18n.js";
+import { VIEW_IDS } from "./views/index.js";
+import { EXPERIMENT_ALIASES, EXPERIMENT_IDS } from "./views/lab/index.js";
+
 const KEYS = [
-  "model", "text", "compare", "type", "layer", "head", "view", "lang", "kind", "avg", "words",
-  "hide", "lab", "step", "other", "vs", "ablate",
+  "model",
+  "text",
+  "compare",
+  "type",
+  "layer",
+  "head",
+  "view",
+  "lang",
+  "kind",
+  "avg",
+  "words",
+  "hide",
+  "lab",
+  "step",
+  "other",
+  "vs",
+  "ablate",
 ];
 const FLAGS = ["avg", "words", "hide"];
 const NUMBERS = new Set(["layer", "head", "step"]);
-// values a link may carry; anything else falls back to the default
+// values a link may carry (the views and the lab's experiments from their registries);
+// anything else falls back to the default
 const CHOICES = {
-  view: ["head", "model", "masks", "positional", "lab"],
-  lab: ["scaling", "positions", "masks", "cache", "metrics", "rollout", "ablation", "compare"],
+  view: VIEW_IDS,
+  lab: EXPERIMENT_IDS,
   kind: ["weights", "scores", "mask"],
-  lang: ["en", "zh"],
+  lang: LANGS,
 };
+// old values a link may still carry (old -> new, a Map per key), read as their new names
+const ALIASES = { lab: EXPERIMENT_ALIASES };
 
 // `defaults` are the page's own, never the current state: a key missing from the URL
 // means its default, so back and forward restore every part of the view.
@@ -20,7 +42,7 @@ export function readState(defaults) {
   const state = { ...defaults };
   for (const key of KEYS) {
     if (!params.has(key)) continue;
-    const value = params.get(key);
+    const value = ALIASES[key]?.get(params.get(key)) ?? params.get(key);
     if (key in CHOICES && !CHOICES[key].includes(value)) continue;
     state[key] = NUMBERS.has(key) ? Math.max(0, Number.parseInt(value, 10) || 0) : value;
   }

@@ -157,9 +157,16 @@ def test_export_is_every_tensor_as_float32(client):
     assert response.status_code == 200
     assert response.headers["content-disposition"].startswith('attachment; filename="pronounce-')
     archive = np.load(io.BytesIO(response.content))
+    runner = client.app.state.inference.zoo.models["pronounce"].runner
+    result = runner.run(TEXT)  # the same run, made again here: every hook point captured
+    assert set(archive.files) == {*result.capture, "source_tokens", "target_tokens"}
+    for name, tensor in result.capture.items():
+        array = archive[name]
+        assert array.dtype == np.float32 and array.shape == tuple(tensor.shape), name
+        assert np.array_equal(array, tensor.float().numpy()), name
     assert "decoder.2.cross_attn.hook_weights" in archive.files
-    assert archive["decoder.0.self_attn.hook_mask"].dtype == np.float32
     assert list(archive["source_tokens"]) == list("银行行走 hello")
+    assert list(archive["target_tokens"]) == result.target_tokens
 
 
 @pytest.mark.parametrize(
@@ -198,6 +205,12 @@ def test_nan_in_numbers_is_refused_not_crashed(client):
         "/api/v1/attention", content=raw, headers={"content-type": "application/json"}
     )
     assert response.status_code == 422
+    assert response.json() == {
+        "detail": [
+            {"loc": ["body", "layers", 0], "msg": "Input should be a valid integer",
+             "type": "int_type"}
+        ]
+    }  # fmt: skip
 
 
 def test_bodies_over_the_limit_are_413_with_or_without_a_length(client):

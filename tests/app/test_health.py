@@ -30,7 +30,18 @@ def test_healthz_reports_ok_and_the_loaded_models():
 def test_openapi_documents_healthz():
     with TestClient(create_app()) as client:
         schema = client.get("/openapi.json").json()
-    assert "/healthz" in schema["paths"]
+        answer = client.get("/healthz").json()
+    responses = schema["paths"]["/healthz"]["get"]["responses"]
+    ok = responses["200"]["content"]["application/json"]["schema"]
+    assert ok == {"$ref": "#/components/schemas/Health"}
+    health = schema["components"]["schemas"]["Health"]
+    assert health["required"] == ["status", "models"]
+    assert health["properties"]["status"]["const"] == "ok"
+    assert health["properties"]["models"]["items"] == {"type": "string"}
+    assert set(answer) == set(health["properties"])  # the answer is what the schema says
+    assert responses["413"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorMessage"
+    }
 
 
 def healthz_answers_during_long_requests(base: str) -> bool:

@@ -55,7 +55,10 @@ def test_masks_and_the_padded_batch(page: Page):
 
 
 def test_kv_cache_steps_move_with_the_slider_and_buttons(page: Page):
-    lab(page, "cache", "&text=银行 行走")
+    page.goto("/?view=lab&lab=cache&text=银行 行走")  # a link from before the rename
+    ready(page)
+    expect(page.locator("#lab-experiment")).to_have_value("kv-cache")
+    assert url_state(page)["lab"] == "kv-cache"
     expect(page.locator("#lab-step-label")).to_have_text("Step 0 / 5")
     page.get_by_role("button", name="Step +1").click()
     ready(page)
@@ -118,7 +121,7 @@ def test_errors_stay_in_the_lab_and_focus_stays_on_the_control(page: Page):
     page.press("#lab-second", "Enter")
     ready(page)
     expect(page.locator("#lab-out")).to_contain_text("weight on padding: 0 ")
-    lab(page, "cache", "&text=银行 行走")
+    lab(page, "kv-cache", "&text=银行 行走")
     page.focus("#lab-next")
     page.keyboard.press("Enter")
     ready(page)
@@ -128,4 +131,4 @@ def test_errors_stay_in_the_lab_and_focus_stays_on_the_control(page: Page):
     expect(page.locator("#lab-step-label")).to_have_text("Step 2 / 5")
     page.select_option("#model", "minilm")
     ready(page)
-    assert page.locator("#lab-experiment option[value=cache]").is_disabled()
+    assert page.locator("#lab-experiment option[value=kv-cache]").is_disabled()

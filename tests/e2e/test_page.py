@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from urllib.parse import parse_qs, urlparse
 
+import numpy as np
 from playwright.sync_api import Page, expect
 
 from .conftest import ARTIFACTS
@@ -151,22 +153,53 @@ def test_markup_in_the_text_stays_text(page: Page):
 
 
 def test_an_overlong_text_shows_the_error_in_place(page: Page):
-    run_text = "长" * 4001
+    limit = page.request.get("/api/v1/models").json()[0]["max_text_chars"]
     page.goto("/")
-    page.fill("#text", run_text)
-    page.press("#text", "Enter")
+    page.fill("#text", "长" * (limit + 1))  # the box holds as many as the server reads
+    assert len(page.input_value("#text")) == limit
+    page.goto("/?text=" + "长" * (limit + 1))  # a link holds more
     status = page.locator("#status")
     expect(status).to_have_class(re.compile("error"))
-    expect(status).to_contain_text("The input cannot be used: text has 4001 characters")
+    expect(status).to_contain_text(f"The input cannot be used: text has {limit + 1} characters")
     page.click("#lang-zh")
     expect(status).to_contain_text("输入无法使用")
 
 
+BLOCKS = {"legacy_items": False}  # the answer's blocks only
+HOOKS = {"encoder.self": "encoder.{}.self_attn", "decoder.self": "decoder.{}.self_attn"}
+HOOKS["decoder.cross"] = "decoder.{}.cross_attn"
+
+
 def test_the_capture_downloads_as_npz(page: Page):
+    """The downloaded file is the capture: opened with numpy, its attention weights and
+    tokens are the API's for the same text."""
     run(page, "猫追狗")
     with page.expect_download() as download:
         page.click("#export")
     assert re.fullmatch(r"pronounce-[0-9a-f]{12}\.npz", download.value.suggested_filename)
+    with np.load(download.value.path()) as npz:
+        arrays = dict(npz)
+    answer = page.request.post(
+        "/api/v1/attention",
+        data={
+            "model": "pronounce",
+            "text": "猫追狗",
+            "kinds": ["weights"],
+            "encoding": "f4",
+            **BLOCKS,
+        },
+    ).json()
+    assert arrays["source_tokens"].tolist() == answer["source_tokens"] == ["猫", "追", "狗"]
+    assert arrays["target_tokens"].tolist() == answer["target_tokens"]
+    assert answer["target_tokens"] == ["<bos>", "mao1", "zhui1", "gou3"]
+    assert len(answer["blocks"]) == 3 + 3 + 3  # every layer of each type
+    for block in answer["blocks"]:
+        name = f"{HOOKS[block['type']].format(block['layer'])}.hook_weights"
+        data = block["data"]
+        api = np.frombuffer(base64.b64decode(data["bdata"]), "<f4").reshape(block["shape"])
+        saved = arrays[name]
+        assert saved.dtype == np.float32 and saved.shape == (1, *block["shape"]), name
+        np.testing.assert_allclose(saved[0], api, rtol=0, atol=1e-6, err_msg=name)
 
 
 def test_a_phone_screen_needs_no_sideways_scrolling(browser, server):

@@ -195,7 +195,8 @@ def baseline(page: Page, model: str, **params: str) -> dict:
 def attention(page: Page, model: str, text: str, type_: str, kind: str) -> dict:
     """One block of the attention answer (layer 0), asked for straight from the API."""
     body = {"model": model, "text": text, "types": [type_], "layers": [0], "kinds": [kind]}
-    return page.request.post("/api/v1/attention", data=body).json()["items"][0]
+    body["legacy_items"] = False
+    return page.request.post("/api/v1/attention", data=body).json()["blocks"][0]
 
 
 def is_answer(path: str) -> Callable:
@@ -211,8 +212,8 @@ def drawn(page: Page, action: Callable[[], object], text: str) -> tuple[list, li
         action()
     for answer in (analyzed.value, attended.value):
         assert answer.ok and json.loads(answer.request.post_data)["text"] == text
-    item = attended.value.json()["items"][0]
-    return analyzed.value.json()["source_tokens"], item["rows"], item["columns"]
+    block = attended.value.json()["blocks"][0]
+    return analyzed.value.json()["source_tokens"], block["rows"], block["columns"]
 
 
 def assert_literal(page: Page, model: str, text: str, sent: tuple, clean: dict) -> None:

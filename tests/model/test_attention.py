@@ -70,55 +70,57 @@ def test_multi_head_attention_equals_torch_multihead_attention(kind):
     expected, expected_weights = theirs(
         x, x, x, key_padding_mask=key_padding, attn_mask=attn_mask, average_attn_weights=False
     )
-    with hooked(ours, "hook_weights") as cache:
+    with hooked(ours, "hook_weights") as capture:
         out = ours(x, mask=_mask(kind, ids))
     assert (out - expected).abs().max() <= 1e-5
-    assert (cache["hook_weights"] - expected_weights).abs().max() <= 1e-5
+    assert (capture["hook_weights"] - expected_weights).abs().max() <= 1e-5
 
 
 def _padded_batch():
     src = torch.randint(3, 50, (2, 9))
     src[1, 6:] = 0
-    tgt = torch.randint(3, 40, (2, 8))
-    tgt[0, 5:] = 0
-    return src, tgt
+    target = torch.randint(3, 40, (2, 8))
+    target[0, 5:] = 0
+    return src, target
 
 
 def test_weight_rows_sum_to_one():
     model = build()
-    src, tgt = _padded_batch()
-    _, cache = model.run_with_capture(src, tgt, names_filter=lambda n: n.endswith("hook_weights"))
-    assert len(cache) == 6  # 2 encoder self, 2 decoder self, 2 cross
-    for name, pattern in cache.items():
+    src, target = _padded_batch()
+    _, capture = model.run_with_capture(
+        src, target, names_filter=lambda n: n.endswith("hook_weights")
+    )
+    assert len(capture) == 6  # 2 encoder self, 2 decoder self, 2 cross
+    for name, pattern in capture.items():
         assert torch.allclose(pattern.sum(-1), torch.ones(pattern.shape[:-1]), atol=1e-6), name
 
 
 def test_padded_keys_get_exactly_zero_weight():
     model = build()
-    src, tgt = _padded_batch()
-    _, cache = model.run_with_capture(src, tgt)
+    src, target = _padded_batch()
+    _, capture = model.run_with_capture(src, target)
     for name in ("encoder.0.self_attn.hook_weights", "decoder.1.cross_attn.hook_weights"):
-        pattern = cache[name]
+        pattern = capture[name]
         assert torch.all(pattern[1, :, :, 6:] == 0), name
         assert torch.all(pattern[1, :, :, :6] > 0), name
-    self_pattern = cache["decoder.0.self_attn.hook_weights"]
+    self_pattern = capture["decoder.0.self_attn.hook_weights"]
     assert torch.all(self_pattern[0, :, :, 5:] == 0)
     # the captured mask is the one applied, per query row and key column
-    mask = cache["encoder.1.self_attn.hook_mask"]
+    mask = capture["encoder.1.self_attn.hook_mask"]
     assert mask.shape == (2, 1, 9, 9) and mask.dtype == torch.bool
     assert torch.equal(mask[1, 0, 0], src[1] != 0)
 
 
 def test_nothing_above_the_diagonal_under_a_causal_mask():
     model = build()
-    src, tgt = _padded_batch()
-    _, cache = model.run_with_capture(src, tgt)
+    src, target = _padded_batch()
+    _, capture = model.run_with_capture(src, target)
     for layer in (0, 1):
-        pattern = cache[f"decoder.{layer}.self_attn.hook_weights"]
+        pattern = capture[f"decoder.{layer}.self_attn.hook_weights"]
         above = torch.triu(torch.ones(8, 8, dtype=torch.bool), diagonal=1)
         assert torch.all(pattern[..., above] == 0)
         assert torch.all(pattern[1][..., ~above] > 0)  # row 1 has no padding
-        scores = cache[f"decoder.{layer}.self_attn.hook_scores"]
+        scores = capture[f"decoder.{layer}.self_attn.hook_scores"]
         assert torch.isfinite(scores).all()  # scores are captured before the mask
 
 

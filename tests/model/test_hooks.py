@@ -73,8 +73,8 @@ def _inputs(arch: str, seed: int = 0, length: int = 6):
 def test_hook_names_are_pinned_for_each_architecture(arch):
     model = build(**ARCH_CONFIGS[arch])
     assert model.hook_names() == PINNED[arch]
-    _, cache = model.run_with_capture(*_inputs(arch))
-    assert sorted(cache) == sorted(PINNED[arch])  # every hook point fires in a forward pass
+    _, capture = model.run_with_capture(*_inputs(arch))
+    assert sorted(capture) == sorted(PINNED[arch])  # every hook point fires in a forward pass
 
 
 def test_positional_none_has_no_hook_pos():
@@ -84,27 +84,27 @@ def test_positional_none_has_no_hook_pos():
 
 def test_names_filter_selects_by_name_list_or_predicate():
     model = build()
-    src, tgt = _inputs("encoder-decoder")
-    _, one = model.run_with_capture(src, tgt, names_filter="decoder.1.cross_attn.hook_weights")
+    src, target = _inputs("encoder-decoder")
+    _, one = model.run_with_capture(src, target, names_filter="decoder.1.cross_attn.hook_weights")
     assert list(one) == ["decoder.1.cross_attn.hook_weights"]
     assert one["decoder.1.cross_attn.hook_weights"].shape == (1, 4, 4, 6)
     wanted = ["encoder.hook_pos", "hook_logits"]
-    _, some = model.run_with_capture(src, tgt, names_filter=wanted)
+    _, some = model.run_with_capture(src, target, names_filter=wanted)
     assert sorted(some) == wanted
-    _, masks = model.run_with_capture(src, tgt, names_filter=lambda n: n.endswith("hook_mask"))
+    _, masks = model.run_with_capture(src, target, names_filter=lambda n: n.endswith("hook_mask"))
     assert len(masks) == 6
     with pytest.raises(KeyError, match=r"encoder\.9\.self_attn\.hook_weights"):
-        model.run_with_capture(src, tgt, names_filter=["encoder.9.self_attn.hook_weights"])
+        model.run_with_capture(src, target, names_filter=["encoder.9.self_attn.hook_weights"])
 
 
 def test_captured_tensors_are_detached_copies_of_what_flowed():
     model = build()
     model.train(False)
-    src, tgt = _inputs("encoder-decoder")
-    with torch.enable_grad(), hooked(model, "hook_logits") as cache:
-        logits = model(src, tgt)
-    assert logits.requires_grad and not cache["hook_logits"].requires_grad
-    assert torch.equal(cache["hook_logits"], logits.detach())
+    src, target = _inputs("encoder-decoder")
+    with torch.enable_grad(), hooked(model, "hook_logits") as capture:
+        logits = model(src, target)
+    assert logits.requires_grad and not capture["hook_logits"].requires_grad
+    assert torch.equal(capture["hook_logits"], logits.detach())
 
 
 def _module_state(model):
@@ -120,30 +120,30 @@ def _module_state(model):
 
 def test_nothing_stays_on_the_model_after_a_call():
     model = build()
-    src, tgt = _inputs("encoder-decoder")
+    src, target = _inputs("encoder-decoder")
     before = _module_state(model)
-    plain = model(src, tgt)
-    model.run_with_capture(src, tgt)
-    model.run_with_hooks(src, tgt, fwd_hooks=[("hook_logits", lambda x, _: x * 0)])
+    plain = model(src, target)
+    model.run_with_capture(src, target)
+    model.run_with_hooks(src, target, fwd_hooks=[("hook_logits", lambda x, _: x * 0)])
     assert _module_state(model) == before
     assert _ACTIVE.get() == ()
-    assert torch.equal(model(src, tgt), plain)
+    assert torch.equal(model(src, target), plain)
 
 
 def test_the_capture_ends_even_when_the_forward_pass_fails():
     model = build(max_seq_len=8)
-    with pytest.raises(ValueError), hooked(model) as cache:
+    with pytest.raises(ValueError), hooked(model) as capture:
         model(torch.randint(3, 40, (1, 20)), torch.randint(3, 40, (1, 3)))
     assert _ACTIVE.get() == ()
-    assert "encoder.hook_embed" in cache  # what fired before the error is still there
+    assert "encoder.hook_embed" in capture  # what fired before the error is still there
     model(torch.randint(3, 40, (1, 5)), torch.randint(3, 40, (1, 3)))  # and outside: no capture
-    assert len(cache) == 1
+    assert len(capture) == 1
 
 
 def test_hook_functions_can_ablate_a_head():
     model = build()
-    src, tgt = _inputs("encoder-decoder")
-    plain = model(src, tgt)
+    src, target = _inputs("encoder-decoder")
+    plain = model(src, target)
 
     def zero_head_0(pattern, name):
         assert name == "decoder.1.cross_attn.hook_weights"
@@ -155,13 +155,15 @@ def test_hook_functions_can_ablate_a_head():
         return None  # returning None leaves the tensor as it was
 
     ablated = model.run_with_hooks(
-        src, tgt, fwd_hooks=[("decoder.1.cross_attn.hook_weights", zero_head_0)]
+        src, target, fwd_hooks=[("decoder.1.cross_attn.hook_weights", zero_head_0)]
     )
-    observed = model.run_with_hooks(src, tgt, fwd_hooks=[("encoder.0.self_attn.hook_q", observe)])
+    observed = model.run_with_hooks(
+        src, target, fwd_hooks=[("encoder.0.self_attn.hook_q", observe)]
+    )
     assert not torch.allclose(ablated, plain)
     assert torch.equal(observed, plain)
     with pytest.raises(KeyError):
-        model.run_with_hooks(src, tgt, fwd_hooks=[("decoder.7.hook_nothing", observe)])
+        model.run_with_hooks(src, target, fwd_hooks=[("decoder.7.hook_nothing", observe)])
 
 
 def test_eight_threads_on_one_model_each_capture_only_their_own_tensors():
@@ -191,38 +193,54 @@ def test_eight_threads_on_one_model_each_capture_only_their_own_tensors():
         sys.setswitchinterval(interval)
     assert not errors
     for i in range(8):
-        for cache in results[i]:
-            assert sorted(cache) == sorted(expected[i])
-            for name in cache:
-                assert len(cache.all(name)) == 1, name  # fired once: no other call's firing
-                assert cache[name].shape == expected[i][name].shape, name
-                assert torch.allclose(cache[name], expected[i][name], atol=1e-6), name
+        for capture in results[i]:
+            assert sorted(capture) == sorted(expected[i])
+            for name in capture:
+                assert len(capture.all(name)) == 1, name  # fired once: no other call's firing
+                assert capture[name].shape == expected[i][name].shape, name
+                assert torch.allclose(capture[name], expected[i][name], atol=1e-6), name
 
 
 def test_a_capture_sees_only_its_own_model():
     a, b = build(seed=1), build(seed=2)
-    src, tgt = _inputs("encoder-decoder")
-    with hooked(a, "hook_logits") as cache:
-        from_a = a(src, tgt)
-        b(src, tgt)  # the same hook names, another model: not captured
-    assert len(cache.all("hook_logits")) == 1
-    assert torch.equal(cache["hook_logits"], from_a)
+    src, target = _inputs("encoder-decoder")
+    with hooked(a, "hook_logits") as capture:
+        from_a = a(src, target)
+        b(src, target)  # the same hook names, another model: not captured
+    assert len(capture.all("hook_logits")) == 1
+    assert torch.equal(capture["hook_logits"], from_a)
 
 
 def test_nested_blocks_each_get_what_they_asked_for():
     model = build()
-    src, tgt = _inputs("encoder-decoder")
+    src, target = _inputs("encoder-decoder")
     with hooked(model, "hook_logits") as outer:
         with hooked(model, fwd_hooks=[("hook_logits", lambda x, _: x * 0)], capture=False):
-            model(src, tgt)
-        model(src, tgt)
+            model(src, target)
+        model(src, target)
     first, second = outer.all("hook_logits")
     assert torch.all(first == 0) and not torch.all(second == 0)
 
 
 def test_a_submodule_can_be_the_root_with_names_from_it():
     model = build()
-    src, tgt = _inputs("encoder-decoder")
-    with hooked(model.encoder, "0.self_attn.hook_weights") as cache:
-        model(src, tgt)
-    assert list(cache) == ["0.self_attn.hook_weights"]
+    src, target = _inputs("encoder-decoder")
+    with hooked(model.encoder, "0.self_attn.hook_weights") as capture:
+        model(src, target)
+    assert list(capture) == ["0.self_attn.hook_weights"]
+
+
+def test_deprecated_hook_names_read_as_the_new_ones_for_one_release():
+    model = build()
+    src, target = _inputs("encoder-decoder")
+    with pytest.warns(DeprecationWarning, match="hook_pattern is deprecated"):
+        _, capture = model.run_with_capture(
+            src, target, names_filter="decoder.1.cross_attn.hook_pattern"
+        )
+    assert list(capture) == ["decoder.1.cross_attn.hook_weights"]
+    with pytest.warns(DeprecationWarning):
+        old = capture["decoder.1.cross_attn.hook_pattern"]
+    assert old is capture["decoder.1.cross_attn.hook_weights"]
+    with pytest.warns(DeprecationWarning, match="run_with_cache is deprecated"):
+        _, again = model.run_with_cache(src, target)
+    assert torch.equal(again["decoder.1.cross_attn.hook_weights"], old)

@@ -37,20 +37,20 @@ CASES = [
 @pytest.mark.parametrize("arch, positional", CASES)
 def test_token_by_token_with_the_cache_equals_full_recomputation(arch, positional):
     model = _model(arch, positional)
-    tgt = torch.randint(3, 40, (2, STEPS))
-    tgt[0, 40:] = 0  # a padded tail: cached keys must stay masked too
+    target = torch.randint(3, 40, (2, STEPS))
+    target[0, 40:] = 0  # a padded tail: cached keys must stay masked too
     memory = src_mask = None
     if arch == "encoder-decoder":
         src = _src()
-        full = model(src, tgt)
+        full = model(src, target)
         src_mask = (src != 0)[:, None, None, :]
         memory = model.encode(src)
     else:
-        full = model(tgt)
+        full = model(target)
     cache = DecoderCache(model.config.decoder_layers)
     with torch.no_grad():
         steps = [
-            model.logits(model.decode(tgt[:, t : t + 1], memory, src_mask, cache=cache))
+            model.logits(model.decode(target[:, t : t + 1], memory, src_mask, cache=cache))
             for t in range(STEPS)
         ]
     incremental = torch.cat(steps, dim=1)
@@ -74,15 +74,15 @@ def test_greedy_decoding_with_and_without_the_cache_agree(arch, positional):
 def test_hooks_see_the_cached_key_positions_at_every_step():
     model = _model("encoder-decoder", "sinusoidal")
     src = _src()
-    with hooked(model, lambda n: n.startswith("decoder.1.")) as cache:
+    with hooked(model, lambda n: n.startswith("decoder.1.")) as capture:
         result = model.greedy_decode(src, max_new_tokens=6)
-    ks = cache.all("decoder.1.self_attn.hook_k")
-    assert [k.shape[2] for k in ks] == [1, 2, 3, 4, 5, 6]  # the cache grows by one each step
-    assert all(q.shape == (2, 4, 1, 8) for q in cache.all("decoder.1.self_attn.hook_q"))
-    patterns = cache.all("decoder.1.self_attn.hook_weights")
+    ks = capture.all("decoder.1.self_attn.hook_k")
+    assert [k.shape[2] for k in ks] == [1, 2, 3, 4, 5, 6]  # the capture grows by one each step
+    assert all(q.shape == (2, 4, 1, 8) for q in capture.all("decoder.1.self_attn.hook_q"))
+    patterns = capture.all("decoder.1.self_attn.hook_weights")
     assert [p.shape[-1] for p in patterns] == [1, 2, 3, 4, 5, 6]
-    assert [m.shape for m in cache.all("decoder.1.self_attn.hook_mask")][-1] == (2, 1, 1, 6)
-    assert all(k.shape == (2, 4, 9, 8) for k in cache.all("decoder.1.cross_attn.hook_k"))
+    assert [m.shape for m in capture.all("decoder.1.self_attn.hook_mask")][-1] == (2, 1, 1, 6)
+    assert all(k.shape == (2, 4, 9, 8) for k in capture.all("decoder.1.cross_attn.hook_k"))
     # the keys the last step attended to are the keys a full pass computes
     _, full = model.run_with_capture(
         src, result.tokens[:, :6], names_filter="decoder.1.self_attn.hook_k"

@@ -61,11 +61,11 @@ def test_attention_and_hidden_states_match_transformers_bert(minilm):
     keep = ids != 0
     with torch.no_grad():
         expected = reference(input_ids=ids, attention_mask=keep.long(), output_attentions=True)
-        hidden, cache = minilm.model.run_with_capture(
+        hidden, capture = minilm.model.run_with_capture(
             ids, names_filter=lambda n: n.endswith("hook_weights")
         )
     for layer in range(6):
-        pattern = cache[f"encoder.{layer}.self_attn.hook_weights"]
+        pattern = capture[f"encoder.{layer}.self_attn.hook_weights"]
         assert pattern.shape == (4, 12, MAX_TOKENS, MAX_TOKENS)
         assert (pattern - expected.attentions[layer]).abs().max() <= 1e-4, layer
     # padded positions are not compared: neither model's output there means anything

@@ -30,17 +30,17 @@ def test_sinusoidal_table_is_bit_identical_to_the_seeds_buffer():
 def test_the_encoder_adds_the_table_it_shows_on_hook_pos():
     model = build()
     src = torch.randint(1, 50, (2, 11))
-    _, cache = model.run_with_capture(src, torch.randint(1, 40, (2, 4)))
-    assert torch.equal(cache["encoder.hook_pos"], sinusoidal_table(128, 32)[:11])
-    assert torch.equal(cache["decoder.hook_pos"], sinusoidal_table(128, 32)[:4])
+    _, capture = model.run_with_capture(src, torch.randint(1, 40, (2, 4)))
+    assert torch.equal(capture["encoder.hook_pos"], sinusoidal_table(128, 32)[:11])
+    assert torch.equal(capture["decoder.hook_pos"], sinusoidal_table(128, 32)[:4])
     expected = model.encoder.tok_embed(src) * math.sqrt(32)
-    assert torch.allclose(cache["encoder.hook_embed"], expected)
+    assert torch.allclose(capture["encoder.hook_embed"], expected)
 
 
 def test_learned_positions_show_their_own_weights():
     model = build(architecture="encoder-only", positional="learned")
-    _, cache = model.run_with_capture(torch.randint(1, 50, (1, 9)))
-    assert torch.equal(cache["encoder.hook_pos"], model.encoder.pos.embedding.weight[:9])
+    _, capture = model.run_with_capture(torch.randint(1, 50, (1, 9)))
+    assert torch.equal(capture["encoder.hook_pos"], model.encoder.pos.embedding.weight[:9])
 
 
 def test_rope_score_depends_only_on_relative_position():
@@ -69,14 +69,14 @@ def test_rope_rotation_keeps_vector_norms():
 def test_rotary_model_shows_angles_and_adds_nothing():
     model = build(architecture="decoder-only", positional="rotary")
     ids = torch.randint(1, 40, (1, 6))
-    _, cache = model.run_with_capture(ids)
-    angles = cache["decoder.hook_pos"]
+    _, capture = model.run_with_capture(ids)
+    angles = capture["decoder.hook_pos"]
     assert angles.shape == (6, 4)  # (T, d_head / 2)
     inv_freq = 1 / 10000 ** (torch.arange(0, 8, 2).float() / 8)
     assert torch.allclose(angles, torch.outer(torch.arange(6).float(), inv_freq))
     # nothing is added to the embeddings: the first layer's v is a plain projection of them
-    v = model.decoder.get_submodule("0.self_attn").wv(cache["decoder.hook_embed"])
-    assert torch.allclose(cache["decoder.0.self_attn.hook_v"][0, 0], v[0, :, :8], atol=1e-6)
+    v = model.decoder.get_submodule("0.self_attn").wv(capture["decoder.hook_embed"])
+    assert torch.allclose(capture["decoder.0.self_attn.hook_v"][0, 0], v[0, :, :8], atol=1e-6)
 
 
 def test_positions_past_the_maximum_are_a_clear_error():

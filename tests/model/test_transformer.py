@@ -13,12 +13,12 @@ from . import seed_reference as seed
 from .conftest import build, tiny_config
 
 
-def test_seed_main_demo_gives_logits_of_batch_by_tgt_len_by_vocab():
+def test_seed_main_demo_gives_logits_of_batch_by_target_len_by_vocab():
     torch.manual_seed(0)
     model = Transformer(ModelConfig(max_seq_len=50))  # the seed's main.py hyper-parameters
     src = torch.randint(1, 100, (2, 10))
-    tgt = torch.randint(1, 100, (2, 12))
-    assert model(src, tgt).shape == (2, 12, 100)
+    target = torch.randint(1, 100, (2, 12))
+    assert model(src, target).shape == (2, 12, 100)
     n_params = sum(p.numel() for p in model.parameters())
     reference = seed.Transformer(100, 100, 512, 8, 6, 2048, 50, 0.1)
     assert n_params == sum(p.numel() for p in reference.parameters())
@@ -30,19 +30,19 @@ def test_encoder_decoder_computes_exactly_what_the_seed_computes():
     ours.load_state_dict(seed.to_ours(reference.state_dict()), strict=True)
     src = torch.randint(1, 50, (3, 9))
     src[1, 6:] = 0
-    tgt = torch.randint(1, 40, (3, 7))
-    tgt[2, 4:] = 0
+    target = torch.randint(1, 40, (3, 7))
+    target[2, 4:] = 0
     with torch.no_grad():
-        expected = reference(src, tgt)
-        got = ours(src, tgt)
+        expected = reference(src, target)
+        got = ours(src, target)
     assert torch.equal(got, expected)  # the same operations in the same order
 
 
 def test_generate_mask_equals_the_seeds():
     src = torch.tensor([[5, 6, 0], [7, 0, 0]])
-    tgt = torch.tensor([[3, 4, 5, 0], [3, 0, 0, 0]])
-    ours = generate_mask(src, tgt)
-    theirs = seed.Transformer.generate_mask(None, src, tgt)
+    target = torch.tensor([[3, 4, 5, 0], [3, 0, 0, 0]])
+    ours = generate_mask(src, target)
+    theirs = seed.Transformer.generate_mask(None, src, target)
     for a, b in zip(ours, theirs, strict=True):
         assert a.shape == b.shape and torch.equal(a, b)
 
@@ -50,8 +50,8 @@ def test_generate_mask_equals_the_seeds():
 def test_configurable_pad_id_masks_that_id():
     model = build(pad_id=7)
     src = torch.tensor([[3, 4, 7, 7]])
-    _, cache = model.run_with_capture(src, torch.tensor([[1, 5]]))
-    pattern = cache["encoder.0.self_attn.hook_weights"]
+    _, capture = model.run_with_capture(src, torch.tensor([[1, 5]]))
+    pattern = capture["encoder.0.self_attn.hook_weights"]
     assert torch.all(pattern[..., 2:] == 0) and torch.all(pattern[..., :2] > 0)
 
 

@@ -1,13 +1,14 @@
 // One head (or the mean of a layer's heads) as a heatmap: queries down, keys across.
 import { heatmap } from "../plots.js";
 
-export async function renderHead(ctx) {
+async function drawHead(ctx) {
   const { state, t } = ctx;
   const kind = state.kind;
-  const block = await ctx.layerItems(state.type, state.layer, kind);
-  const masks = ctx.elements.overlay.checked && kind !== "mask"
-    ? await ctx.layerItems(state.type, state.layer, "mask")
-    : null;
+  const block = await ctx.layerBlock(state.type, state.layer, kind);
+  const masks =
+    ctx.elements.overlay.checked && kind !== "mask"
+      ? await ctx.layerBlock(state.type, state.layer, "mask")
+      : null;
   if (ctx.stale()) return; // a newer choice is being drawn
   // a mask is one matrix for every head
   const z = state.avg ? block.mean() : block.matrix(Math.min(state.head, block.count - 1));
@@ -25,3 +26,11 @@ export async function renderHead(ctx) {
   });
   ctx.elements.explain.textContent = t("hint");
 }
+
+export const view = {
+  id: "head",
+  label: "view_head",
+  controls: ["type", "layer", "head", "kind", "overlay", "average", "words", "hide"],
+  arrowKeys: true,
+  draw: drawHead,
+};

@@ -1,9 +1,13 @@
 // The masks applied to this input, with the seed's explanation of each.
 import { heatmap } from "../plots.js";
 
-const EXPLAIN = { "encoder.self": "mask_padding", "decoder.self": "mask_combined", "decoder.cross": "mask_cross" };
+const EXPLAIN = {
+  "encoder.self": "mask_padding",
+  "decoder.self": "mask_combined",
+  "decoder.cross": "mask_cross",
+};
 
-export async function renderMasks(ctx) {
+async function drawMasks(ctx) {
   const { t, elements } = ctx;
   const grid = elements.grid;
   grid.hidden = false;
@@ -30,7 +34,7 @@ export async function renderMasks(ctx) {
     });
   }
   for (const type of types) {
-    const block = await ctx.layerItems(type, 0, "mask");
+    const block = await ctx.layerBlock(type, 0, "mask");
     if (ctx.stale()) return;
     const box = document.createElement("div");
     box.className = "plot mask-plot";
@@ -51,3 +55,5 @@ export async function renderMasks(ctx) {
   }
   elements.explain.textContent = "";
 }
+
+export const view = { id: "masks", label: "view_masks", controls: [], draw: drawMasks };

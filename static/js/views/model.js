@@ -1,15 +1,15 @@
 // Every layer x head of one attention type as thumbnails, loaded a layer at a time,
 // and the heads' entropy as a layer x head heatmap.
+import { attentionOf } from "../model-info.js";
 import { drawThumbnail, heatmap } from "../plots.js";
 
-export async function renderModel(ctx) {
+async function drawModel(ctx) {
   const { state, t, elements, analysis } = ctx;
-  const info = ctx.modelInfo();
-  const layers = state.type.startsWith("encoder") ? info.encoder_layers : info.decoder_layers;
+  const { layers, query_heads: heads } = attentionOf(ctx.modelInfo(), state.type);
   const grid = elements.grid;
   grid.hidden = false;
   grid.replaceChildren();
-  grid.style.setProperty("--heads", info.heads);
+  grid.style.setProperty("--heads", heads);
   const entropy = [];
   for (let layer = 0; layer < layers; layer++) {
     const summaries = analysis.summaries.filter((s) => s.type === state.type && s.layer === layer);
@@ -18,7 +18,7 @@ export async function renderModel(ctx) {
   await heatmap(elements.extra, {
     z: entropy,
     rows: entropy.map((_, l) => `L${l}`),
-    columns: Array.from({ length: info.heads }, (_, h) => `H${h}`),
+    columns: Array.from({ length: heads }, (_, h) => `H${h}`),
     title: t("entropy"),
     valueLabel: "bits",
   });
@@ -31,7 +31,7 @@ export async function renderModel(ctx) {
     label.textContent = `${t("layer")} ${layer}`;
     row.append(label);
     grid.append(row);
-    const block = await ctx.layerItems(state.type, layer, "weights");
+    const block = await ctx.layerBlock(state.type, layer, "weights");
     if (ctx.stale()) return;
     block.heads.forEach((head, i) => {
       const button = document.createElement("button");
@@ -50,3 +50,10 @@ export async function renderModel(ctx) {
   }
   elements.explain.textContent = t("hint");
 }
+
+export const view = {
+  id: "model",
+  label: "view_model",
+  controls: ["type", "words", "hide"],
+  draw: drawModel,
+};

@@ -1,7 +1,7 @@
 // The positional table the model adds, the similarity of positions, a few dims as curves.
 import { CONFIG, escapeText, heatmap, plotly } from "../plots.js";
 
-export async function renderPositional(ctx) {
+async function drawPositional(ctx) {
   const { t, elements, analysis } = ctx;
   const info = ctx.modelInfo();
   const positions = Math.max(16, analysis ? analysis.source_tokens.length : 0);
@@ -11,11 +11,20 @@ export async function renderPositional(ctx) {
   const posLabels = Array.from({ length: pe.positions }, (_, i) => String(i));
   const dimLabels = Array.from({ length: pe.dims }, (_, i) => String(i));
   await heatmap(elements.plot, {
-    z: pe.table, rows: posLabels, columns: dimLabels, title: t("pe_table"), valueLabel: "PE",
+    z: pe.table,
+    rows: posLabels,
+    columns: dimLabels,
+    title: t("pe_table"),
+    valueLabel: "PE",
   });
   await heatmap(elements.extra, {
-    z: pe.similarity, rows: posLabels, columns: posLabels, title: t("pe_similarity"),
-    zmin: -1, zmax: 1, valueLabel: "cos",
+    z: pe.similarity,
+    rows: posLabels,
+    columns: posLabels,
+    title: t("pe_similarity"),
+    zmin: -1,
+    zmax: 1,
+    valueLabel: "cos",
   });
   const grid = elements.grid;
   grid.hidden = false;
@@ -31,11 +40,23 @@ export async function renderPositional(ctx) {
     x: posLabels.map(Number),
     y: pe.table.map((row) => row[d]),
   }));
-  await (await plotly).react(curves, traces, {
-    title: { text: escapeText(t("pe_curves")) },
-    xaxis: { title: { text: "position" } },
-    height: 320,
-    margin: { l: 50, r: 20, t: 40, b: 40 },
-  }, CONFIG);
+  await (await plotly).react(
+    curves,
+    traces,
+    {
+      title: { text: escapeText(t("pe_curves")) },
+      xaxis: { title: { text: "position" } },
+      height: 320,
+      margin: { l: 50, r: 20, t: 40, b: 40 },
+    },
+    CONFIG,
+  );
   elements.explain.textContent = `${t("pe_explain")} ${pe.formula}`;
 }
+
+export const view = {
+  id: "positional",
+  label: "view_positional",
+  controls: [],
+  draw: drawPositional,
+};

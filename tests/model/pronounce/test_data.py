@@ -73,8 +73,10 @@ def test_source_tokenizer_survives_hostile_text(lexicon):
 
 
 def test_target_vocabulary_covers_every_label(lexicon):
-    tgt = TargetTokenizer.build(lexicon)
-    assert (tgt.pad_id, tgt.bos_id, tgt.eos_id) == (0, 1, 2)
+    target_tok = TargetTokenizer.build(lexicon)
+    assert (target_tok.pad_id, target_tok.bos_id, target_tok.eos_id) == (0, 1, 2)
     for e in Generator(lexicon, seed=0).batch(1, 256):
-        assert tgt.encode(e.target).count(tgt.unk_id) == e.target.count("<unk>"), e.text
-    assert tgt.decode([1, *tgt.encode(["ni3", "hao3"]), 2, 5, 5]) == ["ni3", "hao3"]
+        assert target_tok.encode(e.target).count(target_tok.unk_id) == e.target.count("<unk>"), (
+            e.text
+        )
+    assert target_tok.decode([1, *target_tok.encode(["ni3", "hao3"]), 2, 5, 5]) == ["ni3", "hao3"]

@@ -1,0 +1,15 @@
+// What the page knows of a model is what the server sends in its info (GET /api/v1/models,
+// and the page's boot JSON): its attention types with their layers and heads, its limits and
+// capabilities. Nothing here derives them from the architecture, the token unit or the output.
+
+// One attention type of the model: {type, layers, query_heads, kv_heads, head_dim, rows, columns}.
+export function attentionOf(info, type) {
+  const entry = info.attention.find((a) => a.type === type);
+  if (!entry) throw new Error(`the model ${info.id} has no ${type} attention`);
+  return entry;
+}
+
+// whether the model can run a lab experiment (by its id)
+export function canRun(info, experiment) {
+  return info.capabilities.experiments.includes(experiment);
+}

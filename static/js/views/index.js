@@ -1,0 +1,40 @@
+// The views registry: the page's views in the order of their tabs. The tabs, the URL's
+// `view` values, main.js's dispatch and the tabs' labels all come from this list.
+//
+// A view is a module exporting `view = { id, label, draw, controls, arrowKeys, strings }`:
+//   id        its name in the URL (?view=id) and its tab's data-view
+//   label     the i18n key of its tab's label (defined in i18n.js, or in `strings`)
+//   draw      async draw(ctx): draws the view (main.js's render() says what ctx holds)
+//   controls  the selectors of #controls it reads ("type", "layer", "head", "kind",
+//             "overlay", "average", "words", "hide"); the head selector is disabled where a
+//             view does not read it, or reads "average" while the average is on
+//   arrowKeys optional: true where ←/→ move the head and ↑/↓ the layer
+//   strings   optional: i18n strings it brings, {en: {key: text}, zh: {key: text}}
+// Adding a view is its module and one line here.
+import { addStrings, hasString } from "../i18n.js";
+
+// biome-ignore format: one view a line, so that adding one is adding a line
+const MODULES = [
+  "./head.js",
+  "./model.js",
+  "./masks.js",
+  "./positional.js",
+  "./lab/index.js",
+];
+
+export const VIEWS = (await Promise.all(MODULES.map((path) => import(path)))).map((m) => m.view);
+
+for (const view of VIEWS) {
+  if (view.strings) addStrings(view.strings);
+  if (!hasString(view.label)) throw new Error(`the view ${view.id} has no label ${view.label}`);
+}
+if (new Set(VIEWS.map((view) => view.id)).size !== VIEWS.length) {
+  throw new Error("two views share an id");
+}
+
+export const VIEW_IDS = VIEWS.map((view) => view.id);
+
+// the view of an id (the first view for an unknown one)
+export function viewOf(id) {
+  return VIEWS.find((view) => view.id === id) ?? VIEWS[0];
+}

@@ -1,0 +1,62 @@
+// Compare: the same head for two inputs, or two models, and their difference.
+import { heatmap } from "../../plots.js";
+import { ask, el, plotBox, weights } from "./shared.js";
+
+async function draw({ ctx, t, out, head }) {
+  const { state } = ctx;
+  const other = el("input", {
+    type: "text",
+    id: "lab-other",
+    value: state.other,
+    maxLength: ctx.modelInfo().max_text_chars,
+  });
+  const otherLabel = el("label", { htmlFor: "lab-other", textContent: t("lab_other_text") });
+  const modelPick = el("select", { id: "lab-other-model" });
+  modelPick.append(el("option", { value: "", textContent: t("lab_same_model") }));
+  for (const id of ctx.modelIds()) modelPick.append(el("option", { value: id, textContent: id }));
+  modelPick.value = ctx.modelIds().includes(state.vs) ? state.vs : "";
+  const modelLabel = el("label", { htmlFor: "lab-other-model", textContent: t("lab_other_model") });
+  const apply = el("button", {
+    type: "button",
+    id: "lab-compare-apply",
+    textContent: t("lab_apply"),
+  });
+  apply.addEventListener("click", () => ctx.update({ other: other.value, vs: modelPick.value }));
+  other.addEventListener("keydown", (e) => {
+    if (e.key === "Enter") apply.click();
+  });
+  out.append(el("div", { className: "lab-bar" }, otherLabel, other, modelLabel, modelPick, apply));
+  const r = await ask(ctx, "compare", {
+    ...head,
+    other_text: state.other.trim() ? state.other : null,
+    other_model: modelPick.value || null,
+  });
+  if (ctx.stale()) return;
+  const tag = (i) => `${t(i ? "lab_second" : "lab_first")}: ${r.models[i]}`;
+  await weights(out, { z: r.first, rows: r.first_rows, columns: r.first_columns, title: tag(0) });
+  await weights(out, {
+    z: r.second,
+    rows: r.second_rows,
+    columns: r.second_columns,
+    title: tag(1),
+  });
+  if (r.aligned_rows.length && r.aligned_columns.length) {
+    await heatmap(plotBox(out), {
+      z: r.difference,
+      rows: r.aligned_rows,
+      columns: r.aligned_columns,
+      title: t("lab_difference"),
+      zmin: -1,
+      zmax: 1,
+      valueLabel: "Δ",
+      colorscale: "RdBu",
+    });
+  }
+}
+
+export const experiment = {
+  id: "compare",
+  label: "lab_compare",
+  explain: "lab_compare_explain",
+  draw,
+};

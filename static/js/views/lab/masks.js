@@ -1,0 +1,84 @@
+// Masks at work: the decoder with and without its causal mask, and a padded batch of two.
+import { heatmap } from "../../plots.js";
+import { ask, el, fmt, plotBox, summary, weights } from "./shared.js";
+
+async function draw({ ctx, t, out, base }) {
+  const { state } = ctx;
+  const second = el("input", {
+    type: "text",
+    id: "lab-second",
+    value: state.other,
+    maxLength: ctx.modelInfo().max_text_chars,
+  });
+  const apply = el("button", {
+    type: "button",
+    id: "lab-second-apply",
+    textContent: t("lab_apply"),
+  });
+  apply.addEventListener("click", () => ctx.update({ other: second.value }));
+  second.addEventListener("keydown", (e) => {
+    if (e.key === "Enter") apply.click();
+  });
+  out.append(
+    el(
+      "div",
+      { className: "lab-bar" },
+      el("label", { htmlFor: "lab-second", textContent: t("lab_second_sentence") }),
+      second,
+      apply,
+    ),
+  );
+  const r = await ask(ctx, "masks", {
+    ...base,
+    layer: state.layer,
+    head: state.head,
+    second: state.other.trim() ? state.other : null,
+  });
+  if (ctx.stale()) return;
+  if (r.causal) {
+    const c = r.causal;
+    summary(
+      out,
+      `${t("lab_future")}: ${fmt(c.future_weight_with)} → ${fmt(c.future_weight_without)}`,
+    );
+    const self = t("decoder.self");
+    await weights(out, {
+      z: c.with_mask,
+      rows: c.rows,
+      columns: c.rows,
+      title: `${self} · ${t("lab_with_mask")}`,
+    });
+    await weights(out, {
+      z: c.without_mask,
+      rows: c.rows,
+      columns: c.rows,
+      title: `${self} · ${t("lab_without_mask")}`,
+    });
+  } else {
+    summary(out, t("lab_no_decoder"));
+  }
+  const p = r.padding;
+  summary(
+    out,
+    `${t("lab_pad_weight")}: ${fmt(p.pad_weight)} · ${t("lab_alone_diff")}: ${fmt(p.max_abs_diff_alone)}`,
+  );
+  await heatmap(plotBox(out), {
+    z: p.mask.map((row) => row.map(Number)),
+    rows: ["1", "2"],
+    columns: Array.from({ length: p.length }, (_, i) => String(i)),
+    title: t("lab_padding_mask"),
+    zmin: 0,
+    zmax: 1,
+    valueLabel: "mask",
+  });
+  const shorter = p.tokens[p.shorter];
+  const tokens = [...shorter, ...Array(p.length - shorter.length).fill("<pad>")];
+  await weights(out, {
+    z: p.weights,
+    rows: tokens,
+    columns: tokens,
+    title: `${t("lab_batch_weights")} · ${t("encoder.self")}`,
+  });
+}
+
+export const experiment = { id: "masks", label: "lab_masks", explain: "lab_masks_explain", draw };

@@ -1,0 +1,23 @@
+// Attention rollout: how much each input token flows into each position through the layers.
+import { ask, summary, weights } from "./shared.js";
+
+async function draw({ ctx, t, out, base }) {
+  const { state } = ctx;
+  const type = state.type.endsWith(".self") ? state.type : ctx.modelInfo().attention_types[0];
+  const r = await ask(ctx, "rollout", { ...base, type });
+  if (ctx.stale()) return;
+  summary(out, r.assumes);
+  await weights(out, {
+    z: r.matrix,
+    rows: r.tokens,
+    columns: r.tokens,
+    title: `rollout · ${t(r.type)}`,
+  });
+}
+
+export const experiment = {
+  id: "rollout",
+  label: "lab_rollout",
+  explain: "lab_rollout_explain",
+  draw,
+};

@@ -1,0 +1,57 @@
+// What the lab's experiments share: their answers kept per request, and small DOM helpers.
+import { heatmap } from "../../plots.js";
+
+const answers = new Map(); // (route, request) -> promise of the answer
+
+// the experiment's answer from POST /api/v1/lab/<route>, asked once per request
+export function ask(ctx, route, body) {
+  const key = `${route}\u0000${JSON.stringify(body)}`;
+  if (!answers.has(key)) {
+    const request = ctx.lab(route, body);
+    answers.set(key, request);
+    request.catch(() => answers.delete(key));
+    if (answers.size > 64) answers.delete(answers.keys().next().value);
+  }
+  return answers.get(key);
+}
+
+// an element with its properties and children (text children stay text)
+export function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  Object.assign(node, props);
+  node.append(...children);
+  return node;
+}
+
+// a new plot box at the end of `parent`
+export function plotBox(parent) {
+  const box = el("div", { className: "plot" });
+  parent.append(box);
+  return box;
+}
+
+// a weights heatmap ([0, 1]) in a new plot box
+export function weights(parent, { z, rows, columns, title }) {
+  return heatmap(plotBox(parent), { z, rows, columns, title, zmin: 0, zmax: 1, valueLabel: "w" });
+}
+
+// a line of the experiment's summary
+export function summary(parent, text, props = {}) {
+  parent.append(el("p", { className: "lab-summary", textContent: text, ...props }));
+}
+
+export function table(headers, rows) {
+  const head = el("tr", {}, ...headers.map((h) => el("th", { scope: "col", textContent: h })));
+  const body = rows.map((row) =>
+    el("tr", {}, ...row.map((v) => el("td", { textContent: fmt(v) }))),
+  );
+  return el("table", { className: "lab-table" }, el("thead", {}, head), el("tbody", {}, ...body));
+}
+
+export function fmt(v) {
+  if (v === null || v === undefined) return "–";
+  if (typeof v === "number" && !Number.isInteger(v)) {
+    return Math.abs(v) < 1e-3 && v !== 0 ? v.toExponential(1) : v.toFixed(3);
+  }
+  return String(v);
+}
