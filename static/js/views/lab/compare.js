@@ -1,15 +1,10 @@
 // Compare: the same head for two inputs, or two models, and their difference.
 import { heatmap } from "../../plots.js";
-import { ask, el, plotBox, weights } from "./shared.js";
+import { ask, el, plotBox, textBox, weights } from "./shared.js";
 
 async function draw({ ctx, t, out, head }) {
   const { state } = ctx;
-  const other = el("input", {
-    type: "text",
-    id: "lab-other",
-    value: state.other,
-    maxLength: ctx.modelInfo().max_text_chars,
-  });
+  const other = textBox(ctx, "lab-other", state.other);
   const otherLabel = el("label", { htmlFor: "lab-other", textContent: t("lab_other_text") });
   const modelPick = el("select", { id: "lab-other-model" });
   modelPick.append(el("option", { value: "", textContent: t("lab_same_model") }));

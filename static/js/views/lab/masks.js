@@ -1,15 +1,10 @@
 // Masks at work: the decoder with and without its causal mask, and a padded batch of two.
 import { heatmap } from "../../plots.js";
-import { ask, el, fmt, plotBox, summary, weights } from "./shared.js";
+import { ask, el, fmt, plotBox, summary, textBox, weights } from "./shared.js";
 
 async function draw({ ctx, t, out, base }) {
   const { state } = ctx;
-  const second = el("input", {
-    type: "text",
-    id: "lab-second",
-    value: state.other,
-    maxLength: ctx.modelInfo().max_text_chars,
-  });
+  const second = textBox(ctx, "lab-second", state.other);
   const apply = el("button", {
     type: "button",
     id: "lab-second-apply",
