@@ -115,7 +115,10 @@ class AttentionInfo(BaseModel):
 
 class CapabilitiesInfo(BaseModel):
     kv_cache: bool = Field(description="Decodes step by step through a KV cache.")
-    compare: bool = Field(description="Makes a sentence embedding analyze can compare.")
+    similarity: bool = Field(
+        description="Makes a sentence embedding: analyze with `compare` gives the cosine "
+        "similarity."
+    )
     word_view: bool = Field(description="Tokens merge into words: granularity=word applies.")
     experiments: list[str] = Field(description="The lab experiments this model can run.")
 

@@ -229,12 +229,17 @@ def attention_blocks(
             # the data, and each block's fields with its two token lists
             size += stacked * entries * BYTES_PER_ENTRY[req.encoding]
             size += 200 + 12 * (len(rows) + len(columns))
+    if req.legacy_items:
+        size *= 2  # the blocks again under their deprecated name
     if size > max_bytes:
+        copy = (
+            " or send legacy_items: false (the blocks are sent twice)" if req.legacy_items else ""
+        )
         raise HTTPException(
             422,
-            f"the response would take about {size / 1e6:.1f} MB, over the limit of "
-            f"{max_bytes / 1e6:.1f} MB: ask for fewer types, layers, heads or kinds, "
-            "or use encoding u1 or f2",
+            f"the response would take about {_bytes(size)}, over the limit of "
+            f"{_bytes(max_bytes)}: ask for fewer types, layers, heads or kinds, "
+            f"or use encoding u1 or f2{copy}",
         )
 
     blocks = []
@@ -262,6 +267,10 @@ def attention_blocks(
                 )
             )
     return blocks
+
+
+def _bytes(n: float) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
 
 
 def regroup(

@@ -67,7 +67,11 @@ class ModelEntry:
         capabilities that hold, "encoder", "decoder" and "positions" (an encoding that can
         be switched off)."""
         caps = self.runner.capabilities
-        flags = {"kv_cache": caps.kv_cache, "compare": caps.compare, "word_view": caps.word_view}
+        flags = {
+            "kv_cache": caps.kv_cache,
+            "similarity": caps.similarity,
+            "word_view": caps.word_view,
+        }
         flags |= {
             "encoder": self.config.has_encoder,
             "decoder": self.config.has_decoder,

@@ -66,7 +66,7 @@ WORDS = [
 
 def text_of(minilm, n: int) -> str:
     words: list[str] = []
-    while len(minilm.tokenize(" ".join(words)).ids) < n:
+    while len(minilm.encode(" ".join(words)).ids) < n:
         words.append(WORDS[len(words) % len(WORDS)])
     return " ".join(words)
 
@@ -83,7 +83,7 @@ def timed(fn, runs: int) -> tuple[float, object]:
 def row(client: TestClient, reference, format_attention, n: int) -> str:
     minilm = client.app.state.inference.zoo.models["minilm"].runner
     text = text_of(minilm, n)
-    ids = torch.tensor([minilm.tokenize(text).ids])
+    ids = torch.tensor([minilm.encode(text).ids])
     tokens = ids.size(1)
     weights = 6 * 12 * tokens * tokens
     runs = 3 if tokens <= 128 else 1
@@ -92,7 +92,7 @@ def row(client: TestClient, reference, format_attention, n: int) -> str:
         hf_fwd, _ = timed(lambda: reference(input_ids=ids), runs)
 
     def ours(encoding: str) -> bytes | None:
-        body = {"model": "minilm", "text": text, "encoding": encoding}
+        body = {"model": "minilm", "text": text, "encoding": encoding, "legacy_items": False}
         response = client.post("/api/v1/attention", json=body)
         return response.content if response.status_code == 200 else None
 

@@ -28,6 +28,15 @@ NamesFilter = str | Iterable[str] | Callable[[str], bool] | None
 DEPRECATED_HOOKS = {"hook_pattern": "hook_weights"}
 
 
+FORMER = {new: old for old, new in DEPRECATED_HOOKS.items()}
+
+
+def former(name: str) -> str:
+    """`name` as an earlier release called it (the same name if it was not renamed)."""
+    stem, _, leaf = name.rpartition(".")
+    return f"{stem}.{FORMER[leaf]}" if leaf in FORMER and stem else FORMER.get(leaf, name)
+
+
 def renamed(name: str) -> str:
     """`name` with a deprecated hook point's name replaced by the current one."""
     stem, _, leaf = name.rpartition(".")
@@ -111,7 +120,16 @@ def resolve_names(available: list[str], names_filter: NamesFilter) -> frozenset[
     if names_filter is None:
         return frozenset(available)
     if callable(names_filter):
-        return frozenset(n for n in available if names_filter(n))
+        chosen = {n for n in available if names_filter(n)}
+        by_old_name = {n for n in available if n not in chosen and names_filter(former(n))}
+        if by_old_name:
+            warnings.warn(
+                f"the names filter selects {sorted(by_old_name)[0]} by a deprecated name "
+                f"({', '.join(sorted(DEPRECATED_HOOKS))}): use {', '.join(FORMER)}",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+        return frozenset(chosen | by_old_name)
     wanted = [names_filter] if isinstance(names_filter, str) else list(names_filter)
     wanted = [renamed(name) for name in wanted]
     unknown = sorted(set(wanted) - set(available))

@@ -4,6 +4,7 @@ from its attributes."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -80,32 +81,38 @@ class Capabilities:
     declare which of these they need."""
 
     kv_cache: bool = False  # decodes step by step through a KV cache (`decoded_pieces`)
-    compare: bool = False  # makes an output two inputs can be compared by (an embedding)
+    similarity: bool = False  # makes a sentence embedding: analyze's `compare` gives a cosine
     word_view: bool = False  # its tokens merge into words (`RunResult.source_words`)
 
 
 @dataclass
 class RunResult:
-    """One run of a model on one text: its tokens, its output, and the capture."""
+    """One run of a model on one text: its tokens, its output, and the capture. (The
+    fields before `capture` are in the order of the earlier `Transcription`'s.)"""
 
     text: str  # the input as the model read it (whitespace collapsed, case folded)
     source_tokens: list[str]  # one per encoder position (a decoder-only model: the prompt)
-    source_ids: list[int]
     target_tokens: list[str]  # one per decoder position fed: <bos> and the output; or []
-    target_ids: list[int]
     output_tokens: list[str]  # what the model produced (transcription, continuation)
     truncated: bool  # the input (or its output) was longer than the model holds: cut
     source_length: int  # tokens in the input before truncation
     capture: Capture | None  # one forward pass over (source, target) with hooks captured
     embedding: list[float] | None = None  # a sentence embedding, for models that make one
     source_words: list[int | None] | None = None  # word of each source token (WordPiece)
-    extra: dict = field(default_factory=dict)  # a family's own details, never read by the app
+    # the ids of the tokens read and fed: the lab runs the model again on exactly these
+    source_ids: list[int] = field(default_factory=list, kw_only=True)
+    target_ids: list[int] = field(default_factory=list, kw_only=True)
 
     def tokens(self, side: Side) -> list[str]:
         return self.source_tokens if side == "source" else self.target_tokens
 
-    def ids(self, side: Side) -> list[int]:
-        return self.source_ids if side == "source" else self.target_ids
+    @property
+    def decoder_tokens(self) -> list[str]:
+        """Deprecated alias of `target_tokens` (one release)."""
+        warnings.warn(
+            "decoder_tokens is deprecated: use target_tokens", DeprecationWarning, stacklevel=2
+        )
+        return self.target_tokens
 
 
 @dataclass
@@ -141,7 +148,7 @@ class Runner(Protocol):
         """Tokenize, produce the output, and (if `capture`) capture one forward pass."""
         ...
 
-    def encode(self, text: str) -> tuple[list[int], list[str]]:
+    def tokenize(self, text: str) -> tuple[list[int], list[str]]:
         """Source ids and tokens of a text, specials included, cut to `max_tokens`."""
         ...
 
@@ -162,6 +169,23 @@ class StepwiseRunner(Runner, Protocol):
     def decoded_pieces(self, result: RunResult) -> list[DecodedPiece]:
         """The pieces the output was decoded in, as `run` did, each with its greedy output."""
         ...
+
+
+class DeprecatedRunnerNames:
+    """The names runners had in the earlier release, kept for one more (with a warning)."""
+
+    def transcribe(self, *args, **kwargs) -> RunResult:
+        """Deprecated alias of `run`."""
+        warnings.warn("transcribe is deprecated: use run", DeprecationWarning, stacklevel=2)
+        return self.run(*args, **kwargs)  # type: ignore[attr-defined]
+
+    @property
+    def max_source_tokens(self) -> int:
+        """Deprecated alias of `max_tokens`."""
+        warnings.warn(
+            "max_source_tokens is deprecated: use max_tokens", DeprecationWarning, stacklevel=2
+        )
+        return self.max_tokens  # type: ignore[attr-defined]
 
 
 def model_inputs(config: ModelConfig, source: Tensor | None, target: Tensor | None) -> tuple:

@@ -20,7 +20,7 @@ class ToyRunner:
     """Characters in, a greedy continuation of the prompt out; 1 layer, random weights."""
 
     token_unit, output_kind, max_tokens = "characters", "continuation", 64
-    special_tokens, capabilities = frozenset(SPECIALS[:3]), Capabilities()
+    special_tokens, capabilities = frozenset(SPECIALS[1:3]), Capabilities()
 
     def __init__(self, model=None) -> None:
         self.model = model or untrained(CONFIG, seed=7)
@@ -32,20 +32,21 @@ class ToyRunner:
     def target_vocabulary(self):
         return VOCAB
 
-    def encode(self, text):
+    def tokenize(self, text):
         ids = [VOCAB.index(c) if c in VOCAB else 3 for c in text[: self.max_tokens]]
         return ids, [VOCAB[i] for i in ids]
 
     @torch.no_grad()
     def run(self, text, capture=True, names_filter=None):
-        ids, tokens = self.encode(text)
+        ids, tokens = self.tokenize(text)
         fed = torch.tensor([[1, *ids]])
         out = self.model.greedy_decode(prefix=fed, max_new_tokens=CONTINUATION).tokens[0]
         target_ids = [int(i) for i in out if int(i) != 0]
         taken = self.model.run_with_capture(torch.tensor([target_ids]), names_filter=names_filter)
-        return RunResult(text, tokens, ids, [VOCAB[i] for i in target_ids], target_ids,
+        return RunResult(text, tokens, [VOCAB[i] for i in target_ids],
                          [VOCAB[i] for i in target_ids[len(fed[0]):]], len(text) > len(ids),
-                         len(text), taken[1] if capture else None)  # fmt: skip
+                         len(text), taken[1] if capture else None,
+                         source_ids=ids, target_ids=target_ids)  # fmt: skip
 
 
 register(

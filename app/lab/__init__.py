@@ -35,7 +35,7 @@ NEEDS_EXPLAINED = {
     "encoder": "has no encoder",
     "positions": "has no positional encoding to switch off",
     "kv_cache": "does not decode step by step, so there is no KV cache to show",
-    "compare": "makes no sentence embedding to compare",
+    "similarity": "makes no sentence embedding",
 }
 
 

@@ -7,7 +7,7 @@ import torch
 
 from model.analysis import ablate_heads, cosine
 from model.hooks import hooked
-from model.runner import DecodedPiece
+from model.runner import DecodedPiece, model_inputs
 
 from . import schemas as s
 from .context import LabContext
@@ -58,7 +58,8 @@ def probabilities(ctx: LabContext, parts: list[DecodedPiece]) -> tuple[list[floa
     probs, labels = [], []
     for part in parts:
         tokens = part.target_ids
-        logits = ctx.model(part.source, torch.tensor([tokens]))[0]  # (T, V)
+        inputs = model_inputs(ctx.config, part.source, torch.tensor([tokens]))
+        logits = ctx.model(*inputs)[0]  # (T, V)
         wanted = [*tokens[1:], eos] if part.ended else tokens[1:]
         picked = logits.softmax(-1)[torch.arange(len(wanted)), torch.tensor(wanted)]
         probs += [round(float(p), 6) for p in picked]

@@ -33,8 +33,7 @@ def masks(ctx: LabContext, req: s.MasksRequest) -> s.MasksResponse:
             future_weight_with=round(float((w_on * future).sum(-1).mean()), 6),
             future_weight_without=round(float((w_off * future).sum(-1).mean()), 6),
         )
-    else:
-        ctx.check_head(ctx.spec("encoder.self"), req.layer, req.head)
+    ctx.check_head(ctx.spec("encoder.self"), req.layer, req.head)  # the padded batch's
     return s.MasksResponse(
         model=ctx.entry.id, layer=req.layer, head=req.head, causal=causal, padding=padding(ctx, req)
     )
@@ -65,7 +64,7 @@ def padding(ctx: LabContext, req: s.MasksRequest) -> s.PaddingCase:
     ids, source = ctx.result.source_ids, ctx.result.source_tokens
     if req.second is not None:
         second = read_text(req.second, ctx.inference.settings.max_text_chars, field="second")
-        other, tokens = ctx.runner.encode(second)
+        other, tokens = ctx.runner.tokenize(second)
     else:
         other, tokens = second_sentence(ids, source, ctx.runner.special_tokens)
     if not other:

@@ -21,14 +21,14 @@ def scaling(ctx: LabContext, req: s.HeadRequest) -> s.ScalingResponse:
     _, scaled = ctx.forward(names=names)
     _, unscaled = ctx.forward(hooks, names=names)
     rows, columns = ctx.tokens(spec)
-    heads, entropies = [], {True: [], False: []}
+    stats_of_heads, entropies = [], {True: [], False: []}
     for i in layers:
         stats = {}
         for key, capture in ((True, scaled), (False, unscaled)):
             stats[key] = focus(ctx.weights(capture, spec, i))
             entropies[key].append(stats[key][0])
         for h in range(spec.query_heads):
-            heads.append(
+            stats_of_heads.append(
                 s.ScalingHead(
                     layer=i,
                     head=h,
@@ -48,7 +48,8 @@ def scaling(ctx: LabContext, req: s.HeadRequest) -> s.ScalingResponse:
             first=encode(ctx.weights(scaled, spec, req.layer)[req.head], "json"),
             second=encode(ctx.weights(unscaled, spec, req.layer)[req.head], "json"),
         ),
-        heads=heads,
+        head_stats=stats_of_heads,
+        heads=stats_of_heads,
         mean_entropy_scaled=round(float(torch.cat(entropies[True]).mean()), 6),
         mean_entropy_unscaled=round(float(torch.cat(entropies[False]).mean()), 6),
     )

@@ -36,7 +36,8 @@ class ScalingResponse(BaseModel):
     type: AttentionType
     head_dim: int
     matrices: HeadPair = Field(description="first: scaled (the model); second: unscaled.")
-    heads: list[ScalingHead] = Field(description="Every layer x head of the type.")
+    head_stats: list[ScalingHead] = Field(description="Every layer x head of the type.")
+    heads: list[ScalingHead] = Field(description="Deprecated (one release): head_stats.")
     mean_entropy_scaled: float
     mean_entropy_unscaled: float
 

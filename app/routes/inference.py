@@ -26,7 +26,7 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
     result = inference.run(entry, req.text)
     similarity = None
     if req.compare is not None:
-        if result.embedding is None:
+        if not entry.runner.capabilities.similarity:
             raise HTTPException(422, f"{entry.id} makes no sentence embedding to compare")
         other = inference.run(entry, req.compare).embedding
         similarity = cosine(result.embedding, other)

@@ -50,7 +50,7 @@ def model_info(entry: ModelEntry, default: bool, max_text_chars: int) -> ModelIn
         attention=attention,
         capabilities=CapabilitiesInfo(
             kv_cache=caps.kv_cache,
-            compare=caps.compare,
+            similarity=caps.similarity,
             word_view=caps.word_view,
             experiments=available(entry),
         ),

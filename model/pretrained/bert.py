@@ -6,6 +6,7 @@ tokenizer) as a `Runner`."""
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from ..hooks import NamesFilter
 from ..runner import (
     AttentionSpec,
     Capabilities,
+    DeprecatedRunnerNames,
     RunResult,
     attention_specs,
     untrained,
@@ -119,17 +121,32 @@ class Encoding:
     original_length: int
 
 
-class MiniLM:
+class MiniLM(DeprecatedRunnerNames):
     """all-MiniLM-L6-v2 (a `Runner`): our encoder-only Transformer with its weights, and
     its tokenizer; its output is the mean-pooled sentence embedding."""
 
     token_unit = "wordpiece"
     output_kind = "embedding"
-    special_tokens = frozenset({"[CLS]", "[SEP]", "[PAD]"})
-    capabilities = Capabilities(compare=True, word_view=True)
+    special_tokens = frozenset({"[CLS]", "[SEP]"})  # what its tokenizer adds
+    capabilities = Capabilities(similarity=True, word_view=True)
     max_tokens = MAX_TOKENS
 
-    def __init__(self, model: Transformer, tokenizer: Tokenizer) -> None:
+    def __init__(
+        self,
+        model: Transformer | str | Path | None = None,
+        tokenizer: Tokenizer | None = None,
+        trained: bool = True,
+    ) -> None:
+        if tokenizer is None:  # the earlier release's MiniLM(directory=None, trained=True)
+            warnings.warn(
+                "MiniLM(directory, trained) is deprecated: use MiniLM.load(directory), and "
+                "with_model(untrained(config)) for the untrained twin",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            loaded = MiniLM.load(model)
+            model = loaded.model if trained else untrained(loaded.model.config)
+            tokenizer = loaded.tokenizer
         self.model = model.eval()
         self.tokenizer = tokenizer
 
@@ -155,7 +172,7 @@ class MiniLM:
     def attention(self) -> list[AttentionSpec]:
         return attention_specs(self.model.config)
 
-    def tokenize(self, text: str) -> Encoding:
+    def encode(self, text: str) -> Encoding:
         """WordPiece ids with [CLS]/[SEP], cut to MAX_TOKENS (keeping the final [SEP])."""
         encoding = self.tokenizer.encode(text)
         ids, tokens, words = encoding.ids, encoding.tokens, encoding.word_ids
@@ -166,8 +183,8 @@ class MiniLM:
             words = [*words[: MAX_TOKENS - 1], words[-1]]
         return Encoding(ids, tokens, words, n > MAX_TOKENS, n)
 
-    def encode(self, text: str) -> tuple[list[int], list[str]]:
-        encoding = self.tokenize(text)
+    def tokenize(self, text: str) -> tuple[list[int], list[str]]:
+        encoding = self.encode(text)
         return encoding.ids, encoding.tokens
 
     def target_vocabulary(self) -> None:
@@ -176,7 +193,7 @@ class MiniLM:
     @torch.no_grad()
     def run(self, text: str, capture: bool = True, names_filter: NamesFilter = None) -> RunResult:
         """One forward pass (captured if asked) and the sentence embedding."""
-        encoded = self.tokenize(text)
+        encoded = self.encode(text)
         if len(encoded.ids) <= 2:
             raise ValueError("the text has no tokens besides [CLS] and [SEP]")
         ids = torch.tensor([encoded.ids])

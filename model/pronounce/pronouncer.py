@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import torch
@@ -16,13 +15,14 @@ from ..runner import (
     AttentionSpec,
     Capabilities,
     DecodedPiece,
+    DeprecatedRunnerNames,
     RunResult,
     attention_specs,
     untrained,
 )
 from ..transformer import Transformer
 from .data import normalize
-from .tokenizers import BOS, EOS, PAD, SourceTokenizer, TargetTokenizer, Vocab
+from .tokenizers import BOS, EOS, SourceTokenizer, TargetTokenizer, Vocab
 
 SHIPPED = Path(__file__).resolve().parents[2] / "models" / "pronounce"
 UNTRAINED_SEED = 0
@@ -33,12 +33,12 @@ BREAKS = " ，。！？；：、,.!?;:"
 Transcription = RunResult  # deprecated alias (one release): a run's result, of any runner
 
 
-class Pronouncer:
+class Pronouncer(DeprecatedRunnerNames):
     """Chinese characters -> pinyin with tones, English words -> ARPAbet (a `Runner`)."""
 
     token_unit = "characters"
     output_kind = "transcription"
-    special_tokens = frozenset({BOS, EOS, PAD})
+    special_tokens = frozenset({BOS, EOS})  # what it adds: <bos> opens the target
     capabilities = Capabilities(kv_cache=True)
 
     def __init__(
@@ -83,17 +83,12 @@ class Pronouncer:
     def attention(self) -> list[AttentionSpec]:
         return attention_specs(self.model.config)
 
-    def encode(self, text: str) -> tuple[list[int], list[str]]:
+    def tokenize(self, text: str) -> tuple[list[int], list[str]]:
         encoded = self.source.encode(text)
         return encoded.ids, encoded.tokens
 
     def target_vocabulary(self) -> list[str]:
         return self.target.vocab.tokens
-
-    def transcribe(self, *args, **kwargs) -> RunResult:
-        """Deprecated alias of `run`, for one release."""
-        warnings.warn("transcribe is deprecated: use run", DeprecationWarning, stacklevel=2)
-        return self.run(*args, **kwargs)
 
     @torch.no_grad()
     def run(self, text: str, capture: bool = True, names_filter: NamesFilter = None) -> RunResult:

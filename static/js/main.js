@@ -38,6 +38,7 @@ const elements = {
   average: $("average"),
   words: $("words"),
   hide: $("hide"),
+  hideLabel: document.querySelector("[data-i18n='hide']"),
   exportButton: $("export"),
   view: $("view"),
   plot: $("plot"),
@@ -179,7 +180,7 @@ function syncControls() {
     el.hidden = !info.capabilities.word_view;
   }
   for (const el of document.querySelectorAll(".compare-only")) {
-    el.hidden = !info.capabilities.compare;
+    el.hidden = !info.capabilities.similarity;
   }
   elements.text.maxLength = info.max_text_chars;
   elements.compare.maxLength = info.max_text_chars;
@@ -192,6 +193,8 @@ function syncControls() {
   elements.head.disabled =
     !controls.includes("head") || (state.avg && controls.includes("average"));
   applyLanguage(state.lang);
+  // the tokens "hide" drops are the ones this model's tokenizer adds
+  elements.hideLabel.textContent = t("hide").replace("{specials}", info.special_tokens.join("/"));
 }
 
 async function render() {
@@ -231,7 +234,7 @@ async function render() {
     return;
   }
   try {
-    const compare = modelInfo().capabilities.compare ? state.compare.trim() : "";
+    const compare = modelInfo().capabilities.similarity ? state.compare.trim() : "";
     const asked = `${state.text}\u0000${compare}`;
     if (!analysis || analysis.model !== state.model || analysis.request !== asked) {
       setStatus(t("running"), "busy");

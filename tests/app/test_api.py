@@ -53,9 +53,9 @@ def test_models_describe_their_attention(client):
     assert default["max_tokens"] == 128 and default["languages"] == ["zh", "en"]
     assert default["max_text_chars"] == 4000 and default["token_unit"] == "characters"
     assert default["output"] == "transcription"
-    assert default["special_tokens"] == ["<bos>", "<eos>", "<pad>"]
+    assert default["special_tokens"] == ["<bos>", "<eos>"]
     assert default["capabilities"] == {
-        "kv_cache": True, "compare": False, "word_view": False,
+        "kv_cache": True, "similarity": False, "word_view": False,
         "experiments": ["scaling", "positions", "masks", "kv-cache", "metrics", "rollout",
                         "ablation", "compare"],
     }  # fmt: skip
@@ -231,6 +231,15 @@ def test_responses_over_the_size_limit_say_how_to_narrow():
         assert response.status_code == 422 and "ask for fewer" in response.json()["detail"]
         narrow = {"text": TEXT, "layers": [0], "heads": [0], "encoding": "u1"}
         assert c.post("/api/v1/attention", json=narrow).status_code == 200
+        # every layer in u1 fits once (12 kB), not twice: the deprecated copy counts too
+        once = c.post(
+            "/api/v1/attention", json={"text": TEXT, "encoding": "u1", "legacy_items": False}
+        )
+        assert once.status_code == 200 and len(once.content) < 20_000
+        twice = c.post("/api/v1/attention", json={"text": TEXT, "encoding": "u1"})
+        assert twice.status_code == 422
+        assert "over the limit of 20.0 kB" in twice.json()["detail"]
+        assert "send legacy_items: false" in twice.json()["detail"]
 
 
 def test_a_full_queue_answers_503_with_retry_after():
@@ -302,7 +311,7 @@ def test_minilm_reads_english_wordpieces_and_gives_its_embedding(client):
     ]
     assert info["attention_types"] == ["encoder.self"] and info["positional"] == "learned"
     assert info["token_unit"] == "wordpiece" and info["output"] == "embedding"
-    assert info["capabilities"]["word_view"] and info["capabilities"]["compare"]
+    assert info["capabilities"]["word_view"] and info["capabilities"]["similarity"]
     assert "kv-cache" not in info["capabilities"]["experiments"]
 
 

@@ -18,12 +18,13 @@ def lab(client, path: str, **body) -> dict:
 def test_without_the_scaling_softmax_saturates(client):
     text = "苹果公司发布了新款手机，它采用了最新的芯片"
     body = lab(client, "scaling", text=text, layer=1, head=3)
-    assert body["head_dim"] == 32 and len(body["heads"]) == 3 * 8
+    assert body["head_dim"] == 32 and len(body["head_stats"]) == 3 * 8
+    assert body["heads"] == body["head_stats"]  # the deprecated name, one release
     # the seed: without 1/sqrt(d_k) the scores grow with d_k and softmax turns one-hot
     assert body["mean_entropy_unscaled"] < 0.5 * body["mean_entropy_scaled"]
-    lower = [h["entropy_unscaled"] < h["entropy_scaled"] for h in body["heads"]]
+    lower = [h["entropy_unscaled"] < h["entropy_scaled"] for h in body["head_stats"]]
     assert sum(lower) >= 0.8 * len(lower)
-    peaks = [h["max_weight_unscaled"] - h["max_weight_scaled"] for h in body["heads"]]
+    peaks = [h["max_weight_unscaled"] - h["max_weight_scaled"] for h in body["head_stats"]]
     assert np.mean(peaks) > 0.05
     scaled, unscaled = np.array(body["matrices"]["first"]), np.array(body["matrices"]["second"])
     assert scaled.shape == unscaled.shape == (21, 21)
@@ -133,7 +134,7 @@ def test_rollout_rows_are_distributions(client):
 
 def test_ablating_heads_changes_the_output_and_ablating_none_changes_nothing(client):
     text = "银行 行走"
-    none = lab(client, "ablation", text=text, heads=[])
+    none = lab(client, "ablation", text=text, ablate=[])
     assert not none["changed"] and none["ablated_output"] == none["output"]
     assert none["ablated_probabilities"] == none["probabilities"]
     layer = [{"type": "decoder.cross", "layer": 2, "head": h} for h in range(8)]

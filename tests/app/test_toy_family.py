@@ -4,6 +4,7 @@ register line) is served by the model list, the API and the lab with no other ch
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ def toy():
         yield client
     REGISTRY.clear()
     REGISTRY.update(saved)  # the other tests' app sees the shipped families only
+    sys.modules.pop("tests.toy_family", None)  # a later plugin import registers it anew
 
 
 def test_the_model_list_states_the_toy(toy):
@@ -75,13 +77,34 @@ def test_the_api_serves_the_toys_attention(toy):
 
 
 def test_the_lab_runs_what_the_toy_can_and_says_why_not_the_rest(toy):
-    metrics = toy.post("/api/v1/lab/metrics", json={"text": "abcabc"}).json()
-    assert len(metrics["rows"]) == 4 and metrics["rows"][0]["type"] == "decoder.self"
-    heads = [{"type": "decoder.self", "layer": 0, "head": h} for h in range(4)]
-    ablated = toy.post("/api/v1/lab/ablation", json={"text": "abcabc", "ablate": heads})
-    assert ablated.status_code == 200 and ablated.json()["cosine"] is None
-    refused = toy.post("/api/v1/lab/positions", json={"text": "abcabc"})
-    assert refused.status_code == 422
-    assert refused.json()["detail"] == (
-        "the positions experiment cannot run on toy: it has no encoder"
-    )
+    text = "abcabc"
+    fed = toy.post("/api/v1/analyze", json={"text": text}).json()["target_tokens"]
+    for name in toy.get("/api/v1/models").json()[0]["capabilities"]["experiments"]:
+        body = {"text": text}
+        if name == "ablation":
+            body["ablate"] = [{"type": "decoder.self", "layer": 0, "head": h} for h in range(4)]
+        answer = toy.post(f"/api/v1/lab/{name}", json=body)
+        assert answer.status_code == 200, (name, answer.text)
+        result = answer.json()
+        if name == "scaling":  # the decoder's self-attention, the only type
+            assert result["type"] == "decoder.self" and result["head_dim"] == 8
+            assert result["matrices"]["rows"] == fed and len(result["head_stats"]) == 4
+        elif name == "metrics":
+            heads = [(r["type"], r["head"]) for r in result["rows"]]
+            assert heads == [("decoder.self", h) for h in range(4)]
+        elif name == "rollout":
+            matrix = np.array(result["matrix"])
+            assert result["tokens"] == fed and np.allclose(matrix.sum(-1), 1)
+            assert np.allclose(np.triu(matrix, 1), 0)  # causal: nothing flows from the future
+        elif name == "ablation":  # the run again with every head off: its own continuation
+            assert result["ablated"] == body["ablate"] and result["cosine"] is None
+            assert result["output"] == fed[len(text) + 1 :] and len(result["ablated_output"]) == 4
+        elif name == "compare":  # the model against itself: no difference
+            assert np.all(np.array(result["difference"]) == 0)
+    for name, need in (("positions", "has no encoder"), ("kv-cache", "does not decode")):
+        refused = toy.post(f"/api/v1/lab/{name}", json={"text": text})
+        assert refused.status_code == 422
+        assert (
+            refused.json()["detail"].startswith(f"the {name} experiment cannot run on toy: it ")
+            and need in refused.json()["detail"]
+        )

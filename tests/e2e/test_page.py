@@ -227,6 +227,8 @@ def test_minilm_word_view_and_hidden_specials(page: Page):
     page.check("#words")
     ready(page)
     assert ticks(page, "x") == ["[CLS]", "tokenization", "helps", ".", "[SEP]"]
+    # the label names the tokens it hides: the ones this model's tokenizer adds
+    expect(page.locator("label:has(#hide)")).to_have_text("hide [CLS]/[SEP]")
     page.check("#hide")
     ready(page)
     assert ticks(page, "x") == ["tokenization", "helps", "."]

@@ -119,4 +119,28 @@ def test_every_kind_is_asked_in_an_encoding_the_server_accepts(page: Page, model
             values = np.frombuffer(
                 base64.b64decode(block["data"]["bdata"]), dtype=f"<{encoding}"
             ).reshape(shape)
-            assert shape == block["shape"] and np.isfinite(values).any()
+            assert shape == block["shape"] and np.isfinite(values).all()
+            assert values.any()  # not an empty or all-zero answer
+
+
+def test_the_page_asks_each_kind_in_the_tables_encoding(page: Page):
+    """What the page sends, not only what the table says: every attention request the
+    page makes while showing weights, raw scores and the mask uses the table's encoding."""
+    page.goto("/")
+    table = page.evaluate("async () => (await import('/static/js/encodings.js')).ENCODINGS")
+    sent = []
+    page.on(
+        "request",
+        lambda r: sent.append(r.post_data_json) if r.url.endswith("/api/v1/attention") else None,
+    )
+    page.goto("/?text=猫追狗&type=decoder.self")
+    ready(page)
+    for kind in ("scores", "mask", "weights"):
+        page.select_option("#kind", kind)
+        ready(page)
+    page.check("#overlay")  # the mask, fetched beside the weights
+    ready(page)
+    asked = {(body["kinds"][0], body["encoding"]) for body in sent}
+    assert {kind for kind, _ in asked} == {"weights", "scores", "mask"}
+    assert asked == {(kind, table[kind]) for kind, _ in asked}
+    assert all(body["legacy_items"] is False for body in sent)

@@ -91,8 +91,8 @@ def test_weight_rows_sum_to_one():
         src, target, names_filter=lambda n: n.endswith("hook_weights")
     )
     assert len(capture) == 6  # 2 encoder self, 2 decoder self, 2 cross
-    for name, pattern in capture.items():
-        assert torch.allclose(pattern.sum(-1), torch.ones(pattern.shape[:-1]), atol=1e-6), name
+    for name, weights in capture.items():
+        assert torch.allclose(weights.sum(-1), torch.ones(weights.shape[:-1]), atol=1e-6), name
 
 
 def test_padded_keys_get_exactly_zero_weight():
@@ -100,11 +100,11 @@ def test_padded_keys_get_exactly_zero_weight():
     src, target = _padded_batch()
     _, capture = model.run_with_capture(src, target)
     for name in ("encoder.0.self_attn.hook_weights", "decoder.1.cross_attn.hook_weights"):
-        pattern = capture[name]
-        assert torch.all(pattern[1, :, :, 6:] == 0), name
-        assert torch.all(pattern[1, :, :, :6] > 0), name
-    self_pattern = capture["decoder.0.self_attn.hook_weights"]
-    assert torch.all(self_pattern[0, :, :, 5:] == 0)
+        weights = capture[name]
+        assert torch.all(weights[1, :, :, 6:] == 0), name
+        assert torch.all(weights[1, :, :, :6] > 0), name
+    self_weights = capture["decoder.0.self_attn.hook_weights"]
+    assert torch.all(self_weights[0, :, :, 5:] == 0)
     # the captured mask is the one applied, per query row and key column
     mask = capture["encoder.1.self_attn.hook_mask"]
     assert mask.shape == (2, 1, 9, 9) and mask.dtype == torch.bool
@@ -116,10 +116,10 @@ def test_nothing_above_the_diagonal_under_a_causal_mask():
     src, target = _padded_batch()
     _, capture = model.run_with_capture(src, target)
     for layer in (0, 1):
-        pattern = capture[f"decoder.{layer}.self_attn.hook_weights"]
+        weights = capture[f"decoder.{layer}.self_attn.hook_weights"]
         above = torch.triu(torch.ones(8, 8, dtype=torch.bool), diagonal=1)
-        assert torch.all(pattern[..., above] == 0)
-        assert torch.all(pattern[1][..., ~above] > 0)  # row 1 has no padding
+        assert torch.all(weights[..., above] == 0)
+        assert torch.all(weights[1][..., ~above] > 0)  # row 1 has no padding
         scores = capture[f"decoder.{layer}.self_attn.hook_scores"]
         assert torch.isfinite(scores).all()  # scores are captured before the mask
 

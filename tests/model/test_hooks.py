@@ -145,13 +145,13 @@ def test_hook_functions_can_ablate_a_head():
     src, target = _inputs("encoder-decoder")
     plain = model(src, target)
 
-    def zero_head_0(pattern, name):
+    def zero_head_0(weights, name):
         assert name == "decoder.1.cross_attn.hook_weights"
-        pattern = pattern.clone()
-        pattern[:, 0] = 0
-        return pattern
+        weights = weights.clone()
+        weights[:, 0] = 0
+        return weights
 
-    def observe(pattern, name):
+    def observe(weights, name):
         return None  # returning None leaves the tensor as it was
 
     ablated = model.run_with_hooks(
@@ -241,6 +241,27 @@ def test_deprecated_hook_names_read_as_the_new_ones_for_one_release():
     with pytest.warns(DeprecationWarning):
         old = capture["decoder.1.cross_attn.hook_pattern"]
     assert old is capture["decoder.1.cross_attn.hook_weights"]
+    with pytest.warns(DeprecationWarning, match="deprecated name"):  # a predicate on old names
+        _, picked = model.run_with_capture(
+            src, target, names_filter=lambda n: n.endswith("cross_attn.hook_pattern")
+        )
+    assert sorted(picked) == [
+        "decoder.0.cross_attn.hook_weights",
+        "decoder.1.cross_attn.hook_weights",
+    ]
+    with pytest.warns(DeprecationWarning):  # a hook function on the old name
+        zeroed = model.run_with_hooks(
+            src, target, fwd_hooks=[("decoder.1.cross_attn.hook_pattern", lambda t, _: t * 0)]
+        )
+    with hooked(
+        model,
+        "decoder.1.cross_attn.hook_weights",
+        fwd_hooks=[("decoder.1.cross_attn.hook_weights", lambda t, _: t * 0)],
+    ) as seen:
+        expected = model(src, target)
+    assert (
+        torch.equal(zeroed, expected) and seen["decoder.1.cross_attn.hook_weights"].abs().sum() == 0
+    )
     with pytest.warns(DeprecationWarning, match="run_with_cache is deprecated"):
         _, again = model.run_with_cache(src, target)
     assert torch.equal(again["decoder.1.cross_attn.hook_weights"], old)

@@ -77,10 +77,10 @@ def test_hooks_see_the_cached_key_positions_at_every_step():
     with hooked(model, lambda n: n.startswith("decoder.1.")) as capture:
         result = model.greedy_decode(src, max_new_tokens=6)
     ks = capture.all("decoder.1.self_attn.hook_k")
-    assert [k.shape[2] for k in ks] == [1, 2, 3, 4, 5, 6]  # the capture grows by one each step
+    assert [k.shape[2] for k in ks] == [1, 2, 3, 4, 5, 6]  # the KV cache grows by one each step
     assert all(q.shape == (2, 4, 1, 8) for q in capture.all("decoder.1.self_attn.hook_q"))
-    patterns = capture.all("decoder.1.self_attn.hook_weights")
-    assert [p.shape[-1] for p in patterns] == [1, 2, 3, 4, 5, 6]
+    weights = capture.all("decoder.1.self_attn.hook_weights")
+    assert [p.shape[-1] for p in weights] == [1, 2, 3, 4, 5, 6]
     assert [m.shape for m in capture.all("decoder.1.self_attn.hook_mask")][-1] == (2, 1, 1, 6)
     assert all(k.shape == (2, 4, 9, 8) for k in capture.all("decoder.1.cross_attn.hook_k"))
     # the keys the last step attended to are the keys a full pass computes

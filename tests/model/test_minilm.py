@@ -35,7 +35,7 @@ def bert_tensors() -> dict[str, torch.Tensor]:
 
 
 def batch(minilm: MiniLM, texts: list[str]) -> torch.Tensor:
-    return pad_batch([minilm.tokenize(t).ids for t in texts])
+    return pad_batch([minilm.encode(t).ids for t in texts])
 
 
 def test_every_tensor_is_used_once_and_nothing_is_left_over(minilm, bert_tensors):
@@ -65,9 +65,9 @@ def test_attention_and_hidden_states_match_transformers_bert(minilm):
             ids, names_filter=lambda n: n.endswith("hook_weights")
         )
     for layer in range(6):
-        pattern = capture[f"encoder.{layer}.self_attn.hook_weights"]
-        assert pattern.shape == (4, 12, MAX_TOKENS, MAX_TOKENS)
-        assert (pattern - expected.attentions[layer]).abs().max() <= 1e-4, layer
+        weights = capture[f"encoder.{layer}.self_attn.hook_weights"]
+        assert weights.shape == (4, 12, MAX_TOKENS, MAX_TOKENS)
+        assert (weights - expected.attentions[layer]).abs().max() <= 1e-4, layer
     # padded positions are not compared: neither model's output there means anything
     assert (hidden - expected.last_hidden_state)[keep].abs().max() <= 1e-4
 
@@ -85,8 +85,8 @@ def test_sentence_embeddings_match_sentence_transformers(minilm):
 
 
 def test_tokenizer_neither_pads_nor_truncates_by_itself(minilm):
-    short = minilm.tokenize("Hello world")
+    short = minilm.encode("Hello world")
     assert short.tokens == ["[CLS]", "hello", "world", "[SEP]"] and not short.truncated
-    long = minilm.tokenize(SENTENCES[3])
+    long = minilm.encode(SENTENCES[3])
     assert long.truncated and long.original_length > MAX_TOKENS
     assert len(long.ids) == MAX_TOKENS and long.tokens[-1] == "[SEP]"

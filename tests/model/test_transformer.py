@@ -51,8 +51,8 @@ def test_configurable_pad_id_masks_that_id():
     model = build(pad_id=7)
     src = torch.tensor([[3, 4, 7, 7]])
     _, capture = model.run_with_capture(src, torch.tensor([[1, 5]]))
-    pattern = capture["encoder.0.self_attn.hook_weights"]
-    assert torch.all(pattern[..., 2:] == 0) and torch.all(pattern[..., :2] > 0)
+    weights = capture["encoder.0.self_attn.hook_weights"]
+    assert torch.all(weights[..., 2:] == 0) and torch.all(weights[..., :2] > 0)
 
 
 @pytest.mark.parametrize("eps", [1e-6, 1e-12])

@@ -3,7 +3,12 @@ import { ask, summary, weights } from "./shared.js";
 
 async function draw({ ctx, t, out, base }) {
   const { state } = ctx;
-  const type = state.type.endsWith(".self") ? state.type : ctx.modelInfo().attention_types[0];
+  // rollout multiplies layers of self-attention: queries and keys are the same tokens
+  const selfTypes = ctx
+    .modelInfo()
+    .attention.filter((a) => a.rows === a.columns)
+    .map((a) => a.type);
+  const type = selfTypes.includes(state.type) ? state.type : selfTypes[0];
   const r = await ask(ctx, "rollout", { ...base, type });
   if (ctx.stale()) return;
   summary(out, r.assumes);

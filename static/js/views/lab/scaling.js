@@ -14,7 +14,7 @@ async function draw({ ctx, t, out, head, title }) {
   await weights(out, { z: second, rows, columns, title: title(t("lab_unscaled")) });
   const scaled = (key) => `${t(key)} (${t("lab_scaled")})`;
   const unscaled = (key) => `${t(key)} (${t("lab_unscaled")})`;
-  const layer = r.heads.filter((h) => h.layer === ctx.state.layer);
+  const layer = r.head_stats.filter((h) => h.layer === ctx.state.layer);
   out.append(
     table(
       [

@@ -23,13 +23,13 @@ export function el(tag, props = {}, ...children) {
   return node;
 }
 
-// a new plot box at the end of `parent`
 // a text box of the lab's own (a second sentence, a second text), holding what the server
 // accepts
 export function textBox(ctx, id, value) {
   return el("input", { type: "text", id, value, maxLength: ctx.modelInfo().max_text_chars });
 }
 
+// a new plot box at the end of `parent`
 export function plotBox(parent) {
   const box = el("div", { className: "plot" });
   parent.append(box);
