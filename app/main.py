@@ -46,7 +46,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_body_bytes, drain_bytes=settings.drain_body_bytes
+    )
     app.add_middleware(AccessLog)  # outermost: it also logs the 413s
     app.include_router(models.router)
     app.include_router(inference.router)

@@ -42,6 +42,12 @@ class Settings(BaseSettings):
         4000, ge=1, description="Characters per text (512 English WordPieces fit); longer: 422."
     )
     max_body_bytes: int = Field(65536, ge=1024, description="Request body bytes; larger: 413.")
+    drain_body_bytes: int = Field(
+        10 * 2**20,
+        ge=0,
+        description="An over-limit body up to this size is read and discarded before its 413, "
+        "so that a client sending all of it first reads the answer; larger: 413 and close.",
+    )
     max_response_bytes: int = Field(
         50_000_000, ge=1000, description="Estimated attention response size; larger: 422."
     )

@@ -8,7 +8,11 @@ bodies also go to a real uvicorn server, where framing is real."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 
 import httpx2
@@ -332,6 +336,55 @@ def test_a_chunked_10_mb_body_without_a_length_is_413_over_http(server):
     assert "content-length" not in response.request.headers
     assert response.request.headers["transfer-encoding"] == "chunked"
     assert_refused(response, 413, f"request body over {BODY_LIMIT} bytes")
+    still_serves(server)
+
+
+def send_whole_body_then_read(base: str, body: bytes, chunked: bool = False) -> tuple[int, dict]:
+    """As a client that sends all of its body before it reads anything (urllib; or
+    http.client sending chunks): the status and JSON it reads, or an OSError (a reset)."""
+    if not chunked:
+        request = urllib.request.Request(base + ANALYZE, data=body, headers=JSON)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, json.load(response)
+        except urllib.error.HTTPError as refused:
+            return refused.code, json.load(refused)
+    host, port = base.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        pieces = (body[i : i + 65536] for i in range(0, len(body), 65536))
+        connection.request("POST", ANALYZE, body=pieces, headers=JSON, encode_chunked=True)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("size", [3_000_000, 9_000_000])
+@pytest.mark.parametrize("chunked", [False, True], ids=["with_length", "chunked"])
+def test_clients_that_send_the_whole_body_first_read_the_413(server, size, chunked):
+    """The rest of an over-limit body is read and thrown away (up to 10 MiB) before the
+    413, so that such a client reads it instead of finding its connection reset."""
+    base = str(server.base_url).rstrip("/")
+    body = b'{"text": "' + b"a" * size + b'"}'
+    for _ in range(3):
+        status, answer = send_whole_body_then_read(base, body, chunked)
+        assert status == 413 and answer == {
+            "detail": f"request body over {BODY_LIMIT} bytes: send a shorter text"
+        }
+    still_serves(server)
+
+
+def test_a_body_over_the_drain_bound_is_refused_at_once_and_closed(server):
+    base = str(server.base_url).rstrip("/")
+    body = b'{"text": "' + b"a" * (12 * 2**20) + b'"}'
+    started = time.monotonic()
+    try:  # the 413 is sent at once with Connection: close; a client still sending may be reset
+        status, _ = send_whole_body_then_read(base, body)
+        assert status == 413
+    except OSError:
+        pass
+    assert time.monotonic() - started < 10
     still_serves(server)
 
 
