@@ -14,7 +14,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# plotly.js's cartesian bundle comes from npm (package.json); where npm is missing the page
+# gets the Python plotly package's full bundle, which is slower to start.
 serve: $(STAMP)
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory $(NODE_STAMP); \
+	else echo "npm not found: the page uses plotly's full bundle (slower to start)"; fi
 	$(BIN)/attnviz serve
 
 # The page's JavaScript linter and formatter: biome, pinned in package.json and

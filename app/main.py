@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -30,6 +31,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # The model zoo is loaded here, never at import time.
     settings: Settings = app.state.settings
     set_threads(settings.torch_threads)
+    if pages.PLOTLY_JS != pages.CARTESIAN_JS:
+        logging.getLogger("attnviz").warning(
+            "plotly.js's cartesian bundle is not installed (npm ci): the page gets the full "
+            "bundle of the plotly package, which takes longer to start"
+        )
     app.state.inference = Inference(load_zoo(settings), settings)
     yield
     app.state.inference = None

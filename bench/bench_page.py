@@ -58,8 +58,29 @@ READ = """() => new Promise((resolve) => {
     for (const e of list.getEntries()) longest = Math.max(longest, e.duration);
   }).observe({ type: "longtask", buffered: true });
   const drawn = performance.getEntriesByName("attnviz:drawn")[0].startTime;
-  setTimeout(() => resolve([drawn, longest]), 100);
+  // where the time went: ms from navigation to each step, from the page's own marks and
+  // the resource timings (nothing attached to the page while it loaded)
+  const mark = (name) => performance.getEntriesByName(name)[0]?.startTime ?? null;
+  const resources = performance.getEntriesByType("resource");
+  const first = (part) => resources.find((e) => e.name.includes(part));
+  const modules = resources.filter((e) => e.name.includes("/static/js/"));
+  const nav = performance.getEntriesByType("navigation")[0];
+  const steps = {
+    html: nav.responseEnd,
+    modules: Math.max(...modules.map((e) => e.responseEnd)),
+    plotly_fetched: first("plotly.min.js")?.responseEnd ?? null,
+    analyze_sent: first("/api/v1/analyze")?.startTime ?? null,
+    analyzed: mark("attnviz:analyzed"),
+    attention_sent: first("/api/v1/attention")?.startTime ?? null,
+    block: mark("attnviz:block"),
+    plotly_ready: mark("attnviz:plotly"),
+    react: mark("attnviz:react"),
+    drawn,
+  };
+  setTimeout(() => resolve([drawn, longest, steps]), 100);
 })"""
+STEPS = ("html", "modules", "plotly_fetched", "analyze_sent", "analyzed", "attention_sent",
+         "block", "plotly_ready", "react", "drawn")  # fmt: skip
 
 
 def wait_until(page, expression: str, arg=None, timeout: float = 120) -> None:
@@ -100,9 +121,9 @@ def query(text: str, k: int) -> str:
     return f"&text={quote(variant(text, k))}"
 
 
-def cold_load(p, url: str, settle: float) -> tuple[float, float, bool]:
+def cold_load(p, url: str, settle: float) -> tuple[float, float, bool, dict]:
     """A fresh Chromium on `url`: (ms from navigation to drawn, longest task ms, whether
-    DevTools had to attach before the view was drawn)."""
+    DevTools had to attach before the view was drawn, ms from navigation to each step)."""
     port = free_port()
     profile = tempfile.mkdtemp(prefix="bench-page-")
     proc = subprocess.Popen(
@@ -126,9 +147,9 @@ def cold_load(p, url: str, settle: float) -> tuple[float, float, bool]:
         except TimeoutError:
             status = page.evaluate("document.getElementById('status').textContent")
             raise RuntimeError(f"{url} not drawn; the page says: {status}") from None
-        drawn, longest = page.evaluate(READ)
+        drawn, longest, steps = page.evaluate(READ)
         browser.close()
-        return drawn, longest, early
+        return drawn, longest, early, steps
     finally:
         proc.kill()
         proc.wait()
@@ -159,7 +180,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--models", default="pronounce,minilm")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also print where a head view's load went"
+    )
     args = parser.parse_args()
+    breakdowns = []
     proc, base = start_server({"ATTNVIZ_LOG_LEVEL": "warning"})
     try:
         with sync_playwright() as p, httpx2.Client(timeout=120) as client:
@@ -174,14 +199,15 @@ def main() -> None:
                 for n in spec["sizes"]:
                     text = text_of(client, base, model, n)
                     settle = 2.0 + n / 128
-                    head, grid, again, longest, early = [], [], [], [], False
+                    head, grid, again, longest, early, steps = [], [], [], [], False, []
                     for i in range(args.runs):
                         url = f"{base}/?model={model}"
                         head_url = f"{url}&view=head&type={spec['head_type']}"
                         grid_url = f"{url}&view=model&type=encoder.self"
                         # a new text for every load, so the server's cache does not answer
-                        h, lh, eh = cold_load(p, head_url + query(text, 3 * i), settle)
-                        g, lg, eg = cold_load(p, grid_url + query(text, 3 * i + 1), settle * 2)
+                        h, lh, eh, hs = cold_load(p, head_url + query(text, 3 * i), settle)
+                        g, lg, eg, _ = cold_load(p, grid_url + query(text, 3 * i + 1), settle * 2)
+                        steps.append(hs)
                         head.append(h / 1000)
                         grid.append(g / 1000)
                         longest.append(max(lh, lg))
@@ -196,15 +222,31 @@ def main() -> None:
                         f" {statistics.median(again):>7.2f}s {max(longest):>11.0f}ms"
                         f"{'*' if early else ' '}  {bv_head} / {bv_model}"
                     )
+                    breakdowns.append((model, n, steps))
             browser.close()
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+    if args.breakdown:
+        print_breakdown(breakdowns)
     print("\nhead view: navigation to a drawn heatmap (analyze + one layer's heads + plot);")
     print("grid: navigation to every thumbnail of encoder self-attention and the entropy map;")
     print("retyped: a new sentence on a loaded page to its drawn head view; longest task: the")
     print("longest main-thread task of either cold load (target: under 500 ms). * DevTools")
     print("attached before the view was drawn, which lengthens tasks after it.")
+
+
+def print_breakdown(breakdowns: list[tuple[str, int, list[dict]]]) -> None:
+    """Per model and length, the median ms from navigation to each step of a head view's
+    cold load (the page's attnviz:* marks and the resource timings)."""
+    print("\nhead view cold load, median ms from navigation to each step:")
+    print(f"{'model':>10} {'tokens':>6} " + " ".join(f"{s:>14}" for s in STEPS))
+    for model, n, steps in breakdowns:
+        cells = []
+        for step in STEPS:
+            values = [s[step] for s in steps if s.get(step) is not None]
+            cells.append(f"{statistics.median(values):>14.0f}" if values else f"{'-':>14}")
+        print(f"{model:>10} {n:>6} " + " ".join(cells))
 
 
 if __name__ == "__main__":

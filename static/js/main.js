@@ -141,7 +141,11 @@ async function layerBlock(input, type, layer, kind) {
         legacy_items: false, // the answer's `blocks` only, not also their deprecated copy
       })
       // one block: every head of this layer stacked (a mask is sent once for all heads)
-      .then((body) => new Block(body.blocks[0]));
+      .then((body) => {
+        const block = new Block(body.blocks[0]);
+        performance.mark("attnviz:block");
+        return block;
+      });
     blockRequests.set(key, request);
     request.catch(() => blockRequests.delete(key));
   }
@@ -239,6 +243,7 @@ async function render() {
     if (!analysis || analysis.model !== state.model || analysis.request !== asked) {
       setStatus(t("running"), "busy");
       analysis = { ...(await api.analyze(state.model, state.text, compare)), request: asked };
+      performance.mark("attnviz:analyzed");
       if (mine !== generation) return;
       ctx.analysis = analysis;
     }

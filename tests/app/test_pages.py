@@ -1,8 +1,11 @@
-"""The page's HTML and the plotly.js it loads, from the installed plotly package."""
+"""The page's HTML and the plotly.js it loads: the cartesian bundle of the npm package
+pinned in package.json (`make test` installs it with npm ci)."""
 
 from __future__ import annotations
 
-from app.routes.pages import COMPILE_HINT, PLOTLY_JS
+import json
+
+from app.routes.pages import CARTESIAN_JS, COMPILE_HINT, PLOTLY_JS, ROOT
 
 
 def test_the_page_boots_from_json_and_same_origin_scripts(client):
@@ -15,7 +18,11 @@ def test_the_page_boots_from_json_and_same_origin_scripts(client):
     assert "cdn" not in html.lower() and "https://" not in html
 
 
-def test_plotly_is_the_packages_bundle_behind_a_compile_hint(client):
+def test_plotly_is_the_pinned_cartesian_bundle_behind_a_compile_hint(client):
+    assert PLOTLY_JS == CARTESIAN_JS  # installed: not the fallback to the full bundle
+    pinned = json.loads((ROOT / "package.json").read_text())["dependencies"]
+    version = pinned["plotly.js-cartesian-dist-min"]
+    assert CARTESIAN_JS.read_bytes()[:120].decode().find(f"(cartesian - minified) v{version}") > 0
     response = client.get("/vendor/plotly.min.js")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/javascript")
