@@ -75,7 +75,7 @@ bench-api: $(STAMP)
 bench-minilm: $(STAMP)
 	$(BIN)/python bench/bench_minilm.py
 
-bench-page: $(STAMP) e2e-deps
+bench-page: $(STAMP) $(NODE_STAMP) e2e-deps
 	$(BIN)/python bench/bench_page.py
 
 # load: a real server under locust for LOAD_DURATION s at 8, 32 and 128 clients, /healthz

@@ -5,8 +5,12 @@
 For the default model at 16, 64 and 128 source tokens and MiniLM at 16 to 512 WordPieces:
 time from navigation to a drawn head view and to a full layer x head grid, and the longest
 main-thread task (Chromium's long-task timing) during that load; then, on a loaded page, a
-new sentence to its drawn head view. BertViz's figures (MiniLM, this machine, from the
-issue) are printed beside them for scale.
+new sentence to its drawn head view. For MiniLM, BertViz's head view at the same lengths in
+the same run: transformers' BertModel (eager, output_attentions) and BertViz's
+head_view(..., html_action="return") make its page, served with its three scripts from the
+npm packages pinned in package.json (requirejs 2.3.6, d3 5.7.0, jquery 2.1.0: npm's nearest
+to the 2.0.0 it names) instead of its CDN, and drawn in the same fresh Chromium; its time
+is that Python part plus navigation to its first attention line (a MutationObserver mark).
 
 How it measures: each load is a fresh Chromium (cold caches) started on the page's URL
 with no DevTools client attached. The page marks `attnviz:drawn` (performance.mark) when
@@ -19,16 +23,21 @@ about 400 ms to the start-up task that no user's browser pays.
 from __future__ import annotations
 
 import argparse
+import functools
+import http.server
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from urllib.parse import quote
 
 import httpx2
+import torch
 from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -40,18 +49,35 @@ ENGLISH = (
     "The animal didn't cross the street because it was too tired, and the quick brown fox "
     "jumps over the lazy dog while attention heads look back at every token they have seen. "
 )
-BERTVIZ = {
-    16: ("0.7 s", "-"),
-    64: ("3.9 s", "12.5 s"),
-    128: ("11.8 s", "48 s"),
-    256: ("42 s", "freezes"),
-    512: ("> 120 s", "-"),
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+# BertViz's page loads these from a CDN (by its URL's last part); here from node_modules
+BERTVIZ_SCRIPTS = {
+    "require.min.js": "requirejs/require.js",
+    "d3.min": "d3/dist/d3.min.js",  # require.js paths, without .js
+    "jquery.min": "jquery/dist/jquery.min.js",
 }
+# marks when BertViz has drawn its first attention line (its page has no mark of its own)
+BERTVIZ_WATCH = """new MutationObserver((_, observer) => {
+  if (document.querySelector("#vis svg line")) {
+    performance.mark("bertviz:drawn");
+    observer.disconnect();
+  }
+}).observe(document.documentElement, { childList: true, subtree: true });
+"""
 MODELS = {
     "pronounce": {"sizes": (16, 64, 128), "head_type": "decoder.cross"},
     "minilm": {"sizes": (16, 64, 128, 256, 512), "head_type": "encoder.self"},
 }
 DRAWN = "() => performance.getEntriesByName('attnviz:drawn').length > 0"
+BERTVIZ_DRAWN = "() => performance.getEntriesByName('bertviz:drawn').length > 0"
+BERTVIZ_READ = """() => new Promise((resolve) => {
+  let longest = 0;
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) longest = Math.max(longest, e.duration);
+  }).observe({ type: "longtask", buffered: true });
+  const drawn = performance.getEntriesByName("bertviz:drawn")[0].startTime;
+  setTimeout(() => resolve([drawn, longest, {}]), 100);
+})"""
 READ = """() => new Promise((resolve) => {
   let longest = 0;
   new PerformanceObserver((list) => {
@@ -121,7 +147,9 @@ def query(text: str, k: int) -> str:
     return f"&text={quote(variant(text, k))}"
 
 
-def cold_load(p, url: str, settle: float) -> tuple[float, float, bool, dict]:
+def cold_load(
+    p, url: str, settle: float, drawn_when: str = DRAWN, read: str = READ
+) -> tuple[float, float, bool, dict]:
     """A fresh Chromium on `url`: (ms from navigation to drawn, longest task ms, whether
     DevTools had to attach before the view was drawn, ms from navigation to each step)."""
     port = free_port()
@@ -141,19 +169,84 @@ def cold_load(p, url: str, settle: float) -> tuple[float, float, bool, dict]:
             except Exception:  # not listening yet
                 time.sleep(0.1)
         page = browser.contexts[0].pages[0]
-        early = not page.evaluate(DRAWN)
+        early = not page.evaluate(drawn_when)
         try:
-            wait_until(page, DRAWN)
+            wait_until(page, drawn_when, timeout=BERTVIZ_LIMIT)
         except TimeoutError:
-            status = page.evaluate("document.getElementById('status').textContent")
+            status = page.evaluate("document.getElementById('status')?.textContent")
             raise RuntimeError(f"{url} not drawn; the page says: {status}") from None
-        drawn, longest, steps = page.evaluate(READ)
+        drawn, longest, steps = page.evaluate(read)
         browser.close()
         return drawn, longest, early, steps
     finally:
         proc.kill()
         proc.wait()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+class BertViz:
+    """BertViz's head view of MiniLM: its page made as its users make it, and served with
+    its scripts from node_modules on a loopback port."""
+
+    def __init__(self) -> None:
+        from bertviz import head_view
+        from tokenizers import Tokenizer
+        from transformers import BertModel
+
+        from model.pretrained.bert import package_dir
+
+        self.head_view = head_view
+        self.model = BertModel.from_pretrained(str(package_dir()), attn_implementation="eager")
+        self.model.eval()
+        self.tokenizer = Tokenizer.from_file(str(package_dir() / "tokenizer.json"))
+        self.tokenizer.no_truncation()
+        self.folder = tempfile.mkdtemp(prefix="bench-bertviz-")
+        modules = os.path.join(ROOT, "node_modules")
+        for target in BERTVIZ_SCRIPTS.values():
+            if not os.path.isfile(os.path.join(modules, target)):
+                raise SystemExit(f"node_modules/{target} is missing: run npm ci")
+            shutil.copy(os.path.join(modules, target), self.folder)
+        with open(os.path.join(self.folder, "watch.js"), "w") as f:
+            f.write(BERTVIZ_WATCH)
+        handler = functools.partial(QuietHandler, directory=self.folder)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.pages = 0
+
+    def page(self, text: str) -> tuple[str, float]:
+        """The URL of BertViz's head view of `text`, and the seconds its Python part took:
+        transformers' forward with the attentions, and head_view's HTML."""
+        started = time.perf_counter()
+        encoding = self.tokenizer.encode(text)
+        ids, tokens = encoding.ids, encoding.tokens
+        if len(ids) > 512:  # as our server reads it: the first 511 and the closing [SEP]
+            ids, tokens = [*ids[:511], ids[-1]], [*tokens[:511], tokens[-1]]
+        with torch.no_grad():
+            attentions = self.model(input_ids=torch.tensor([ids]), output_attentions=True)
+        html = self.head_view(attentions.attentions, tokens, html_action="return").data
+        python_s = time.perf_counter() - started
+        for name, target in BERTVIZ_SCRIPTS.items():
+            local = os.path.basename(target)
+            local = local if name.endswith(".js") else local.removesuffix(".js")
+            html, found = re.subn(r"https://[^'\"]*/" + re.escape(name), local, html)
+            if not found:
+                raise SystemExit(f"BertViz's page no longer loads {name}: update bench_page.py")
+        self.pages += 1
+        name = f"head-{self.pages}.html"
+        with open(os.path.join(self.folder, name), "w") as f:
+            f.write('<!doctype html><html><head><meta charset="utf-8"><title>BertViz</title>')
+            f.write('<script src="watch.js"></script></head><body>' + html + "</body></html>")
+        return f"{self.base}/{name}", python_s
+
+    def close(self) -> None:
+        self.server.shutdown()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
 
 
 def retyped(browser, base: str, model: str, first: str, second: str, head_type: str) -> float:
@@ -185,6 +278,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     breakdowns = []
+    bertviz = BertViz() if "minilm" in args.models.split(",") else None
     proc, base = start_server({"ATTNVIZ_LOG_LEVEL": "warning"})
     try:
         with sync_playwright() as p, httpx2.Client(timeout=120) as client:
@@ -194,7 +288,8 @@ def main() -> None:
                 print(f"\n{model}: median of {args.runs} cold loads (fresh Chromium each)")
                 print(
                     f"{'tokens':>6} {'head view':>10} {'grid':>8} {'retyped':>8} "
-                    f"{'longest task':>13}   BertViz (MiniLM) head / model view"
+                    f"{'longest task':>13}"
+                    + (BERTVIZ_HEADER if bertviz and model == "minilm" else "")
                 )
                 for n in spec["sizes"]:
                     text = text_of(client, base, model, n)
@@ -216,24 +311,53 @@ def main() -> None:
                         again.append(
                             retyped(browser, base, model, "hello", second, spec["head_type"])
                         )
-                    bv_head, bv_model = BERTVIZ[n]
-                    print(
-                        f"{n:>6} {statistics.median(head):>9.2f}s {statistics.median(grid):>7.2f}s"
+                    ours = statistics.median(head)
+                    line = (
+                        f"{n:>6} {ours:>9.2f}s {statistics.median(grid):>7.2f}s"
                         f" {statistics.median(again):>7.2f}s {max(longest):>11.0f}ms"
-                        f"{'*' if early else ' '}  {bv_head} / {bv_model}"
+                        f"{'*' if early else ' '}"
                     )
+                    if bertviz and model == "minilm":
+                        line += "   " + bertviz_cells(p, bertviz, text, n, args.runs, ours)
+                    print(line, flush=True)
                     breakdowns.append((model, n, steps))
             browser.close()
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+        if bertviz:
+            bertviz.close()
     if args.breakdown:
         print_breakdown(breakdowns)
     print("\nhead view: navigation to a drawn heatmap (analyze + one layer's heads + plot);")
     print("grid: navigation to every thumbnail of encoder self-attention and the entropy map;")
     print("retyped: a new sentence on a loaded page to its drawn head view; longest task: the")
-    print("longest main-thread task of either cold load (target: under 500 ms). * DevTools")
-    print("attached before the view was drawn, which lengthens tasks after it.")
+    print("longest main-thread task of either cold load (target: under 200 ms). * DevTools")
+    print("attached before the view was drawn, which lengthens tasks after it. BertViz page:")
+    print("navigation to its first attention line; with its Python: plus transformers' forward")
+    print("with the attentions and head_view's HTML (the page is drawn in one task: its longest);")
+    print("ours / BertViz: our head view over BertViz with its Python.")
+
+
+BERTVIZ_HEADER = "   BertViz page / with its Python  its longest task  ours / BertViz"
+BERTVIZ_LIMIT = 120  # s a BertViz page may take to draw before it is given up on
+
+
+def bertviz_cells(p, bertviz: BertViz, text: str, n: int, runs: int, ours: float) -> str:
+    """BertViz's head view of the same text: median page time (navigation to its first
+    attention line) and that plus its Python part, and our head view's time over that."""
+    pages, totals, longest = [], [], 0.0
+    for i in range(runs if n <= 128 else 1):  # past 128 tokens it takes minutes
+        url, python_s = bertviz.page(variant(text, 3 * i))
+        try:
+            drawn, task, _, _ = cold_load(p, url, 2.0 + n / 64, BERTVIZ_DRAWN, BERTVIZ_READ)
+        except (TimeoutError, RuntimeError):
+            return f"{'> ' + str(BERTVIZ_LIMIT) + ' s':>12} (not drawn)"
+        pages.append(drawn / 1000)
+        totals.append(drawn / 1000 + python_s)
+        longest = max(longest, task)
+    page, total = statistics.median(pages), statistics.median(totals)
+    return f"{page:>8.2f}s / {total:>6.2f}s {longest:>9.0f}ms {ours / total:>14.2f}"
 
 
 def print_breakdown(breakdowns: list[tuple[str, int, list[dict]]]) -> None:
