@@ -80,6 +80,19 @@ def timed(fn, runs: int) -> tuple[float, object]:
     return statistics.median(times), out
 
 
+def paired(ours, theirs, runs: int = 7) -> tuple[float, float]:
+    """Median seconds of two functions run in turn, after a warm-up of each: alternating,
+    so that a slow spell of this shared machine falls on both alike."""
+    ours(), theirs()
+    a, b = [], []
+    for _ in range(runs):
+        for fn, times in ((ours, a), (theirs, b)):
+            started = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - started)
+    return statistics.median(a), statistics.median(b)
+
+
 def row(client: TestClient, reference, format_attention, n: int) -> str:
     minilm = client.app.state.inference.zoo.models["minilm"].runner
     text = text_of(minilm, n)
@@ -88,8 +101,7 @@ def row(client: TestClient, reference, format_attention, n: int) -> str:
     weights = 6 * 12 * tokens * tokens
     runs = 3 if tokens <= 128 else 1
     with torch.no_grad():
-        ours_fwd, _ = timed(lambda: minilm.model(ids), runs)
-        hf_fwd, _ = timed(lambda: reference(input_ids=ids), runs)
+        ours_fwd, hf_fwd = paired(lambda: minilm.model(ids), lambda: reference(input_ids=ids))
 
     def ours(encoding: str) -> bytes | None:
         body = {"model": "minilm", "text": text, "encoding": encoding, "legacy_items": False}

@@ -26,10 +26,11 @@ def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
 
     A row with no key left (all padding) gets all-zero weights instead of NaN.
     """
-    if mask is None:
+    if mask is None or bool(mask.all()):  # nothing masked (no padding, no future): as is
         return torch.softmax(scores, dim=-1)
     weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-    return torch.where(mask.any(dim=-1, keepdim=True), weights, 0.0)
+    empty = ~mask.any(dim=-1, keepdim=True)  # (B, 1, Tq, 1): rows with no key at all
+    return weights.masked_fill(empty, 0.0) if bool(empty.any()) else weights
 
 
 def scaled_dot_product_attention(

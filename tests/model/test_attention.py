@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from model import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from model.attention import masked_softmax
 from model.hooks import hooked
 
 from .conftest import build
@@ -131,3 +132,21 @@ def test_a_row_with_every_key_masked_gets_zero_weights_not_nan():
     assert torch.all(context[0, 0, 1] == 0)
     assert torch.all(weights[0, 0, 1] == 0)
     assert torch.isclose(weights[0, 0, 0].sum(), torch.tensor(1.0))
+
+
+def test_masked_softmax_edges_an_open_mask_and_a_row_with_no_key():
+    scores = torch.randn(2, 3, 4, 5, requires_grad=True)
+    open_mask = torch.ones(2, 1, 4, 5, dtype=torch.bool)
+    assert torch.equal(masked_softmax(scores, open_mask), torch.softmax(scores, dim=-1))
+    mask = open_mask.clone()
+    mask[1, 0, 2] = False  # query 2 of the second row may attend to nothing
+    mask[0, 0, :, 3:] = False
+    weights = masked_softmax(scores, mask)
+    assert torch.all(weights[1, :, 2] == 0) and not torch.isnan(weights).any()
+    assert torch.allclose(weights[0].sum(-1), torch.ones(3, 4)) and torch.all(
+        weights[0, ..., 3:] == 0
+    )
+    expected = torch.softmax(scores[0, ..., :3], dim=-1)
+    assert torch.allclose(weights[0, ..., :3], expected, atol=1e-7)
+    weights.sum().backward()  # trainable through both paths
+    assert torch.isfinite(scores.grad).all()
