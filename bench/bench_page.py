@@ -70,19 +70,23 @@ MODELS = {
 }
 DRAWN = "() => performance.getEntriesByName('attnviz:drawn').length > 0"
 BERTVIZ_DRAWN = "() => performance.getEntriesByName('bertviz:drawn').length > 0"
-BERTVIZ_READ = """() => new Promise((resolve) => {
+# the longest main-thread task of the load so far, from the buffered long-task entries
+LONGEST = """() => new Promise((resolve) => {
   let longest = 0;
   new PerformanceObserver((list) => {
     for (const e of list.getEntries()) longest = Math.max(longest, e.duration);
   }).observe({ type: "longtask", buffered: true });
+"""
+BERTVIZ_READ = (
+    LONGEST
+    + """
   const drawn = performance.getEntriesByName("bertviz:drawn")[0].startTime;
   setTimeout(() => resolve([drawn, longest, {}]), 100);
 })"""
-READ = """() => new Promise((resolve) => {
-  let longest = 0;
-  new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) longest = Math.max(longest, e.duration);
-  }).observe({ type: "longtask", buffered: true });
+)
+READ = (
+    LONGEST
+    + """
   const drawn = performance.getEntriesByName("attnviz:drawn")[0].startTime;
   // where the time went: ms from navigation to each step, from the page's own marks and
   // the resource timings (nothing attached to the page while it loaded)
@@ -105,6 +109,7 @@ READ = """() => new Promise((resolve) => {
   };
   setTimeout(() => resolve([drawn, longest, steps]), 100);
 })"""
+)
 STEPS = ("html", "modules", "plotly_fetched", "analyze_sent", "analyzed", "attention_sent",
          "block", "plotly_ready", "react", "drawn")  # fmt: skip
 
