@@ -4,6 +4,7 @@ the lifespan and shared by every request. Adding a family is its runner module a
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,7 +16,6 @@ from model.runner import AttentionSpec, Runner, untrained
 
 from .settings import Settings
 
-UNTRAINED_SEED = 0
 TWIN_DESCRIPTION = "The same configuration with fixed-seed random weights, for comparison."
 
 
@@ -51,9 +51,20 @@ class ModelEntry:
     languages: list[str]
     runner: Runner
     specs: dict[str, AttentionSpec] = field(init=False)
+    # what the model has and can do, as the lab's experiments name their needs: its
+    # capabilities that hold, "encoder", "decoder" and "positions" (an encoding that can
+    # be switched off)
+    features: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
         self.specs = {spec.type: spec for spec in self.runner.attention}
+        cfg = self.config
+        flags = dataclasses.asdict(self.runner.capabilities) | {
+            "encoder": cfg.has_encoder,
+            "decoder": cfg.has_decoder,
+            "positions": cfg.positional != "none",
+        }
+        self.features = frozenset(name for name, on in flags.items() if on)
 
     @property
     def config(self) -> ModelConfig:
@@ -61,23 +72,6 @@ class ModelEntry:
 
     def attention_types(self) -> list[str]:
         return list(self.specs)
-
-    def features(self) -> frozenset[str]:
-        """What the model has and can do, as the lab's experiments name their needs: its
-        capabilities that hold, "encoder", "decoder" and "positions" (an encoding that can
-        be switched off)."""
-        caps = self.runner.capabilities
-        flags = {
-            "kv_cache": caps.kv_cache,
-            "similarity": caps.similarity,
-            "word_view": caps.word_view,
-        }
-        flags |= {
-            "encoder": self.config.has_encoder,
-            "decoder": self.config.has_decoder,
-            "positions": self.config.positional != "none",
-        }
-        return frozenset(name for name, on in flags.items() if on)
 
 
 @dataclass
@@ -140,7 +134,7 @@ def load_zoo(settings: Settings) -> Zoo:
             ModelEntry(family.id, family.title, family.description, family.languages, runner)
         )
         if family.twin:
-            twin = runner.with_model(untrained(runner.model.config, UNTRAINED_SEED))
+            twin = runner.with_model(untrained(runner.model.config))
             title = f"{family.short_title or family.title}, untrained twin"
             entries.append(
                 ModelEntry(

@@ -26,15 +26,13 @@ NamesFilter = str | Iterable[str] | Callable[[str], bool] | None
 
 # Hook names of an earlier release, read as the current ones (with a warning) for one more.
 DEPRECATED_HOOKS = {"hook_pattern": "hook_weights"}
-
-
 FORMER = {new: old for old, new in DEPRECATED_HOOKS.items()}
 
 
 def former(name: str) -> str:
     """`name` as an earlier release called it (the same name if it was not renamed)."""
-    stem, _, leaf = name.rpartition(".")
-    return f"{stem}.{FORMER[leaf]}" if leaf in FORMER and stem else FORMER.get(leaf, name)
+    stem, dot, leaf = name.rpartition(".")
+    return stem + dot + FORMER.get(leaf, leaf)
 
 
 def renamed(name: str) -> str:

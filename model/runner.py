@@ -24,8 +24,7 @@ OutputKind = Literal["transcription", "embedding", "continuation"]
 # Which token list an axis of an attention type belongs to: the encoder's input (source)
 # or the tokens fed to the decoder (target).
 Side = Literal["source", "target"]
-TOKEN_UNITS: tuple[str, ...] = ("characters", "wordpiece", "byte-bpe")
-OUTPUT_KINDS: tuple[str, ...] = ("transcription", "embedding", "continuation")
+UNTRAINED_SEED = 0  # the fixed seed of every untrained twin
 
 
 @dataclass(frozen=True)
@@ -86,6 +85,16 @@ class Capabilities:
 
 
 @dataclass
+class DecodedPiece:
+    """One piece of a text as a runner decodes it step by step: its source ids (1, S), the
+    decoder input its greedy output makes ([<bos>, ...]) and whether that ended with <eos>."""
+
+    source: Tensor
+    target_ids: list[int]
+    ended: bool
+
+
+@dataclass
 class RunResult:
     """One run of a model on one text: its tokens, its output, and the capture. (The
     fields before `capture` are in the order of the earlier `Transcription`'s.)"""
@@ -102,6 +111,8 @@ class RunResult:
     # the ids of the tokens read and fed: the lab runs the model again on exactly these
     source_ids: list[int] = field(default_factory=list, kw_only=True)
     target_ids: list[int] = field(default_factory=list, kw_only=True)
+    # a step-by-step decoder's pieces as it decoded them (`StepwiseRunner.decoded_pieces`)
+    pieces: list[DecodedPiece] = field(default_factory=list, kw_only=True, repr=False)
 
     def tokens(self, side: Side) -> list[str]:
         return self.source_tokens if side == "source" else self.target_tokens
@@ -115,24 +126,14 @@ class RunResult:
         return self.target_tokens
 
 
-@dataclass
-class DecodedPiece:
-    """One piece of a text as a runner decodes it step by step: its source ids (1, S), the
-    decoder input its greedy output makes ([<bos>, ...]) and whether that ended with <eos>."""
-
-    source: Tensor
-    target_ids: list[int]
-    ended: bool
-
-
 @runtime_checkable
 class Runner(Protocol):
     """A served model: a Transformer of model/ with what reads text into it and out of it.
 
     `token_unit`, `output_kind`, `special_tokens`, `max_tokens` and `capabilities` state
     what the app needs; `attention` lists the attention types (from the config, see
-    `attention_specs`). `vocabulary` maps the decoder's ids to tokens (None for an
-    encoder-only model)."""
+    `attention_specs`). `target_vocabulary()` maps the decoder's ids to tokens (None for an
+    encoder-only model). `RunnerBase` gives `attention` from the model's config."""
 
     model: Transformer
     token_unit: TokenUnit
@@ -171,8 +172,13 @@ class StepwiseRunner(Runner, Protocol):
         ...
 
 
-class DeprecatedRunnerNames:
-    """The names runners had in the earlier release, kept for one more (with a warning)."""
+class RunnerBase:
+    """What runners share: their attention types from their model's config, and the names
+    they had in the earlier release, kept for one more (with a warning)."""
+
+    @property
+    def attention(self) -> list[AttentionSpec]:
+        return attention_specs(self.model.config)  # type: ignore[attr-defined]
 
     def transcribe(self, *args, **kwargs) -> RunResult:
         """Deprecated alias of `run`."""
@@ -197,7 +203,7 @@ def model_inputs(config: ModelConfig, source: Tensor | None, target: Tensor | No
     return (source, target)
 
 
-def untrained(config: ModelConfig, seed: int = 0) -> Transformer:
+def untrained(config: ModelConfig, seed: int = UNTRAINED_SEED) -> Transformer:
     """A model of `config` with the fixed-seed initialisation of `Transformer` (the
     untrained twin): the same weights every time, the global RNG left as it was."""
     with torch.random.fork_rng(devices=[]):

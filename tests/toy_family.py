@@ -7,7 +7,7 @@ import torch
 
 from app.zoo import Family, register
 from model.config import ModelConfig
-from model.runner import Capabilities, RunResult, attention_specs, untrained
+from model.runner import Capabilities, RunnerBase, RunResult, untrained
 
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]  # pad_id 0, bos_id 1, eos_id 2
 VOCAB = SPECIALS + [chr(c) for c in range(32, 127)]
@@ -16,7 +16,7 @@ CONFIG = ModelConfig(architecture="decoder-only", target_vocab_size=len(VOCAB), 
 CONTINUATION = 4  # tokens generated after the prompt
 
 
-class ToyRunner:
+class ToyRunner(RunnerBase):
     """Characters in, a greedy continuation of the prompt out; 1 layer, random weights."""
 
     token_unit, output_kind, max_tokens = "characters", "continuation", 64
@@ -24,7 +24,6 @@ class ToyRunner:
 
     def __init__(self, model=None) -> None:
         self.model = model or untrained(CONFIG, seed=7)
-        self.attention = attention_specs(self.model.config)
 
     def with_model(self, model):
         return ToyRunner(model)

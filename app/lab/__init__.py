@@ -54,7 +54,7 @@ class Experiment:
         return sys.modules[self.run.__module__].__doc__ or ""
 
     def missing(self, entry: ModelEntry) -> list[str]:
-        return sorted(self.needs - entry.features())
+        return sorted(self.needs - entry.features)
 
     def __call__(self, inference: Inference, req: TextRequest) -> BaseModel:
         """Run it for one request: the context (the model's cached run), a 422 if the

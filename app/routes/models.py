@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -19,18 +20,8 @@ def model_info(entry: ModelEntry, default: bool, max_text_chars: int) -> ModelIn
     """What the page and API clients need to know of a model, as its runner states it."""
     cfg, runner = entry.config, entry.runner
     attention = [
-        AttentionInfo(
-            type=spec.type,
-            layers=spec.layers,
-            query_heads=spec.query_heads,
-            kv_heads=spec.kv_heads,
-            head_dim=spec.head_dim,
-            rows=spec.rows,
-            columns=spec.columns,
-        )
-        for spec in entry.specs.values()
+        AttentionInfo.model_validate(spec, from_attributes=True) for spec in entry.specs.values()
     ]
-    caps = runner.capabilities
     return ModelInfo(
         id=entry.id,
         title=entry.title,
@@ -49,10 +40,7 @@ def model_info(entry: ModelEntry, default: bool, max_text_chars: int) -> ModelIn
         attention_types=entry.attention_types(),
         attention=attention,
         capabilities=CapabilitiesInfo(
-            kv_cache=caps.kv_cache,
-            similarity=caps.similarity,
-            word_view=caps.word_view,
-            experiments=available(entry),
+            **dataclasses.asdict(runner.capabilities), experiments=available(entry)
         ),
         default=default,
         heads=attention[0].query_heads,

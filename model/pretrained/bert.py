@@ -18,14 +18,7 @@ from tokenizers import Tokenizer
 from ..checkpoints import CheckpointError
 from ..config import ModelConfig
 from ..hooks import NamesFilter
-from ..runner import (
-    AttentionSpec,
-    Capabilities,
-    DeprecatedRunnerNames,
-    RunResult,
-    attention_specs,
-    untrained,
-)
+from ..runner import Capabilities, RunnerBase, RunResult, untrained
 from ..transformer import Transformer
 from .mapping import map_state
 
@@ -121,7 +114,7 @@ class Encoding:
     original_length: int
 
 
-class MiniLM(DeprecatedRunnerNames):
+class MiniLM(RunnerBase):
     """all-MiniLM-L6-v2 (a `Runner`): our encoder-only Transformer with its weights, and
     its tokenizer; its output is the mean-pooled sentence embedding."""
 
@@ -167,10 +160,6 @@ class MiniLM(DeprecatedRunnerNames):
 
     def with_model(self, model: Transformer) -> MiniLM:
         return MiniLM(model, self.tokenizer)
-
-    @property
-    def attention(self) -> list[AttentionSpec]:
-        return attention_specs(self.model.config)
 
     def encode(self, text: str) -> Encoding:
         """WordPiece ids with [CLS]/[SEP], cut to MAX_TOKENS (keeping the final [SEP])."""

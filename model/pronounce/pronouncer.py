@@ -12,12 +12,11 @@ from ..config import ModelConfig
 from ..hooks import NamesFilter
 from ..masks import pad_batch
 from ..runner import (
-    AttentionSpec,
+    UNTRAINED_SEED,
     Capabilities,
     DecodedPiece,
-    DeprecatedRunnerNames,
+    RunnerBase,
     RunResult,
-    attention_specs,
     untrained,
 )
 from ..transformer import Transformer
@@ -25,7 +24,6 @@ from .data import normalize
 from .tokenizers import BOS, EOS, SourceTokenizer, TargetTokenizer, Vocab
 
 SHIPPED = Path(__file__).resolve().parents[2] / "models" / "pronounce"
-UNTRAINED_SEED = 0
 TRAINED_CHARS = 40  # the longest training sentence (see data.Generator)
 BREAKS = " ，。！？；：、,.!?;:"
 
@@ -33,7 +31,7 @@ BREAKS = " ，。！？；：、,.!?;:"
 Transcription = RunResult  # deprecated alias (one release): a run's result, of any runner
 
 
-class Pronouncer(DeprecatedRunnerNames):
+class Pronouncer(RunnerBase):
     """Chinese characters -> pinyin with tones, English words -> ARPAbet (a `Runner`)."""
 
     token_unit = "characters"
@@ -79,10 +77,6 @@ class Pronouncer(DeprecatedRunnerNames):
     def max_tokens(self) -> int:
         return self.source.max_tokens
 
-    @property
-    def attention(self) -> list[AttentionSpec]:
-        return attention_specs(self.model.config)
-
     def tokenize(self, text: str) -> tuple[list[int], list[str]]:
         encoded = self.source.encode(text)
         return encoded.ids, encoded.tokens
@@ -103,8 +97,9 @@ class Pronouncer(DeprecatedRunnerNames):
         if not encoded.ids:
             raise ValueError("the text is empty once whitespace is removed")
         normalized = normalize(text)
+        decoded = self._decode(encoded.ids, normalized)
         output = []
-        for piece in self._decode(encoded.ids, normalized):
+        for piece in decoded:
             output += self.target.decode(piece.target_ids)
         room = self.model.config.max_seq_len - 1  # decoder positions after <bos>
         output_cut = len(output) > room
@@ -125,11 +120,13 @@ class Pronouncer(DeprecatedRunnerNames):
             truncated=encoded.truncated or output_cut,
             source_length=encoded.original_length,
             capture=capture_,
+            pieces=decoded,
         )
 
     def decoded_pieces(self, result: RunResult) -> list[DecodedPiece]:
-        """The pieces `run` decoded `result` in, each with its greedy output."""
-        return self._decode(result.source_ids, result.text)
+        """The pieces `run` decoded `result` in, each with its greedy output (kept on the
+        result: decoded again only for a result made without them)."""
+        return result.pieces or self._decode(result.source_ids, result.text)
 
     def _decode(self, ids: list[int], normalized: str) -> list[DecodedPiece]:
         """Greedy decoding of the source ids piece by piece (see `pieces`), in one batch."""
