@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,17 +12,16 @@ from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from model.runtime import set_threads
+from model.runtime import keep_freed_memory, set_threads
 
 from .limits import BodyLimit
 from .logs import AccessLog
 from .routes import inference, lab, models, pages
 from .routes.deps import BODY_ERRORS
 from .schemas import Health, document_text_limit
-from .service import Inference
+from .service import Inference, tensor_threads
 from .settings import Settings
 from .zoo import load_zoo
 
@@ -31,14 +31,19 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # The model zoo is loaded here, never at import time.
     settings: Settings = app.state.settings
     set_threads(settings.torch_threads)
+    keep_freed_memory()  # a captured run's blocks reused by the next, not mapped afresh
     if pages.PLOTLY_JS != pages.CARTESIAN_JS:
         logging.getLogger("attnviz").warning(
             "plotly.js's cartesian bundle is not installed (npm ci): the page gets the full "
             "bundle of the plotly package, which takes longer to start"
         )
-    app.state.inference = Inference(load_zoo(settings), settings)
+    threads = tensor_threads(settings)
+    # loaded on a tensor thread: the event loop's thread never runs torch (tensor_threads)
+    zoo = await asyncio.get_running_loop().run_in_executor(threads, load_zoo, settings)
+    app.state.inference = Inference(zoo, settings, threads)
     yield
     app.state.inference = None
+    threads.shutdown(wait=False)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -60,7 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(inference.router)
     app.include_router(lab.router)
     app.include_router(pages.router)
-    app.mount("/static", StaticFiles(directory=pages.ROOT / "static"), name="static")
+    app.mount("/static", pages.static_files(), name="static")
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:

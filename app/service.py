@@ -3,15 +3,20 @@ matrices in the requested encoding, positional tables, exports."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextvars
+import functools
 import hashlib
 import io
 import re
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -36,6 +41,7 @@ HOOK_OF_KIND = {
 }
 # bytes each matrix entry takes in the response, for the size check before building it
 BYTES_PER_ENTRY = {"json": 10, "u1": 4 / 3, "f2": 8 / 3, "f4": 16 / 3}
+T = TypeVar("T")
 _INVISIBLE_CHARS = re.compile(f"[{INVISIBLE}]+")
 
 
@@ -69,7 +75,8 @@ class RunLimiter:
         self._capacity = concurrent + queued
 
     @contextmanager
-    def slot(self) -> Iterator[None]:
+    def admission(self) -> Iterator[None]:
+        """Counted among the admitted (a 503 past capacity), without waiting for a slot."""
         with self._lock:
             if self._admitted >= self._capacity:
                 raise HTTPException(
@@ -79,11 +86,15 @@ class RunLimiter:
                 )
             self._admitted += 1
         try:
-            with self._running:
-                yield
+            yield
         finally:
             with self._lock:
                 self._admitted -= 1
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        with self.admission(), self._running:
+            yield
 
 
 class RunCache:
@@ -122,12 +133,43 @@ class RunCache:
             release_free_memory()
 
 
+def tensor_threads(settings: Settings) -> ThreadPoolExecutor:
+    """The threads every route's tensor work runs on: one per concurrent run, kept for
+    the server's life.
+
+    Each thread that runs torch gets an OpenMP team of its own (a worker per extra torch
+    thread), and where the teams' threads outnumber the cores, libgomp stops its workers
+    spinning between parallel regions: every region then waits for sleeping workers to
+    wake. On 2 cores, a second team made `pronounce`'s run of 126 characters take 140 ms
+    instead of 78 (measured); so the zoo loads on these threads too, and the event loop
+    and the request thread pool never run torch."""
+    return ThreadPoolExecutor(settings.concurrent_runs(), thread_name_prefix="attnviz-torch")
+
+
 class Inference:
-    def __init__(self, zoo: Zoo, settings: Settings) -> None:
+    def __init__(
+        self, zoo: Zoo, settings: Settings, threads: ThreadPoolExecutor | None = None
+    ) -> None:
         self.zoo = zoo
         self.settings = settings
-        self.limiter = RunLimiter(settings.max_concurrent_runs, settings.max_queued_runs)
+        self.threads = threads or tensor_threads(settings)
+        runs = settings.concurrent_runs()
+        self.limiter = RunLimiter(runs, settings.max_queued_runs)
+        # requests on or waiting for the tensor threads, bounded as the runs are
+        self._admitted = RunLimiter(runs + settings.max_queued_runs, queued=0)
         self.runs = RunCache(settings.cache_bytes)
+        # runs under way by key: a request for the same (model, text) waits for that run
+        # instead of running the model again (the page asks for a text's summary and its
+        # first head at once)
+        self._running: dict[str, Future[RunResult]] = {}
+        self._running_lock = threading.Lock()
+
+    async def on_tensor_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """fn(*args, **kwargs) on a tensor thread (in this request's context), or a 503
+        when as many requests as runs may queue are already there."""
+        call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+        with self._admitted.admission():
+            return await asyncio.get_running_loop().run_in_executor(self.threads, call)
 
     def entry(self, model_id: str | None) -> ModelEntry:
         model_id = self.zoo.default if model_id is None else model_id
@@ -142,16 +184,30 @@ class Inference:
         (model, text) was run before."""
         text = read_text(text, self.settings.max_text_chars)
         key = hashlib.sha256(f"{entry.id}\0{text}".encode()).hexdigest()
-        cached = self.runs.get(key)
-        if cached is not None:
-            return cached
-        with self.limiter.slot():
-            try:
-                result = entry.runner.run(text)
-            except ValueError as exc:  # nothing left to read once normalised
-                raise HTTPException(422, f"text cannot be read: {exc}") from exc
-        self.runs.put(key, result)
-        return result
+        with self._running_lock:
+            cached = self.runs.get(key)
+            if cached is not None:
+                return cached
+            running = self._running.get(key)
+            if running is None:
+                self._running[key] = future = Future()
+        if running is not None:
+            return running.result()  # that run's result, or its error (503, 422)
+        try:
+            with self.limiter.slot():
+                try:
+                    result = entry.runner.run(text)
+                except ValueError as exc:  # nothing left to read once normalised
+                    raise HTTPException(422, f"text cannot be read: {exc}") from exc
+            self.runs.put(key, result)
+            future.set_result(result)
+            return result
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        finally:
+            with self._running_lock:
+                del self._running[key]
 
 
 def tokens_of(result: RunResult, spec: AttentionSpec) -> tuple[list[str], list[str]]:
@@ -247,7 +303,8 @@ def attention_blocks(
         queries, keys = tokens_of(result, spec)
         for kind in kinds:
             tensor = result.capture[spec.hook(layer, HOOK_OF_KIND[kind])][0]
-            stack = tensor if kind == "mask" else tensor.index_select(0, torch.tensor(heads))
+            every_head = kind == "mask" or heads == list(range(tensor.size(0)))
+            stack = tensor if every_head else tensor.index_select(0, torch.tensor(heads))
             rows = keys if kind in ("k", "v") else queries
             columns = None if kind in ("q", "k", "v") else keys
             if reshaped and spec.type == "encoder.self":
@@ -312,9 +369,10 @@ def encode(stack: torch.Tensor, encoding: str) -> list | TypedArray:
     if encoding == "u1":
         data = (stack.float() * 255).round_().clamp_(0, 255).to(torch.uint8).numpy()
     else:
-        data = stack.float().numpy().astype("<f2" if encoding == "f2" else "<f4")
+        data = stack.float().numpy().astype("<f2" if encoding == "f2" else "<f4", copy=False)
     shape = ",".join(str(n) for n in stack.shape)
-    return TypedArray(dtype=encoding, bdata=base64.b64encode(data.tobytes()).decode(), shape=shape)
+    bdata = base64.b64encode(memoryview(np.ascontiguousarray(data)).cast("B")).decode("ascii")
+    return TypedArray(dtype=encoding, bdata=bdata, shape=shape)
 
 
 def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:

@@ -9,6 +9,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from model.pronounce.pronouncer import SHIPPED
+from model.runtime import usable_cpus
 
 
 class Settings(BaseSettings):
@@ -51,8 +52,21 @@ class Settings(BaseSettings):
     max_response_bytes: int = Field(
         50_000_000, ge=1000, description="Estimated attention response size; larger: 422."
     )
-    max_concurrent_runs: int = Field(2, ge=1, description="Model runs at once.")
+    max_concurrent_runs: int = Field(
+        0,
+        ge=0,
+        description="Model runs at once, each on a thread of its own; 0: as many as the cores "
+        "hold runs of ATTNVIZ_TORCH_THREADS threads (1 where a run uses every core: more "
+        "runs than that slow every run down, see app.service.tensor_threads).",
+    )
     max_queued_runs: int = Field(16, ge=0, description="Runs waiting; past that: 503.")
     cache_bytes: int = Field(
         256 * 2**20, ge=0, description="Bytes of captures kept for repeated requests."
     )
+
+    def concurrent_runs(self) -> int:
+        """max_concurrent_runs, or where it is 0 the runs the usable cores hold at once."""
+        if self.max_concurrent_runs:
+            return self.max_concurrent_runs
+        cpus = usable_cpus()
+        return max(1, cpus // (self.torch_threads or cpus))

@@ -48,6 +48,10 @@ class ModelConfig:
     activation: Activation = "relu"
     norm: Norm = "layernorm"
     norm_eps: float = 1e-6
+    # LayerNorm through torch's fused kernel: the same formula in another rounding order
+    # (transformers' own), about 10x faster than the seed's mean/var/div at 512 tokens;
+    # False keeps the seed's operations, bit for bit its results
+    fused_norm: bool = False
     bias: bool = True
     embed_scale: bool = True  # multiply token embeddings by sqrt(d_model), as the seed does
     embed_norm: bool = False  # LayerNorm after the embedding sum (BERT)

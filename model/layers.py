@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from .attention import KVCache, MultiHeadAttention
 from .config import ModelConfig
@@ -14,13 +15,16 @@ from .config import ModelConfig
 class LayerNorm(nn.Module):
     """y = (x - mean) / sqrt(var + eps) * gamma + beta over the last dim (biased variance)."""
 
-    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+    def __init__(self, dim: int, eps: float = 1e-6, fused: bool = False) -> None:
         super().__init__()
         self.eps = eps
+        self.fused = fused  # torch's kernel (transformers' rounding), not the seed's ops
         self.gamma = nn.Parameter(torch.ones(dim))
         self.beta = nn.Parameter(torch.zeros(dim))
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.fused:
+            return F.layer_norm(x, self.gamma.shape, self.gamma, self.beta, self.eps)
         mean = x.mean(-1, keepdim=True)
         var = x.var(-1, keepdim=True, unbiased=False)
         x_norm = (x - mean) / torch.sqrt(var + self.eps)
@@ -32,7 +36,7 @@ ACTIVATION_MODULES: dict[str, Callable[[], nn.Module]] = {
     "relu": nn.ReLU,
     "gelu": nn.GELU,  # exact (erf), as BERT's "gelu"
 }
-NORM_MODULES: dict[str, Callable[[int, float], nn.Module]] = {"layernorm": LayerNorm}
+NORM_MODULES: dict[str, Callable[[int, float, bool], nn.Module]] = {"layernorm": LayerNorm}
 
 
 class FeedForward(nn.Module):
@@ -82,7 +86,7 @@ def norm_layer(config: ModelConfig) -> nn.Module:
     """The configured normalisation over d_model; an unknown one is refused."""
     if config.norm not in NORM_MODULES:
         raise ValueError(f"norm {config.norm!r} is not implemented: one of {sorted(NORM_MODULES)}")
-    return NORM_MODULES[config.norm](config.d_model, config.norm_eps)
+    return NORM_MODULES[config.norm](config.d_model, config.norm_eps, config.fused_norm)
 
 
 def _ffn(config: ModelConfig) -> FeedForward:

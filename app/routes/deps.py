@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import functools
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 
 from ..schemas import ErrorMessage
 from ..service import Inference
+
+T = TypeVar("T")
 
 
 def get_inference(request: Request) -> Inference:
@@ -15,6 +20,19 @@ def get_inference(request: Request) -> Inference:
 
 
 InferenceDep = Annotated[Inference, Depends(get_inference)]
+
+
+def on_tensor_thread(endpoint: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """A sync endpoint with an `inference` parameter, run on the tensor threads
+    (`Inference.on_tensor_thread`) instead of the request thread pool: FastAPI reads the
+    same signature, with its annotations resolved."""
+
+    @functools.wraps(endpoint)
+    async def run(*args: Any, **kwargs: Any) -> T:
+        return await kwargs["inference"].on_tensor_thread(endpoint, *args, **kwargs)
+
+    run.__signature__ = inspect.signature(endpoint, eval_str=True)  # type: ignore[attr-defined]
+    return run
 
 
 def _error(description: str) -> dict:

@@ -14,12 +14,13 @@ from ..schemas import (
     TextRequest,
 )
 from ..service import attention_blocks, export_npz, summaries
-from .deps import ERRORS, InferenceDep
+from .deps import ERRORS, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1", tags=["attention"])
 
 
 @router.post("/analyze", responses=ERRORS)
+@on_tensor_thread
 def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
     """Tokens, the model's output, and a summary of every head: what an overview needs."""
     entry = inference.entry(req.model)
@@ -46,6 +47,7 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
 
 
 @router.post("/attention", responses=ERRORS, response_model=AttentionResponse)
+@on_tensor_thread
 def attention(req: AttentionRequest, inference: InferenceDep) -> Response:
     """The requested matrices: per type, layer, head and kind, with the tokens of each axis."""
     entry = inference.entry(req.model)
@@ -70,6 +72,7 @@ def attention(req: AttentionRequest, inference: InferenceDep) -> Response:
     responses={**ERRORS, 200: {"content": {"application/octet-stream": {}}}},
     response_class=Response,
 )
+@on_tensor_thread
 def export(req: TextRequest, inference: InferenceDep) -> Response:
     """Every captured tensor of one input (float32) and its tokens, as an .npz download."""
     entry = inference.entry(req.model)

@@ -3,7 +3,7 @@
 from fastapi import APIRouter
 
 from ..lab import EXPERIMENTS, Experiment
-from .deps import ERRORS, InferenceDep
+from .deps import ERRORS, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1/lab", tags=["lab"], responses=ERRORS)
 
@@ -20,7 +20,7 @@ def _route(experiment: Experiment) -> None:
     }
     endpoint.__name__ = experiment.id.replace("-", "_")
     endpoint.__doc__ = experiment.summary
-    router.post(f"/{experiment.id}")(endpoint)
+    router.post(f"/{experiment.id}")(on_tensor_thread(endpoint))
 
 
 for _experiment in EXPERIMENTS.values():

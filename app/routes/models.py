@@ -11,7 +11,7 @@ from ..lab import available
 from ..schemas import AttentionInfo, CapabilitiesInfo, ModelInfo, PositionalResponse
 from ..service import Inference, positional_table
 from ..zoo import ModelEntry
-from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep
+from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1/models", tags=["models"])
 
@@ -60,6 +60,7 @@ def list_models(inference: InferenceDep) -> list[ModelInfo]:
 
 
 @router.get("/{model_id}/positional-encoding", responses=QUERY_ERRORS)
+@on_tensor_thread
 def positional_encoding(
     model_id: str,
     inference: InferenceDep,

@@ -71,6 +71,7 @@ def config_from_bert(bert: dict) -> ModelConfig:
         norm_placement="post",
         activation="gelu",
         norm_eps=bert["layer_norm_eps"],
+        fused_norm=True,  # transformers' BertModel runs torch's layer_norm
         embed_scale=False,
         embed_norm=True,
         type_vocab_size=bert["type_vocab_size"],

@@ -242,6 +242,11 @@ async function render() {
     const asked = `${state.text}\u0000${compare}`;
     if (!analysis || analysis.model !== state.model || analysis.request !== asked) {
       setStatus(t("running"), "busy");
+      // the view's first blocks at once, not after the summary: one round trip, and the
+      // server runs the model once for both; draw reports their errors, if any
+      viewOf(state.view)
+        .prefetch?.(ctx)
+        ?.catch(() => {});
       analysis = { ...(await api.analyze(state.model, state.text, compare)), request: asked };
       performance.mark("attnviz:analyzed");
       if (mine !== generation) return;

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import threading
+import time
 
+import httpx2
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -13,6 +16,7 @@ from fastapi.testclient import TestClient
 from app.main import create_app
 from app.settings import Settings
 from model.positional import sinusoidal_table
+from model.runtime import usable_cpus
 
 TEXT = "银行行走 hello"
 
@@ -250,6 +254,71 @@ def test_a_full_queue_answers_503_with_retry_after():
             response = c.post("/api/v1/analyze", json={"text": "猫追狗"})
         assert response.status_code == 503 and response.headers["retry-after"] == "1"
         assert c.post("/api/v1/analyze", json={"text": "猫追狗"}).status_code == 200
+
+
+def test_requests_for_a_text_being_run_wait_for_that_run(monkeypatch):
+    # the page asks for a text's summary and its first head at once: one model run
+    settings = Settings(torch_threads=1, max_concurrent_runs=4, max_queued_runs=4)
+    with TestClient(create_app(settings)) as c:
+        inference = c.app.state.inference
+        runner = inference.entry("pronounce").runner
+        runs: list[str] = []
+        real_run = runner.run
+
+        def counted(text: str, **kwargs):
+            runs.append(text)
+            return real_run(text, **kwargs)
+
+        monkeypatch.setattr(runner, "run", counted)
+        answers: dict[str, httpx2.Response] = {}
+        routes = ["analyze", "attention", "analyze", "export"]
+
+        def call(i: int) -> None:
+            body = (
+                {"text": "银行行长", "layers": [0]}
+                if routes[i] == "attention"
+                else {"text": "银行行长"}
+            )
+            answers[i] = c.post(f"/api/v1/{routes[i]}", json=body)
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(len(routes))]
+        with contextlib.ExitStack() as others:  # other runs hold every slot meanwhile
+            for _ in range(4):
+                others.enter_context(inference.limiter.slot())
+            for t in threads:
+                t.start()
+            time.sleep(1.0)  # all four have arrived, each on a thread: one waits for a
+            # slot, the other three for its run
+        for t in threads:
+            t.join()
+    assert runs == ["银行行长"]
+    assert [answers[i].status_code for i in range(len(routes))] == [200] * len(routes)
+    assert answers[0].json() == answers[2].json()
+    assert answers[1].json()["source_tokens"] == list("银行行长")
+
+
+def test_tensor_work_runs_on_the_tensor_threads_one_per_run(monkeypatch):
+    # one OpenMP team per thread that runs torch: the request pool and the event loop
+    # never do (app.service.tensor_threads), and the threads are as many as the runs
+    assert Settings(torch_threads=0).concurrent_runs() == 1
+    assert Settings(torch_threads=1).concurrent_runs() == usable_cpus()
+    assert Settings(max_concurrent_runs=3).concurrent_runs() == 3
+    with TestClient(create_app(Settings(torch_threads=1, max_concurrent_runs=2))) as c:
+        runner = c.app.state.inference.entry("pronounce").runner
+        seen: list[str] = []
+        real_run = runner.run
+
+        def recorded(text: str, **kwargs):
+            seen.append(threading.current_thread().name)
+            return real_run(text, **kwargs)
+
+        monkeypatch.setattr(runner, "run", recorded)
+        for text in ("猫", "狗", "鱼"):
+            assert c.post("/api/v1/analyze", json={"text": text}).status_code == 200
+        lab = {"text": "鸟", "layer": 0, "head": 0}
+        assert c.post("/api/v1/lab/scaling", json=lab).status_code == 200
+        assert c.app.state.inference.threads._max_workers == 2
+    assert len(seen) == 4 and all(name.startswith("attnviz-torch") for name in seen)
 
 
 def test_sixteen_parallel_requests_each_get_their_own_answer(client):

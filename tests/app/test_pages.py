@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from app.routes.pages import CARTESIAN_JS, COMPILE_HINT, PLOTLY_JS, ROOT
 
 
@@ -23,10 +25,43 @@ def test_plotly_is_the_pinned_cartesian_bundle_behind_a_compile_hint(client):
     pinned = json.loads((ROOT / "package.json").read_text())["dependencies"]
     version = pinned["plotly.js-cartesian-dist-min"]
     assert CARTESIAN_JS.read_bytes()[:120].decode().find(f"(cartesian - minified) v{version}") > 0
-    response = client.get("/vendor/plotly.min.js")
+    response = client.get("/vendor/plotly.min.js", headers={"Accept-Encoding": "identity"})
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/javascript")
+    assert "content-encoding" not in response.headers
     assert response.content == COMPILE_HINT + PLOTLY_JS.read_bytes()
     assert response.content.startswith(b"//# allFunctionsCalledOnLoad\n")
-    again = client.get("/vendor/plotly.min.js", headers={"If-None-Match": response.headers["etag"]})
+    again = client.get(
+        "/vendor/plotly.min.js",
+        headers={"If-None-Match": response.headers["etag"], "Accept-Encoding": "identity"},
+    )
+    assert again.status_code == 304 and again.content == b""
+
+
+@pytest.mark.parametrize(
+    ("accept", "gzipped"),
+    [("gzip, deflate, br", True), ("br;q=1.0, gzip;q=0.8", True), ("*", True),
+     ("gzip;q=0", False), ("deflate", False), ("", False)],
+)  # fmt: skip
+def test_plotly_goes_gzipped_to_clients_that_take_it(client, accept, gzipped):
+    response = client.get("/vendor/plotly.min.js", headers={"Accept-Encoding": accept})
+    assert response.status_code == 200 and response.headers["vary"] == "Accept-Encoding"
+    assert response.content == COMPILE_HINT + PLOTLY_JS.read_bytes()  # decoded by the client
+    assert (response.headers.get("content-encoding") == "gzip") is gzipped
+    if gzipped:  # a third of the bytes on the wire, and its own ETag
+        assert int(response.headers["content-length"]) < len(response.content) / 2.5
+        assert response.headers["etag"].endswith('-gzip"')
+    again = client.get(
+        "/vendor/plotly.min.js",
+        headers={"Accept-Encoding": accept, "If-None-Match": response.headers["etag"]},
+    )
+    assert again.status_code == 304 and "content-encoding" not in again.headers
+
+
+def test_the_page_modules_are_gzipped_and_revalidated(client):
+    response = client.get("/static/js/main.js", headers={"Accept-Encoding": "gzip"})
+    assert response.status_code == 200 and response.headers["content-encoding"] == "gzip"
+    assert response.content == (ROOT / "static/js/main.js").read_bytes()
+    assert response.headers["cache-control"] == "no-cache"  # asked again, answered 304
+    again = client.get("/static/js/main.js", headers={"If-None-Match": response.headers["etag"]})
     assert again.status_code == 304 and again.content == b""

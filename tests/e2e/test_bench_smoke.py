@@ -26,7 +26,10 @@ def test_our_page_marks_every_step_the_breakdown_reads(browser, server):
     wait(page, bench_page.DRAWN)
     drawn, _, steps = page.evaluate(bench_page.READ)
     assert set(steps) == set(bench_page.STEPS) and all(v is not None for v in steps.values())
-    assert steps["analyze_sent"] < steps["analyzed"] <= steps["block"] <= steps["drawn"]
+    assert steps["analyze_sent"] < steps["analyzed"] <= steps["drawn"]
+    assert steps["attention_sent"] < steps["block"] <= steps["drawn"]
+    # the head's block is asked for with the summary, not after it: one round trip
+    assert steps["attention_sent"] < steps["analyzed"]
     assert steps["plotly_ready"] <= steps["react"] < steps["drawn"] == drawn
     page.close()
 

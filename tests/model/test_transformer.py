@@ -55,9 +55,10 @@ def test_configurable_pad_id_masks_that_id():
     assert torch.all(weights[..., 2:] == 0) and torch.all(weights[..., :2] > 0)
 
 
+@pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("eps", [1e-6, 1e-12])
-def test_layer_norm_equals_torch_with_its_eps(eps):
-    norm = LayerNorm(16, eps)
+def test_layer_norm_equals_torch_with_its_eps(eps, fused):
+    norm = LayerNorm(16, eps, fused)
     with torch.no_grad():
         norm.gamma.uniform_(0.5, 1.5)
         norm.beta.uniform_(-1, 1)

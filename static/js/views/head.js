@@ -33,4 +33,12 @@ export const view = {
   controls: ["type", "layer", "head", "kind", "overlay", "average", "words", "hide"],
   arrowKeys: true,
   draw: drawHead,
+  prefetch: (ctx) => {
+    const { type, layer, kind } = ctx.state;
+    const asked = [ctx.layerBlock(type, layer, kind)];
+    if (ctx.elements.overlay.checked && kind !== "mask") {
+      asked.push(ctx.layerBlock(type, layer, "mask"));
+    }
+    return Promise.all(asked);
+  },
 };

@@ -9,6 +9,8 @@
 //             "overlay", "average", "words", "hide"); the head selector is disabled where a
 //             view does not read it, or reads "average" while the average is on
 //   arrowKeys optional: true where ←/→ move the head and ↑/↓ the layer
+//   prefetch  optional: prefetch(ctx) asks for the blocks draw will read first (ctx has
+//             no analysis yet), so that they load while the text's summary does
 //   strings   optional: i18n strings it brings, {en: {key: text}, zh: {key: text}}
 // Adding a view is its module and one line here.
 import { addStrings, hasString } from "../i18n.js";

@@ -56,4 +56,5 @@ export const view = {
   label: "view_model",
   controls: ["type", "words", "hide"],
   draw: drawModel,
+  prefetch: (ctx) => ctx.layerBlock(ctx.state.type, 0, "weights"),
 };
