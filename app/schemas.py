@@ -187,6 +187,12 @@ class AnalyzeResponse(BaseModel):
     target_tokens: list[str] = Field(
         description="Decoder positions: <bos> and the output; empty for an encoder-only model."
     )
+    predicted_tokens: list[str] = Field(
+        [],
+        description="Per decoder position (target_tokens), the token the model predicts at "
+        "that step: the step fed target_tokens[i] predicts predicted_tokens[i] (target_tokens "
+        "shifted by one, ending in <eos>); empty for an encoder-only model.",
+    )
     output: list[str] = Field(description="The model's output tokens (the transcription).")
     output_text: str = Field(description="The output tokens joined by spaces.")
     embedding: list[float] | None = Field(
@@ -250,7 +256,16 @@ class Block(BaseModel):
         description="The head of each entry of the first axis, in order; null for kind mask, "
         "which is the same for every head and sent once (first axis of size 1)."
     )
-    rows: list[str] = Field(description="Token of each row (queries; keys for k and v).")
+    rows: list[str] = Field(
+        description="Token of each row (queries; keys for k and v): for decoder rows, the "
+        "token fed in at that step."
+    )
+    predicted: list[str] | None = Field(
+        None,
+        description="Decoder rows only (decoder.self and decoder.cross; not k and v): the "
+        "token each row's step predicts, which the page labels cross-attention rows by; "
+        "null where rows are not decoder steps.",
+    )
     columns: list[str] | None = Field(
         description="Token of each column (keys); null for q, k, v, whose columns are dims."
     )
@@ -262,6 +277,9 @@ class AttentionResponse(BaseModel):
     model: str
     source_tokens: list[str]
     target_tokens: list[str]
+    predicted_tokens: list[str] = Field(
+        [], description="Per decoder position, the token its step predicts (see analyze)."
+    )
     truncated: bool
     encoding: Encoding
     blocks: list[Block] = Field(description="One block per requested type, layer and kind.")

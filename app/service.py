@@ -307,6 +307,8 @@ def attention_blocks(
             stack = tensor if every_head else tensor.index_select(0, torch.tensor(heads))
             rows = keys if kind in ("k", "v") else queries
             columns = None if kind in ("q", "k", "v") else keys
+            steps = spec.rows == "target" and kind not in ("k", "v")
+            predicted = result.predicted_tokens if steps and result.predicted_tokens else None
             if reshaped and spec.type == "encoder.self":
                 words = result.source_words
                 stack, rows = regroup(stack, rows, words, entry.runner.special_tokens, req)
@@ -318,6 +320,7 @@ def attention_blocks(
                     kind=kind,
                     heads=None if kind == "mask" else heads,
                     rows=rows,
+                    predicted=predicted,
                     columns=columns,
                     shape=list(stack.shape),
                     data=encode(stack, req.encoding),

