@@ -33,15 +33,19 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
  && cat torch.txt weights.txt rest.txt
 
 # --- 1b. js: plotly.js's cartesian bundle, the npm package pinned in package.json ------
-# (the page draws heatmaps and lines only: 1.5 MB of plotly.js to compile, not 4.8 MB).
-# npm from Debian, in this stage only; the image takes the bundle alone.
+# (the page draws heatmaps and lines only: 1.5 MB of plotly.js to compile, not 4.8 MB),
+# and the offline API docs' Swagger UI and ReDoc. npm from Debian, in this stage only;
+# the image takes the bundles alone.
 FROM python:3.11-slim AS js
 WORKDIR /js
 COPY package.json package-lock.json ./
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends npm \
  && npm ci --omit=dev --no-audit --no-fund \
- && test -s node_modules/plotly.js-cartesian-dist-min/plotly-cartesian.min.js
+ && test -s node_modules/plotly.js-cartesian-dist-min/plotly-cartesian.min.js \
+ && test -s node_modules/swagger-ui-dist/swagger-ui-bundle.js \
+ && mkdir -p docs/redoc \
+ && cp node_modules/redoc/bundles/redoc.standalone.js docs/redoc/
 
 # --- 2. deps: a virtual environment in /opt/venv with the dependencies ------------------
 FROM python:3.11-slim AS deps
@@ -96,6 +100,8 @@ COPY --from=project /stage/ /
 # Owned by root: the server reads its code and checkpoints, and writes nothing there.
 COPY --from=project /app /app
 COPY --from=js /js/node_modules/plotly.js-cartesian-dist-min /app/node_modules/plotly.js-cartesian-dist-min
+COPY --from=js /js/node_modules/swagger-ui-dist /app/node_modules/swagger-ui-dist
+COPY --from=js /js/docs/redoc /app/node_modules/redoc/bundles
 WORKDIR /app
 USER 10001
 EXPOSE 8000

@@ -55,6 +55,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         'encodings of the served models. Errors are `{"detail": ...}` with real status codes.',
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc are the pages router's: offline, from npm packages
+        redoc_url=None,
     )
     app.state.settings = settings
     app.add_middleware(
@@ -66,6 +68,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(lab.router)
     app.include_router(pages.router)
     app.mount("/static", pages.static_files(), name="static")
+    for path, assets in pages.docs_assets().items():
+        app.mount(path, assets)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -123,6 +123,23 @@ class CapabilitiesInfo(BaseModel):
     experiments: list[str] = Field(description="The lab experiments this model can run.")
 
 
+HeadRole = Literal["alignment", "previous-token", "first-token", "positional", "broad"]
+
+
+class StartHead(BaseModel):
+    """The head the page opens a model on: the most telling one, and why."""
+
+    type: AttentionType
+    layer: int
+    head: int
+    role: HeadRole | None = Field(description="What it does (see HeadSummary.role).")
+    source: Literal["model card", "metrics", "trained model"] = Field(
+        description="model card: the head the checkpoint's evaluation names; metrics: the "
+        "strongest head of its role on the model's first example; trained model: an "
+        "untrained twin opens on its trained model's head, for comparison."
+    )
+
+
 class ModelInfo(BaseModel):
     id: str
     title: str
@@ -140,6 +157,7 @@ class ModelInfo(BaseModel):
         "merges them), a byte-level BPE piece."
     )
     special_tokens: list[str] = Field(description="Tokens the tokenizer adds, such as [CLS].")
+    unknown_token: str = Field(description="The token of what the tokenizer cannot read.")
     output: OutputKind = Field(
         description="What the model gives: a transcription, a sentence embedding (which "
         "analyze can compare with a second sentence), or a continuation of the prompt."
@@ -147,6 +165,8 @@ class ModelInfo(BaseModel):
     attention_types: list[AttentionType]
     attention: list[AttentionInfo] = Field(description="Layers and heads of each type.")
     capabilities: CapabilitiesInfo
+    start_head: StartHead
+    examples: list[str] = Field(description="Sentences in the languages it reads.")
     default: bool
     heads: int = Field(description="Deprecated (one release): attention[].query_heads.")
     tokens: TokenUnit = Field(description="Deprecated (one release): token_unit.")
@@ -178,6 +198,12 @@ class HeadSummary(BaseModel):
     head: int
     entropy: float = Field(description="Mean over query rows of the weights' entropy, in bits.")
     max_weight: float = Field(description="Mean over query rows of the largest weight.")
+    role: HeadRole | None = Field(
+        None,
+        description="What the head does on this input, by its metrics (model.analysis."
+        "head_roles): alignment, previous-token, first-token, positional or broad; null: "
+        "none of these.",
+    )
 
 
 class AnalyzeResponse(BaseModel):
@@ -206,6 +232,11 @@ class AnalyzeResponse(BaseModel):
         "decoder holds, and was cut."
     )
     source_length: int = Field(description="Source tokens before truncation.")
+    unknown_tokens: int = Field(
+        0,
+        description="Source tokens the tokenizer could not read (the model info's "
+        "unknown_token): what the model makes of them is a guess.",
+    )
     summaries: list[HeadSummary]
 
 

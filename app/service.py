@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from fastapi import HTTPException
 
-from model.analysis import focus
+from model.analysis import focus, head_roles
 from model.positional import NO_POSITIONS_FORMULA
 from model.runner import AttentionSpec, RunResult
 from model.runtime import release_free_memory
@@ -218,8 +218,12 @@ def tokens_of(result: RunResult, spec: AttentionSpec) -> tuple[list[str], list[s
 def summaries(entry: ModelEntry, result: RunResult) -> list[HeadSummary]:
     out = []
     for spec in entry.specs.values():
+        _, keys = tokens_of(result, spec)
+        special = [i for i, t in enumerate(keys) if t in entry.runner.special_tokens]
         for layer in range(spec.layers):
-            entropy, peak = focus(result.capture[spec.hook(layer, "hook_weights")][0])  # (H,)
+            weights = result.capture[spec.hook(layer, "hook_weights")][0].float()
+            entropy, peak = focus(weights)  # (H,)
+            roles = head_roles(weights, spec.self_attention, special)
             for head in range(entropy.size(0)):
                 out.append(
                     HeadSummary(
@@ -228,6 +232,7 @@ def summaries(entry: ModelEntry, result: RunResult) -> list[HeadSummary]:
                         head=head,
                         entropy=round(float(entropy[head]), 6),
                         max_weight=round(float(peak[head]), 6),
+                        role=roles[head],
                     )
                 )
     return out

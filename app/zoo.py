@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from model.analysis import head_metrics, head_roles
 from model.config import ModelConfig
 from model.pretrained import MiniLM
 from model.pronounce.pronouncer import Pronouncer
@@ -30,6 +32,18 @@ class Family:
     load: Callable[[Settings], Runner]
     short_title: str = ""  # for the twin's title; default: the title
     twin: bool = True  # also serve `<id>-untrained`
+    examples: tuple[str, ...] = ()  # the page's example sentences, in its languages
+
+
+@dataclass(frozen=True)
+class StartHead:
+    """The head the page opens a model on (see `start_head`)."""
+
+    type: str
+    layer: int
+    head: int
+    role: str | None
+    source: str  # "model card", "metrics" or "trained model"
 
 
 REGISTRY: dict[str, Family] = {}
@@ -50,6 +64,8 @@ class ModelEntry:
     description: str
     languages: list[str]
     runner: Runner
+    examples: tuple[str, ...] = ()
+    start: StartHead | None = None  # None: chosen by start_head when the entry is made
     specs: dict[str, AttentionSpec] = field(init=False)
     # what the model has and can do, as the lab's experiments name their needs: its
     # capabilities that hold, "encoder", "decoder" and "positions" (an encoding that can
@@ -65,6 +81,8 @@ class ModelEntry:
             "positions": cfg.positional != "none",
         }
         self.features = frozenset(name for name, on in flags.items() if on)
+        if self.start is None:
+            self.start = start_head(self)
 
     @property
     def config(self) -> ModelConfig:
@@ -72,6 +90,42 @@ class ModelEntry:
 
     def attention_types(self) -> list[str]:
         return list(self.specs)
+
+
+CARD_HEAD = re.compile(r"(encoder|decoder)\.(\d+)\.(self|cross)_attn head (\d+)")
+# roles in the order a first head is looked for, with the metric that ranks its heads
+START_ROLES = {"alignment": "alignment", "previous-token": "previous", "positional": "max_weight"}
+
+
+def start_head(entry: ModelEntry) -> StartHead:
+    """The most telling head of a model: the one its model card names (the checkpoint's
+    evaluation found it, e.g. pronounce's alignment head); else, on its first example,
+    the strongest head of the first role in START_ROLES that some head plays (an
+    alignment head, a previous-token head, a positional one); else the most focused."""
+    named = CARD_HEAD.fullmatch(str((getattr(entry.runner, "card", None) or {}).get(
+        "alignment_head", "")))  # fmt: skip
+    if named and f"{named[1]}.{named[3]}" in entry.specs:
+        return StartHead(f"{named[1]}.{named[3]}", int(named[2]), int(named[4]), "alignment",
+                         "model card")  # fmt: skip
+    result = entry.runner.run(entry.examples[0] if entry.examples else "hello")
+    heads = []  # (role, metrics, type, layer, head)
+    for spec in entry.specs.values():
+        _, keys = result.tokens(spec.rows), result.tokens(spec.columns)
+        special = [i for i, t in enumerate(keys) if t in entry.runner.special_tokens]
+        for layer in range(spec.layers):
+            weights = result.capture[spec.hook(layer, "hook_weights")][0].float()
+            metrics = head_metrics(weights, spec.self_attention, special)
+            roles = head_roles(weights, spec.self_attention, special)
+            for h, role in enumerate(roles):
+                values = {name: column[h] for name, column in metrics.items()}
+                heads.append((role, values, spec.type, layer, h))
+    for role, metric in START_ROLES.items():
+        playing = [x for x in heads if x[0] == role]
+        if playing:
+            _, _, kind, layer, h = max(playing, key=lambda x: x[1][metric])
+            return StartHead(kind, layer, h, role, "metrics")
+    role, _, kind, layer, h = min(heads, key=lambda x: x[1]["entropy"])
+    return StartHead(kind, layer, h, role, "metrics")
 
 
 @dataclass
@@ -103,6 +157,14 @@ register(
         ["zh", "en"],
         lambda settings: Pronouncer.load(settings.pronounce_dir),
         short_title="Pronunciation",
+        examples=(
+            "他在银行工作，每天走路上班",
+            "苹果公司发布了新款手机，它采用了最新的芯片",
+            "猫追狗",
+            "银行的人在街上行走",
+            "我们长大了就去重庆",
+            "read the record",
+        ),
     )
 )
 register(
@@ -113,6 +175,13 @@ register(
         ["en"],
         lambda settings: MiniLM.load(),
         short_title="all-MiniLM-L6-v2",
+        examples=(
+            "The animal didn't cross the street because it was too tired.",
+            "She sat on the bank of the river and watched the boats.",
+            "The bank raised its interest rates again this year.",
+            "A man is playing a guitar on the stage.",
+            "The quick brown fox jumps over the lazy dog.",
+        ),
     )
 )
 
@@ -130,15 +199,22 @@ def load_zoo(settings: Settings) -> Zoo:
     entries = []
     for family in [REGISTRY[i] for i in dict.fromkeys(settings.zoo)] or REGISTRY.values():
         runner = family.load(settings)
-        entries.append(
-            ModelEntry(family.id, family.title, family.description, family.languages, runner)
-        )
+        about = {"languages": family.languages, "examples": family.examples}
+        trained = ModelEntry(family.id, family.title, family.description, runner=runner, **about)
+        entries.append(trained)
         if family.twin:
             twin = runner.with_model(untrained(runner.model.config))
             title = f"{family.short_title or family.title}, untrained twin"
+            # opened on the trained model's head, to compare the two
+            start = dataclasses.replace(trained.start, source="trained model")
             entries.append(
                 ModelEntry(
-                    f"{family.id}-untrained", title, TWIN_DESCRIPTION, family.languages, twin
+                    f"{family.id}-untrained",
+                    title,
+                    TWIN_DESCRIPTION,
+                    runner=twin,
+                    start=start,
+                    **about,
                 )
             )
     if not entries:

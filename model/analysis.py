@@ -99,6 +99,45 @@ def head_metrics(
     }
 
 
+# What a head's weights on one input show, in the order a head is given the first that
+# fits (thresholds on head_metrics' means; the page marks heads by these names).
+ROLES = ("alignment", "previous-token", "first-token", "positional", "broad")
+
+
+def head_roles(weights: Tensor, self_attention: bool, special_keys: list[int]) -> list[str | None]:
+    """Per head of one layer's weights (H, Tq, Tk), what it does on this input, or None:
+    alignment (cross-attention: alignment >= 0.8), previous-token (previous >= 0.5),
+    first-token (weight on key 0 >= 0.5: [CLS] or <bos>, a resting place), positional
+    (self-attention: >= 70 % of rows peak at one fixed offset from themselves, other than
+    -1), broad (row entropy >= 75 % of the uniform row's)."""
+    heads, tq, tk = weights.shape
+    metrics = head_metrics(weights, self_attention, special_keys)
+    offsets = weights.argmax(-1) - torch.arange(tq)[None, :]  # (H, Tq)
+    uniform = math.log2(tk) if tk > 1 else 1.0
+    roles: list[str | None] = []
+    for h in range(heads):
+        if not self_attention and (metrics["alignment"][h] or 0) >= 0.8:
+            roles.append("alignment")
+        elif self_attention and (metrics["previous"][h] or 0) >= 0.5:
+            roles.append("previous-token")
+        elif metrics["first"][h] >= 0.5:
+            roles.append("first-token")
+        elif self_attention and tq > 2 and _fixed_offset_share(offsets[h]) >= 0.7:
+            roles.append("positional")
+        elif tk > 1 and metrics["entropy"][h] >= 0.75 * uniform:
+            roles.append("broad")
+        else:
+            roles.append(None)
+    return roles
+
+
+def _fixed_offset_share(offsets: Tensor) -> float:
+    """The share of rows whose peak lies at the most common offset (not -1)."""
+    values, counts = offsets.unique(return_counts=True)
+    counts = counts[values != -1]
+    return float(counts.max()) / offsets.numel() if counts.numel() else 0.0
+
+
 def rollout(layers: list[Tensor], residual: float = 0.5) -> Tensor:
     """Attention rollout (Abnar & Zuidema 2020) through self-attention layers, first to last.
 

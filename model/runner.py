@@ -180,6 +180,8 @@ class RunnerBase:
     """What runners share: their attention types from their model's config, and the names
     they had in the earlier release, kept for one more (with a warning)."""
 
+    unknown_token = "<unk>"  # the source token of what the tokenizer cannot read
+
     @property
     def attention(self) -> list[AttentionSpec]:
         return attention_specs(self.model.config)  # type: ignore[attr-defined]

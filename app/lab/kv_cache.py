@@ -59,6 +59,7 @@ def kv_cache(ctx: LabContext, req: s.TextRequest) -> s.KVCacheResponse:
     return s.KVCacheResponse(
         model=ctx.entry.id,
         piece="".join(ctx.result.source_tokens[: src.size(1)]),
+        output=[vocab[t] for t in first.target_ids[1:]],  # after <bos>
         pieces=len(parts),
         ended=first.ended,
         steps=steps,

@@ -19,19 +19,30 @@ def masks(ctx: LabContext, req: s.MasksRequest) -> s.MasksResponse:
     if "decoder.self" in ctx.entry.specs:
         spec = ctx.spec("decoder.self")
         ctx.check_head(spec, req.layer, req.head)
-        names = [spec.hook(req.layer, "hook_weights")]
+        names = [spec.hook(i, "hook_weights") for i in range(spec.layers)]
         off = [(spec.hook(i, "hook_mask"), without_mask) for i in range(spec.layers)]
-        _, masked = ctx.forward(names=names)
+        _, masked = ctx.forward(names=names[req.layer])
         _, unmasked = ctx.forward(off, names=names)
         w_on = ctx.weights(masked, spec, req.layer)[req.head]
         w_off = ctx.weights(unmasked, spec, req.layer)[req.head]
         future = torch.ones_like(w_on, dtype=torch.bool).triu(1)
+        # per layer x head, the weight rows put on the future once the mask is off: where
+        # the lesson shows most
+        looks = torch.stack(
+            [(ctx.weights(unmasked, spec, i) * future).sum(-1).mean(-1) for i in range(spec.layers)]
+        )
+        best = int(looks.argmax())
         causal = s.CausalCase(
             rows=ctx.result.target_tokens,
             with_mask=encode(w_on, "json"),
             without_mask=encode(w_off, "json"),
             future_weight_with=round(float((w_on * future).sum(-1).mean()), 6),
             future_weight_without=round(float((w_off * future).sum(-1).mean()), 6),
+            most_future=s.FutureHead(
+                layer=best // looks.size(1),
+                head=best % looks.size(1),
+                weight=round(float(looks.flatten()[best]), 6),
+            ),
         )
     ctx.check_head(ctx.spec("encoder.self"), req.layer, req.head)  # the padded batch's
     return s.MasksResponse(

@@ -73,12 +73,22 @@ class MasksRequest(HeadRequest):
     )
 
 
+class FutureHead(BaseModel):
+    layer: int
+    head: int
+    weight: float = Field(description="Its rows' mean weight on later tokens, mask off.")
+
+
 class CausalCase(BaseModel):
     rows: list[str]
     with_mask: Matrix
     without_mask: Matrix
     future_weight_with: float = Field(description="Mean weight a row puts on later tokens.")
     future_weight_without: float
+    most_future: FutureHead = Field(
+        description="The decoder self-attention head that puts the most weight on later "
+        "tokens once the mask is off (its mean future weight): where the mask matters most."
+    )
 
 
 class PaddingCase(BaseModel):
@@ -114,6 +124,7 @@ class KVCacheStep(BaseModel):
 class KVCacheResponse(BaseModel):
     model: str
     piece: str = Field(description="The text decoded: the first piece of a long text.")
+    output: list[str] = Field(description="What the decoder made of it (after <bos>).")
     pieces: int = Field(description="How many pieces the text is decoded in (40 characters).")
     ended: bool = Field(description="The output ended with <eos> within the length limit.")
     steps: list[KVCacheStep]

@@ -43,6 +43,7 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
         similarity=similarity,
         truncated=result.truncated,
         source_length=result.source_length,
+        unknown_tokens=result.source_tokens.count(getattr(entry.runner, "unknown_token", "<unk>")),
         summaries=summaries(entry, result),
     )
 

@@ -8,7 +8,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from ..lab import available
-from ..schemas import AttentionInfo, CapabilitiesInfo, ModelInfo, PositionalResponse
+from ..schemas import (
+    AttentionInfo,
+    CapabilitiesInfo,
+    ModelInfo,
+    PositionalResponse,
+    StartHead,
+)
 from ..service import Inference, positional_table
 from ..zoo import ModelEntry
 from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep, on_tensor_thread
@@ -36,12 +42,15 @@ def model_info(entry: ModelEntry, default: bool, max_text_chars: int) -> ModelIn
         max_text_chars=max_text_chars,
         token_unit=runner.token_unit,
         special_tokens=sorted(runner.special_tokens),
+        unknown_token=getattr(runner, "unknown_token", "<unk>"),
         output=runner.output_kind,
         attention_types=entry.attention_types(),
         attention=attention,
         capabilities=CapabilitiesInfo(
             **dataclasses.asdict(runner.capabilities), experiments=available(entry)
         ),
+        start_head=StartHead.model_validate(entry.start, from_attributes=True),
+        examples=list(entry.examples),
         default=default,
         heads=attention[0].query_heads,
         tokens=runner.token_unit,

@@ -10,6 +10,7 @@ from typing import Any
 
 import plotly
 from fastapi import APIRouter, Request
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -56,7 +57,82 @@ PAGE_HEADERS = {
 }
 
 
-@router.get("/", response_class=HTMLResponse)
+# The API's documentation pages, offline: Swagger UI and ReDoc from the npm packages pinned
+# in package.json (FastAPI's defaults load them, and ReDoc Google's fonts, from CDNs).
+SWAGGER_UI = ROOT / "node_modules" / "swagger-ui-dist"
+REDOC = ROOT / "node_modules" / "redoc" / "bundles"
+DOCS_MISSING = (
+    "The API documentation's scripts are not installed: run `npm ci` (make serve does). "
+    "The schema itself is at /openapi.json."
+)
+
+
+# The docs pages stay on this origin: their scripts and styles (FastAPI writes the start-up
+# script inline; ReDoc runs its search in a blob: worker), and no image from elsewhere
+# (ReDoc's sidebar shows Redocly's logo from its CDN, which this keeps from loading).
+DOCS_CSP = "; ".join(
+    (
+        "default-src 'self'",
+        "script-src 'self' 'unsafe-inline'",
+        "worker-src 'self' blob:",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data:",
+        "font-src 'self' data:",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "frame-ancestors 'none'",
+    )
+)
+
+
+def _docs_page(page: HTMLResponse) -> HTMLResponse:
+    page.headers["Content-Security-Policy"] = DOCS_CSP
+    page.headers["X-Content-Type-Options"] = "nosniff"
+    return page
+
+
+@router.get("/docs", response_class=HTMLResponse)
+def swagger_ui() -> HTMLResponse:
+    if not (SWAGGER_UI / "swagger-ui-bundle.js").is_file():
+        return HTMLResponse(DOCS_MISSING, status_code=503)
+    return _docs_page(
+        get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="attnviz API",
+            swagger_js_url="/vendor/swagger-ui/swagger-ui-bundle.js",
+            swagger_css_url="/vendor/swagger-ui/swagger-ui.css",
+            swagger_favicon_url="data:,",
+        )
+    )
+
+
+@router.get("/redoc", response_class=HTMLResponse)
+def redoc() -> HTMLResponse:
+    if not (REDOC / "redoc.standalone.js").is_file():
+        return HTMLResponse(DOCS_MISSING, status_code=503)
+    return _docs_page(
+        get_redoc_html(
+            openapi_url="/openapi.json",
+            title="attnviz API",
+            redoc_js_url="/vendor/redoc/redoc.standalone.js",
+            redoc_favicon_url="data:,",
+            with_google_fonts=False,
+        )
+    )
+
+
+def docs_assets() -> dict[str, StaticFiles]:
+    """The documentation pages' scripts by mount path (where installed)."""
+    found = {"/vendor/swagger-ui": SWAGGER_UI, "/vendor/redoc": REDOC}
+    return {
+        path: GZipMiddleware(StaticFiles(directory=folder), minimum_size=1024)
+        for path, folder in found.items()
+        if folder.is_dir()
+    }
+
+
+@router.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse)
 def index(request: Request, inference: InferenceDep) -> HTMLResponse:
     zoo = inference.zoo
     models = [info.model_dump() for info in model_infos(inference)]

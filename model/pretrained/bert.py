@@ -122,6 +122,7 @@ class MiniLM(RunnerBase):
     token_unit = "wordpiece"
     output_kind = "embedding"
     special_tokens = frozenset({"[CLS]", "[SEP]"})  # what its tokenizer adds
+    unknown_token = "[UNK]"
     capabilities = Capabilities(similarity=True, word_view=True)
     max_tokens = MAX_TOKENS
 

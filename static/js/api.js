@@ -58,6 +58,8 @@ export class Block {
     const { data, shape } = block;
     [this.count, this.height, this.width] = shape;
     this.rows = block.rows;
+    // decoder rows: the token each row's step predicts (rows: the token it was fed)
+    this.predicted = block.predicted ?? null;
     this.columns = block.columns;
     this.heads = block.heads;
     this.values = Array.isArray(data) ? Float32Array.from(data.flat(2)) : decode(data);

@@ -7,15 +7,6 @@ import { readState, writeState } from "./state.js";
 import { VIEWS, viewOf } from "./views/index.js";
 import { EXPERIMENT_IDS } from "./views/lab/index.js";
 
-const EXAMPLES = [
-  "苹果公司发布了新款手机，它采用了最新的芯片",
-  "猫追狗",
-  "狗追猫",
-  "银行的人在街上行走",
-  "The animal didn't cross the street because it was too tired.",
-  "我用 python 写代码",
-];
-
 const boot = JSON.parse(document.getElementById("boot").textContent);
 const models = Object.fromEntries(boot.models.map((m) => [m.id, m]));
 const $ = (id) => document.getElementById(id);
@@ -28,6 +19,7 @@ const elements = {
   source: $("source-tokens"),
   output: $("output-text"),
   truncated: $("truncated"),
+  unknown: $("unknown"),
   status: $("status"),
   tabs: $("views"),
   type: $("type"),
@@ -46,6 +38,7 @@ const elements = {
   extra: $("extra"),
   explain: $("explain"),
   readout: $("readout"),
+  convention: $("convention"),
 };
 
 const storedLang = localStorage.getItem("attnviz.lang");
@@ -69,7 +62,21 @@ const DEFAULTS = {
   vs: "",
   ablate: "",
 };
-let state = readState(DEFAULTS);
+// A link that names no head opens its model's most telling one (its info's start_head:
+// the model card's alignment head, or the strongest head the metrics find).
+function withStartHead(next) {
+  const params = new URLSearchParams(location.search);
+  if (params.has("type")) return next;
+  const start = (models[next.model] || models[boot.default_model]).start_head;
+  return {
+    ...next,
+    type: start.type,
+    layer: params.has("layer") ? next.layer : start.layer,
+    head: params.has("head") ? next.head : start.head,
+  };
+}
+
+let state = withStartHead(readState(DEFAULTS));
 let analysis = null; // the analyze answer for (state.model, state.text)
 let generation = 0; // bumps on every render; older renders stop when they notice
 // (input, type, layer, kind, ...) -> promise of the Block: each block is asked for once
@@ -90,6 +97,7 @@ function clearOutput() {
   elements.source.textContent = "";
   elements.output.textContent = "";
   elements.truncated.hidden = true;
+  elements.unknown.hidden = true;
 }
 
 function clearPlots() {
@@ -163,8 +171,25 @@ function fillSelect(select, values, labels) {
   );
 }
 
+// the example sentences of the model shown (in the languages it reads)
+let examplesOf = null;
+function showExamples(info) {
+  if (examplesOf === info.id) return;
+  examplesOf = info.id;
+  elements.examples.replaceChildren(
+    ...info.examples.map((example) => {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = example;
+      button.addEventListener("click", () => update({ text: example }));
+      return button;
+    }),
+  );
+}
+
 function syncControls() {
   const info = modelInfo();
+  showExamples(info);
   if (!info.attention_types.includes(state.type)) state.type = info.attention_types.at(-1);
   const { layers, query_heads: heads } = attentionOf(info, state.type);
   state.layer = Math.min(Math.max(0, state.layer), layers - 1);
@@ -231,6 +256,7 @@ async function render() {
   clearPlots();
   elements.grid.hidden = true;
   elements.readout.textContent = "";
+  elements.convention.textContent = "";
   if (!state.text.trim()) {
     analysis = null;
     clearOutput();
@@ -280,6 +306,21 @@ function showTokens() {
   }
   elements.output.textContent = output;
   elements.truncated.hidden = !analysis.truncated;
+  // tokens the tokenizer could not read: say so, with the languages the model reads
+  const unknown = analysis.unknown_tokens ?? 0;
+  elements.unknown.hidden = unknown === 0;
+  elements.unknown.textContent = unknown
+    ? t("unknown_tokens")
+        .replace("{n}", unknown)
+        .replace("{total}", analysis.source_tokens.length)
+        .replace("{unk}", modelInfo().unknown_token)
+        .replace(
+          "{languages}",
+          modelInfo()
+            .languages.map((l) => t(`lang_${l}`))
+            .join(", "),
+        )
+    : "";
 }
 
 function update(changes, { push = true } = {}) {
@@ -324,13 +365,6 @@ function init() {
     Object.keys(models),
     Object.values(models).map((m) => m.title),
   );
-  for (const example of EXAMPLES) {
-    const button = document.createElement("button");
-    button.type = "button";
-    button.textContent = example;
-    button.addEventListener("click", () => update({ text: example }));
-    elements.examples.append(button);
-  }
   elements.form.addEventListener("submit", (event) => {
     event.preventDefault();
     update({
@@ -339,9 +373,10 @@ function init() {
       compare: elements.compare.value,
     });
   });
-  elements.model.addEventListener("change", () =>
-    update({ model: elements.model.value, text: elements.text.value }),
-  );
+  elements.model.addEventListener("change", () => {
+    const { type, layer, head } = models[elements.model.value].start_head;
+    update({ model: elements.model.value, text: elements.text.value, type, layer, head });
+  });
   elements.type.addEventListener("change", () => update({ type: elements.type.value }));
   elements.layer.addEventListener("change", () => update({ layer: Number(elements.layer.value) }));
   elements.head.addEventListener("change", () => update({ head: Number(elements.head.value) }));
@@ -370,7 +405,7 @@ function init() {
   });
   document.addEventListener("keydown", onKey);
   window.addEventListener("popstate", () => {
-    const next = readState(DEFAULTS);
+    const next = withStartHead(readState(DEFAULTS));
     const inputChanged = next.text !== state.text || next.model !== state.model;
     state = next;
     if (inputChanged) {

@@ -27,7 +27,7 @@ export const plotly = new Promise((resolve, reject) => {
 export const COLORSCALE = "Viridis";
 const HOVER_TEXT_LIMIT = 200 * 200; // past this, the readout line carries the tokens
 
-const downloadSvg = {
+const downloadSvg = (filename) => ({
   name: "downloadSvg",
   title: "Download plot as SVG",
   icon: {
@@ -35,22 +35,47 @@ const downloadSvg = {
     height: 1000,
     path: "M500 50 L850 450 L600 450 L600 950 L400 950 L400 450 L150 450 Z",
   },
-  click: (gd) => window.Plotly.downloadImage(gd, { format: "svg", filename: "attnviz" }),
-};
+  click: (gd) => window.Plotly.downloadImage(gd, { format: "svg", filename }),
+});
 
-export const CONFIG = {
-  responsive: true,
-  displaylogo: false,
-  toImageButtonOptions: { format: "png", filename: "attnviz" },
-  modeBarButtonsToAdd: [downloadSvg],
-};
+// plotly's toolbar, offline: no logo link, no button that needs a server; exported PNG
+// and SVG files are named after what they show (configFor)
+export function configFor(filename = "attnviz") {
+  const safe = filename.replace(/[^\w.-]+/g, "_");
+  return {
+    responsive: true,
+    displaylogo: false,
+    showSendToCloud: false,
+    showEditInChartStudio: false,
+    toImageButtonOptions: { format: "png", filename: safe },
+    modeBarButtonsToAdd: [downloadSvg(safe)],
+  };
+}
 
-// z: rows of numbers; rows/columns: token lists (repeated tokens keep their own column).
+export const CONFIG = configFor();
+
+// z: rows of numbers; rows/columns: token lists (repeated tokens keep their own column),
+// the axes' labels; rowNames: what the hover and the readout call each row (default: its
+// label), e.g. a decoder step with the token it was fed and the one it predicts.
 export async function heatmap(
   el,
-  { z, rows, columns, title, zmin, zmax, valueLabel, overlay, readout, colorscale = COLORSCALE },
+  {
+    z,
+    rows,
+    rowNames = rows,
+    columns,
+    title,
+    zmin,
+    zmax,
+    valueLabel,
+    overlay,
+    readout,
+    colorscale = COLORSCALE,
+    filename,
+  },
 ) {
   const safeRows = rows.map(escapeText);
+  const safeNames = rowNames.map(escapeText);
   const safeColumns = columns ? columns.map(escapeText) : null;
   const trace = {
     type: "heatmap",
@@ -62,7 +87,7 @@ export async function heatmap(
   };
   if (safeColumns && z.length * (z[0]?.length || 0) <= HOVER_TEXT_LIMIT) {
     trace.text = z.map((row, i) =>
-      row.map((v, j) => `${safeRows[i]} → ${safeColumns[j]}: ${formatValue(v)}`),
+      row.map((v, j) => `${safeNames[i]} → ${safeColumns[j]}: ${formatValue(v)}`),
     );
     trace.hovertemplate = `%{text}<extra>${escapeText(valueLabel || "")}</extra>`;
   } else {
@@ -94,13 +119,13 @@ export async function heatmap(
   };
   const Plotly = await plotly;
   performance.mark("attnviz:react");
-  const drawn = await Plotly.react(el, data, layout, CONFIG);
+  const drawn = await Plotly.react(el, data, layout, filename ? configFor(filename) : CONFIG);
   if (readout && columns) {
     el.removeAllListeners?.("plotly_hover");
     el.on("plotly_hover", (event) => {
       const point = event.points[0];
       // textContent: token text never becomes markup
-      readout.textContent = `${rows[point.y]} → ${columns[point.x]}: ${formatValue(point.z)}`;
+      readout.textContent = `${rowNames[point.y]} → ${columns[point.x]}: ${formatValue(point.z)}`;
     });
   }
   return drawn;

@@ -454,3 +454,44 @@ def test_cross_attention_rows_are_the_steps_that_predict_each_syllable(client, t
     assert len(syllables) == len(text) == len(block["columns"])
     for i, syllable in enumerate(syllables):
         assert int(weights[i].argmax()) == i, (syllable, text[i])
+
+
+def test_each_model_says_which_head_it_opens_on_and_its_examples(client):
+    infos = {m["id"]: m for m in client.get("/api/v1/models").json()}
+    assert infos["pronounce"]["start_head"] == {
+        "type": "decoder.cross", "layer": 2, "head": 1, "role": "alignment",
+        "source": "model card",
+    }  # fmt: skip
+    minilm = infos["minilm"]["start_head"]
+    assert minilm["source"] == "metrics" and minilm["role"] == "previous-token"
+    assert infos["minilm-untrained"]["start_head"] == {**minilm, "source": "trained model"}
+    # the head the metrics chose is a previous-token head on the model's first example
+    example = infos["minilm"]["examples"][0]
+    assert all(e.isascii() for e in infos["minilm"]["examples"])
+    summary = client.post("/api/v1/analyze", json={"model": "minilm", "text": example}).json()
+    ours = [
+        s for s in summary["summaries"]
+        if (s["type"], s["layer"], s["head"]) == (minilm["type"], minilm["layer"], minilm["head"])
+    ]  # fmt: skip
+    assert ours[0]["role"] == "previous-token"
+    assert any(not e.isascii() for e in infos["pronounce"]["examples"])
+
+
+def test_unknown_tokens_are_counted(client):
+    body = client.post("/api/v1/analyze", json={"model": "minilm", "text": "猫追狗 is a cat"})
+    assert body.json()["unknown_tokens"] == 3
+    assert client.get("/api/v1/models").json()[2]["unknown_token"] == "[UNK]"
+    assert client.post("/api/v1/analyze", json={"text": "猫追狗"}).json()["unknown_tokens"] == 0
+
+
+def test_lab_kv_cache_shows_the_output_and_masks_the_head_that_looks_ahead(client):
+    kv = client.post("/api/v1/lab/kv-cache", json={"text": "银行行长"}).json()
+    assert kv["piece"] == "银行行长" and kv["output"] == ["yin2", "hang2", "hang2", "zhang3"]
+    masks = client.post("/api/v1/lab/masks", json={"text": "银行行长", "layer": 0, "head": 0})
+    causal = masks.json()["causal"]
+    best = causal["most_future"]
+    assert best["weight"] >= causal["future_weight_without"]
+    again = client.post(
+        "/api/v1/lab/masks", json={"text": "银行行长", "layer": best["layer"], "head": best["head"]}
+    ).json()["causal"]
+    assert again["future_weight_without"] == best["weight"]

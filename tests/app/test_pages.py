@@ -65,3 +65,23 @@ def test_the_page_modules_are_gzipped_and_revalidated(client):
     assert response.headers["cache-control"] == "no-cache"  # asked again, answered 304
     again = client.get("/static/js/main.js", headers={"If-None-Match": response.headers["etag"]})
     assert again.status_code == 304 and again.content == b""
+
+
+def test_head_of_the_page_answers_its_headers(client):
+    response = client.head("/")
+    assert response.status_code == 200 and response.content == b""
+    assert response.headers["content-type"].startswith("text/html")
+    assert "content-security-policy" in response.headers
+
+
+def test_the_api_docs_are_served_from_the_pinned_packages(client):
+    pinned = json.loads((ROOT / "package.json").read_text())["dependencies"]
+    assert {"swagger-ui-dist", "redoc"} <= set(pinned)
+    for path, script in (
+        ("/docs", "/vendor/swagger-ui/swagger-ui-bundle.js"),
+        ("/redoc", "/vendor/redoc/redoc.standalone.js"),
+    ):
+        html = client.get(path).text
+        assert script in html and "https://" not in html  # no CDN, no Google fonts
+        assert client.get(script).status_code == 200
+    assert client.get("/vendor/swagger-ui/swagger-ui.css").status_code == 200

@@ -37,10 +37,14 @@ def test_a_chinese_sentence_gives_a_heatmap_with_token_ticks(page: Page):
     run(page, "猫追狗")
     expect(page.locator("#output-text")).to_have_text("mao1 zhui1 gou3")
     assert ticks(page, "x") == ["猫", "追", "狗"]  # cross-attention: keys are the source
-    assert ticks(page, "y") == ["<bos>", "mao1", "zhui1", "gou3"]
+    # cross-attention rows: the syllable each decoder step predicts
+    assert ticks(page, "y") == ["mao1", "zhui1", "gou3", "<eos>"]
     assert url_state(page)["text"] == "猫追狗"
-    page.locator("#plot .nsewdrag").hover()  # the middle cell: query zhui1 or mao1
-    expect(page.locator("#readout")).to_have_text(re.compile(r"^\S+ → [猫追狗]: [01]\.\d{3}$"))
+    page.locator("#plot .nsewdrag").hover()  # the middle cell
+    step = r"step \d: fed \S+, predicts \S+"
+    expect(page.locator("#readout")).to_have_text(
+        re.compile(rf"^{step} → [猫追狗]: [01]\.\d{{3}}$")
+    )
     expect(page.locator("#plot .hovertext")).to_contain_text("→")
 
 
@@ -62,9 +66,9 @@ def test_type_layer_and_head_switch_by_controls_and_keys(page: Page):
     ready(page)
     page.keyboard.press("ArrowDown")
     ready(page)
-    state = url_state(page)
-    assert (state["type"], state["layer"], state["head"]) == ("encoder.self", "2", "1")
-    expect(page.locator("#plot .gtitle")).to_have_text("encoder self-attention · Layer 2 · Head 1")
+    state = url_state(page)  # from the start head (layer 2, head 1): head 2, layer 2
+    assert (state["type"], state["layer"], state["head"]) == ("encoder.self", "2", "2")
+    expect(page.locator("#plot .gtitle")).to_have_text("encoder self-attention · Layer 2 · Head 2")
     page.go_back()
     ready(page)
     assert url_state(page)["layer"] == "1" and page.locator("#layer").input_value() == "1"

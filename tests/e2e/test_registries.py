@@ -72,7 +72,7 @@ def test_a_view_added_through_the_registry_gets_its_tab(page: Page):
     ready(page)
     assert url_state(page)["view"] == "head"
     expect(page.locator("#toy-out")).to_have_count(0)
-    expect(page.locator("#plot .gtitle")).to_contain_text(re.compile(r"Head 0|头 0"))
+    expect(page.locator("#plot .gtitle")).to_contain_text(re.compile(r"Head 1|头 1"))
 
 
 def test_without_the_registry_line_the_view_is_unknown(page: Page):

@@ -203,8 +203,9 @@ def is_answer(path: str) -> Callable:
     return lambda response: urlparse(response.url).path == f"/api/v1/{path}"
 
 
-def drawn(page: Page, action: Callable[[], object], text: str) -> tuple[list, list, list]:
-    """Do `action`; the source tokens, rows and columns the page was sent to draw."""
+def drawn(page: Page, action: Callable[[], object], text: str) -> tuple[list, list, list, list]:
+    """Do `action`; the source tokens, the rows' labels and names, and the columns the page
+    was sent to draw."""
     with (
         page.expect_response(is_answer("analyze")) as analyzed,
         page.expect_response(is_answer("attention")) as attended,
@@ -213,12 +214,20 @@ def drawn(page: Page, action: Callable[[], object], text: str) -> tuple[list, li
     for answer in (analyzed.value, attended.value):
         assert answer.ok and json.loads(answer.request.post_data)["text"] == text
     block = attended.value.json()["blocks"][0]
-    return analyzed.value.json()["source_tokens"], block["rows"], block["columns"]
+    # the rows' labels: cross-attention's are what each decoder step predicts, and the
+    # hover names a decoder step by both its tokens (views/head.js rowLabels)
+    predicted = block.get("predicted")
+    rows = predicted if predicted and block["type"] == "decoder.cross" else block["rows"]
+    names = block["rows"]
+    if predicted:
+        steps = zip(block["rows"], predicted, strict=True)
+        names = [f"step {i}: fed {fed}, predicts {p}" for i, (fed, p) in enumerate(steps)]
+    return analyzed.value.json()["source_tokens"], rows, names, block["columns"]
 
 
 def assert_literal(page: Page, model: str, text: str, sent: tuple, clean: dict) -> None:
     """The text is shown as text everywhere, and no element was made from it."""
-    source, rows, columns = sent
+    source, rows, names, columns = sent
     if text.isascii() and text.isprintable():  # the tokens really are the text
         if model == "pronounce":
             assert "".join(source) == text.lower()
@@ -237,7 +246,7 @@ def assert_literal(page: Page, model: str, text: str, sent: tuple, clean: dict) 
     col = next((j for j, c in enumerate(columns) if ">" in c), None)
     if col is None:
         col = next((j for j, c in enumerate(columns) if set(c) & MARKUP), 0)
-    named = f"{rows[row]} → {columns[col]}: "
+    named = f"{names[row]} → {columns[col]}: "
     hover(page, col, row, named)
     shown = settled(page, "#readout", lambda shown: shown.startswith(named), timeout=5)
     assert re.fullmatch(re.escape(named) + r"[01]\.\d{3}", shown), text
@@ -449,7 +458,9 @@ def test_every_view_and_download_works_under_the_csp(xss: Page):
     for title, head in (("PNG", b"\x89PNG"), ("SVG", b"<svg")):  # plotly's modebar
         with xss.expect_download() as download:
             xss.locator(f"#plot .modebar-btn[data-title*='{title}']").click()
-        assert download.value.suggested_filename == f"attnviz.{title.lower()}"
+        # named after what it shows: model, attention type, layer, head, kind
+        name = f"attnviz-pronounce-decoder.cross-L2-H1-weights.{title.lower()}"
+        assert download.value.suggested_filename == name
         assert download.value.path().read_bytes()[:4] == head
     with xss.expect_download() as download:
         xss.click("#export")

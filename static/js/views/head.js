@@ -13,9 +13,12 @@ async function drawHead(ctx) {
   // a mask is one matrix for every head
   const z = state.avg ? block.mean() : block.matrix(Math.min(state.head, block.count - 1));
   const who = state.avg ? t("average") : `${t("head")} ${state.head}`;
+  const { rows, rowNames, convention } = rowLabels(block, state.type, t);
+  ctx.elements.convention.textContent = [startLine(ctx), convention].join(" ").trim();
   await heatmap(ctx.elements.plot, {
     z,
-    rows: block.rows,
+    rows,
+    rowNames,
     columns: block.columns,
     title: `${t(state.type)} · ${t("layer")} ${state.layer} · ${who}`,
     zmin: kind === "scores" ? undefined : 0,
@@ -23,8 +26,42 @@ async function drawHead(ctx) {
     valueLabel: kind === "scores" ? t("score") : t("weight"),
     overlay: masks && masks.height === z.length ? masks.matrix(0) : null,
     readout: ctx.elements.readout,
+    // exported images say what they show
+    filename: `attnviz-${state.model}-${state.type}-L${state.layer}-${state.avg ? "mean" : `H${state.head}`}-${kind}`,
   });
   ctx.elements.explain.textContent = t("hint");
+}
+
+// What the head a model opens on shows (its info's start_head), while it is the one drawn.
+function startLine(ctx) {
+  const { state, t } = ctx;
+  const start = ctx.modelInfo().start_head;
+  const shown = !state.avg && state.type === start.type && state.layer === start.layer;
+  if (!shown || state.head !== start.head) return "";
+  const role = start.role ? t(`role_${start.role}`) : t("role_none");
+  return t(`start_${start.source.replace(" ", "_")}`).replace("{role}", role);
+}
+
+// What a plot's rows are. A decoder row is a step: fed one token, it predicts the next.
+// Cross-attention, where people read alignment, labels each row by the token its step
+// predicts (the row of "hang2" looks at 行); self-attention keeps the tokens fed in on
+// both axes (the diagonal is a token itself). Hovers and the readout name both.
+export function rowLabels(block, type, t) {
+  const predicted = block.predicted;
+  if (!predicted) {
+    const convention = type.startsWith("decoder") ? "" : t("rows_encoder");
+    return { rows: block.rows, rowNames: block.rows, convention };
+  }
+  const rowNames = block.rows.map((fed, i) =>
+    t("step_row")
+      .replace("{i}", String(i))
+      .replace("{fed}", fed)
+      .replace("{predicts}", predicted[i]),
+  );
+  if (type === "decoder.cross") {
+    return { rows: predicted, rowNames, convention: t("rows_predicted") };
+  }
+  return { rows: block.rows, rowNames, convention: t("rows_fed") };
 }
 
 export const view = {

@@ -10,6 +10,11 @@ async function drawModel(ctx) {
   grid.hidden = false;
   grid.replaceChildren();
   grid.style.setProperty("--heads", heads);
+  const roles = new Map(
+    analysis.summaries
+      .filter((s) => s.type === state.type && s.role)
+      .map((s) => [`${s.layer}/${s.head}`, s.role]),
+  );
   const entropy = [];
   for (let layer = 0; layer < layers; layer++) {
     const summaries = analysis.summaries.filter((s) => s.type === state.type && s.layer === layer);
@@ -39,11 +44,18 @@ async function drawModel(ctx) {
       button.className = "thumb";
       button.dataset.layer = String(layer);
       button.dataset.head = String(head);
-      button.title = `${t("layer")} ${layer} · ${t("head")} ${head}`;
+      // what the metrics call this head on this input (analyze's summaries)
+      const role = roles.get(`${layer}/${head}`);
+      const named = role ? ` · ${t(`role_${role}`)}` : "";
+      button.title = `${t("layer")} ${layer} · ${t("head")} ${head}${named}`;
       button.setAttribute("aria-label", button.title);
       const canvas = document.createElement("canvas");
       drawThumbnail(canvas, block.flat(i), block.height, block.width);
-      button.append(canvas);
+      const caption = document.createElement("span");
+      caption.className = "thumb-caption";
+      caption.textContent = `H${head}${role ? ` ${t(`role_short_${role}`)}` : ""}`;
+      if (role) caption.dataset.role = role;
+      button.append(canvas, caption);
       button.addEventListener("click", () => ctx.openHead(layer, head));
       row.append(button);
     });

@@ -36,7 +36,7 @@ async function drawPositional(ctx) {
   const traces = shown.map((d) => ({
     type: "scatter",
     mode: "lines",
-    name: `dim ${d}`,
+    name: `${t("dim")} ${d}`,
     x: posLabels.map(Number),
     y: pe.table.map((row) => row[d]),
   }));
@@ -44,8 +44,11 @@ async function drawPositional(ctx) {
     curves,
     traces,
     {
-      title: { text: escapeText(t("pe_curves")) },
-      xaxis: { title: { text: "position" } },
+      // what the curves are depends on the encoding: only sinusoidal ones are sines
+      title: {
+        text: escapeText(t(pe.kind === "sinusoidal" ? "pe_curves" : `pe_curves_${pe.kind}`)),
+      },
+      xaxis: { title: { text: t("position") } },
       height: 320,
       margin: { l: 50, r: 20, t: 40, b: 40 },
     },

@@ -54,7 +54,7 @@ async function draw({ ctx, t, out, base }) {
   const probability = t("lab_probability");
   out.append(
     table(
-      [t("key"), probability, `${probability} (${t("lab_ablated")})`],
+      [t("lab_output_token"), probability, `${probability} (${t("lab_ablated")})`],
       r.probability_tokens.map((token, i) => [
         token,
         r.probabilities[i],

@@ -9,7 +9,13 @@ async function draw({ ctx, t, out, head }) {
   const modelPick = el("select", { id: "lab-other-model" });
   modelPick.append(el("option", { value: "", textContent: t("lab_same_model") }));
   for (const id of ctx.modelIds()) modelPick.append(el("option", { value: id, textContent: id }));
-  modelPick.value = ctx.modelIds().includes(state.vs) ? state.vs : "";
+  // with nothing chosen yet, the same text on the model's twin (trained against
+  // untrained): comparing the input with itself would show no difference at all
+  const twin = state.model.endsWith("-untrained")
+    ? state.model.slice(0, -"-untrained".length)
+    : `${state.model}-untrained`;
+  const chosen = state.vs || (state.other.trim() ? "" : twin);
+  modelPick.value = ctx.modelIds().includes(chosen) ? chosen : "";
   const modelLabel = el("label", { htmlFor: "lab-other-model", textContent: t("lab_other_model") });
   const apply = el("button", {
     type: "button",

@@ -44,7 +44,7 @@ async function draw({ ctx, t, out, base }) {
   const pieces = r.pieces > 1 ? ` (1 / ${r.pieces})` : "";
   const ended = r.ended ? "" : ` · ${t("lab_not_ended")}`;
   const kib = step.cache_bytes.map((b) => `${(b / 1024).toFixed(1)} KiB`).join(" · ");
-  summary(out, `${t("lab_piece")}: ${r.piece}${pieces}${ended}`);
+  summary(out, `${t("lab_piece")}: ${r.piece}${pieces} → ${r.output.join(" ")}${ended}`);
   summary(out, `${t("lab_fed")} ${step.token} → ${t("lab_predicted")} ${step.predicted}`);
   summary(out, `${t("lab_kv_cache_bytes")}: ${kib}`);
   summary(out, `${t("lab_cached_diff")}: ${fmt(step.max_abs_diff)}`);

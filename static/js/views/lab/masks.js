@@ -36,6 +36,20 @@ async function draw({ ctx, t, out, base }) {
       out,
       `${t("lab_future")}: ${fmt(c.future_weight_with)} → ${fmt(c.future_weight_without)}`,
     );
+    const best = c.most_future;
+    if (best.layer !== state.layer || best.head !== state.head) {
+      // this head barely looks ahead even unmasked: point to the one that does most
+      const go = el("button", {
+        type: "button",
+        id: "lab-masks-best",
+        textContent: t("lab_most_future")
+          .replace("{layer}", best.layer)
+          .replace("{head}", best.head)
+          .replace("{weight}", fmt(best.weight)),
+      });
+      go.addEventListener("click", () => ctx.update({ layer: best.layer, head: best.head }));
+      out.append(el("div", { className: "lab-bar" }, go));
+    }
     const self = t("decoder.self");
     await weights(out, {
       z: c.with_mask,

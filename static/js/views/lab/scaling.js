@@ -5,16 +5,19 @@ async function draw({ ctx, t, out, head, title }) {
   const r = await ask(ctx, "scaling", head);
   if (ctx.stale()) return;
   const { rows, columns, first, second } = r.matrices;
+  // the headline over the heads the table lists: this layer's
+  const layer = r.head_stats.filter((h) => h.layer === ctx.state.layer);
+  const mean = (key) => layer.reduce((sum, h) => sum + h[key], 0) / layer.length;
   summary(
     out,
-    `${t("lab_mean_entropy")}: ${fmt(r.mean_entropy_scaled)} → ${fmt(r.mean_entropy_unscaled)} ` +
-      `${t("lab_bits")} (d_k = ${r.head_dim})`,
+    `${t("layer")} ${ctx.state.layer} (${layer.length} × ${t("head")}), ` +
+      `${t("lab_mean_entropy")}: ${fmt(mean("entropy_scaled"))} → ` +
+      `${fmt(mean("entropy_unscaled"))} ${t("lab_bits")} (d_k = ${r.head_dim})`,
   );
   await weights(out, { z: first, rows, columns, title: title(t("lab_scaled")) });
   await weights(out, { z: second, rows, columns, title: title(t("lab_unscaled")) });
   const scaled = (key) => `${t(key)} (${t("lab_scaled")})`;
   const unscaled = (key) => `${t(key)} (${t("lab_unscaled")})`;
-  const layer = r.head_stats.filter((h) => h.layer === ctx.state.layer);
   out.append(
     table(
       [
