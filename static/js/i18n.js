@@ -3,6 +3,7 @@ const STRINGS = {
   en: {
     tagline: "Every attention head of a Transformer, live.",
     api_docs: "API docs",
+    more_tokens: "show all {n} tokens",
     unknown_tokens:
       "{n} of the {total} tokens are unknown to this model ({unk}): it reads {languages}, and what it makes of them is a guess.",
     lang_en: "English",
@@ -46,7 +47,9 @@ const STRINGS = {
     key: "key",
     weight: "weight",
     score: "score",
-    hint: "Arrow keys: ←/→ head, ↑/↓ layer. Click a thumbnail to open it.",
+    hint: "Arrow keys: ←/→ head, ↑/↓ layer.",
+    hint_model:
+      "Rows: layers; columns: heads. Arrow keys move between thumbnails (Tab into them first); Enter or a click opens one.",
     step_row: "step {i}: fed {fed}, predicts {predicts}",
     rows_predicted:
       "Rows: the token each decoder step predicts (that step was fed the token before it). Columns: the source tokens.",
@@ -82,6 +85,10 @@ const STRINGS = {
     mask_combined:
       "Combined: the decoder's self-attention applies both, padding and causal, with a logical AND.",
     mask_causal_title: "causal mask (tril)",
+    mask_hidden: "hidden",
+    mask_visible: "may attend",
+    mask_no_padding:
+      "This one sentence has no padding, so every key is visible: the lab's Masks experiment pads it in a batch of two.",
     mask_cross:
       "Cross-attention mask: every output position may look at every source token that is not padding.",
     pe_table: "The vector added to each position (positions × dims)",
@@ -166,6 +173,7 @@ const STRINGS = {
   },
   zh: {
     api_docs: "API 文档",
+    more_tokens: "显示全部 {n} 个词元",
     unknown_tokens:
       "{total} 个词元中有 {n} 个是该模型不认识的（{unk}）：它读的是{languages}，对它们的输出只是猜测。",
     lang_en: "英文",
@@ -210,7 +218,8 @@ const STRINGS = {
     key: "键",
     weight: "权重",
     score: "分数",
-    hint: "方向键：←/→ 切换头，↑/↓ 切换层。点击缩略图打开该头。",
+    hint: "方向键：←/→ 切换头，↑/↓ 切换层。",
+    hint_model: "行：层；列：头。方向键在缩略图之间移动（先用 Tab 进入）；回车或点击打开该头。",
     step_row: "第 {i} 步：输入 {fed}，预测 {predicts}",
     rows_predicted: "行：解码器每一步预测的词元（这一步输入的是它前面的词元）。列：源词元。",
     rows_fed:
@@ -241,6 +250,10 @@ const STRINGS = {
     mask_causal: "因果掩码：位置 t 只能关注 ≤ t 的位置，解码器看不到未来。",
     mask_combined: "组合：解码器自注意力同时使用填充掩码和因果掩码（逻辑与）。",
     mask_causal_title: "因果掩码（下三角）",
+    mask_hidden: "屏蔽",
+    mask_visible: "可关注",
+    mask_no_padding:
+      "这一句没有填充，所以每个键都可见：实验室的“掩码”实验把它和另一句放在一个批次里填充。",
     mask_cross: "交叉注意力掩码：每个输出位置可以关注所有非填充的输入词元。",
     pe_table: "每个位置加上的向量（位置 × 维度）",
     pe_similarity: "位置之间的余弦相似度：相邻位置更相似",

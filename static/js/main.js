@@ -17,6 +17,7 @@ const elements = {
   compare: $("compare"),
   examples: $("examples"),
   source: $("source-tokens"),
+  moreTokens: $("more-tokens"),
   output: $("output-text"),
   truncated: $("truncated"),
   unknown: $("unknown"),
@@ -98,6 +99,7 @@ function clearOutput() {
   elements.output.textContent = "";
   elements.truncated.hidden = true;
   elements.unknown.hidden = true;
+  elements.moreTokens.hidden = true;
 }
 
 function clearPlots() {
@@ -291,8 +293,17 @@ async function render() {
   }
 }
 
+// past this many, the token list shows its first lines and a button for the rest: a long
+// input would otherwise push the heatmap below the fold
+const TOKENS_SHOWN = 48;
+
 function showTokens() {
-  elements.source.textContent = analysis.source_tokens.join(" · ");
+  const tokens = analysis.source_tokens;
+  elements.source.textContent = tokens.join(" · ");
+  const long = tokens.length > TOKENS_SHOWN;
+  elements.source.classList.toggle("collapsed", long);
+  elements.moreTokens.hidden = !long;
+  elements.moreTokens.textContent = t("more_tokens").replace("{n}", tokens.length);
   let output = analysis.output_text;
   if (analysis.embedding) {
     const head = analysis.embedding
@@ -365,6 +376,10 @@ function init() {
     Object.keys(models),
     Object.values(models).map((m) => m.title),
   );
+  elements.moreTokens.addEventListener("click", () => {
+    elements.source.classList.remove("collapsed");
+    elements.moreTokens.hidden = true;
+  });
   elements.form.addEventListener("submit", (event) => {
     event.preventDefault();
     update({

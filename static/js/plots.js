@@ -71,6 +71,7 @@ export async function heatmap(
     overlay,
     readout,
     colorscale = COLORSCALE,
+    colorbar,
     filename,
   },
 ) {
@@ -84,6 +85,7 @@ export async function heatmap(
     zmin,
     zmax,
     hoverongaps: false,
+    ...(colorbar ? { colorbar } : {}),
   };
   if (safeColumns && z.length * (z[0]?.length || 0) <= HOVER_TEXT_LIMIT) {
     trace.text = z.map((row, i) =>
@@ -110,25 +112,57 @@ export async function heatmap(
   }
   const shown = Math.min(rows.length, MAX_TICKS);
   const tickFont = { size: Math.max(7, Math.min(14, 600 / Math.max(shown, 1))) };
+  const height = Math.min(900, Math.max(320, 18 * rows.length + 120));
+  // the room each axis has for its labels, in px (the margins are 70 + 20 and 62 + 70)
+  const room = { x: Math.max(200, (el.clientWidth || 900) - 90), y: height - 132 };
   const layout = {
-    title: { text: escapeText(title || "") },
-    margin: { l: 70, r: 20, t: 40, b: 70 },
-    xaxis: axis(safeColumns, tickFont, "x"),
-    yaxis: { ...axis(safeRows, tickFont, "y"), autorange: "reversed" },
-    height: Math.min(900, Math.max(320, 18 * rows.length + 120)),
+    // left-aligned just above the plot, under the toolbar (which sits at the top right):
+    // the two never overlap, at a phone's width too
+    title: {
+      text: escapeText(title || ""),
+      x: 0,
+      xanchor: "left",
+      xref: "paper",
+      y: 1,
+      yref: "paper",
+      yanchor: "bottom",
+      pad: { b: 6 },
+    },
+    ...themed(),
+    margin: { l: 70, r: 20, t: 62, b: 70 },
+    xaxis: axis(safeColumns, tickFont, room.x, true),
+    yaxis: { ...axis(safeRows, tickFont, room.y, false), autorange: "reversed" },
+    height,
   };
   const Plotly = await plotly;
   performance.mark("attnviz:react");
+  // the hover handler reads the labels of the plot being drawn, set before plotly.js draws
+  // it: a pointer resting on the plot is hovered during the redraw, and plotly.js sends no
+  // second event for the same cell
+  el.attnvizLabels = readout && columns ? { rowNames, columns, readout } : null;
   const drawn = await Plotly.react(el, data, layout, filename ? configFor(filename) : CONFIG);
   if (readout && columns) {
     el.removeAllListeners?.("plotly_hover");
     el.on("plotly_hover", (event) => {
       const point = event.points[0];
+      const now = el.attnvizLabels;
+      if (!now) return;
       // textContent: token text never becomes markup
-      readout.textContent = `${rowNames[point.y]} → ${columns[point.x]}: ${formatValue(point.z)}`;
+      now.readout.textContent = `${now.rowNames[point.y]} → ${now.columns[point.x]}: ${formatValue(point.z)}`;
     });
   }
   return drawn;
+}
+
+// The page's colours for plotly (a dark theme follows the system): transparent paper, the
+// body's text colour.
+export function themed() {
+  const color = getComputedStyle(document.body).color;
+  return {
+    paper_bgcolor: "rgba(0,0,0,0)",
+    plot_bgcolor: "rgba(0,0,0,0)",
+    font: { color },
+  };
 }
 
 // At most this many tick labels per axis: past it every k-th token is labelled. Each label
@@ -137,16 +171,19 @@ export async function heatmap(
 // line still name every token.
 const MAX_TICKS = 64;
 
-function axis(labels, font) {
+function axis(labels, font, room, across) {
   if (!labels) return { title: { text: "dim" } };
-  const stride = Math.ceil(labels.length / MAX_TICKS);
+  // every k-th label, k such that labels are at most MAX_TICKS and a line of the font apart
+  // (never overlapping); the x axis turns them upright once there are many
+  const fit = Math.max(1, Math.floor(room / (font.size * 1.15)));
+  const stride = Math.ceil(labels.length / Math.min(MAX_TICKS, fit));
   const tickvals = labels.map((_, i) => i).filter((i) => i % stride === 0);
   return {
     tickmode: "array",
     tickvals,
     ticktext: tickvals.map((i) => labels[i]),
     tickfont: font,
-    tickangle: tickvals.length > 20 ? -90 : 0,
+    tickangle: across && tickvals.length > 20 ? -90 : 0,
     automargin: true,
   };
 }

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from playwright.sync_api import Page, expect
 
+from .conftest import ARTIFACTS, block_outside
 from .test_page import ready, ticks, url_state
 
 
@@ -110,3 +112,84 @@ def test_tokens_the_model_cannot_read_are_said_so_beside_the_output(page: Page):
     page.goto("/?model=minilm&text=a cat")
     ready(page)
     expect(page.locator("#unknown")).to_be_hidden()
+
+
+LONG = " ".join(["the quick brown fox jumps over the lazy dog while attention looks back"] * 40)
+
+
+def shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=ARTIFACTS / f"truth-{name}.png", full_page=False)
+
+
+@pytest.fixture(params=["en", "zh"])
+def phone(browser, server, outside_requests, request):
+    context = browser.new_context(
+        viewport={"width": 390, "height": 844}, base_url=server, is_mobile=True, has_touch=True
+    )
+    block_outside(context, outside_requests)
+    page = context.new_page()
+    page.lang = request.param
+    yield page
+    context.close()
+
+
+def test_on_a_phone_the_heatmap_comes_first_under_the_input(phone: Page):
+    phone.goto(f"/?text=他在银行工作&lang={phone.lang}")
+    ready(phone)
+    form = phone.locator("#input-form").bounding_box()
+    plot = phone.locator("#plot").bounding_box()
+    output = phone.locator("#output").bounding_box()
+    assert form["y"] < plot["y"] < output["y"] and plot["y"] < 300, (form, plot, output)
+    assert plot["width"] <= 390
+    # the title starts at the left, clear of the toolbar at the top right
+    title = phone.locator("#plot .gtitle").bounding_box()
+    bar = phone.locator("#plot .modebar").bounding_box()
+    assert title["x"] + title["width"] <= bar["x"] or title["y"] >= bar["y"] + bar["height"]
+    shot(phone, f"phone-head-{phone.lang}")
+
+
+def test_a_long_input_keeps_the_heatmap_in_view(page: Page):
+    page.goto(f"/?model=minilm&text={LONG}")
+    ready(page)
+    tokens = page.locator("#source-tokens")
+    assert tokens.bounding_box()["height"] <= 50  # two lines, the rest behind a button
+    more = page.locator("#more-tokens")
+    expect(more).to_have_text(re.compile(r"^show all 512 tokens$"))
+    assert page.locator("#plot").bounding_box()["y"] < 450  # on screen at 1280 x 800
+    labels = ticks(page, "y")
+    assert 0 < len(labels) <= 64  # thinned: at most 64 labels over the 512 rows
+    shot(page, "long-input")
+    more.click()
+    expect(more).to_be_hidden()
+    assert tokens.bounding_box()["height"] > 100
+
+
+def test_masks_are_yes_or_no_and_a_lone_sentence_has_no_padding(page: Page):
+    page.goto("/?text=猫追狗&view=masks")
+    ready(page)
+    legend = page.locator("#grid .mask-plot[data-type='encoder.self'] .cbaxis text")
+    expect(legend).to_have_text(["hidden", "may attend"])
+    note = page.locator("#grid .mask-plot[data-type='encoder.self'] + p")
+    expect(note).to_contain_text("This one sentence has no padding")
+    shot(page, "masks")
+
+
+def test_the_model_view_moves_between_thumbnails_by_keys(page: Page):
+    page.goto("/?text=猫追狗&view=model&type=encoder.self&layer=1&head=3")
+    ready(page)
+    current = page.locator(".thumb.current")
+    expect(current).to_have_attribute("data-layer", "1")
+    expect(current).to_have_attribute("data-head", "3")
+    current.focus()
+    page.keyboard.press("ArrowRight")
+    focused = page.evaluate(
+        "[document.activeElement.dataset.layer, document.activeElement.dataset.head]"
+    )
+    assert focused == ["1", "4"]
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    ready(page)
+    state = url_state(page)
+    assert (state["view"], state["layer"], state["head"]) == ("head", "2", "4")
+    expect(page.locator("#explain")).to_have_text(re.compile("^Arrow keys"))

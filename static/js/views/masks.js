@@ -1,6 +1,22 @@
 // The masks applied to this input, with the seed's explanation of each.
 import { heatmap } from "../plots.js";
 
+// a mask is yes/no: two colours and a legend, not a colour bar of values in between
+function maskStyle(t) {
+  return {
+    zmin: 0,
+    zmax: 1,
+    valueLabel: t("kind_mask"),
+    colorscale: [
+      [0, "#d9d9d9"],
+      [0.5, "#d9d9d9"],
+      [0.5, "#2b6cb0"],
+      [1, "#2b6cb0"],
+    ],
+    colorbar: { tickvals: [0.25, 0.75], ticktext: [t("mask_hidden"), t("mask_visible")] },
+  };
+}
+
 const EXPLAIN = {
   "encoder.self": "mask_padding",
   "decoder.self": "mask_combined",
@@ -28,9 +44,7 @@ async function drawMasks(ctx) {
       rows: tokens,
       columns: tokens,
       title: t("mask_causal_title"),
-      zmin: 0,
-      zmax: 1,
-      valueLabel: t("kind_mask"),
+      ...maskStyle(t),
     });
   }
   for (const type of types) {
@@ -41,16 +55,18 @@ async function drawMasks(ctx) {
     box.dataset.type = type;
     const note = document.createElement("p");
     note.className = "explain";
-    note.textContent = t(EXPLAIN[type]);
+    const z = block.matrix(0);
+    // one sentence has no padding: say so rather than show a block of one colour alone
+    const padded = z.some((row) => row.some((v) => v < 0.5));
+    const none = type === "decoder.self" ? "" : ` ${t("mask_no_padding")}`;
+    note.textContent = t(EXPLAIN[type]) + (padded ? "" : none);
     grid.append(box, note);
     await heatmap(box, {
-      z: block.matrix(0),
+      z,
       rows: block.rows,
       columns: block.columns,
       title: `${t(type)} · ${t("kind_mask")}`,
-      zmin: 0,
-      zmax: 1,
-      valueLabel: t("kind_mask"),
+      ...maskStyle(t),
     });
   }
   elements.explain.textContent = "";

@@ -60,7 +60,28 @@ async function drawModel(ctx) {
       row.append(button);
     });
   }
-  elements.explain.textContent = t("hint");
+  // the current head is marked, and the arrow keys move between thumbnails (Enter opens)
+  grid.querySelector(thumbAt(state.layer, state.head))?.classList.add("current");
+  grid.onkeydown = (event) => {
+    const at = event.target.closest?.(".thumb");
+    if (!at) return;
+    const layer = Number(at.dataset.layer);
+    const head = Number(at.dataset.head);
+    const moves = {
+      ArrowLeft: [layer, (head + heads - 1) % heads],
+      ArrowRight: [layer, (head + 1) % heads],
+      ArrowUp: [(layer + layers - 1) % layers, head],
+      ArrowDown: [(layer + 1) % layers, head],
+    };
+    if (!(event.key in moves)) return;
+    event.preventDefault();
+    grid.querySelector(thumbAt(...moves[event.key]))?.focus();
+  };
+  elements.explain.textContent = t("hint_model");
+}
+
+function thumbAt(layer, head) {
+  return `.thumb[data-layer="${layer}"][data-head="${head}"]`;
 }
 
 export const view = {

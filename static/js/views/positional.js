@@ -1,5 +1,5 @@
 // The positional table the model adds, the similarity of positions, a few dims as curves.
-import { CONFIG, escapeText, heatmap, plotly } from "../plots.js";
+import { CONFIG, escapeText, heatmap, plotly, themed } from "../plots.js";
 
 async function drawPositional(ctx) {
   const { t, elements, analysis } = ctx;
@@ -51,6 +51,7 @@ async function drawPositional(ctx) {
       xaxis: { title: { text: t("position") } },
       height: 320,
       margin: { l: 50, r: 20, t: 40, b: 40 },
+      ...themed(),
     },
     CONFIG,
   );
