@@ -102,6 +102,7 @@ COPY --from=project /app /app
 COPY --from=js /js/node_modules/plotly.js-cartesian-dist-min /app/node_modules/plotly.js-cartesian-dist-min
 COPY --from=js /js/node_modules/swagger-ui-dist /app/node_modules/swagger-ui-dist
 COPY --from=js /js/docs/redoc /app/node_modules/redoc/bundles
+COPY --from=js /js/node_modules/plotly.js-locales/zh-cn.js /app/node_modules/plotly.js-locales/zh-cn.js
 WORKDIR /app
 USER 10001
 EXPOSE 8000

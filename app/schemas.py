@@ -143,6 +143,9 @@ class StartHead(BaseModel):
 class ModelInfo(BaseModel):
     id: str
     title: str
+    titles: dict[str, str] = Field(
+        {}, description="The title in other languages, by ISO 639-1 code (the page's zh)."
+    )
     description: str
     architecture: Literal["encoder-decoder", "encoder-only", "decoder-only"]
     encoder_layers: int = Field(description="0 for a decoder-only model.")

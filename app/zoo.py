@@ -19,6 +19,7 @@ from model.runner import AttentionSpec, Runner, untrained
 from .settings import Settings
 
 TWIN_DESCRIPTION = "The same configuration with fixed-seed random weights, for comparison."
+TWIN_TITLES = {"zh": "{}（未训练的孪生模型）"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class Family:
     short_title: str = ""  # for the twin's title; default: the title
     twin: bool = True  # also serve `<id>-untrained`
     examples: tuple[str, ...] = ()  # the page's example sentences, in its languages
+    # the title and short title in other languages of the page: {"zh": (title, short)}
+    translations: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class ModelEntry:
     runner: Runner
     examples: tuple[str, ...] = ()
     start: StartHead | None = None  # None: chosen by start_head when the entry is made
+    titles: dict[str, str] = field(default_factory=dict)  # by language, besides `title`
     specs: dict[str, AttentionSpec] = field(init=False)
     # what the model has and can do, as the lab's experiments name their needs: its
     # capabilities that hold, "encoder", "decoder" and "positions" (an encoding that can
@@ -157,6 +161,7 @@ register(
         ["zh", "en"],
         lambda settings: Pronouncer.load(settings.pronounce_dir),
         short_title="Pronunciation",
+        translations={"zh": ("读音（中文 → 拼音，英文 → ARPAbet）", "读音")},
         examples=(
             "他在银行工作，每天走路上班",
             "苹果公司发布了新款手机，它采用了最新的芯片",
@@ -175,6 +180,7 @@ register(
         ["en"],
         lambda settings: MiniLM.load(),
         short_title="all-MiniLM-L6-v2",
+        translations={"zh": ("all-MiniLM-L6-v2（英文）", "all-MiniLM-L6-v2")},
         examples=(
             "The animal didn't cross the street because it was too tired.",
             "She sat on the bank of the river and watched the boats.",
@@ -200,7 +206,10 @@ def load_zoo(settings: Settings) -> Zoo:
     for family in [REGISTRY[i] for i in dict.fromkeys(settings.zoo)] or REGISTRY.values():
         runner = family.load(settings)
         about = {"languages": family.languages, "examples": family.examples}
-        trained = ModelEntry(family.id, family.title, family.description, runner=runner, **about)
+        titles = {lang: title for lang, (title, _) in family.translations.items()}
+        trained = ModelEntry(
+            family.id, family.title, family.description, runner=runner, titles=titles, **about
+        )
         entries.append(trained)
         if family.twin:
             twin = runner.with_model(untrained(runner.model.config))
@@ -214,6 +223,11 @@ def load_zoo(settings: Settings) -> Zoo:
                     TWIN_DESCRIPTION,
                     runner=twin,
                     start=start,
+                    titles={
+                        lang: TWIN_TITLES[lang].format(short)
+                        for lang, (_, short) in family.translations.items()
+                        if lang in TWIN_TITLES
+                    },
                     **about,
                 )
             )

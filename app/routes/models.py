@@ -31,6 +31,7 @@ def model_info(entry: ModelEntry, default: bool, max_text_chars: int) -> ModelIn
     return ModelInfo(
         id=entry.id,
         title=entry.title,
+        titles=entry.titles,
         description=entry.description,
         architecture=cfg.architecture,
         encoder_layers=cfg.n_layers if cfg.has_encoder else 0,

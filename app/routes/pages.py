@@ -194,6 +194,29 @@ def plotly_js(request: Request) -> Response:
     return Response(body, media_type="text/javascript", headers=headers)
 
 
+# plotly.js's Chinese strings (its toolbar's tooltips), from the npm package pinned in
+# package.json: a CommonJS module, served wrapped for the browser, where it joins
+# window.PlotlyLocales for plots.js to register.
+ZH_LOCALE = ROOT / "node_modules" / "plotly.js-locales" / "zh-cn.js"
+
+
+@lru_cache(maxsize=1)
+def zh_locale() -> bytes:
+    module = ZH_LOCALE.read_bytes() if ZH_LOCALE.is_file() else b"module.exports = null;"
+    return (
+        b"(function () {\nvar module = { exports: {} };\n"
+        + module
+        + b"\nif (module.exports) (window.PlotlyLocales = window.PlotlyLocales || [])"
+        b".push(module.exports);\n})();\n"
+    )
+
+
+@router.get("/vendor/plotly-locale-zh-cn.js")
+def plotly_locale() -> Response:
+    headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
+    return Response(zh_locale(), media_type="text/javascript", headers=headers)
+
+
 class PageFiles(StaticFiles):
     """The page's modules and stylesheet, revalidated on every load (`no-cache`: a 304
     when unchanged by their ETag), so that a new release's modules never mix with an old

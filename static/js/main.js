@@ -207,8 +207,16 @@ function syncControls() {
   elements.average.checked = state.avg;
   elements.words.checked = state.words;
   elements.hide.checked = state.hide;
-  for (const el of document.querySelectorAll(".word-view")) {
-    el.hidden = !info.capabilities.word_view;
+  // only the controls the view reads are shown (views/index.js: each view's `controls`)
+  const { controls: reads } = viewOf(state.view);
+  for (const name of ["type", "layer", "head", "kind", "overlay", "average", "words", "hide"]) {
+    const input = elements[name];
+    const label = input.closest("label") ?? document.querySelector(`label[for="${input.id}"]`);
+    const applies =
+      reads.includes(name) &&
+      (!label.classList.contains("word-view") || info.capabilities.word_view);
+    input.hidden = !applies && input.tagName === "SELECT";
+    label.hidden = !applies;
   }
   for (const el of document.querySelectorAll(".compare-only")) {
     el.hidden = !info.capabilities.similarity;
@@ -224,6 +232,11 @@ function syncControls() {
   elements.head.disabled =
     !controls.includes("head") || (state.avg && controls.includes("average"));
   applyLanguage(state.lang);
+  // the models' titles in the page's language, where the server has them
+  for (const option of elements.model.options) {
+    const m = models[option.value];
+    option.textContent = m.titles?.[state.lang] ?? m.title;
+  }
   // the tokens "hide" drops are the ones this model's tokenizer adds
   elements.hideLabel.textContent = t("hide").replace("{specials}", info.special_tokens.join("/"));
 }
@@ -251,6 +264,7 @@ async function render() {
     lab: (route, body) => api.lab(route, body),
     update,
     modelIds: () => Object.keys(models),
+    modelTitle: (id) => models[id].titles?.[state.lang] ?? models[id].title,
   };
   syncControls();
   writeState(state, { replace: true }); // the clamped choices, so the URL tells the view

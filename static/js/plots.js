@@ -10,6 +10,8 @@ export function escapeText(s) {
 export const plotly = new Promise((resolve, reject) => {
   const ready = () => {
     performance.mark("attnviz:plotly");
+    // its Chinese strings, if their script (async too) came first; else registered at draw
+    registerLocales();
     // the first draw in a task of its own, not in the one that ran the bundle's script
     // (together they made the load's longest task: 171 against 139 ms, measured)
     setTimeout(() => resolve(window.Plotly), 0);
@@ -38,11 +40,17 @@ const downloadSvg = (filename) => ({
   click: (gd) => window.Plotly.downloadImage(gd, { format: "svg", filename }),
 });
 
-// plotly's toolbar, offline: no logo link, no button that needs a server; exported PNG
-// and SVG files are named after what they show (configFor)
+function registerLocales() {
+  for (const locale of window.PlotlyLocales?.splice(0) ?? []) window.Plotly.register(locale);
+}
+
+// plotly's toolbar, offline: no logo link, no button that needs a server, its tooltips in
+// the page's language; exported PNG and SVG files are named after what they show
 export function configFor(filename = "attnviz") {
   const safe = filename.replace(/[^\w.-]+/g, "_");
+  if (window.Plotly) registerLocales();
   return {
+    locale: document.documentElement.lang === "zh-CN" ? "zh-CN" : "en",
     responsive: true,
     displaylogo: false,
     showSendToCloud: false,
@@ -51,8 +59,6 @@ export function configFor(filename = "attnviz") {
     modeBarButtonsToAdd: [downloadSvg(safe)],
   };
 }
-
-export const CONFIG = configFor();
 
 // z: rows of numbers; rows/columns: token lists (repeated tokens keep their own column),
 // the axes' labels; rowNames: what the hover and the readout call each row (default: its
@@ -140,7 +146,7 @@ export async function heatmap(
   // it: a pointer resting on the plot is hovered during the redraw, and plotly.js sends no
   // second event for the same cell
   el.attnvizLabels = readout && columns ? { rowNames, columns, readout } : null;
-  const drawn = await Plotly.react(el, data, layout, filename ? configFor(filename) : CONFIG);
+  const drawn = await Plotly.react(el, data, layout, configFor(filename));
   if (readout && columns) {
     el.removeAllListeners?.("plotly_hover");
     el.on("plotly_hover", (event) => {

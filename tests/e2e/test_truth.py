@@ -193,3 +193,24 @@ def test_the_model_view_moves_between_thumbnails_by_keys(page: Page):
     state = url_state(page)
     assert (state["view"], state["layer"], state["head"]) == ("head", "2", "4")
     expect(page.locator("#explain")).to_have_text(re.compile("^Arrow keys"))
+
+
+def test_chinese_reaches_the_model_names_and_plotlys_toolbar(page: Page):
+    page.goto("/?text=猫追狗&lang=zh")
+    ready(page)
+    expect(page.locator("#model option[value=pronounce]")).to_have_text(
+        "读音（中文 → 拼音，英文 → ARPAbet）"
+    )
+    expect(page.locator("#model option[value=minilm-untrained]")).to_have_text(
+        "all-MiniLM-L6-v2（未训练的孪生模型）"
+    )
+    zoom = page.locator("#plot .modebar-btn[data-attr='dragmode'][data-val='zoom']")
+    expect(zoom).to_have_attribute("data-title", "缩放")
+    page.click("#lang-en")
+    ready(page)
+    expect(zoom).to_have_attribute("data-title", "Zoom")
+    # controls a view does not read are not shown: Masks reads none of them
+    page.click("[data-view=masks]")
+    ready(page)
+    for control in ("#type", "#layer", "#kind", "#overlay", "#average"):
+        expect(page.locator(control)).to_be_hidden()

@@ -14,7 +14,14 @@ async function drawHead(ctx) {
   const z = state.avg ? block.mean() : block.matrix(Math.min(state.head, block.count - 1));
   const who = state.avg ? t("average") : `${t("head")} ${state.head}`;
   const { rows, rowNames, convention } = rowLabels(block, state.type, t);
-  ctx.elements.convention.textContent = [startLine(ctx), convention].join(" ").trim();
+  // the word view and hidden specials reshape weights only (the API refuses them for the
+  // rest): say so where they are on
+  const reshaped = state.words || state.hide;
+  const ignored =
+    reshaped && kind !== "weights" && ctx.modelInfo().capabilities.word_view
+      ? t("words_weights_only")
+      : "";
+  ctx.elements.convention.textContent = [startLine(ctx), convention, ignored].join(" ").trim();
   await heatmap(ctx.elements.plot, {
     z,
     rows,

@@ -1,5 +1,5 @@
 // The positional table the model adds, the similarity of positions, a few dims as curves.
-import { CONFIG, escapeText, heatmap, plotly, themed } from "../plots.js";
+import { configFor, escapeText, heatmap, plotly, themed } from "../plots.js";
 
 async function drawPositional(ctx) {
   const { t, elements, analysis } = ctx;
@@ -53,7 +53,7 @@ async function drawPositional(ctx) {
       margin: { l: 50, r: 20, t: 40, b: 40 },
       ...themed(),
     },
-    CONFIG,
+    configFor(`attnviz-${ctx.state.model}-positional`),
   );
   elements.explain.textContent = `${t("pe_explain")} ${pe.formula}`;
 }

@@ -8,7 +8,9 @@ async function draw({ ctx, t, out, head }) {
   const otherLabel = el("label", { htmlFor: "lab-other", textContent: t("lab_other_text") });
   const modelPick = el("select", { id: "lab-other-model" });
   modelPick.append(el("option", { value: "", textContent: t("lab_same_model") }));
-  for (const id of ctx.modelIds()) modelPick.append(el("option", { value: id, textContent: id }));
+  for (const id of ctx.modelIds()) {
+    modelPick.append(el("option", { value: id, textContent: ctx.modelTitle(id) }));
+  }
   // with nothing chosen yet, the same text on the model's twin (trained against
   // untrained): comparing the input with itself would show no difference at all
   const twin = state.model.endsWith("-untrained")

@@ -40,7 +40,13 @@ async function draw({ ctx, t, out, base }) {
   const names = Object.keys(r.explain);
   const rows = r.rows.filter((row) => row.type === state.type);
   const metric = el("select", { id: "lab-metric" });
-  for (const name of names) metric.append(el("option", { value: name, textContent: name }));
+  // the metrics' names and what they mean in the page's language (the API's explain is
+  // English)
+  const named = (name) => t(`metric_${name}`);
+  const meaning = (name) => t(`metric_${name}_explain`);
+  for (const name of names) {
+    metric.append(el("option", { value: name, textContent: named(name) }));
+  }
   const box = el("div", { className: "plot" });
   const layers = Math.max(...rows.map((row) => row.layer)) + 1;
   const heads = Math.max(...rows.map((row) => row.head)) + 1;
@@ -53,8 +59,8 @@ async function draw({ ctx, t, out, base }) {
       z,
       rows: z.map((_, l) => `L${l}`),
       columns: Array.from({ length: heads }, (_, h) => `H${h}`),
-      title: `${metric.value} · ${t(state.type)} — ${r.explain[metric.value]}`,
-      valueLabel: metric.value,
+      title: `${named(metric.value)} · ${t(state.type)} — ${meaning(metric.value)}`,
+      valueLabel: named(metric.value),
     });
   };
   metric.addEventListener("change", drawMetric);
@@ -70,9 +76,12 @@ async function draw({ ctx, t, out, base }) {
   await drawMetric();
   const columns = ["type", "layer", "head", ...names];
   const cells = rows.map((row) => columns.map((c) => (c === "type" ? t(row[c]) : row[c])));
-  const metricsTable = sortable(table(columns, cells));
+  const headers = ["lab_type", "layer", "head"].map(t).concat(names.map(named));
+  const metricsTable = sortable(table(headers, cells));
   metricsTable.id = "lab-metrics-table";
-  out.append(metricsTable);
+  // a phone scrolls the table sideways: say so above it
+  const hint = el("p", { className: "scroll-hint", textContent: t("scroll_hint") });
+  out.append(hint, el("div", { className: "table-scroll" }, metricsTable));
 }
 
 export const experiment = {
