@@ -98,8 +98,11 @@ export async function heatmap(
       row.map((v, j) => `${safeNames[i]} → ${safeColumns[j]}: ${formatValue(v)}`),
     );
     trace.hovertemplate = `%{text}<extra>${escapeText(valueLabel || "")}</extra>`;
+  } else if (safeColumns) {
+    // too many cells for a label each: plotly.js draws no tooltip, the page's own tip (and
+    // the readout) names the cell's tokens from the hover event
+    trace.hoverinfo = "none";
   } else {
-    // too many cells for a label each: the tooltip shows positions, the readout tokens
     trace.hovertemplate = `%{y} → %{x}: %{z:.3f}<extra></extra>`;
   }
   const data = [trace];
@@ -145,7 +148,8 @@ export async function heatmap(
   // the hover handler reads the labels of the plot being drawn, set before plotly.js draws
   // it: a pointer resting on the plot is hovered during the redraw, and plotly.js sends no
   // second event for the same cell
-  el.attnvizLabels = readout && columns ? { rowNames, columns, readout } : null;
+  const ownTip = columns && trace.hoverinfo === "none";
+  el.attnvizLabels = readout && columns ? { rowNames, columns, readout, ownTip } : null;
   const drawn = await Plotly.react(el, data, layout, configFor(filename));
   if (readout && columns) {
     el.removeAllListeners?.("plotly_hover");
@@ -154,10 +158,38 @@ export async function heatmap(
       const now = el.attnvizLabels;
       if (!now) return;
       // textContent: token text never becomes markup
-      now.readout.textContent = `${now.rowNames[point.y]} → ${now.columns[point.x]}: ${formatValue(point.z)}`;
+      const named = `${now.rowNames[point.y]} → ${now.columns[point.x]}: ${formatValue(point.z)}`;
+      now.readout.textContent = named;
+      if (now.ownTip) showTip(el, named, event.event);
     });
+    el.removeAllListeners?.("plotly_unhover");
+    el.on("plotly_unhover", () => hideTip(el));
   }
   return drawn;
+}
+
+// The tooltip of a heatmap too large for plotly.js's own per-cell labels: one element,
+// beside the pointer, with the cell's tokens as text.
+function showTip(el, text, pointer) {
+  let tip = el.querySelector(".cell-tip");
+  if (!tip) {
+    tip = document.createElement("div");
+    tip.className = "cell-tip";
+    tip.setAttribute("role", "tooltip");
+    el.append(tip);
+  }
+  tip.textContent = text;
+  const box = el.getBoundingClientRect();
+  const x = (pointer?.clientX ?? box.left) - box.left + 14;
+  const y = (pointer?.clientY ?? box.top) - box.top + 14;
+  tip.style.left = `${Math.min(x, box.width - tip.offsetWidth - 4)}px`;
+  tip.style.top = `${y}px`;
+  tip.hidden = false;
+}
+
+function hideTip(el) {
+  const tip = el.querySelector(".cell-tip");
+  if (tip) tip.hidden = true;
 }
 
 // The page's colours for plotly (a dark theme follows the system): transparent paper, the

@@ -267,7 +267,18 @@ def test_a_512_token_input_labels_every_kth_token_and_the_readout_names_each(pag
     assert x[1] == words[7]  # the 8th token after [CLS] is the 8th word
     assert page.evaluate("document.getElementById('plot').data[0].z.length") == 512
     page.locator("#plot .nsewdrag").hover(position={"x": 1, "y": 1})  # [CLS] -> [CLS]
-    expect(page.locator("#readout")).to_have_text(re.compile(r"^\[CLS\] → \[CLS\]: [01]\.\d{3}$"))
+    named = re.compile(r"^\[CLS\] → \[CLS\]: [01]\.\d{3}$")
+    expect(page.locator("#readout")).to_have_text(named)
+    # the tooltip itself names the tokens too (the page's own: 512 x 512 cells are too
+    # many for a plotly.js label each), beside the pointer
+    tip = page.locator("#plot .cell-tip")
+    expect(tip).to_have_text(named)
+    expect(tip).to_be_visible()
+    box = page.locator("#plot .nsewdrag").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 8.5 / 512, box["y"] + box["height"] * 0.5 / 512)
+    expect(tip).to_have_text(re.compile(rf"^\[CLS\] → {words[7]}: [01]\.\d{{3}}$"))
+    page.mouse.move(5, 5)  # off the plot: the tip goes
+    expect(tip).to_be_hidden()
     page.goto("/?model=minilm&view=model&text=" + " ".join(words[:600]))
     ready(page)
     assert page.locator("#grid canvas").count() == 6 * 12
