@@ -3,6 +3,8 @@ const STRINGS = {
   en: {
     tagline: "Every attention head of a Transformer, live.",
     api_docs: "API docs",
+    lab_rollout_assumes:
+      "Each layer's heads are averaged and mixed with the identity (residual {residual}) for the residual connection, rows renormalised, and the layers multiplied (Abnar & Zuidema 2020): information is assumed to move linearly along attention weights and the residual stream only, ignoring values, the output projection, the feed-forward layers and LayerNorm. A heuristic of where information comes from, not an attribution.",
     metric_entropy: "entropy",
     metric_max_weight: "max weight",
     metric_distance: "distance",
@@ -192,6 +194,8 @@ const STRINGS = {
   },
   zh: {
     api_docs: "API 文档",
+    lab_rollout_assumes:
+      "每层各头取平均，再按残差连接与单位矩阵混合（残差 {residual}），各行重新归一化，然后逐层相乘（Abnar 与 Zuidema，2020）：假定信息只沿注意力权重和残差流线性传递，忽略值向量、输出投影、前馈层和 LayerNorm。这是一种估计信息来源的启发式方法，不是归因。",
     metric_entropy: "熵",
     metric_max_weight: "最大权重",
     metric_distance: "距离",

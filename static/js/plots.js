@@ -210,7 +210,8 @@ export function themed() {
 const MAX_TICKS = 64;
 
 function axis(labels, font, room, across) {
-  if (!labels) return { title: { text: "dim" } };
+  if (!labels)
+    return { title: { text: document.documentElement.lang === "zh-CN" ? "维度" : "dim" } };
   // every k-th label, k such that labels are at most MAX_TICKS and a line of the font apart
   // (never overlapping); the x axis turns them upright once there are many
   const fit = Math.max(1, Math.floor(room / (font.size * 1.15)));

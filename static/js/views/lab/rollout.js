@@ -11,7 +11,8 @@ async function draw({ ctx, t, out, base }) {
   const type = selfTypes.includes(state.type) ? state.type : selfTypes[0];
   const r = await ask(ctx, "rollout", { ...base, type });
   if (ctx.stale()) return;
-  summary(out, r.assumes);
+  // what rollout assumes, in the page's language (the API states it in English)
+  summary(out, t("lab_rollout_assumes").replace("{residual}", r.residual));
   await weights(out, {
     z: r.matrix,
     rows: r.tokens,
