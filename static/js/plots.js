@@ -79,6 +79,7 @@ export async function heatmap(
     colorscale = COLORSCALE,
     colorbar,
     filename,
+    fill = false,
   },
 ) {
   const safeRows = rows.map(escapeText);
@@ -121,7 +122,14 @@ export async function heatmap(
   }
   const shown = Math.min(rows.length, MAX_TICKS);
   const tickFont = { size: Math.max(7, Math.min(14, 600 / Math.max(shown, 1))) };
-  const height = Math.min(900, Math.max(320, 18 * rows.length + 120));
+  let height = Math.min(900, Math.max(320, 18 * rows.length + 120));
+  if (fill) {
+    // the view's one plot takes the screen below its top, less the two lines under it
+    // that say what its rows are (a projected page's heatmap is the largest thing on it),
+    // up to 900 px
+    const below = innerHeight - (el.getBoundingClientRect().top + scrollY) - 56;
+    height = Math.max(height, Math.min(900, below));
+  }
   // the room each axis has for its labels, in px (the margins are 70 + 20 and 62 + 70)
   const room = { x: Math.max(200, (el.clientWidth || 900) - 90), y: height - 132 };
   const layout = {

@@ -214,3 +214,31 @@ def test_chinese_reaches_the_model_names_and_plotlys_toolbar(page: Page):
     ready(page)
     for control in ("#type", "#layer", "#kind", "#overlay", "#average"):
         expect(page.locator(control)).to_be_hidden()
+
+
+def test_the_page_follows_a_dark_system_theme(browser, server, outside_requests):
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 800}, base_url=server, color_scheme="dark"
+    )
+    block_outside(context, outside_requests)
+    page = context.new_page()
+    page.goto("/?text=猫追狗")
+    ready(page)
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    text = page.evaluate("getComputedStyle(document.body).color")
+    assert background == "rgb(22, 23, 26)" and text == "rgb(230, 230, 233)"
+    layout = page.evaluate("document.getElementById('plot')._fullLayout")
+    assert layout["paper_bgcolor"].replace(" ", "") == "rgba(0,0,0,0)"  # the page shows
+    assert layout["font"]["color"] == text
+    shot(page, "dark")
+    context.close()
+
+
+def test_the_heatmap_is_the_largest_thing_on_a_projected_page(page: Page):
+    page.goto("/?text=猫追狗")
+    ready(page)
+    plot = page.locator("#plot").bounding_box()
+    assert plot["height"] >= 0.45 * 800 and plot["y"] + plot["height"] <= 800 + 2
+    # and the line saying what its rows are stays on screen under it
+    convention = page.locator("#convention").bounding_box()
+    assert convention["y"] + convention["height"] <= 800

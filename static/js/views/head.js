@@ -33,6 +33,7 @@ async function drawHead(ctx) {
     valueLabel: kind === "scores" ? t("score") : t("weight"),
     overlay: masks && masks.height === z.length ? masks.matrix(0) : null,
     readout: ctx.elements.readout,
+    fill: true,
     // exported images say what they show
     filename: `attnviz-${state.model}-${state.type}-L${state.layer}-${state.avg ? "mean" : `H${state.head}`}-${kind}`,
   });
