@@ -3,6 +3,10 @@ const STRINGS = {
   en: {
     tagline: "Every attention head of a Transformer, live.",
     api_docs: "API docs",
+    lab_rows_columns:
+      "In the heatmaps: rows are the queries (a decoder's: the tokens fed in, each step predicting the next), columns the keys; tables list heads by layer.",
+    pe_rows_columns:
+      "Table: rows are positions, columns dimensions. Similarity: positions against positions.",
     lab_rollout_assumes:
       "Each layer's heads are averaged and mixed with the identity (residual {residual}) for the residual connection, rows renormalised, and the layers multiplied (Abnar & Zuidema 2020): information is assumed to move linearly along attention weights and the residual stream only, ignoring values, the output projection, the feed-forward layers and LayerNorm. A heuristic of where information comes from, not an attribution.",
     metric_entropy: "entropy",
@@ -194,6 +198,9 @@ const STRINGS = {
   },
   zh: {
     api_docs: "API 文档",
+    lab_rows_columns:
+      "热力图中：行是查询（解码器的行是输入的词元，每一步预测下一个），列是键；表格按层列出各头。",
+    pe_rows_columns: "表：行是位置，列是维度。相似度：位置对位置。",
     lab_rollout_assumes:
       "每层各头取平均，再按残差连接与单位矩阵混合（残差 {residual}），各行重新归一化，然后逐层相乘（Abnar 与 Zuidema，2020）：假定信息只沿注意力权重和残差流线性传递，忽略值向量、输出投影、前馈层和 LayerNorm。这是一种估计信息来源的启发式方法，不是归因。",
     metric_entropy: "熵",

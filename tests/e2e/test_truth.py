@@ -242,3 +242,33 @@ def test_the_heatmap_is_the_largest_thing_on_a_projected_page(page: Page):
     # and the line saying what its rows are stays on screen under it
     convention = page.locator("#convention").bounding_box()
     assert convention["y"] + convention["height"] <= 800
+
+
+def test_a_chinese_walk_through_every_view_reads_chinese(page: Page):
+    page.goto("/?text=他在银行工作&lang=zh")
+    ready(page)
+    expect(page.locator("#plot .gtitle")).to_have_text("交叉注意力 · 层 2 · 头 1")
+    expect(page.locator("#convention")).to_contain_text("打开的是模型卡所指的头")
+    expect(page.locator("#convention")).to_contain_text("行：解码器每一步预测的词元")
+    shot(page, "zh-head")
+    page.click("[data-view=model]")
+    ready(page)
+    expect(page.locator("#explain")).to_contain_text("行：层；列：头")
+    expect(page.locator(".thumb[data-layer='2'][data-head='1'] .thumb-caption")).to_have_text(
+        "H1 对齐"
+    )
+    shot(page, "zh-model")
+    page.click("[data-view=masks]")
+    ready(page)
+    legend = page.locator("#grid .mask-plot[data-type='encoder.self'] .cbaxis text")
+    expect(legend).to_have_text(["屏蔽", "可关注"])
+    page.click("[data-view=positional]")
+    ready(page)
+    expect(page.locator("#explain")).to_contain_text("表：行是位置，列是维度")
+    page.click("[data-view=lab]")
+    page.select_option("#lab-experiment", "metrics")
+    ready(page)
+    headers = page.locator("#lab-metrics-table th").all_text_contents()
+    assert headers[:4] == ["类型", "层", "头", "熵"], headers
+    expect(page.locator("#explain")).to_contain_text("热力图中：行是查询")
+    shot(page, "zh-lab-metrics")

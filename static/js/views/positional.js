@@ -55,7 +55,7 @@ async function drawPositional(ctx) {
     },
     configFor(`attnviz-${ctx.state.model}-positional`),
   );
-  elements.explain.textContent = `${t("pe_explain")} ${pe.formula}`;
+  elements.explain.textContent = `${t("pe_rows_columns")} ${t("pe_explain")} ${pe.formula}`;
 }
 
 export const view = {

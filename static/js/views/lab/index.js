@@ -74,7 +74,8 @@ async function drawLab(ctx) {
     out.append(el("p", { className: "status error", id: "lab-error", textContent: text }));
   }
   if (ctx.stale()) return;
-  elements.explain.textContent = "";
+  // what the rows and columns of the lab's heatmaps are
+  elements.explain.textContent = t("lab_rows_columns");
   if (focused) document.getElementById(focused)?.focus(); // the control just used
 }
 
