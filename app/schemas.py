@@ -219,8 +219,10 @@ class AnalyzeResponse(BaseModel):
     predicted_tokens: list[str] = Field(
         [],
         description="Per decoder position (target_tokens), the token the model predicts at "
-        "that step: the step fed target_tokens[i] predicts predicted_tokens[i] (target_tokens "
-        "shifted by one, ending in <eos>); empty for an encoder-only model.",
+        "that step in the captured pass (its argmax): the step fed target_tokens[i] predicts "
+        "predicted_tokens[i]. For a sentence decoded in one piece this is target_tokens "
+        "shifted by one, ending in <eos>; a long text decoded piece by piece may differ where "
+        "the pieces meet. Empty for an encoder-only model.",
     )
     output: list[str] = Field(description="The model's output tokens (the transcription).")
     output_text: str = Field(description="The output tokens joined by spaces.")

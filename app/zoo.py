@@ -108,7 +108,8 @@ def start_head(entry: ModelEntry) -> StartHead:
     alignment head, a previous-token head, a positional one); else the most focused."""
     named = CARD_HEAD.fullmatch(str((getattr(entry.runner, "card", None) or {}).get(
         "alignment_head", "")))  # fmt: skip
-    if named and f"{named[1]}.{named[3]}" in entry.specs:
+    spec = entry.specs.get(f"{named[1]}.{named[3]}") if named else None
+    if spec and int(named[2]) < spec.layers and int(named[4]) < spec.query_heads:
         return StartHead(f"{named[1]}.{named[3]}", int(named[2]), int(named[4]), "alignment",
                          "model card")  # fmt: skip
     result = entry.runner.run(entry.examples[0] if entry.examples else "hello")

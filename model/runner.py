@@ -112,8 +112,8 @@ class RunResult:
     source_ids: list[int] = field(default_factory=list, kw_only=True)
     target_ids: list[int] = field(default_factory=list, kw_only=True)
     # per decoder position (target_tokens), the token the captured pass predicts there
-    # (argmax of its output): target_tokens shifted by one, ending in <eos>; a decoder
-    # row is the step that predicts this token, having been fed target_tokens' one
+    # (argmax of its output): for text decoded in one piece, target_tokens shifted by one
+    # and <eos>; a decoder row is the step that predicts this token, fed target_tokens' one
     predicted_tokens: list[str] = field(default_factory=list, kw_only=True)
     # a step-by-step decoder's pieces as it decoded them (`StepwiseRunner.decoded_pieces`)
     pieces: list[DecodedPiece] = field(default_factory=list, kw_only=True, repr=False)

@@ -123,12 +123,11 @@ def redoc() -> HTMLResponse:
 
 
 def docs_assets() -> dict[str, StaticFiles]:
-    """The documentation pages' scripts by mount path (where installed)."""
+    """The documentation pages' scripts by mount path (where installed), as files with
+    their ETags (not gzipped per request: the bundles are large and rarely fetched)."""
     found = {"/vendor/swagger-ui": SWAGGER_UI, "/vendor/redoc": REDOC}
     return {
-        path: GZipMiddleware(StaticFiles(directory=folder), minimum_size=1024)
-        for path, folder in found.items()
-        if folder.is_dir()
+        path: StaticFiles(directory=folder) for path, folder in found.items() if folder.is_dir()
     }
 
 
@@ -162,17 +161,24 @@ def plotly_bundle() -> dict[str, tuple[bytes, str]]:
 
 
 def accepts_gzip(request: Request) -> bool:
-    """Whether the request's Accept-Encoding admits gzip (named, or as *) with q > 0."""
+    """Whether the request's Accept-Encoding admits gzip with q > 0: named, or else as *."""
+    weights: dict[str, float] = {}
     for item in request.headers.get("accept-encoding", "").split(","):
         coding, *params = item.split(";")
-        if coding.strip().lower() not in ("gzip", "*"):
-            continue
         q = next((p.split("=", 1)[1] for p in params if p.strip().startswith("q=")), "1")
         try:
-            return float(q) > 0
+            weights[coding.strip().lower()] = float(q)
         except ValueError:
-            return False
-    return False
+            weights[coding.strip().lower()] = 0.0
+    return weights.get("gzip", weights.get("*", 0.0)) > 0
+
+
+def etag_matches(request: Request, etag: str) -> bool:
+    """If-None-Match names this ETag (weakly compared, as for a GET) or is *."""
+    tags = [
+        t.strip().removeprefix("W/") for t in request.headers.get("if-none-match", "").split(",")
+    ]
+    return etag in tags or "*" in tags
 
 
 @router.get("/vendor/plotly.min.js")
@@ -188,7 +194,7 @@ def plotly_js(request: Request) -> Response:
     }
     if encoding == "gzip":
         headers["Content-Encoding"] = "gzip"
-    if etag in (tag.strip() for tag in request.headers.get("if-none-match", "").split(",")):
+    if etag_matches(request, etag):
         headers.pop("Content-Encoding", None)
         return Response(status_code=304, headers=headers)
     return Response(body, media_type="text/javascript", headers=headers)

@@ -99,7 +99,7 @@ export async function heatmap(
       row.map((v, j) => `${safeNames[i]} → ${safeColumns[j]}: ${formatValue(v)}`),
     );
     trace.hovertemplate = `%{text}<extra>${escapeText(valueLabel || "")}</extra>`;
-  } else if (safeColumns) {
+  } else if (safeColumns && readout) {
     // too many cells for a label each: plotly.js draws no tooltip, the page's own tip (and
     // the readout) names the cell's tokens from the hover event
     trace.hoverinfo = "none";
@@ -156,6 +156,7 @@ export async function heatmap(
   // the hover handler reads the labels of the plot being drawn, set before plotly.js draws
   // it: a pointer resting on the plot is hovered during the redraw, and plotly.js sends no
   // second event for the same cell
+  hideTip(el); // a tip of the plot drawn before would name the wrong cell
   const ownTip = columns && trace.hoverinfo === "none";
   el.attnvizLabels = readout && columns ? { rowNames, columns, readout, ownTip } : null;
   const drawn = await Plotly.react(el, data, layout, configFor(filename));
@@ -187,12 +188,12 @@ function showTip(el, text, pointer) {
     el.append(tip);
   }
   tip.textContent = text;
+  tip.hidden = false; // (measured below: a hidden tip is 0 px wide)
   const box = el.getBoundingClientRect();
   const x = (pointer?.clientX ?? box.left) - box.left + 14;
   const y = (pointer?.clientY ?? box.top) - box.top + 14;
   tip.style.left = `${Math.min(x, box.width - tip.offsetWidth - 4)}px`;
   tip.style.top = `${y}px`;
-  tip.hidden = false;
 }
 
 function hideTip(el) {
@@ -220,8 +221,9 @@ const MAX_TICKS = 64;
 function axis(labels, font, room, across) {
   if (!labels)
     return { title: { text: document.documentElement.lang === "zh-CN" ? "维度" : "dim" } };
-  // every k-th label, k such that labels are at most MAX_TICKS and a line of the font apart
-  // (never overlapping); the x axis turns them upright once there are many
+  // every k-th label, k such that labels are at most MAX_TICKS and a line of the font apart:
+  // the y axis's never overlap; the x axis's turn upright past 20 (fewer, they lie flat
+  // and a long token may still touch its neighbour)
   const fit = Math.max(1, Math.floor(room / (font.size * 1.15)));
   const stride = Math.ceil(labels.length / Math.min(MAX_TICKS, fit));
   const tickvals = labels.map((_, i) => i).filter((i) => i % stride === 0);

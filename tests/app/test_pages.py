@@ -41,7 +41,7 @@ def test_plotly_is_the_pinned_cartesian_bundle_behind_a_compile_hint(client):
 @pytest.mark.parametrize(
     ("accept", "gzipped"),
     [("gzip, deflate, br", True), ("br;q=1.0, gzip;q=0.8", True), ("*", True),
-     ("gzip;q=0", False), ("deflate", False), ("", False)],
+     ("gzip;q=0", False), ("*;q=1, gzip;q=0", False), ("deflate", False), ("", False)],
 )  # fmt: skip
 def test_plotly_goes_gzipped_to_clients_that_take_it(client, accept, gzipped):
     response = client.get("/vendor/plotly.min.js", headers={"Accept-Encoding": accept})
@@ -56,6 +56,11 @@ def test_plotly_goes_gzipped_to_clients_that_take_it(client, accept, gzipped):
         headers={"Accept-Encoding": accept, "If-None-Match": response.headers["etag"]},
     )
     assert again.status_code == 304 and "content-encoding" not in again.headers
+    weak = client.get(
+        "/vendor/plotly.min.js",
+        headers={"Accept-Encoding": accept, "If-None-Match": "W/" + response.headers["etag"]},
+    )
+    assert weak.status_code == 304  # If-None-Match compares weakly
 
 
 def test_the_page_modules_are_gzipped_and_revalidated(client):

@@ -47,7 +47,9 @@ function startLine(ctx) {
   const shown = !state.avg && state.type === start.type && state.layer === start.layer;
   if (!shown || state.head !== start.head) return "";
   const role = start.role ? t(`role_${start.role}`) : t("role_none");
-  return t(`start_${start.source.replace(" ", "_")}`).replace("{role}", role);
+  // a model whose metrics found no head of a telling kind opens on its most focused one
+  const source = start.source === "metrics" && !start.role ? "focused" : start.source;
+  return t(`start_${source.replace(" ", "_")}`).replace("{role}", role);
 }
 
 // What a plot's rows are. A decoder row is a step: fed one token, it predicts the next.

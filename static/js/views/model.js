@@ -15,6 +15,22 @@ async function drawModel(ctx) {
       .filter((s) => s.type === state.type && s.role)
       .map((s) => [`${s.layer}/${s.head}`, s.role]),
   );
+  // the arrow keys move between thumbnails (Enter opens one), from the first layer drawn
+  grid.onkeydown = (event) => {
+    const at = event.target.closest?.(".thumb");
+    if (!at) return;
+    const layer = Number(at.dataset.layer);
+    const head = Number(at.dataset.head);
+    const moves = {
+      ArrowLeft: [layer, (head + heads - 1) % heads],
+      ArrowRight: [layer, (head + 1) % heads],
+      ArrowUp: [(layer + layers - 1) % layers, head],
+      ArrowDown: [(layer + 1) % layers, head],
+    };
+    if (!(event.key in moves)) return;
+    event.preventDefault();
+    grid.querySelector(thumbAt(...moves[event.key]))?.focus();
+  };
   const entropy = [];
   for (let layer = 0; layer < layers; layer++) {
     const summaries = analysis.summaries.filter((s) => s.type === state.type && s.layer === layer);
@@ -60,23 +76,8 @@ async function drawModel(ctx) {
       row.append(button);
     });
   }
-  // the current head is marked, and the arrow keys move between thumbnails (Enter opens)
+  // the current head is marked
   grid.querySelector(thumbAt(state.layer, state.head))?.classList.add("current");
-  grid.onkeydown = (event) => {
-    const at = event.target.closest?.(".thumb");
-    if (!at) return;
-    const layer = Number(at.dataset.layer);
-    const head = Number(at.dataset.head);
-    const moves = {
-      ArrowLeft: [layer, (head + heads - 1) % heads],
-      ArrowRight: [layer, (head + 1) % heads],
-      ArrowUp: [(layer + layers - 1) % layers, head],
-      ArrowDown: [(layer + 1) % layers, head],
-    };
-    if (!(event.key in moves)) return;
-    event.preventDefault();
-    grid.querySelector(thumbAt(...moves[event.key]))?.focus();
-  };
   elements.explain.textContent = t("hint_model");
 }
 
