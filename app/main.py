@@ -20,8 +20,8 @@ from .limits import BodyLimit
 from .logs import AccessLog
 from .routes import inference, lab, models, pages
 from .routes.deps import BODY_ERRORS
+from .runs import Inference, tensor_threads
 from .schemas import Health, document_text_limit
-from .service import Inference, tensor_threads
 from .settings import Settings
 from .zoo import load_zoo
 

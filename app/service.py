@@ -1,35 +1,22 @@
-"""From a request to a capture to a payload: model runs (bounded and cached), summaries,
-matrices in the requested encoding, positional tables, exports."""
+"""From a captured run to a payload: head summaries, matrices in the requested encoding,
+positional tables, exports. (The runs themselves: app/runs.py.)"""
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextvars
-import functools
 import hashlib
 import io
-import re
-import threading
-import unicodedata
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
-from typing import Any, TypeVar
 
 import numpy as np
 import torch
 from fastapi import HTTPException
 
-from model.analysis import focus, head_roles
+from model.analysis import focus, head_roles, layer_weights
 from model.positional import NO_POSITIONS_FORMULA
 from model.runner import AttentionSpec, RunResult
-from model.runtime import release_free_memory
 
-from .schemas import INVISIBLE, AttentionRequest, Block, HeadSummary, TypedArray
-from .settings import Settings
-from .zoo import ModelEntry, Zoo
+from .schemas import AttentionRequest, Block, HeadSummary, TypedArray
+from .zoo import ModelEntry
 
 HOOK_OF_KIND = {
     "weights": "hook_weights",
@@ -41,173 +28,6 @@ HOOK_OF_KIND = {
 }
 # bytes each matrix entry takes in the response, for the size check before building it
 BYTES_PER_ENTRY = {"json": 10, "u1": 4 / 3, "f2": 8 / 3, "f4": 16 / 3}
-T = TypeVar("T")
-_INVISIBLE_CHARS = re.compile(f"[{INVISIBLE}]+")
-
-
-def reading_form(text: str) -> str:
-    """The text a model reads: in Unicode NFC (é typed as e + U+0301 reads as é), without
-    invisible characters (a zero-width joiner or direction mark pasted into a word would
-    otherwise be an unknown token that changes its transcription)."""
-    return _INVISIBLE_CHARS.sub("", unicodedata.normalize("NFC", text))
-
-
-def read_text(text: str, limit: int, field: str = "text") -> str:
-    """A request's text as a model reads it (`reading_form`), or a 422 that says what to
-    change: over the character limit, or nothing left to read."""
-    if len(text) > limit:
-        raise HTTPException(
-            422, f"{field} has {len(text)} characters; the limit is {limit}: shorten it"
-        )
-    text = reading_form(text)
-    if not text.strip():
-        raise HTTPException(422, f"{field} is empty: type a sentence")
-    return text
-
-
-class RunLimiter:
-    """At most `concurrent` model runs at once and `queued` waiting; past that, 503."""
-
-    def __init__(self, concurrent: int, queued: int) -> None:
-        self._running = threading.Semaphore(concurrent)
-        self._lock = threading.Lock()
-        self._admitted = 0
-        self._capacity = concurrent + queued
-
-    @contextmanager
-    def admission(self) -> Iterator[None]:
-        """Counted among the admitted (a 503 past capacity), without waiting for a slot."""
-        with self._lock:
-            if self._admitted >= self._capacity:
-                raise HTTPException(
-                    503,
-                    "the server is busy running other requests; retry shortly",
-                    headers={"Retry-After": "1"},
-                )
-            self._admitted += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._admitted -= 1
-
-    @contextmanager
-    def slot(self) -> Iterator[None]:
-        with self.admission(), self._running:
-            yield
-
-
-class RunCache:
-    """Least-recently-used runs with their captures, bounded in bytes."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._items: OrderedDict[str, tuple[RunResult, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> RunResult | None:
-        with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                return None
-            self._items.move_to_end(key)
-            return item[0]
-
-    def put(self, key: str, value: RunResult) -> None:
-        size = sum(t.nbytes for t in value.capture.values()) if value.capture else 0
-        if size > self.max_bytes:
-            return
-        evicted = []
-        with self._lock:
-            if key in self._items:
-                return
-            self._items[key] = (value, size)
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                _, (old, dropped) = self._items.popitem(last=False)
-                self._bytes -= dropped
-                evicted.append(old)
-        if evicted:
-            del evicted, old  # the last references, unless a request still reads them
-            release_free_memory()
-
-
-def tensor_threads(settings: Settings) -> ThreadPoolExecutor:
-    """The threads every route's tensor work runs on: one per concurrent run, kept for
-    the server's life.
-
-    Each thread that runs torch gets an OpenMP team of its own (a worker per extra torch
-    thread), and where the teams' threads outnumber the cores, libgomp stops its workers
-    spinning between parallel regions: every region then waits for sleeping workers to
-    wake. On 2 cores, a second team made `pronounce`'s run of 126 characters take 140 ms
-    instead of 78 (measured); so the zoo loads on these threads too, and the event loop
-    and the request thread pool never run torch."""
-    return ThreadPoolExecutor(settings.concurrent_runs(), thread_name_prefix="attnviz-torch")
-
-
-class Inference:
-    def __init__(
-        self, zoo: Zoo, settings: Settings, threads: ThreadPoolExecutor | None = None
-    ) -> None:
-        self.zoo = zoo
-        self.settings = settings
-        self.threads = threads or tensor_threads(settings)
-        runs = settings.concurrent_runs()
-        self.limiter = RunLimiter(runs, settings.max_queued_runs)
-        # requests on or waiting for the tensor threads, bounded as the runs are
-        self._admitted = RunLimiter(runs + settings.max_queued_runs, queued=0)
-        self.runs = RunCache(settings.cache_bytes)
-        # runs under way by key: a request for the same (model, text) waits for that run
-        # instead of running the model again (the page asks for a text's summary and its
-        # first head at once)
-        self._running: dict[str, Future[RunResult]] = {}
-        self._running_lock = threading.Lock()
-
-    async def on_tensor_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """fn(*args, **kwargs) on a tensor thread (in this request's context), or a 503
-        when as many requests as runs may queue are already there."""
-        call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
-        with self._admitted.admission():
-            return await asyncio.get_running_loop().run_in_executor(self.threads, call)
-
-    def entry(self, model_id: str | None) -> ModelEntry:
-        model_id = self.zoo.default if model_id is None else model_id
-        entry = self.zoo.models.get(model_id)
-        if entry is None:
-            known = ", ".join(self.zoo.ids())
-            raise HTTPException(404, f"unknown model {model_id!r}; the models are: {known}")
-        return entry
-
-    def run(self, entry: ModelEntry, text: str) -> RunResult:
-        """The run of `text` with every hook point captured, from the run cache if this
-        (model, text) was run before."""
-        text = read_text(text, self.settings.max_text_chars)
-        key = hashlib.sha256(f"{entry.id}\0{text}".encode()).hexdigest()
-        with self._running_lock:
-            cached = self.runs.get(key)
-            if cached is not None:
-                return cached
-            running = self._running.get(key)
-            if running is None:
-                self._running[key] = future = Future()
-        if running is not None:
-            return running.result()  # that run's result, or its error (503, 422)
-        try:
-            with self.limiter.slot():
-                try:
-                    result = entry.runner.run(text)
-                except ValueError as exc:  # nothing left to read once normalised
-                    raise HTTPException(422, f"text cannot be read: {exc}") from exc
-            self.runs.put(key, result)
-            future.set_result(result)
-            return result
-        except BaseException as exc:
-            future.set_exception(exc)
-            raise
-        finally:
-            with self._running_lock:
-                del self._running[key]
 
 
 def tokens_of(result: RunResult, spec: AttentionSpec) -> tuple[list[str], list[str]]:
@@ -218,10 +38,7 @@ def tokens_of(result: RunResult, spec: AttentionSpec) -> tuple[list[str], list[s
 def summaries(entry: ModelEntry, result: RunResult) -> list[HeadSummary]:
     out = []
     for spec in entry.specs.values():
-        _, keys = tokens_of(result, spec)
-        special = [i for i, t in enumerate(keys) if t in entry.runner.special_tokens]
-        for layer in range(spec.layers):
-            weights = result.capture[spec.hook(layer, "hook_weights")][0].float()
+        for layer, weights, special in layer_weights(result, spec, entry.runner.special_tokens):
             entropy, peak = focus(weights)  # (H,)
             roles = head_roles(weights, spec.self_attention, special)
             for head in range(entropy.size(0)):

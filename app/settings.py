@@ -57,7 +57,7 @@ class Settings(BaseSettings):
         ge=0,
         description="Model runs at once, each on a thread of its own; 0: as many as the cores "
         "hold runs of ATTNVIZ_TORCH_THREADS threads (1 where a run uses every core: more "
-        "runs than that slow every run down, see app.service.tensor_threads).",
+        "runs than that slow every run down, see app.runs.tensor_threads).",
     )
     max_queued_runs: int = Field(16, ge=0, description="Runs waiting; past that: 503.")
     cache_bytes: int = Field(

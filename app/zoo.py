@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from model.analysis import head_metrics, head_roles
+from model.analysis import head_metrics, head_roles, layer_weights
 from model.config import ModelConfig
 from model.pretrained import MiniLM
 from model.pronounce.pronouncer import Pronouncer
@@ -106,21 +106,19 @@ def start_head(entry: ModelEntry) -> StartHead:
     evaluation found it, e.g. pronounce's alignment head); else, on its first example,
     the strongest head of the first role in START_ROLES that some head plays (an
     alignment head, a previous-token head, a positional one); else the most focused."""
-    named = CARD_HEAD.fullmatch(str((getattr(entry.runner, "card", None) or {}).get(
-        "alignment_head", "")))  # fmt: skip
-    spec = entry.specs.get(f"{named[1]}.{named[3]}") if named else None
-    if spec and int(named[2]) < spec.layers and int(named[4]) < spec.query_heads:
-        return StartHead(f"{named[1]}.{named[3]}", int(named[2]), int(named[4]), "alignment",
-                         "model card")  # fmt: skip
+    card = getattr(entry.runner, "card", None) or {}
+    named = CARD_HEAD.fullmatch(str(card.get("alignment_head", "")))
+    if named:
+        kind, layer, head = f"{named[1]}.{named[3]}", int(named[2]), int(named[4])
+        spec = entry.specs.get(kind)
+        if spec and layer < spec.layers and head < spec.query_heads:
+            return StartHead(kind, layer, head, "alignment", "model card")
     result = entry.runner.run(entry.examples[0] if entry.examples else "hello")
     heads = []  # (role, metrics, type, layer, head)
     for spec in entry.specs.values():
-        _, keys = result.tokens(spec.rows), result.tokens(spec.columns)
-        special = [i for i, t in enumerate(keys) if t in entry.runner.special_tokens]
-        for layer in range(spec.layers):
-            weights = result.capture[spec.hook(layer, "hook_weights")][0].float()
+        for layer, weights, special in layer_weights(result, spec, entry.runner.special_tokens):
             metrics = head_metrics(weights, spec.self_attention, special)
-            roles = head_roles(weights, spec.self_attention, special)
+            roles = head_roles(weights, spec.self_attention, special, metrics)
             for h, role in enumerate(roles):
                 values = {name: column[h] for name, column in metrics.items()}
                 heads.append((role, values, spec.type, layer, h))

@@ -5,12 +5,16 @@ runs. Hook functions here take (tensor, hook name) and return the replacement, a
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from .hooks import HookFn
+
+if TYPE_CHECKING:
+    from .runner import AttentionSpec, RunResult
 
 
 def without_scaling(head_dim: int) -> HookFn:
@@ -99,19 +103,38 @@ def head_metrics(
     }
 
 
+def layer_weights(
+    result: RunResult, spec: AttentionSpec, special_tokens: Iterable[str]
+) -> Iterator[tuple[int, Tensor, list[int]]]:
+    """Per layer of one attention type of a captured run: the layer, its heads' weights
+    (H, Tq, Tk) in float32, and the key positions holding special tokens (what
+    head_metrics and head_roles take)."""
+    specials = set(special_tokens)
+    keys = result.tokens(spec.columns)
+    special = [i for i, token in enumerate(keys) if token in specials]
+    for layer in range(spec.layers):
+        yield layer, result.capture[spec.hook(layer, "hook_weights")][0].float(), special
+
+
 # What a head's weights on one input show, in the order a head is given the first that
 # fits (thresholds on head_metrics' means; the page marks heads by these names).
 ROLES = ("alignment", "previous-token", "first-token", "positional", "broad")
 
 
-def head_roles(weights: Tensor, self_attention: bool, special_keys: list[int]) -> list[str | None]:
+def head_roles(
+    weights: Tensor,
+    self_attention: bool,
+    special_keys: list[int],
+    metrics: dict[str, list[float | None]] | None = None,
+) -> list[str | None]:
     """Per head of one layer's weights (H, Tq, Tk), what it does on this input, or None:
     alignment (cross-attention: alignment >= 0.8), previous-token (previous >= 0.5),
     first-token (weight on key 0 >= 0.5: [CLS] or <bos>, a resting place), positional
     (self-attention: >= 70 % of rows peak at one fixed offset from themselves, other than
-    -1), broad (row entropy >= 75 % of the uniform row's)."""
+    -1), broad (row entropy >= 75 % of the uniform row's). `metrics`: head_metrics of
+    the same weights, where the caller has them already."""
     heads, tq, tk = weights.shape
-    metrics = head_metrics(weights, self_attention, special_keys)
+    metrics = metrics or head_metrics(weights, self_attention, special_keys)
     offsets = weights.argmax(-1) - torch.arange(tq)[None, :]  # (H, Tq)
     uniform = math.log2(tk) if tk > 1 else 1.0
     roles: list[str | None] = []

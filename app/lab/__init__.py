@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from fastapi import HTTPException
 from pydantic import BaseModel
 
+from ..runs import Inference
 from ..schemas import TextRequest
-from ..service import Inference
 from ..zoo import ModelEntry
 from . import schemas as s
 from .ablation import ablation

@@ -12,7 +12,8 @@ from torch import Tensor
 from model.hooks import Capture, HookFn, NamesFilter, hooked
 from model.runner import AttentionSpec, RunResult, model_inputs
 
-from ..service import Inference, tokens_of
+from ..runs import Inference
+from ..service import tokens_of
 from ..zoo import ModelEntry
 
 

@@ -9,7 +9,8 @@ from fastapi import HTTPException
 from model.analysis import without_mask
 from model.masks import pad_batch, padding_mask
 
-from ..service import encode, read_text
+from ..runs import read_text
+from ..service import encode
 from . import schemas as s
 from .context import LabContext
 

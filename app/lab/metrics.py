@@ -3,7 +3,7 @@ previous-token, first-token and special-token weight, cross-attention alignment.
 
 from __future__ import annotations
 
-from model.analysis import head_metrics
+from model.analysis import head_metrics, layer_weights
 
 from . import schemas as s
 from .context import LabContext
@@ -22,12 +22,8 @@ EXPLAINED = {
 
 def metrics(ctx: LabContext, req: s.TextRequest) -> s.MetricsResponse:
     rows = []
-    capture = ctx.result.capture
     for spec in ctx.entry.specs.values():
-        _, keys = ctx.tokens(spec)
-        special = [i for i, t in enumerate(keys) if t in ctx.runner.special_tokens]
-        for layer in range(spec.layers):
-            weights = ctx.weights(capture, spec, layer).float()
+        for layer, weights, special in layer_weights(ctx.result, spec, ctx.runner.special_tokens):
             values = head_metrics(weights, spec.self_attention, special)
             for h in range(weights.size(0)):
                 rows.append(

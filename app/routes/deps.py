@@ -9,8 +9,8 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 
+from ..runs import Inference
 from ..schemas import ErrorMessage
-from ..service import Inference
 
 T = TypeVar("T")
 

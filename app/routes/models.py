@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from ..lab import available
+from ..runs import Inference
 from ..schemas import (
     AttentionInfo,
     CapabilitiesInfo,
@@ -15,7 +16,7 @@ from ..schemas import (
     PositionalResponse,
     StartHead,
 )
-from ..service import Inference, positional_table
+from ..service import positional_table
 from ..zoo import ModelEntry
 from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep, on_tensor_thread
 

@@ -27,7 +27,7 @@ export const plotly = new Promise((resolve, reject) => {
 
 // Viridis: perceptually uniform and readable with colour-blindness.
 export const COLORSCALE = "Viridis";
-const HOVER_TEXT_LIMIT = 200 * 200; // past this, the readout line carries the tokens
+const HOVER_TEXT_LIMIT = 200 * 200; // past this, the page's own tip names the tokens (showTip)
 
 const downloadSvg = (filename) => ({
   name: "downloadSvg",

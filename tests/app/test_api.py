@@ -301,7 +301,7 @@ def test_requests_for_a_text_being_run_wait_for_that_run(monkeypatch):
 
 def test_tensor_work_runs_on_the_tensor_threads_one_per_run(monkeypatch):
     # one OpenMP team per thread that runs torch: the request pool and the event loop
-    # never do (app.service.tensor_threads), and the threads are as many as the runs
+    # never do (app.runs.tensor_threads), and the threads are as many as the runs
     assert Settings(torch_threads=0).concurrent_runs() == 1
     assert Settings(torch_threads=1).concurrent_runs() == usable_cpus()
     assert Settings(max_concurrent_runs=3).concurrent_runs() == 3
