@@ -24,6 +24,7 @@ def compare(first: LabContext, req: s.CompareRequest) -> s.CompareResponse:
     rows_a, cols_a = first.tokens(spec_a)
     rows_b, cols_b = second.tokens(spec_b)
     ra, rb = matched(rows_a, rows_b)
+    pred_a = first.predicted(spec_a)
     ca, cb = matched(cols_a, cols_b)
     difference = a[ra][:, ca] - b[rb][:, cb] if ra and ca else torch.zeros(0, 0)
     return s.CompareResponse(
@@ -32,12 +33,15 @@ def compare(first: LabContext, req: s.CompareRequest) -> s.CompareResponse:
         layer=req.layer,
         head=req.head,
         first_rows=rows_a,
+        first_predicted=pred_a,
         first_columns=cols_a,
         first=encode(a, "json"),
         second_rows=rows_b,
+        second_predicted=second.predicted(spec_b),
         second_columns=cols_b,
         second=encode(b, "json"),
         aligned_rows=[rows_a[i] for i in ra],
+        aligned_predicted=[pred_a[i] for i in ra] if pred_a else None,
         aligned_columns=[cols_a[i] for i in ca],
         difference=encode(difference, "json"),
     )

@@ -62,6 +62,12 @@ class LabContext:
     def tokens(self, spec: AttentionSpec) -> tuple[list[str], list[str]]:
         return tokens_of(self.result, spec)
 
+    def predicted(self, spec: AttentionSpec) -> list[str] | None:
+        """Where a spec's rows are decoder steps, the token each step predicts."""
+        if spec.rows != "target" or not self.result.predicted_tokens:
+            return None
+        return self.result.predicted_tokens
+
     def hooks_on(self, suffix: str, fn: HookFn) -> list[tuple[str, HookFn]]:
         return [(name, fn) for name in self.model.hook_names() if name.endswith(suffix)]
 

@@ -35,6 +35,7 @@ def masks(ctx: LabContext, req: s.MasksRequest) -> s.MasksResponse:
         best = int(looks.argmax())
         causal = s.CausalCase(
             rows=ctx.result.target_tokens,
+            predicted=ctx.predicted(spec),
             with_mask=encode(w_on, "json"),
             without_mask=encode(w_off, "json"),
             future_weight_with=round(float((w_on * future).sum(-1).mean()), 6),

@@ -44,6 +44,7 @@ def scaling(ctx: LabContext, req: s.HeadRequest) -> s.ScalingResponse:
         head_dim=spec.head_dim,
         matrices=s.HeadPair(
             rows=rows,
+            predicted=ctx.predicted(spec),
             columns=columns,
             first=encode(ctx.weights(scaled, spec, req.layer)[req.head], "json"),
             second=encode(ctx.weights(unscaled, spec, req.layer)[req.head], "json"),

@@ -17,6 +17,11 @@ class HeadRequest(TextRequest):
 
 class HeadPair(BaseModel):
     rows: list[str]
+    predicted: list[str] | None = Field(
+        None,
+        description="Where rows are decoder steps: the token each predicts (the step fed "
+        "rows[i] predicts predicted[i]); the page labels cross-attention rows by it.",
+    )
     columns: list[str]
     first: Matrix
     second: Matrix
@@ -81,6 +86,11 @@ class FutureHead(BaseModel):
 
 class CausalCase(BaseModel):
     rows: list[str]
+    predicted: list[str] | None = Field(
+        None,
+        description="Where rows are decoder steps: the token each predicts (the step fed "
+        "rows[i] predicts predicted[i]); the page labels cross-attention rows by it.",
+    )
     with_mask: Matrix
     without_mask: Matrix
     future_weight_with: float = Field(description="Mean weight a row puts on later tokens.")
@@ -213,11 +223,20 @@ class CompareResponse(BaseModel):
     layer: int
     head: int
     first_rows: list[str]
+    first_predicted: list[str] | None = Field(
+        None, description="Where rows are decoder steps: the token each predicts."
+    )
     first_columns: list[str]
     first: Matrix
     second_rows: list[str]
+    second_predicted: list[str] | None = Field(
+        None, description="The second run's own predictions, per step."
+    )
     second_columns: list[str]
     second: Matrix
     aligned_rows: list[str] = Field(description="Tokens matched in both inputs, in order.")
+    aligned_predicted: list[str] | None = Field(
+        None, description="The first run's predictions at the aligned rows."
+    )
     aligned_columns: list[str]
     difference: Matrix = Field(description="first - second on the aligned tokens.")

@@ -4,7 +4,7 @@ const STRINGS = {
     tagline: "Every attention head of a Transformer, live.",
     api_docs: "API docs",
     lab_rows_columns:
-      "In the heatmaps: rows are the queries (a decoder's: the tokens fed in, each step predicting the next), columns the keys; tables list heads by layer.",
+      "In the heatmaps: rows are the queries, columns the keys; a decoder's cross-attention rows are named by the token each step predicts, its self-attention rows by the token fed in (a cell's hover names both); tables list heads by layer.",
     pe_rows_columns:
       "Table: rows are positions, columns dimensions. Similarity: positions against positions.",
     lab_rollout_assumes:
@@ -202,7 +202,7 @@ const STRINGS = {
   zh: {
     api_docs: "API 文档",
     lab_rows_columns:
-      "热力图中：行是查询（解码器的行是输入的词元，每一步预测下一个），列是键；表格按层列出各头。",
+      "热力图中：行是查询，列是键；解码器交叉注意力的行以该步预测的词元命名，自注意力的行以输入的词元命名（悬停单元格可见两者）；表格按层列出各头。",
     pe_rows_columns: "表：行是位置，列是维度。相似度：位置对位置。",
     lab_rollout_assumes:
       "每层各头取平均，再按残差连接与单位矩阵混合（残差 {residual}），各行重新归一化，然后逐层相乘（Abnar 与 Zuidema，2020）：假定信息只沿注意力权重和残差流线性传递，忽略值向量、输出投影、前馈层和 LayerNorm。这是一种估计信息来源的启发式方法，不是归因。",

@@ -122,31 +122,34 @@ export async function heatmap(
   }
   const shown = Math.min(rows.length, MAX_TICKS);
   const tickFont = { size: Math.max(7, Math.min(14, 600 / Math.max(shown, 1))) };
-  let height = Math.min(900, Math.max(320, 18 * rows.length + 120));
+  // a title wider than the plot (a phone's) wraps onto more lines, each adding to the top
+  const lines = wrapTitle(title || "", Math.max(120, (el.clientWidth || 900) - 80));
+  const more = 22 * (lines.length - 1);
+  let height = Math.min(900, Math.max(320, 18 * rows.length + 120)) + more;
   if (fill) {
-    // the view's one plot takes the screen below its top, less the two lines under it
+    // the view's one plot fits the screen below its top, less the two lines under it
     // that say what its rows are (a projected page's heatmap is the largest thing on it),
-    // up to 900 px
+    // up to 900 px; but a row keeps 1.5 px, so that the pointer can rest on each one
     const below = innerHeight - (el.getBoundingClientRect().top + scrollY) - 56;
-    height = Math.max(height, Math.min(900, below));
+    height = Math.max(320, Math.min(900, Math.max(below, 1.5 * rows.length + 132 + more)));
   }
   // the room each axis has for its labels, in px (the margins are 70 + 20 and 62 + 70)
-  const room = { x: Math.max(200, (el.clientWidth || 900) - 90), y: height - 132 };
+  const room = { x: Math.max(200, (el.clientWidth || 900) - 90), y: height - 132 - more };
   const layout = {
     // left-aligned just above the plot, under the toolbar (which sits at the top right):
     // the two never overlap, at a phone's width too
     title: {
-      text: escapeText(title || ""),
+      text: lines.map(escapeText).join("<br>"),
       x: 0,
       xanchor: "left",
       xref: "paper",
       y: 1,
       yref: "paper",
       yanchor: "bottom",
-      pad: { b: 6 },
+      pad: { b: 6 + more }, // (plotly.js grows a title of more lines downwards)
     },
     ...themed(),
-    margin: { l: 70, r: 20, t: 62, b: 70 },
+    margin: { l: 70, r: 20, t: 62 + more, b: 70 },
     xaxis: axis(safeColumns, tickFont, room.x, true),
     yaxis: { ...axis(safeRows, tickFont, room.y, false), autorange: "reversed" },
     height,
@@ -175,6 +178,29 @@ export async function heatmap(
     el.on("plotly_unhover", () => hideTip(el));
   }
   return drawn;
+}
+
+// A title's lines, each at most `room` px wide in plotly.js's title font (its default
+// family at 1.4 x 12 px), broken after spaces and CJK punctuation.
+const TITLE_FONT = '16.8px "Open Sans", verdana, arial, sans-serif';
+let measure = null;
+export function wrapTitle(text, room) {
+  measure ??= document.createElement("canvas").getContext("2d");
+  measure.font = TITLE_FONT;
+  const fits = (s) => measure.measureText(s).width <= room;
+  if (fits(text)) return [text];
+  const lines = [];
+  let line = "";
+  for (const part of text.split(/(?<=[\s，、：；。·—])/)) {
+    if (line && !fits(line + part)) {
+      lines.push(line.trimEnd());
+      line = part.trimStart();
+    } else {
+      line += part;
+    }
+  }
+  lines.push(line);
+  return lines;
 }
 
 // The tooltip of a heatmap too large for plotly.js's own per-cell labels: one element,

@@ -194,3 +194,23 @@ def test_the_lab_reads_the_tokens_the_run_read(client):
     # MiniLM's tokenizer drops a form feed that Python's split() would read as a space
     body = lab(client, "positions", model="minilm", text="0\f0")
     assert body["tokens"] == ["[CLS]", "00", "[SEP]"] and len(body["order"]) == 3
+
+
+def test_lab_rows_that_are_decoder_steps_carry_what_each_predicts(client):
+    text = "他在银行工作"
+    predicted = client.post("/api/v1/analyze", json={"text": text}).json()["predicted_tokens"]
+    assert predicted == ["ta1", "zai4", "yin2", "hang2", "gong1", "zuo4", "<eos>"]
+    cross = lab(client, "scaling", text=text, type="decoder.cross", layer=2, head=1)
+    assert cross["matrices"]["rows"][:2] == ["<bos>", "ta1"]  # fed in
+    assert cross["matrices"]["predicted"] == predicted
+    encoder = lab(client, "scaling", text=text, type="encoder.self")
+    assert encoder["matrices"]["predicted"] is None  # an encoder's rows are no steps
+    causal = lab(client, "masks", text=text)["causal"]
+    assert causal["predicted"] == predicted
+    both = lab(
+        client, "compare", text=text, type="decoder.cross", other_model="pronounce-untrained"
+    )
+    assert both["first_predicted"] == predicted
+    assert len(both["second_predicted"]) == len(both["second_rows"])
+    aligned = [predicted[both["first_rows"].index(r)] for r in both["aligned_rows"]]
+    assert both["aligned_predicted"] == aligned

@@ -275,7 +275,8 @@ def test_a_512_token_input_labels_every_kth_token_and_the_readout_names_each(pag
     expect(tip).to_have_text(named)
     expect(tip).to_be_visible()
     box = page.locator("#plot .nsewdrag").bounding_box()
-    page.mouse.move(box["x"] + box["width"] * 8.5 / 512, box["y"] + box["height"] * 0.5 / 512)
+    # (at whole pixels: the pointer lands on one, and a column is 1.6 px wide)
+    page.mouse.move(round(box["x"] + box["width"] * 8.5 / 512), box["y"] + 1)
     expect(tip).to_have_text(re.compile(rf"^\[CLS\] → {words[7]}: [01]\.\d{{3}}$"))
     page.mouse.move(5, 5)  # off the plot: the tip goes
     expect(tip).to_be_hidden()

@@ -156,7 +156,10 @@ def test_a_long_input_keeps_the_heatmap_in_view(page: Page):
     assert tokens.bounding_box()["height"] <= 50  # two lines, the rest behind a button
     more = page.locator("#more-tokens")
     expect(more).to_have_text(re.compile(r"^show all 512 tokens$"))
-    assert page.locator("#plot").bounding_box()["y"] < 450  # on screen at 1280 x 800
+    # it starts on screen at 1280 x 800, each of the 512 rows big enough to point at
+    assert page.locator("#plot").bounding_box()["y"] < 350
+    rows = page.locator("#plot .nsewdrag").bounding_box()["height"] / 512
+    assert rows >= 1.5, rows
     labels = ticks(page, "y")
     assert 0 < len(labels) <= 64  # thinned: at most 64 labels over the 512 rows
     shot(page, "long-input")
@@ -238,37 +241,126 @@ def test_the_heatmap_is_the_largest_thing_on_a_projected_page(page: Page):
     page.goto("/?text=猫追狗")
     ready(page)
     plot = page.locator("#plot").bounding_box()
-    assert plot["height"] >= 0.45 * 800 and plot["y"] + plot["height"] <= 800 + 2
+    assert plot["height"] >= 0.6 * 800 and plot["y"] + plot["height"] <= 800 + 2, plot
+    # the views and controls are a column beside it, not rows above it
+    panel = page.locator("#panel").bounding_box()
+    assert panel["x"] + panel["width"] <= plot["x"] and plot["y"] < 260, (panel, plot)
+    area = plot["width"] * plot["height"]
+    for other in ("#panel", "#input-form", "#output", "#examples"):
+        box = page.locator(other).bounding_box()
+        assert box["width"] * box["height"] < area / 2, (other, box, plot)
     # and the line saying what its rows are stays on screen under it
     convention = page.locator("#convention").bounding_box()
     assert convention["y"] + convention["height"] <= 800
+    shot(page, "projected")
 
 
-def test_a_chinese_walk_through_every_view_reads_chinese(page: Page):
-    page.goto("/?text=他在银行工作&lang=zh")
+def title_of(plot) -> str:
+    """A plot's title as read, its lines (a phone wraps a long one) joined by spaces."""
+    title = plot.locator(".gtitle")
+    expect(title).to_be_visible()
+    return title.get_attribute("data-unformatted").replace("<br>", " ")
+
+
+# what a person reads in each view, per language: the walk below asserts these
+READS = {
+    "en": {
+        "title": "cross-attention · Layer 2 · Head 1",
+        "start": "Opened on the head the model card names",
+        "rows": "Rows: the token each decoder step predicts",
+        "hover": "step 3: fed yin2, predicts hang2 → 行",
+        "model": "Rows: layers; columns: heads",
+        "caption": "H1 align",
+        "legend": ["hidden", "may attend"],
+        "positional": "Table: rows are positions, columns dimensions",
+        "scaled": "scaled: q·kᵀ/√d_k · cross-attention · Layer 2 · Head 1",
+        "lab": "a decoder's cross-attention rows are named by the token each step predicts",
+        "headers": ["type", "Layer", "Head", "entropy"],
+    },
+    "zh": {
+        "title": "交叉注意力 · 层 2 · 头 1",
+        "start": "打开的是模型卡所指的头",
+        "rows": "行：解码器每一步预测的词元",
+        "hover": "第 3 步：输入 yin2，预测 hang2 → 行",
+        "model": "行：层；列：头",
+        "caption": "H1 对齐",
+        "legend": ["屏蔽", "可关注"],
+        "positional": "表：行是位置，列是维度",
+        "scaled": "缩放：q·kᵀ/√d_k · 交叉注意力 · 层 2 · 头 1",
+        "lab": "解码器交叉注意力的行以该步预测的词元命名",
+        "headers": ["类型", "层", "头", "熵"],
+    },
+}
+
+
+@pytest.fixture(params=[("en", "desktop"), ("zh", "desktop"), ("en", "phone"), ("zh", "phone")])
+def walker(browser, server, outside_requests, request):
+    lang, size = request.param
+    viewport = (
+        {"width": 1280, "height": 800} if size == "desktop" else {"width": 390, "height": 844}
+    )
+    phone = size == "phone"
+    context = browser.new_context(
+        viewport=viewport, base_url=server, is_mobile=phone, has_touch=phone
+    )
+    block_outside(context, outside_requests)
+    page = context.new_page()
+    page.walk = f"{lang}-{size}"
+    page.reads = READS[lang]
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"/?text=他在银行工作&lang={lang}")
+    yield page
+    context.close()
+    assert errors == [], errors
+
+
+def test_a_walk_through_every_view_reads_in_the_pages_language(walker: Page):
+    page, reads = walker, walker.reads
     ready(page)
-    expect(page.locator("#plot .gtitle")).to_have_text("交叉注意力 · 层 2 · 头 1")
-    expect(page.locator("#convention")).to_contain_text("打开的是模型卡所指的头")
-    expect(page.locator("#convention")).to_contain_text("行：解码器每一步预测的词元")
-    shot(page, "zh-head")
+    # the head view opens on the alignment head, says so, and names both tokens of a step
+    assert title_of(page.locator("#plot")) == reads["title"]
+    expect(page.locator("#convention")).to_contain_text(reads["start"])
+    expect(page.locator("#convention")).to_contain_text(reads["rows"])
+    assert ticks(page, "y") == ["ta1", "zai4", "yin2", "hang2", "gong1", "zuo4", "<eos>"]
+    box = page.locator("#plot .nsewdrag").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 3.5 / 6, box["y"] + box["height"] * 3.5 / 7)
+    weight = r": (0\.9\d\d|1\.000)$"
+    expect(page.locator("#readout")).to_have_text(re.compile(re.escape(reads["hover"]) + weight))
+    expect(page.locator("#plot .hovertext")).to_contain_text(reads["hover"])
+    shot(page, f"walk-{page.walk}-head")
     page.click("[data-view=model]")
     ready(page)
-    expect(page.locator("#explain")).to_contain_text("行：层；列：头")
-    expect(page.locator(".thumb[data-layer='2'][data-head='1'] .thumb-caption")).to_have_text(
-        "H1 对齐"
-    )
-    shot(page, "zh-model")
+    expect(page.locator("#explain")).to_contain_text(reads["model"])
+    caption = page.locator(".thumb[data-layer='2'][data-head='1'] .thumb-caption")
+    expect(caption).to_have_text(reads["caption"])
+    # a layer's heads side by side, none past the page's right edge
+    last = page.locator(".thumb[data-layer='0'][data-head='7']").bounding_box()
+    assert last["x"] + last["width"] <= page.viewport_size["width"], last
+    # the entropy plot's title wraps where it is wider than the screen, never clipped
+    title = page.locator("#extra .gtitle").bounding_box()
+    assert title["x"] + title["width"] <= page.viewport_size["width"], title
+    shot(page, f"walk-{page.walk}-model")
     page.click("[data-view=masks]")
     ready(page)
     legend = page.locator("#grid .mask-plot[data-type='encoder.self'] .cbaxis text")
-    expect(legend).to_have_text(["屏蔽", "可关注"])
+    expect(legend).to_have_text(reads["legend"])
+    shot(page, f"walk-{page.walk}-masks")
     page.click("[data-view=positional]")
     ready(page)
-    expect(page.locator("#explain")).to_contain_text("表：行是位置，列是维度")
+    expect(page.locator("#explain")).to_contain_text(reads["positional"])
+    shot(page, f"walk-{page.walk}-positional")
+    # the lab labels cross-attention rows as the head view does
     page.click("[data-view=lab]")
+    ready(page)
+    scaled = page.locator("#lab-out .plot").first
+    assert title_of(scaled) == reads["scaled"]
+    rows = scaled.locator(".ytick text").all_text_contents()
+    assert rows == ["ta1", "zai4", "yin2", "hang2", "gong1", "zuo4", "<eos>"], rows
+    expect(page.locator("#explain")).to_contain_text(reads["lab"])
+    shot(page, f"walk-{page.walk}-lab-scaling")
     page.select_option("#lab-experiment", "metrics")
     ready(page)
     headers = page.locator("#lab-metrics-table th").all_text_contents()
-    assert headers[:4] == ["类型", "层", "头", "熵"], headers
-    expect(page.locator("#explain")).to_contain_text("热力图中：行是查询")
-    shot(page, "zh-lab-metrics")
+    assert headers[:4] == reads["headers"], headers
+    shot(page, f"walk-{page.walk}-lab-metrics")

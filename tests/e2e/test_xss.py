@@ -16,7 +16,7 @@ from collections.abc import Callable
 from urllib.parse import parse_qs, quote, urlencode, urlparse
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from .conftest import block_outside
 
@@ -120,8 +120,14 @@ def ticks(page: Page, axis: str, plot: str = "#plot") -> list[str]:
     return page.locator(f"{plot} .{axis}tick text").all_text_contents()
 
 
-def thinned(labels: list[str]) -> list[str]:
-    return labels[:: -(-len(labels) // MAX_TICKS)]
+def thinned(plot: Locator, axis: str, labels: list[str]) -> list[str]:
+    """The labels a plot's axis shows: every k-th from the first, k at least what keeps them
+    to MAX_TICKS (more where a short plot has no room for a line each: plots.js axis)."""
+    at = plot.evaluate("(gd, axis) => gd.layout[axis + 'axis'].tickvals", axis)
+    stride = at[1] - at[0] if len(at) > 1 else max(len(labels), 1)
+    assert stride >= -(-len(labels) // MAX_TICKS), (axis, stride)
+    assert at == list(range(0, len(labels), stride)), (axis, at)
+    return [labels[i] for i in at]
 
 
 def hover(page: Page, x: int, y: int, named: str, plot: str = "#plot") -> None:
@@ -236,8 +242,8 @@ def assert_literal(page: Page, model: str, text: str, sent: tuple, clean: dict) 
             assert pieces == "".join(text.lower().split())
     ready(page)
     assert page.locator("#source-tokens").text_content() == " · ".join(source), text
-    assert ticks(page, "x") == thinned(columns), text
-    assert ticks(page, "y") == thinned(rows), text
+    assert ticks(page, "x") == thinned(page.locator("#plot"), "x", columns), text
+    assert ticks(page, "y") == thinned(page.locator("#plot"), "y", rows), text
     assert page.evaluate(FINGERPRINT) == clean, text
     # hover a cell that reads like markup, "< → >" where there is one: the tooltip and the
     # readout name it (plots.js names tokens up to 200 x 200 cells, positions past that)
@@ -378,7 +384,7 @@ def test_hostile_text_in_the_masks_view_stays_text(xss: Page, model: str):
             rows, columns = item["rows"], item["columns"]
         for axis, labels in (("x", columns), ("y", rows)):
             shown = plots.nth(i).locator(f".{axis}tick text").all_text_contents()
-            assert shown == thinned(labels), (type_, axis)
+            assert shown == thinned(plots.nth(i), axis, labels), (type_, axis)
     assert xss.evaluate(FINGERPRINT) == clean
     assert_quiet(xss, text)
 
@@ -397,9 +403,12 @@ def test_hostile_text_in_the_lab_stays_text(xss: Page):
         assert xss.input_value("#lab-other") == url_state(xss)["other"] == second
         plots = xss.locator("#lab-out .plot")
         for i, side in enumerate(("first", "second")):
-            for axis, labels in (("x", answer[f"{side}_columns"]), ("y", answer[f"{side}_rows"])):
+            # cross-attention rows are named by what each step predicts (lab/shared.js)
+            cross = answer["type"] == "decoder.cross"
+            rows = answer[f"{side}_predicted"] if cross else answer[f"{side}_rows"]
+            for axis, labels in (("x", answer[f"{side}_columns"]), ("y", rows)):
                 shown = plots.nth(i).locator(f".{axis}tick text").all_text_contents()
-                assert shown == thinned(labels), (side, axis, first)
+                assert shown == thinned(plots.nth(i), axis, labels), (side, axis, first)
         assert xss.evaluate(FINGERPRINT) == clean, first
         assert_quiet(xss, first)
     # a second model no one has: ignored (the same model is compared), nothing made of it

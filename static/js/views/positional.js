@@ -1,5 +1,5 @@
 // The positional table the model adds, the similarity of positions, a few dims as curves.
-import { configFor, escapeText, heatmap, plotly, themed } from "../plots.js";
+import { configFor, escapeText, heatmap, plotly, themed, wrapTitle } from "../plots.js";
 
 async function drawPositional(ctx) {
   const { t, elements, analysis } = ctx;
@@ -40,17 +40,17 @@ async function drawPositional(ctx) {
     x: posLabels.map(Number),
     y: pe.table.map((row) => row[d]),
   }));
+  // what the curves are depends on the encoding: only sinusoidal ones are sines
+  const title = t(pe.kind === "sinusoidal" ? "pe_curves" : `pe_curves_${pe.kind}`);
+  const lines = wrapTitle(title, Math.max(120, (curves.clientWidth || 900) - 40));
   await (await plotly).react(
     curves,
     traces,
     {
-      // what the curves are depends on the encoding: only sinusoidal ones are sines
-      title: {
-        text: escapeText(t(pe.kind === "sinusoidal" ? "pe_curves" : `pe_curves_${pe.kind}`)),
-      },
+      title: { text: lines.map(escapeText).join("<br>") },
       xaxis: { title: { text: t("position") } },
-      height: 320,
-      margin: { l: 50, r: 20, t: 40, b: 40 },
+      height: 320 + 22 * (lines.length - 1),
+      margin: { l: 50, r: 20, t: 40 + 22 * (lines.length - 1), b: 40 },
       ...themed(),
     },
     configFor(`attnviz-${ctx.state.model}-positional`),

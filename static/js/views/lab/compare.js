@@ -1,6 +1,6 @@
 // Compare: the same head for two inputs, or two models, and their difference.
 import { heatmap } from "../../plots.js";
-import { ask, el, plotBox, textBox, weights } from "./shared.js";
+import { ask, el, plotBox, stepRows, textBox, weights } from "./shared.js";
 
 async function draw({ ctx, t, out, head }) {
   const { state } = ctx;
@@ -36,17 +36,30 @@ async function draw({ ctx, t, out, head }) {
   });
   if (ctx.stale()) return;
   const tag = (i) => `${t(i ? "lab_second" : "lab_first")}: ${r.models[i]}`;
-  await weights(out, { z: r.first, rows: r.first_rows, columns: r.first_columns, title: tag(0) });
+  const { type } = r;
+  await weights(out, {
+    z: r.first,
+    rows: r.first_rows,
+    predicted: r.first_predicted,
+    columns: r.first_columns,
+    title: tag(0),
+    type,
+    t,
+  });
   await weights(out, {
     z: r.second,
     rows: r.second_rows,
+    predicted: r.second_predicted,
     columns: r.second_columns,
     title: tag(1),
+    type,
+    t,
   });
   if (r.aligned_rows.length && r.aligned_columns.length) {
+    const rows = { rows: r.aligned_rows, predicted: r.aligned_predicted, type, t };
     await heatmap(plotBox(out), {
       z: r.difference,
-      rows: r.aligned_rows,
+      ...stepRows(rows),
       columns: r.aligned_columns,
       title: t("lab_difference"),
       zmin: -1,

@@ -54,12 +54,18 @@ async function draw({ ctx, t, out, base }) {
     await weights(out, {
       z: c.with_mask,
       rows: c.rows,
+      predicted: c.predicted,
+      type: "decoder.self",
+      t,
       columns: c.rows,
       title: `${self} · ${t("lab_with_mask")}`,
     });
     await weights(out, {
       z: c.without_mask,
       rows: c.rows,
+      predicted: c.predicted,
+      type: "decoder.self",
+      t,
       columns: c.rows,
       title: `${self} · ${t("lab_without_mask")}`,
     });

@@ -4,7 +4,8 @@ import { ask, fmt, summary, table, weights } from "./shared.js";
 async function draw({ ctx, t, out, head, title }) {
   const r = await ask(ctx, "scaling", head);
   if (ctx.stale()) return;
-  const { rows, columns, first, second } = r.matrices;
+  const { rows, columns, first, second, predicted } = r.matrices;
+  const labels = { rows, columns, predicted, type: r.type, t };
   // the headline over the heads the table lists: this layer's
   const layer = r.head_stats.filter((h) => h.layer === ctx.state.layer);
   const mean = (key) => layer.reduce((sum, h) => sum + h[key], 0) / layer.length;
@@ -14,8 +15,8 @@ async function draw({ ctx, t, out, head, title }) {
       `${t("lab_mean_entropy")}: ${fmt(mean("entropy_scaled"))} → ` +
       `${fmt(mean("entropy_unscaled"))} ${t("lab_bits")} (d_k = ${r.head_dim})`,
   );
-  await weights(out, { z: first, rows, columns, title: title(t("lab_scaled")) });
-  await weights(out, { z: second, rows, columns, title: title(t("lab_unscaled")) });
+  await weights(out, { z: first, ...labels, title: title(t("lab_scaled")) });
+  await weights(out, { z: second, ...labels, title: title(t("lab_unscaled")) });
   const scaled = (key) => `${t(key)} (${t("lab_scaled")})`;
   const unscaled = (key) => `${t(key)} (${t("lab_unscaled")})`;
   out.append(

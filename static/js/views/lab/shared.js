@@ -1,5 +1,6 @@
 // What the lab's experiments share: their answers kept per request, and small DOM helpers.
 import { heatmap } from "../../plots.js";
+import { rowLabels } from "../head.js";
 
 const answers = new Map(); // (route, request) -> promise of the answer
 
@@ -36,9 +37,26 @@ export function plotBox(parent) {
   return box;
 }
 
+// A lab plot's row labels and hover names: where its rows are decoder steps (the answer
+// gave `predicted`), as in the head view: cross-attention rows by the token each step
+// predicts, self-attention rows by the token fed in, every hover naming both.
+export function stepRows({ rows, predicted, type, t }) {
+  if (!predicted || predicted.length !== rows.length || !type) return { rows, rowNames: rows };
+  const labels = rowLabels({ rows, predicted }, type, t);
+  return { rows: labels.rows, rowNames: labels.rowNames };
+}
+
 // a weights heatmap ([0, 1]) in a new plot box
-export function weights(parent, { z, rows, columns, title }) {
-  return heatmap(plotBox(parent), { z, rows, columns, title, zmin: 0, zmax: 1, valueLabel: "w" });
+export function weights(parent, { z, rows, columns, title, predicted, type, t }) {
+  return heatmap(plotBox(parent), {
+    z,
+    ...stepRows({ rows, predicted, type, t }),
+    columns,
+    title,
+    zmin: 0,
+    zmax: 1,
+    valueLabel: "w",
+  });
 }
 
 // a line of the experiment's summary
