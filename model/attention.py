@@ -43,7 +43,8 @@ def scaled_dot_product_attention(
 
 @dataclass
 class KVCache:
-    """Keys and values one attention module has computed so far, each (B, H, T, d_head)."""
+    """Keys and values one attention module has computed so far, each (B, H_kv, T, d_head)
+    (one per key/value head: grouped-query attention caches them unshared)."""
 
     k: Tensor | None = None
     v: Tensor | None = None
@@ -60,30 +61,50 @@ class MultiHeadAttention(nn.Module):
     Self-attention when `kv` is None, cross-attention otherwise. With a `cache`,
     self-attention computes k, v for the new tokens only and appends them; cross-attention
     computes k, v from `kv` once and reuses them on later calls.
+
+    With `n_kv_heads` < `n_heads` (grouped-query attention) each key/value head serves
+    n_heads / n_kv_heads consecutive query heads: query head h reads key/value head
+    h // group, as transformers' `repeat_kv`. Keys and values are hooked per key/value
+    head, scores and weights per query head.
     """
 
-    def __init__(self, dim: int, n_heads: int, dropout: float = 0.1, bias: bool = True) -> None:
+    def __init__(
+        self,
+        dim: int,
+        n_heads: int,
+        dropout: float = 0.1,
+        bias: bool = True,
+        n_kv_heads: int | None = None,
+    ) -> None:
         super().__init__()
         assert dim % n_heads == 0, "dim must be divisible by n_heads"
         self.dim = dim
         self.n_heads = n_heads
+        self.n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        assert n_heads % self.n_kv_heads == 0, "n_heads must be a multiple of n_kv_heads"
+        self.group = n_heads // self.n_kv_heads  # query heads per key/value head
         self.head_dim = dim // n_heads
+        kv_dim = self.n_kv_heads * self.head_dim
         self.wq = nn.Linear(dim, dim, bias=bias)
-        self.wk = nn.Linear(dim, dim, bias=bias)
-        self.wv = nn.Linear(dim, dim, bias=bias)
+        self.wk = nn.Linear(dim, kv_dim, bias=bias)
+        self.wv = nn.Linear(dim, kv_dim, bias=bias)
         self.wo = nn.Linear(dim, dim, bias=bias)
         self.dropout = nn.Dropout(dropout)
         self.hook_q = HookPoint()  # (B, H, Tq, d_head), after rotary
-        self.hook_k = HookPoint()  # (B, H, Tk, d_head), after rotary, cached keys included
-        self.hook_v = HookPoint()  # (B, H, Tk, d_head)
+        self.hook_k = HookPoint()  # (B, H_kv, Tk, d_head), after rotary, cached keys included
+        self.hook_v = HookPoint()  # (B, H_kv, Tk, d_head)
         self.hook_scores = HookPoint()  # (B, H, Tq, Tk), scaled, before the mask
         self.hook_mask = HookPoint()  # (B, 1, Tq, Tk) bool, True = may attend
         self.hook_weights = HookPoint()  # (B, H, Tq, Tk), after softmax
         self.hook_context = HookPoint()  # (B, H, Tq, d_head), weights @ v per head
 
-    def split_heads(self, x: Tensor) -> Tensor:
+    def split_heads(self, x: Tensor, heads: int | None = None) -> Tensor:
         batch, length, _ = x.shape
-        return x.view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
+        return x.view(batch, length, heads or self.n_heads, self.head_dim).transpose(1, 2)
+
+    def shared(self, x: Tensor) -> Tensor:
+        """Key/value heads (B, H_kv, T, d) as one per query head (B, H, T, d)."""
+        return x if self.group == 1 else x.repeat_interleave(self.group, dim=1)
 
     def forward(
         self,
@@ -102,8 +123,8 @@ class MultiHeadAttention(nn.Module):
             k, v = cache.k, cache.v
         else:
             source = kv if is_cross else x
-            k = self.split_heads(self.wk(source))
-            v = self.split_heads(self.wv(source))
+            k = self.split_heads(self.wk(source), self.n_kv_heads)
+            v = self.split_heads(self.wv(source), self.n_kv_heads)
             if angles is not None:
                 k = apply_rotary(k, angles)
             if cache is not None:
@@ -112,6 +133,8 @@ class MultiHeadAttention(nn.Module):
                     v = torch.cat([cache.v, v], dim=2)
                 cache.k, cache.v = k, v
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
+
+        k, v = self.shared(k), self.shared(v)
 
         scores = self.hook_scores(attention_scores(q, k))
         if mask is not None:

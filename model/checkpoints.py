@@ -34,7 +34,10 @@ def save_checkpoint(
     directory.mkdir(parents=True, exist_ok=True)
     model.config.save(directory / CONFIG_FILE)
     state = {}
+    tied = model.tied()
     for name, tensor in model.state_dict().items():
+        if name in tied:  # stored once, under the name it is tied to
+            continue
         tensor = tensor.detach().cpu()
         if dtype is not None and tensor.is_floating_point():
             tensor = tensor.to(dtype)
@@ -66,7 +69,8 @@ def load_checkpoint(directory: str | Path) -> Transformer:
     try:
         config = ModelConfig.load(directory / CONFIG_FILE)
         with torch.device("meta"):  # shapes only: nothing allocated yet
-            expected = Transformer(config).state_dict()
+            skeleton = Transformer(config)
+        expected = {k: v for k, v in skeleton.state_dict().items() if k not in skeleton.tied()}
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         raise CheckpointError(f"checkpoint {directory}: bad {CONFIG_FILE}: {exc}") from exc
     weights = directory / WEIGHTS_FILE
@@ -86,8 +90,10 @@ def load_checkpoint(directory: str | Path) -> Transformer:
             f"checkpoint {directory}: {WEIGHTS_FILE} is not a complete safetensors file "
             f"(truncated, or another format): {exc}"
         ) from exc
-    model = Transformer(config)
-    model.load_state_dict({name: t.to(expected[name].dtype) for name, t in state.items()})
+    model = Transformer(config, init=False)  # every weight comes from the file
+    state = {name: t.to(expected[name].dtype) for name, t in state.items()}
+    state |= {alias: state[name] for alias, name in model.tied().items()}
+    model.load_state_dict(state)
     return model.eval()
 
 

@@ -13,14 +13,15 @@ from typing import Any, Literal
 Architecture = Literal["encoder-decoder", "encoder-only", "decoder-only"]
 Positional = Literal["sinusoidal", "learned", "rotary", "none"]
 NormPlacement = Literal["post", "pre"]
-Activation = Literal["relu", "gelu"]
-Norm = Literal["layernorm"]
+Activation = Literal["relu", "gelu", "silu"]
+Norm = Literal["layernorm", "rmsnorm"]
 
 ARCHITECTURES: tuple[str, ...] = ("encoder-decoder", "encoder-only", "decoder-only")
 POSITIONALS: tuple[str, ...] = ("sinusoidal", "learned", "rotary", "none")
 NORM_PLACEMENTS: tuple[str, ...] = ("post", "pre")
-ACTIVATIONS: tuple[str, ...] = ("relu", "gelu")  # gelu: the exact (erf) form, as BERT's
-NORMS: tuple[str, ...] = ("layernorm",)
+# gelu: the exact (erf) form, as BERT's; silu (x * sigmoid(x)): Llama's, in the gated SwiGLU
+ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "silu")
+NORMS: tuple[str, ...] = ("layernorm", "rmsnorm")
 # Names an older config.json may use, read as the current ones (saved under the new name).
 DEPRECATED_FIELDS = {
     "src_vocab_size": "source_vocab_size",
@@ -36,7 +37,10 @@ class ModelConfig:
     source_vocab_size: int = 100  # encoder input; unused by decoder-only
     target_vocab_size: int = 100  # decoder input and output; unused by encoder-only
     d_model: int = 512
-    n_heads: int = 8
+    n_heads: int = 8  # query heads
+    # key/value heads, shared by n_heads / n_kv_heads query heads each (grouped-query
+    # attention, Llama's); None: one per query head, as the seed's multi-head attention
+    n_kv_heads: int | None = None
     n_layers: int = 6  # encoder layers (decoder layers too, unless n_decoder_layers is set)
     n_decoder_layers: int | None = None
     d_ff: int = 2048
@@ -46,6 +50,8 @@ class ModelConfig:
     rope_theta: float = 10000.0
     norm_placement: NormPlacement = "post"
     activation: Activation = "relu"
+    # the feed-forward's gated form, w2(act(w1 x) * w3 x) (SwiGLU with silu: Llama's)
+    gated_ffn: bool = False
     norm: Norm = "layernorm"
     norm_eps: float = 1e-6
     # LayerNorm through torch's fused kernel: the same formula in another rounding order
@@ -55,8 +61,10 @@ class ModelConfig:
     bias: bool = True
     embed_scale: bool = True  # multiply token embeddings by sqrt(d_model), as the seed does
     embed_norm: bool = False  # LayerNorm after the embedding sum (BERT)
+    # the output projection is the token embedding's matrix (GPT-2, SmolLM2): one tensor
+    tie_embeddings: bool = False
     type_vocab_size: int = 0  # token-type (segment) embeddings (BERT: 2)
-    pad_id: int = 0
+    pad_id: int = 0  # -1: no padding token (an LLM whose every id is text), nothing masked
     bos_id: int = 1
     eos_id: int = 2
 
@@ -74,6 +82,10 @@ class ModelConfig:
             (self.norm in NORMS, f"norm must be one of {NORMS}"),
             (self.d_model % self.n_heads == 0, "d_model must be divisible by n_heads"),
             (
+                self.kv_heads > 0 and self.n_heads % self.kv_heads == 0,
+                "n_heads must be a multiple of n_kv_heads",
+            ),
+            (
                 self.positional != "rotary" or self.head_dim % 2 == 0,
                 "rotary positions need an even head dimension",
             ),
@@ -82,6 +94,7 @@ class ModelConfig:
             (0.0 <= self.dropout < 1.0, "dropout must lie in [0, 1)"),
             (self.norm_eps > 0, "norm_eps must be positive"),
             (self.type_vocab_size >= 0, "type_vocab_size must be >= 0"),
+            (not self.tie_embeddings or self.has_decoder, "tied embeddings need a decoder"),
         ]
         if self.has_encoder:
             checks.append((self.source_vocab_size > 0, "source_vocab_size must be positive"))
@@ -94,6 +107,10 @@ class ModelConfig:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
     @property
     def decoder_layers(self) -> int:

@@ -1,4 +1,5 @@
-"""The seed's LayerNorm and feed-forward network, and the encoder and decoder layers."""
+"""The seed's LayerNorm and feed-forward network (and Llama's RMSNorm and gated SwiGLU
+form), and the encoder and decoder layers."""
 
 from __future__ import annotations
 
@@ -31,16 +32,35 @@ class LayerNorm(nn.Module):
         return self.gamma * x_norm + self.beta
 
 
+class RMSNorm(nn.Module):
+    """y = x / sqrt(mean(x^2) + eps) * weight over the last dim: no centring, no bias
+    (Llama's; computed as transformers' LlamaRMSNorm, in float32)."""
+
+    def __init__(self, dim: int, eps: float = 1e-6, fused: bool = False) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + self.eps))
+
+
 # The activations model/ implements; any other is refused, never replaced by another.
 ACTIVATION_MODULES: dict[str, Callable[[], nn.Module]] = {
     "relu": nn.ReLU,
     "gelu": nn.GELU,  # exact (erf), as BERT's "gelu"
+    "silu": nn.SiLU,  # x * sigmoid(x), Llama's (in the gated form: SwiGLU)
 }
-NORM_MODULES: dict[str, Callable[[int, float, bool], nn.Module]] = {"layernorm": LayerNorm}
+NORM_MODULES: dict[str, Callable[[int, float, bool], nn.Module]] = {
+    "layernorm": LayerNorm,
+    "rmsnorm": RMSNorm,
+}
 
 
 class FeedForward(nn.Module):
-    """w2(dropout(act(w1 x))): widen to d_ff, activate, project back."""
+    """w2(dropout(act(w1 x))): widen to d_ff, activate, project back. Gated (Llama's
+    SwiGLU with silu): w2(dropout(act(w1 x) * w3 x)), w1 the gate and w3 the up projection."""
 
     def __init__(
         self,
@@ -49,10 +69,12 @@ class FeedForward(nn.Module):
         dropout: float = 0.1,
         activation: str = "relu",
         bias: bool = True,
+        gated: bool = False,
     ) -> None:
         super().__init__()
         self.w1 = nn.Linear(dim, hidden_dim, bias=bias)
         self.w2 = nn.Linear(hidden_dim, dim, bias=bias)
+        self.w3 = nn.Linear(dim, hidden_dim, bias=bias) if gated else None
         self.dropout = nn.Dropout(dropout)
         if activation not in ACTIVATION_MODULES:
             raise ValueError(
@@ -61,7 +83,10 @@ class FeedForward(nn.Module):
         self.activation = ACTIVATION_MODULES[activation]()
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w2(self.dropout(self.activation(self.w1(x))))
+        hidden = self.activation(self.w1(x))
+        if self.w3 is not None:
+            hidden = hidden * self.w3(x)
+        return self.w2(self.dropout(hidden))
 
 
 class _Layer(nn.Module):
@@ -79,7 +104,9 @@ class _Layer(nn.Module):
 
 
 def _attention(config: ModelConfig) -> MultiHeadAttention:
-    return MultiHeadAttention(config.d_model, config.n_heads, config.dropout, config.bias)
+    return MultiHeadAttention(
+        config.d_model, config.n_heads, config.dropout, config.bias, config.kv_heads
+    )
 
 
 def norm_layer(config: ModelConfig) -> nn.Module:
@@ -90,7 +117,14 @@ def norm_layer(config: ModelConfig) -> nn.Module:
 
 
 def _ffn(config: ModelConfig) -> FeedForward:
-    return FeedForward(config.d_model, config.d_ff, config.dropout, config.activation, config.bias)
+    return FeedForward(
+        config.d_model,
+        config.d_ff,
+        config.dropout,
+        config.activation,
+        config.bias,
+        config.gated_ffn,
+    )
 
 
 class EncoderLayer(_Layer):

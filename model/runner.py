@@ -69,7 +69,7 @@ def attention_specs(config: ModelConfig) -> list[AttentionSpec]:
     for name, (stack, module, rows, columns) in ATTENTION_TYPES.items():
         if present[name]:
             layers = config.n_layers if stack == "encoder" else config.decoder_layers
-            heads = (config.n_heads, config.n_heads, config.head_dim)  # query, key/value, dim
+            heads = (config.n_heads, config.kv_heads, config.head_dim)  # query, key/value, dim
             specs.append(AttentionSpec(name, stack, module, layers, *heads, rows, columns))
     return specs
 

@@ -131,7 +131,8 @@ class Transformer(HookedModule):
     (encoder-only) or logits (decoder-only).
     """
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, init: bool = True) -> None:
+        """`init=False` skips the initialisation, for weights loaded right after."""
         super().__init__()
         self.config = config
         if config.has_encoder:
@@ -140,7 +141,15 @@ class Transformer(HookedModule):
             self.decoder = Decoder(config, cross=config.architecture == "encoder-decoder")
             self.output = nn.Linear(config.d_model, config.target_vocab_size, bias=config.bias)
             self.hook_logits = HookPoint()  # (B, T, V)
-        self._init_parameters()
+        if init:
+            self._init_parameters()
+        if config.tie_embeddings:  # one matrix, after the init: the embedding's
+            self.output.weight = self.decoder.tok_embed.weight
+
+    def tied(self) -> dict[str, str]:
+        """State-dict names that are another's tensor (tied embeddings): alias -> name.
+        Checkpoints store such a tensor once, under the name it is tied to."""
+        return {"output.weight": "decoder.tok_embed.weight"} if self.config.tie_embeddings else {}
 
     def _init_parameters(self) -> None:
         for p in self.parameters():
@@ -230,7 +239,9 @@ class Transformer(HookedModule):
         tokens, step_input = prefix, prefix
         finished = torch.zeros(prefix.size(0), dtype=torch.bool, device=prefix.device)
         step_logits = []
-        pad = torch.tensor([cfg.pad_id], device=prefix.device)
+        # (a model without a padding token, pad_id -1, continues finished rows with EOS)
+        pad = torch.tensor([cfg.pad_id], device=prefix.device) if cfg.pad_id >= 0 else None
+        after_eos = cfg.pad_id if pad is not None else cfg.eos_id
         for _ in range(max_new_tokens):
             if tokens.size(1) >= cfg.max_seq_len:
                 break
@@ -238,8 +249,9 @@ class Transformer(HookedModule):
             logits = self.logits(hidden[:, -1:])[:, 0]  # (B, V)
             step_logits.append(logits)
             # padding only ever follows EOS; it is never a prediction
-            next_token = logits.index_fill(-1, pad, float("-inf")).argmax(-1)
-            next_token = next_token.masked_fill(finished, cfg.pad_id)
+            if pad is not None:
+                logits = logits.index_fill(-1, pad, float("-inf"))
+            next_token = logits.argmax(-1).masked_fill(finished, after_eos)
             tokens = torch.cat([tokens, next_token[:, None]], dim=1)
             step_input = next_token[:, None]
             finished |= next_token == cfg.eos_id

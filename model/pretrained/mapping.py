@@ -26,6 +26,10 @@ def map_state(
     else that does not fit, and any `problems` a family found itself, is one
     CheckpointError listing them all."""
     expected = model.state_dict()
+    # a tied tensor (the output projection that is the embedding) is filled by its one name
+    aliases = model.tied() if hasattr(model, "tied") else {}
+    for name in aliases:
+        del expected[name]
     state: dict[str, torch.Tensor] = {}
     problems = list(problems or [])
     for name, tensor in tensors.items():
@@ -45,4 +49,6 @@ def map_state(
         problems.append(f"nothing fills {missing}")
     if problems:
         raise CheckpointError(f"{family} weights do not map onto model/: " + "; ".join(problems))
+    for name, to in aliases.items():
+        state[name] = state[to]
     return state

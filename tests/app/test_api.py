@@ -39,7 +39,26 @@ def attention(client, **body):
 def test_models_describe_their_attention(client):
     models = client.get("/api/v1/models").json()
     ids = [m["id"] for m in models]
-    assert ids == ["pronounce", "pronounce-untrained", "minilm", "minilm-untrained"]
+    assert ids == [
+        "pronounce", "pronounce-untrained", "minilm", "minilm-untrained", "smollm2",
+        "smollm2-untrained",
+    ]  # fmt: skip
+    llm = models[4]
+    assert (llm["architecture"], llm["positional"], llm["decoder_layers"]) == (
+        "decoder-only",
+        "rotary",
+        30,
+    )
+    assert llm["attention"] == [
+        {"type": "decoder.self", "layers": 30, "query_heads": 9, "kv_heads": 3, "head_dim": 64,
+         "rows": "target", "columns": "target"}
+    ]  # fmt: skip
+    assert (llm["token_unit"], llm["output"], llm["max_tokens"]) == (
+        "byte-bpe",
+        "continuation",
+        512,
+    )
+    assert "<|im_start|>" in llm["special_tokens"]
     default = models[0]
     assert default["default"] and not models[1]["default"]
     assert default["architecture"] == "encoder-decoder" and default["positional"] == "sinusoidal"

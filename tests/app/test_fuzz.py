@@ -40,7 +40,7 @@ schema.config.generation.update(max_examples=EXAMPLES, deterministic=True, datab
 checks = schema.config.checks
 for check in (checks.negative_data_rejection, checks.positive_data_acceptance):
     check.expected_statuses = [*check.expected_statuses, "413"]
-SERVED = ["pronounce", "pronounce-untrained", "minilm", "minilm-untrained"]
+SERVED = ["pronounce", "pronounce-untrained", "minilm", "minilm-untrained", "smollm2"]
 GENERATED = "(the generated id)"
 
 
@@ -88,6 +88,7 @@ MODEL_DEPENDENT = (
     "this needs self-attention",  # lab: rollout of a cross-attention type
     "the same length, so nothing is padded",  # lab: a second sentence as long as the text
     "does not decode",  # lab: an encoder-only model has no KV cache
+    "it has no encoder",  # lab: a decoder-only model's positions and padding
 )
 
 

@@ -24,6 +24,7 @@ def test_healthz_reports_ok_and_the_loaded_models():
         response = client.get("/healthz")
     assert response.status_code == 200
     models = ["pronounce", "pronounce-untrained", "minilm", "minilm-untrained"]
+    models += ["smollm2", "smollm2-untrained"]
     assert response.json() == {"status": "ok", "models": models}
 
 

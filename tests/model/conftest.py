@@ -40,6 +40,24 @@ ARCH_CONFIGS = {
     ),
     "decoder-only": dict(architecture="decoder-only", positional="rotary", norm_placement="pre"),
 }
+# the Llama family's options: RMSNorm, gated SwiGLU, grouped-query attention (2 key/value
+# heads for 4 query heads), RoPE with its own base, tied embeddings, no biases, no padding
+LLAMA = dict(
+    architecture="decoder-only",
+    positional="rotary",
+    rope_theta=100000.0,
+    norm_placement="pre",
+    norm="rmsnorm",
+    norm_eps=1e-5,
+    activation="silu",
+    gated_ffn=True,
+    n_kv_heads=2,
+    tie_embeddings=True,
+    bias=False,
+    embed_scale=False,
+    pad_id=-1,
+)
+ARCH_CONFIGS["llama"] = LLAMA
 
 
 @pytest.fixture(autouse=True)

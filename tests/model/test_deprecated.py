@@ -33,13 +33,13 @@ def test_the_config_reads_the_old_vocabulary_size_names():
 
 @pytest.mark.parametrize(
     "field, value, message",
-    [("activation", "silu", "activation must be one of"), ("norm", "rmsnorm", "norm must be")],
+    [("activation", "tanh", "activation must be one of"), ("norm", "batchnorm", "norm must be")],
 )
 def test_what_model_does_not_implement_is_refused_not_replaced(field, value, message):
     with pytest.raises(ValueError, match=message):
         ModelConfig(**{field: value})
-    with pytest.raises(ValueError, match="activation 'silu' is not implemented"):
-        FeedForward(8, 16, activation="silu")  # never quietly another activation
+    with pytest.raises(ValueError, match="activation 'tanh' is not implemented"):
+        FeedForward(8, 16, activation="tanh")  # never quietly another activation
 
 
 def test_a_checkpoint_with_the_old_vocabulary_file_names_loads(tmp_path):

@@ -7,7 +7,7 @@ import torch
 
 from model import DecoderCache, hooked
 
-from .conftest import build
+from .conftest import LLAMA, build
 
 STEPS = 50
 
@@ -16,6 +16,8 @@ def _model(arch: str, positional: str):
     overrides = dict(positional=positional, max_seq_len=STEPS + 8)
     if arch == "decoder-only":
         overrides.update(architecture="decoder-only", norm_placement="pre")
+    elif arch == "llama":
+        overrides.update({**LLAMA, "positional": positional})
     # eos outside the vocabulary: greedy decoding runs all STEPS steps
     return build(seed=3, eos_id=10_000, **overrides)
 
@@ -31,6 +33,7 @@ CASES = [
     ("encoder-decoder", "rotary"),
     ("decoder-only", "rotary"),
     ("decoder-only", "learned"),
+    ("llama", "rotary"),
 ]
 
 

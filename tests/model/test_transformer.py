@@ -10,7 +10,7 @@ from model import ModelConfig, Transformer, generate_mask
 from model.layers import EncoderLayer, FeedForward, LayerNorm
 
 from . import seed_reference as seed
-from .conftest import build, tiny_config
+from .conftest import LLAMA, build, tiny_config
 
 
 def test_seed_main_demo_gives_logits_of_batch_by_target_len_by_vocab():
@@ -146,11 +146,15 @@ def test_invalid_configs_are_refused_with_a_reason(overrides, message):
 
 
 def test_config_round_trips_through_json(tmp_path):
-    config = tiny_config(architecture="decoder-only", positional="rotary", rope_theta=500.0)
+    config = tiny_config(**{**LLAMA, "rope_theta": 500.0})
     config.save(tmp_path / "config.json")
     assert ModelConfig.load(tmp_path / "config.json") == config
     with pytest.raises(ValueError, match="unknown fields"):
-        ModelConfig.from_dict({**config.to_dict(), "n_kv_heads": 2})
+        ModelConfig.from_dict({**config.to_dict(), "sliding_window": 2})
+    with pytest.raises(ValueError, match="n_heads must be a multiple of n_kv_heads"):
+        tiny_config(n_kv_heads=3)  # 4 query heads cannot share 3 key/value heads
+    with pytest.raises(ValueError, match="tied embeddings need a decoder"):
+        tiny_config(architecture="encoder-only", tie_embeddings=True)
 
 
 def test_decoding_checks_the_encoder_memory_it_is_given():

