@@ -18,7 +18,7 @@ from model.runtime import keep_freed_memory, set_threads
 
 from .limits import BodyLimit
 from .logs import AccessLog
-from .routes import inference, lab, models, pages
+from .routes import generate, inference, lab, models, pages
 from .routes.deps import BODY_ERRORS
 from .runs import Inference, tensor_threads
 from .schemas import Health, document_text_limit
@@ -65,6 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(AccessLog)  # outermost: it also logs the 413s
     app.include_router(models.router)
     app.include_router(inference.router)
+    app.include_router(generate.router)
     app.include_router(lab.router)
     app.include_router(pages.router)
     app.mount("/static", pages.static_files(), name="static")

@@ -11,7 +11,7 @@ import re
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -79,6 +79,17 @@ class RunLimiter:
     def slot(self) -> Iterator[None]:
         with self.admission(), self._running:
             yield
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """A run slot alone, for a request admitted already (a generation's next step)."""
+        with self._running:
+            yield
+
+    def check(self) -> None:
+        """A 503 now where admission would refuse (nothing is counted)."""
+        with self.admission():
+            pass
 
 
 class RunCache:
@@ -155,6 +166,33 @@ class Inference:
         with self._admitted.admission():
             return await asyncio.get_running_loop().run_in_executor(self.threads, call)
 
+    def prompt_options(
+        self, entry: ModelEntry, chat: bool, continuation: Sequence[int]
+    ) -> dict[str, Any]:
+        """The run's prompt options, checked: {} for a plain run; a 422 where the model
+        does not continue prompts or a continuation does not fit it."""
+        if not chat and not continuation:
+            return {}
+        if entry.runner.output_kind != "continuation":
+            raise HTTPException(
+                422,
+                f"chat and continuation are for models that continue a prompt; {entry.id} "
+                f"makes a {entry.runner.output_kind}",
+            )
+        limit = self.settings.max_new_tokens
+        if len(continuation) > limit:
+            raise HTTPException(
+                422,
+                f"continuation has {len(continuation)} tokens; the limit is {limit} "
+                "(ATTNVIZ_MAX_NEW_TOKENS)",
+            )
+        vocab = entry.config.target_vocab_size
+        if any(i >= vocab for i in continuation):
+            raise HTTPException(
+                422, f"continuation holds a token id out of range: {entry.id} has 0..{vocab - 1}"
+            )
+        return {"chat": chat, "continuation": list(continuation)}
+
     def entry(self, model_id: str | None) -> ModelEntry:
         model_id = self.zoo.default if model_id is None else model_id
         entry = self.zoo.models.get(model_id)
@@ -163,11 +201,20 @@ class Inference:
             raise HTTPException(404, f"unknown model {model_id!r}; the models are: {known}")
         return entry
 
-    def run(self, entry: ModelEntry, text: str) -> RunResult:
+    def run(
+        self,
+        entry: ModelEntry,
+        text: str,
+        chat: bool = False,
+        continuation: Sequence[int] = (),
+    ) -> RunResult:
         """The run of `text` with every hook point captured, from the run cache if this
-        (model, text) was run before."""
+        (model, text) was run before. A model that continues a prompt may read it as a
+        chat turn, and run it with tokens generated after it (`continuation`)."""
         text = read_text(text, self.settings.max_text_chars)
-        key = hashlib.sha256(f"{entry.id}\0{text}".encode()).hexdigest()
+        prompt = self.prompt_options(entry, chat, continuation)
+        extra = f"\0{int(chat)}\0{','.join(map(str, continuation))}" if prompt else ""
+        key = hashlib.sha256(f"{entry.id}\0{text}{extra}".encode()).hexdigest()
         with self._running_lock:
             cached = self.runs.get(key)
             if cached is not None:
@@ -180,7 +227,7 @@ class Inference:
         try:
             with self.limiter.slot():
                 try:
-                    result = entry.runner.run(text)
+                    result = entry.runner.run(text, **prompt)
                 except ValueError as exc:  # nothing left to read once normalised
                     raise HTTPException(422, f"text cannot be read: {exc}") from exc
             self.runs.put(key, result)

@@ -28,6 +28,8 @@ def _integral(value: Any) -> Any:
 
 
 Index = Annotated[StrictInt, Field(ge=0, le=10_000), BeforeValidator(_integral)]
+# a token id of a model's vocabulary (checked against the model's size by the server)
+TokenId = Annotated[StrictInt, Field(ge=0, le=10_000_000), BeforeValidator(_integral)]
 
 # Control characters (NUL, backspace, escape, DEL, C1, ...) are never text someone typed:
 # refused. Tab, line feed, vertical tab, form feed and carriage return are whitespace.
@@ -185,6 +187,19 @@ class TextRequest(Strict):
         "(zero-width, direction marks, BOM) are left out, and it is read in Unicode NFC.",
         examples=["行走在银行"],
     )
+    chat: bool = Field(
+        False,
+        description="Models that continue a prompt: read the text as one user turn of the "
+        "model's chat template (its system line, then the turn, then the assistant's cue) "
+        "instead of as the raw prompt.",
+    )
+    continuation: list[TokenId] = Field(
+        [],
+        max_length=4096,
+        description="Models that continue a prompt: the token ids generated after it, as "
+        "/generate answered (`continuation`); the run then covers the prompt and them in "
+        "one pass. At most the server's ATTNVIZ_MAX_NEW_TOKENS.",
+    )
 
 
 class AnalyzeRequest(TextRequest):
@@ -335,4 +350,58 @@ class PositionalResponse(BaseModel):
     )
     similarity: list[list[float]] = Field(
         description="positions x positions: cosine similarity of the positions' vectors."
+    )
+
+
+class GenerateRequest(TextRequest):
+    max_new_tokens: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description="Tokens to add at most (it stops earlier at the end-of-turn token); "
+        "default and limit: the server's ATTNVIZ_MAX_NEW_TOKENS (64), more: 422.",
+    )
+    temperature: float = Field(
+        0.0, ge=0.0, le=5.0, description="0: greedy (the likeliest token each step); else sampled."
+    )
+    top_k: int = Field(0, ge=0, le=1_000_000, description="Sample among the k likeliest; 0: all.")
+    top_p: float = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description="Sample among the likeliest tokens whose probability reaches p; 1: all.",
+    )
+    seed: int = Field(0, ge=0, le=2**63 - 1, description="The same seed draws the same tokens.")
+
+
+class Alternative(BaseModel):
+    id: int
+    token: str = Field(description="The token as people read it (byte-level pieces decoded).")
+    probability: float
+
+
+class GeneratedStep(BaseModel):
+    index: int = Field(description="Its position in the sequence (prompt, then generated).")
+    id: int
+    token: str = Field(description="The token alone, as people read it.")
+    probability: float = Field(description="Its probability in the model's distribution.")
+    top: list[Alternative] = Field(description="The 10 likeliest tokens at this step.")
+    text: str = Field(description="The continuation decoded so far, this token included.")
+
+
+class GenerateResponse(BaseModel):
+    model: str
+    prompt: str = Field(description="The prompt as the model read it (chat: templated).")
+    prompt_tokens: list[str]
+    truncated: bool = Field(description="The prompt was longer than the model reads: cut.")
+    continuation: list[int] = Field(
+        description="Every token id after the prompt (the request's continuation, then the "
+        "new ones): send it back with the same text to analyze, attention, export and the "
+        "lab to see the attention of the whole sequence."
+    )
+    tokens: list[str] = Field(description="The new tokens as people read them, in context.")
+    text: str = Field(description="The new tokens decoded.")
+    steps: list[GeneratedStep]
+    stop: Literal["end-of-turn", "max_new_tokens", "context"] = Field(
+        description="Why it stopped: the model ended its turn, the token limit, or its context."
     )

@@ -42,6 +42,13 @@ class Settings(BaseSettings):
     max_text_chars: int = Field(
         4000, ge=1, description="Characters per text (512 English WordPieces fit); longer: 422."
     )
+    max_new_tokens: int = Field(
+        64,
+        ge=1,
+        le=4096,
+        description="Tokens one generation may add to a prompt (models that continue one); "
+        "more asked: 422.",
+    )
     max_body_bytes: int = Field(65536, ge=1024, description="Request body bytes; larger: 413.")
     drain_body_bytes: int = Field(
         10 * 2**20,

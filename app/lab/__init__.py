@@ -59,7 +59,7 @@ class Experiment:
     def __call__(self, inference: Inference, req: TextRequest) -> BaseModel:
         """Run it for one request: the context (the model's cached run), a 422 if the
         model lacks what it needs, and its model runs in one run slot."""
-        ctx = LabContext(inference, req.model, req.text)
+        ctx = LabContext(inference, req.model, req.text, req.chat, req.continuation)
         lacking = self.missing(ctx.entry)
         if lacking:
             reasons = " and ".join(NEEDS_EXPLAINED.get(n, f"lacks {n}") for n in lacking)

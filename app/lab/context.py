@@ -3,7 +3,7 @@ and forward passes of the same model with hook functions."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 from fastapi import HTTPException
@@ -22,10 +22,17 @@ class LabContext:
     a run slot of its own) and the ids that run read; experiments run the model again
     through `forward` and `encoder_weights`, inside the run slot the registry takes."""
 
-    def __init__(self, inference: Inference, model: str | None, text: str) -> None:
+    def __init__(
+        self,
+        inference: Inference,
+        model: str | None,
+        text: str,
+        chat: bool = False,
+        continuation: Sequence[int] = (),
+    ) -> None:
         self.inference = inference
         self.entry: ModelEntry = inference.entry(model)
-        self.result: RunResult = inference.run(self.entry, text)
+        self.result: RunResult = inference.run(self.entry, text, chat, continuation)
         self.runner = self.entry.runner
         self.model = self.runner.model
         self.config = self.entry.config

@@ -24,7 +24,7 @@ router = APIRouter(prefix="/api/v1", tags=["attention"])
 def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
     """Tokens, the model's output, and a summary of every head: what an overview needs."""
     entry = inference.entry(req.model)
-    result = inference.run(entry, req.text)
+    result = inference.run(entry, req.text, req.chat, req.continuation)
     similarity = None
     if req.compare is not None:
         if not entry.runner.capabilities.similarity:
@@ -53,7 +53,7 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
 def attention(req: AttentionRequest, inference: InferenceDep) -> Response:
     """The requested matrices: per type, layer, head and kind, with the tokens of each axis."""
     entry = inference.entry(req.model)
-    result = inference.run(entry, req.text)
+    result = inference.run(entry, req.text, req.chat, req.continuation)
     blocks = attention_blocks(entry, result, req, inference.settings.max_response_bytes)
     body = AttentionResponse(
         model=entry.id,
@@ -79,7 +79,7 @@ def attention(req: AttentionRequest, inference: InferenceDep) -> Response:
 def export(req: TextRequest, inference: InferenceDep) -> Response:
     """Every captured tensor of one input (float32) and its tokens, as an .npz download."""
     entry = inference.entry(req.model)
-    result = inference.run(entry, req.text)
+    result = inference.run(entry, req.text, req.chat, req.continuation)
     data, filename = export_npz(entry, req.text, result)
     return Response(
         data,

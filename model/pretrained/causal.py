@@ -164,13 +164,29 @@ class CausalLM(RunnerBase):
         ids, _, _ = self.encode(text)
         return ids, self.shown(ids)
 
-    @torch.no_grad()
-    def run(self, text: str, capture: bool = True, names_filter: NamesFilter = None) -> RunResult:
-        """One pass over the prompt (captured if asked); its output is the next token."""
-        ids, cut, length = self.encode(text)
+    def prompt(self, text: str, chat: bool = False) -> tuple[str, list[int], bool, int]:
+        """(the prompt read, its ids, whether they were cut, their length before): the text
+        itself, or with `chat` the text as a user turn of the chat template."""
+        prompt = self.chat_prompt(text) if chat else text
+        ids, cut, length = self.encode(prompt)
         if not ids:
             raise ValueError("the prompt has no tokens")
-        return self.result(text, ids, [], capture, names_filter, cut, length)
+        return prompt, ids, cut, length
+
+    @torch.no_grad()
+    def run(
+        self,
+        text: str,
+        capture: bool = True,
+        names_filter: NamesFilter = None,
+        *,
+        chat: bool = False,
+        continuation: list[int] | tuple[int, ...] = (),
+    ) -> RunResult:
+        """One pass over the prompt and what was generated after it (`continuation`),
+        captured if asked; without a continuation the output is the next token."""
+        prompt, ids, cut, length = self.prompt(text, chat)
+        return self.result(prompt, ids, list(continuation), capture, names_filter, cut, length)
 
     def result(
         self,

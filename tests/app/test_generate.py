@@ -1,0 +1,146 @@
+"""Generation through the API: /generate and its server-sent-events stream on SmolLM2,
+the continuation sent back to see the whole sequence's attention, what is refused, and a
+client that goes away mid-stream (a real uvicorn server)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx2
+import numpy as np
+import pytest
+
+from tests.serving import start_server
+
+PROMPT = "The capital of France is"
+
+
+def post(client, path: str, **body) -> dict:
+    response = client.post(f"/api/v1/{path}", json={"model": "smollm2", **body})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def events(lines) -> list[tuple[str, dict]]:
+    """(event, data) of a text/event-stream body, in order."""
+    out, kind = [], None
+    for line in lines:
+        if line.startswith("event: "):
+            kind = line[len("event: ") :]
+        elif line.startswith("data: "):
+            out.append((kind, json.loads(line[len("data: ") :])))
+    return out
+
+
+def test_a_greedy_continuation_with_each_steps_distribution(client):
+    body = post(client, "generate", text=PROMPT, max_new_tokens=6)
+    assert body["prompt_tokens"] == ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]
+    assert body["tokens"][0] == "ĠParis" and body["text"].startswith(" Paris")
+    assert len(body["continuation"]) == len(body["steps"]) == 6 and body["stop"] == "max_new_tokens"
+    for i, step in enumerate(body["steps"]):
+        assert step["index"] == 5 + i and step["id"] == body["continuation"][i]
+        probabilities = [a["probability"] for a in step["top"]]
+        assert len(step["top"]) == 10 and probabilities == sorted(probabilities, reverse=True)
+        assert step["top"][0]["id"] == step["id"]  # greedy: the likeliest
+        assert step["probability"] == probabilities[0] and 0 < sum(probabilities) <= 1 + 1e-6
+    assert body["steps"][-1]["text"] == body["text"]
+
+
+def test_the_continuation_sent_back_gives_the_whole_sequences_attention(client):
+    made = post(client, "generate", text=PROMPT, max_new_tokens=4)
+    sent = {"text": PROMPT, "continuation": made["continuation"]}
+    analyzed = post(client, "analyze", **sent)
+    assert analyzed["source_tokens"] == made["prompt_tokens"] + made["tokens"]
+    assert analyzed["output"] == made["tokens"]
+    # each generated token was the likeliest at its step: the pass predicts it there
+    assert analyzed["predicted_tokens"][4:8] == made["tokens"]
+    blocks = post(client, "attention", **sent, types=["decoder.self"], layers=[29])["blocks"]
+    weights = np.array(blocks[0]["data"])
+    assert weights.shape == (9, 9, 9) and np.allclose(weights.sum(-1), 1, atol=1e-5)
+    assert np.allclose(np.triu(weights, 1), 0)  # causal: no step sees a later token
+    lab = post(client, "lab/scaling", **sent, type="decoder.self", layer=29, head=0)
+    assert lab["matrices"]["rows"] == analyzed["source_tokens"]
+
+
+def test_sampling_is_seeded(client):
+    warm = {"text": "Once upon a time", "max_new_tokens": 8, "temperature": 1, "top_p": 0.95}
+    first = post(client, "generate", **warm, seed=11)["continuation"]
+    assert post(client, "generate", **warm, seed=11)["continuation"] == first
+    assert post(client, "generate", **warm, seed=12)["continuation"] != first
+
+
+def test_chat_mode_wraps_the_text_in_the_chat_template(client):
+    body = post(client, "generate", text="What is 2+2?", chat=True, max_new_tokens=64)
+    assert body["prompt"].endswith(
+        "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert body["prompt_tokens"][0] == "<|im_start|>"
+    assert body["stop"] == "end-of-turn" and body["tokens"][-1] == "<|im_end|>"
+    assert "4" in body["text"]
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"max_new_tokens": 65}, "the limit is 64 (ATTNVIZ_MAX_NEW_TOKENS)"),
+        ({"model": "pronounce"}, "pronounce does not continue a prompt"),
+        ({"continuation": [49152]}, "token id out of range: smollm2 has 0..49151"),
+        ({"continuation": [13] * 65}, "continuation has 65 tokens; the limit is 64"),
+        ({"text": " \u200b "}, "text is empty"),
+        ({"temperature": -1}, "greater than or equal to 0"),
+        ({"top_p": 0}, "greater than 0"),
+    ],
+)
+def test_what_cannot_be_generated_is_refused_with_the_reason(client, body, message):
+    for path in ("generate", "generate/stream"):
+        response = client.post(f"/api/v1/{path}", json={"model": "smollm2", "text": "hi", **body})
+        assert response.status_code == 422, response.text
+        assert message in json.dumps(response.json()["detail"])
+    if "model" in body:  # and the attention routes refuse a prompt option likewise
+        chat = client.post(
+            "/api/v1/analyze", json={"model": "pronounce", "text": "hi", "chat": True}
+        )
+        assert chat.status_code == 422 and "models that continue a prompt" in chat.text
+
+
+def test_the_stream_sends_each_step_then_the_whole_answer(client):
+    request = {"model": "smollm2", "text": PROMPT, "max_new_tokens": 5}
+    with client.stream("POST", "/api/v1/generate/stream", json=request) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        got = events(response.iter_lines())
+    kinds = [kind for kind, _ in got]
+    assert kinds == ["step"] * 5 + ["done"]
+    whole = post(client, "generate", text=PROMPT, max_new_tokens=5)
+    assert got[-1][1] == whole
+    assert [data for _, data in got[:-1]] == whole["steps"]
+
+
+def test_a_client_that_goes_away_stops_the_generation_and_frees_its_slot():
+    env = {
+        "ATTNVIZ_ZOO": json.dumps(["smollm2"]),
+        "ATTNVIZ_MAX_CONCURRENT_RUNS": "1",
+        "ATTNVIZ_LOG_LEVEL": "info",
+    }
+    proc, base = start_server(env, capture_output=True)
+    try:
+        request = {"text": "Once upon a time", "max_new_tokens": 64}
+        with httpx2.Client(timeout=60) as http:
+            with http.stream("POST", f"{base}/api/v1/generate/stream", json=request) as stream:
+                steps = 0
+                for line in stream.iter_lines():
+                    steps += line.startswith("event: step")
+                    if steps == 2:
+                        break  # and the connection closes, 62 steps short
+            # the only run slot is free again: a whole generation answers at once
+            after = http.post(f"{base}/api/v1/generate", json={**request, "max_new_tokens": 3})
+            assert after.status_code == 200 and len(after.json()["steps"]) == 3
+    finally:
+        proc.terminate()
+        output, _ = proc.communicate(timeout=30)
+    stopped = [
+        json.loads(line)["message"] for line in output.splitlines() if '"attnviz.generate"' in line
+    ]
+    assert len(stopped) == 1 and stopped[0].startswith("generation stopped after ")
+    made = int(stopped[0].split()[3])
+    assert 2 <= made < 64, stopped  # it stopped, not ran on to 64
