@@ -173,11 +173,11 @@ class Inference:
         does not continue prompts or a continuation does not fit it."""
         if not chat and not continuation:
             return {}
-        if entry.runner.output_kind != "continuation":
+        if not entry.runner.capabilities.generation:
             raise HTTPException(
                 422,
                 f"chat and continuation are for models that continue a prompt; {entry.id} "
-                f"makes a {entry.runner.output_kind}",
+                "does not generate",
             )
         limit = self.settings.max_new_tokens
         if len(continuation) > limit:

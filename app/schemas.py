@@ -12,6 +12,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
 )
 
@@ -30,6 +31,9 @@ def _integral(value: Any) -> Any:
 Index = Annotated[StrictInt, Field(ge=0, le=10_000), BeforeValidator(_integral)]
 # a token id of a model's vocabulary (checked against the model's size by the server)
 TokenId = Annotated[StrictInt, Field(ge=0, le=10_000_000), BeforeValidator(_integral)]
+# a whole number however JSON writes it (5 or 5.0), as JSON Schema's integer
+Whole = Annotated[StrictInt, BeforeValidator(_integral)]
+NewTokens = Annotated[StrictInt, Field(ge=1, le=4096), BeforeValidator(_integral)]
 
 # Control characters (NUL, backspace, escape, DEL, C1, ...) are never text someone typed:
 # refused. Tab, line feed, vertical tab, form feed and carriage return are whitespace.
@@ -122,6 +126,10 @@ class CapabilitiesInfo(BaseModel):
         "similarity."
     )
     word_view: bool = Field(description="Tokens merge into words: granularity=word applies.")
+    generation: bool = Field(
+        False,
+        description="Continues a prompt: /generate, and chat and continuation on every route.",
+    )
     experiments: list[str] = Field(description="The lab experiments this model can run.")
 
 
@@ -187,7 +195,7 @@ class TextRequest(Strict):
         "(zero-width, direction marks, BOM) are left out, and it is read in Unicode NFC.",
         examples=["行走在银行"],
     )
-    chat: bool = Field(
+    chat: StrictBool = Field(
         False,
         description="Models that continue a prompt: read the text as one user turn of the "
         "model's chat template (its system line, then the turn, then the assistant's cue) "
@@ -224,6 +232,17 @@ class HeadSummary(BaseModel):
     )
 
 
+class Alternative(BaseModel):
+    id: int
+    token: str = Field(description="The token as people read it (byte-level pieces decoded).")
+    probability: float
+
+
+class NextTokens(BaseModel):
+    position: int = Field(description="The step's position: fed target_tokens[position].")
+    top: list[Alternative] = Field(description="The likeliest next tokens, most likely first.")
+
+
 class AnalyzeResponse(BaseModel):
     model: str
     text: str = Field(description="The text as the model read it (whitespace collapsed).")
@@ -240,7 +259,9 @@ class AnalyzeResponse(BaseModel):
         "the pieces meet. Empty for an encoder-only model.",
     )
     output: list[str] = Field(description="The model's output tokens (the transcription).")
-    output_text: str = Field(description="The output tokens joined by spaces.")
+    output_text: str = Field(
+        description="The output tokens joined by spaces; a continuation: decoded to its text."
+    )
     embedding: list[float] | None = Field(
         None, description="The sentence embedding, for a model that makes one (minilm)."
     )
@@ -256,6 +277,12 @@ class AnalyzeResponse(BaseModel):
         0,
         description="Source tokens the tokenizer could not read (the model info's "
         "unknown_token): what the model makes of them is a guess.",
+    )
+    next_tokens: list[NextTokens] = Field(
+        [],
+        description="Models that continue a prompt: at each step that generated a token of "
+        "the continuation, and at the last position (the next token), the 10 likeliest "
+        "tokens of the captured pass.",
     )
     summaries: list[HeadSummary]
 
@@ -305,7 +332,10 @@ class Block(BaseModel):
     kind: Kind
     heads: list[int] | None = Field(
         description="The head of each entry of the first axis, in order; null for kind mask, "
-        "which is the same for every head and sent once (first axis of size 1)."
+        "which is the same for every head and sent once (first axis of size 1). For k and "
+        "v these are key/value heads: with grouped-query attention (kv_heads < query_heads) "
+        "the ones the requested query heads read, query head h reading h // (query_heads / "
+        "kv_heads)."
     )
     rows: list[str] = Field(
         description="Token of each row (queries; keys for k and v): for decoder rows, the "
@@ -354,30 +384,22 @@ class PositionalResponse(BaseModel):
 
 
 class GenerateRequest(TextRequest):
-    max_new_tokens: int | None = Field(
+    max_new_tokens: NewTokens | None = Field(
         None,
-        ge=1,
-        le=4096,
         description="Tokens to add at most (it stops earlier at the end-of-turn token); "
         "default and limit: the server's ATTNVIZ_MAX_NEW_TOKENS (64), more: 422.",
     )
-    temperature: float = Field(
+    temperature: StrictFloat = Field(
         0.0, ge=0.0, le=5.0, description="0: greedy (the likeliest token each step); else sampled."
     )
-    top_k: int = Field(0, ge=0, le=1_000_000, description="Sample among the k likeliest; 0: all.")
-    top_p: float = Field(
+    top_k: Whole = Field(0, ge=0, le=1_000_000, description="Sample among the k likeliest; 0: all.")
+    top_p: StrictFloat = Field(
         1.0,
         gt=0.0,
         le=1.0,
         description="Sample among the likeliest tokens whose probability reaches p; 1: all.",
     )
-    seed: int = Field(0, ge=0, le=2**63 - 1, description="The same seed draws the same tokens.")
-
-
-class Alternative(BaseModel):
-    id: int
-    token: str = Field(description="The token as people read it (byte-level pieces decoded).")
-    probability: float
+    seed: Whole = Field(0, ge=0, le=2**53, description="The same seed draws the same tokens.")
 
 
 class GeneratedStep(BaseModel):

@@ -66,6 +66,13 @@ def _check_choice(name: str, wanted: list[int] | None, available: int) -> list[i
     return list(dict.fromkeys(wanted))
 
 
+def kv_heads_of(spec: AttentionSpec, query_heads: list[int]) -> list[int]:
+    """The key/value heads the query heads read (grouped-query attention: query head h
+    reads h // (query_heads / kv_heads)), each once, in order."""
+    group = spec.query_heads // spec.kv_heads
+    return list(dict.fromkeys(h // group for h in query_heads))
+
+
 def attention_blocks(
     entry: ModelEntry, result: RunResult, req: AttentionRequest, max_bytes: int
 ) -> list[Block]:
@@ -103,7 +110,11 @@ def attention_blocks(
         per_kind["v"] = per_kind["k"]
         for kind in kinds:
             entries = per_kind.get(kind, len(rows) * len(columns))
-            stacked = 1 if kind == "mask" else len(heads)
+            stacked = len(heads)
+            if kind == "mask":
+                stacked = 1
+            elif kind in ("k", "v"):
+                stacked = len(kv_heads_of(spec, heads))
             # the data, and each block's fields with its two token lists
             size += stacked * entries * BYTES_PER_ENTRY[req.encoding]
             size += 200 + 12 * (len(rows) + len(columns))
@@ -121,10 +132,11 @@ def attention_blocks(
         )
 
     blocks = []
-    for spec, layer, heads in plan:
+    for spec, layer, query_heads in plan:
         queries, keys = tokens_of(result, spec)
         for kind in kinds:
             tensor = result.capture[spec.hook(layer, HOOK_OF_KIND[kind])][0]
+            heads = kv_heads_of(spec, query_heads) if kind in ("k", "v") else query_heads
             every_head = kind == "mask" or heads == list(range(tensor.size(0)))
             stack = tensor if every_head else tensor.index_select(0, torch.tensor(heads))
             rows = keys if kind in ("k", "v") else queries
@@ -215,8 +227,19 @@ def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:
         full, formula = encoding.encoding(0, positions).detach(), encoding.formula
     if dims > max(1, full.size(1)) and full.size(1):
         raise HTTPException(422, f"dims must be at most {full.size(1)} for this model")
-    unit = torch.nn.functional.normalize(full, dim=-1) if full.size(1) else full
-    similarity = unit @ unit.T if full.size(1) else torch.zeros(positions, positions)
+    if cfg.positional == "rotary":
+        # RoPE adds nothing: it rotates each pair of q and k dims by pos * theta_i. What it
+        # makes of two positions is the mean cosine of their angle differences (q . k of
+        # rotated unit pairs depends on m - n only); the angles are shown wrapped to ±pi
+        # (cos(a - b) = cos a cos b + sin a sin b: no positions^2 x dims tensor)
+        cos, sin = torch.cos(full), torch.sin(full)
+        similarity = (cos @ cos.T + sin @ sin.T) / full.size(1)
+        full = torch.atan2(sin, cos)
+    elif full.size(1):
+        unit = torch.nn.functional.normalize(full, dim=-1)
+        similarity = unit @ unit.T
+    else:
+        similarity = torch.zeros(positions, positions)
     return {
         "kind": cfg.positional,
         "formula": formula,

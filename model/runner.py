@@ -82,6 +82,9 @@ class Capabilities:
     kv_cache: bool = False  # decodes step by step through a KV cache (`decoded_pieces`)
     similarity: bool = False  # makes a sentence embedding: analyze's `compare` gives a cosine
     word_view: bool = False  # its tokens merge into words (`RunResult.source_words`)
+    # continues a prompt token by token (`generate`), and runs a prompt as a chat turn or
+    # with the tokens generated after it (`run(..., chat=, continuation=)`)
+    generation: bool = False
 
 
 @dataclass
@@ -115,6 +118,13 @@ class RunResult:
     # (argmax of its output): for text decoded in one piece, target_tokens shifted by one
     # and <eos>; a decoder row is the step that predicts this token, fed target_tokens' one
     predicted_tokens: list[str] = field(default_factory=list, kw_only=True)
+    # the output as text, where joining its tokens by spaces is not (a continuation decoded)
+    output_text: str | None = field(default=None, kw_only=True)
+    # per decoder position whose step a continuation model generated (and its last one,
+    # the next token): the likeliest next tokens and their probabilities, (id, p)
+    alternatives: dict[int, list[tuple[int, float]]] = field(
+        default_factory=dict, kw_only=True, repr=False
+    )
     # a step-by-step decoder's pieces as it decoded them (`StepwiseRunner.decoded_pieces`)
     pieces: list[DecodedPiece] = field(default_factory=list, kw_only=True, repr=False)
 

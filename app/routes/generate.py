@@ -27,7 +27,7 @@ class Generation:
     def __init__(self, inference: Inference, req: GenerateRequest) -> None:
         self.entry: ModelEntry = inference.entry(req.model)
         runner = self.entry.runner
-        if not hasattr(runner, "generate"):
+        if not runner.capabilities.generation:
             raise HTTPException(
                 422,
                 f"{self.entry.id} does not continue a prompt: it makes a "

@@ -5,15 +5,19 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Response
 
 from model.analysis import cosine
+from model.runner import RunResult
 
 from ..schemas import (
+    Alternative,
     AnalyzeRequest,
     AnalyzeResponse,
     AttentionRequest,
     AttentionResponse,
+    NextTokens,
     TextRequest,
 )
 from ..service import attention_blocks, export_npz, summaries
+from ..zoo import ModelEntry
 from .deps import ERRORS, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1", tags=["attention"])
@@ -38,14 +42,28 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
         target_tokens=result.target_tokens,
         predicted_tokens=result.predicted_tokens,
         output=result.output_tokens,
-        output_text=" ".join(result.output_tokens),
+        output_text=(
+            " ".join(result.output_tokens) if result.output_text is None else result.output_text
+        ),
         embedding=result.embedding,
         similarity=similarity,
         truncated=result.truncated,
         source_length=result.source_length,
         unknown_tokens=result.source_tokens.count(getattr(entry.runner, "unknown_token", "<unk>")),
+        next_tokens=next_tokens(entry, result),
         summaries=summaries(entry, result),
     )
+
+
+def next_tokens(entry: ModelEntry, result: RunResult) -> list[NextTokens]:
+    vocab = entry.runner.target_vocabulary() if result.alternatives else []
+    return [
+        NextTokens(
+            position=position,
+            top=[Alternative(id=i, token=vocab[i], probability=p) for i, p in top],
+        )
+        for position, top in sorted(result.alternatives.items())
+    ]
 
 
 @router.post("/attention", responses=ERRORS, response_model=AttentionResponse)

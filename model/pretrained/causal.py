@@ -67,7 +67,9 @@ def choose(logits: Tensor, sampling: Sampling, generator: torch.Generator | None
     if sampling.top_p < 1.0:
         ordered, order = probs.sort(descending=True)
         before = ordered.cumsum(0) - ordered  # mass of the more likely tokens
-        ordered = ordered.masked_fill(before >= sampling.top_p, 0.0)
+        drop = before >= sampling.top_p
+        drop[0] = False  # the likeliest always stays (a top_p that rounds to 0 in float32)
+        ordered = ordered.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(0, order, ordered)
     return int(torch.multinomial(probs, 1, generator=generator))
 
@@ -79,7 +81,7 @@ class CausalLM(RunnerBase):
     token_unit = "byte-bpe"
     output_kind = "continuation"
     unknown_token = ""  # byte-level: every text has tokens
-    capabilities = Capabilities()
+    capabilities = Capabilities(generation=True)
     max_tokens = MAX_PROMPT_TOKENS
 
     def __init__(
@@ -206,6 +208,14 @@ class CausalLM(RunnerBase):
         else:
             logits, capture_ = self.model(batch), None
         predicted = logits[0].argmax(-1).tolist()
+        # the distribution of each generated step, and of the next token after them all
+        steps = torch.softmax(logits[0, len(prompt) - 1 :], dim=-1).topk(TOP)
+        alternatives = {
+            len(prompt) - 1 + i: list(
+                zip(ids_.tolist(), [round(p, 6) for p in ps.tolist()], strict=True)
+            )
+            for i, (ps, ids_) in enumerate(zip(steps.values, steps.indices, strict=True))
+        }
         vocab = self.target_vocabulary()
         shown = self.shown(ids)
         return RunResult(
@@ -219,6 +229,10 @@ class CausalLM(RunnerBase):
             source_ids=ids,
             target_ids=ids,
             predicted_tokens=[vocab[p] for p in predicted],
+            alternatives=alternatives,
+            output_text=self.tokenizer.decode(
+                generated or predicted[-1:], skip_special_tokens=False
+            ),
         )
 
     @torch.no_grad()

@@ -35,16 +35,47 @@ function post(path, body) {
 }
 
 export const api = {
-  analyze: async (model, text, compare) =>
-    (await post("/api/v1/analyze", { model, text, ...(compare ? { compare } : {}) })).json(),
+  // prompt: {chat, continuation} for a model that continues a prompt, else {}
+  analyze: async (model, text, compare, prompt = {}) =>
+    (
+      await post("/api/v1/analyze", { model, text, ...(compare ? { compare } : {}), ...prompt })
+    ).json(),
+  // the steps of a generation as the server makes them (server-sent events): onStep(step)
+  // for each, and the whole answer at the end; `signal` aborts it (the server then stops)
+  generate: async (body, onStep, signal) => {
+    const response = await call("/api/v1/generate/stream", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+      signal,
+    });
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) throw new ApiError(0, "the generation ended before its answer");
+      buffer += value;
+      let end = buffer.indexOf("\n\n");
+      while (end >= 0) {
+        const message = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const kind = /^event: (.*)$/m.exec(message)?.[1];
+        const data = JSON.parse(/^data: (.*)$/m.exec(message)?.[1] ?? "null");
+        if (kind === "step") onStep(data);
+        else if (kind === "done") return data;
+        else if (kind === "error") throw new ApiError(503, data.detail);
+        end = buffer.indexOf("\n\n");
+      }
+    }
+  },
   attention: async (request) => (await post("/api/v1/attention", request)).json(),
   lab: async (route, body) => (await post(`/api/v1/lab/${route}`, body)).json(),
   positional: async (model, positions, dims) => {
     const path = `/api/v1/models/${encodeURIComponent(model)}/positional-encoding`;
     return (await call(`${path}?${new URLSearchParams({ positions, dims })}`)).json();
   },
-  exportCapture: async (model, text) => {
-    const response = await post("/api/v1/export", { model, text });
+  exportCapture: async (model, text, prompt = {}) => {
+    const response = await post("/api/v1/export", { model, text, ...prompt });
     const name = /filename="([^"]+)"/.exec(response.headers.get("content-disposition") || "");
     return { blob: await response.blob(), filename: name ? name[1] : "capture.npz" };
   },

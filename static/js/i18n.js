@@ -36,6 +36,23 @@ const STRINGS = {
     model: "Model",
     text: "Text",
     run: "Run",
+    generate: "Generate",
+    chat: "chat turn",
+    new_tokens: "new tokens",
+    temperature: "temperature",
+    generating: "Generating…",
+    generating_n: "Generating… token {n} of at most {max}",
+    open_step: "Show the step that generated this token",
+    view_step: "Generation step",
+    probability: "probability",
+    step_title: "Step {i}: fed {fed}, predicts {predicts}",
+    step_bars: "What step {i} predicts: the 10 likeliest tokens (the chosen one in colour)",
+    step_rows:
+      "Rows: every query head of the layer (heads sharing a key/value head are {group} in a row: KV n). Columns: the tokens this step sees, itself the last.",
+    step_explain:
+      "Click a generated token above to see its step; the layer picker shows another layer.",
+    step_no_distribution:
+      "This step generated no token of the continuation: Generate to see the distributions.",
     placeholder: "Type a sentence, Chinese or English, and press Enter",
     source: "Source",
     output: "Output",
@@ -124,9 +141,20 @@ const STRINGS = {
     pe_curves: "A few dimensions across positions: sines and cosines of different frequencies",
     pe_curves_learned: "A few dimensions across positions: learned values, no formula behind them",
     pe_curves_rotary:
-      "A few dimensions across positions: each pair's rotation angle grows linearly",
+      "A few pairs across positions: each rotates at its own rate (angles wrapped to ±π)",
+    pe_table_rotary:
+      "The angle RoPE rotates each pair of a head's dims by, per position (radians, wrapped to ±π)",
+    pe_similarity_rotary:
+      "How alike RoPE makes two positions: the mean cosine of their angle differences (it depends on their distance only)",
+    pe_rows_columns_rotary:
+      "Table: rows are positions, columns the pairs of a head's dims (i and i + d_head/2). Similarity: positions against positions.",
+    pe_explain_rotary:
+      "Self-attention alone does not see order; RoPE adds nothing to the embeddings but rotates each query and key by its position, so q · k depends on how far apart two tokens are.",
     pe_curves_none: "This model adds no positional encoding",
     dim: "dim",
+    pair: "pair",
+    kv_group: "KV {g}: H{first}–H{last}",
+    kv_group_title: "Query heads {first}–{last} share key/value head {g}",
     position: "position",
     pe_explain:
       "Self-attention alone does not see order (猫追狗 and 狗追猫 would look the same); the positional encoding adds each position's vector to the token embeddings.",
@@ -232,6 +260,21 @@ const STRINGS = {
     model: "模型",
     text: "文本",
     run: "运行",
+    generate: "生成",
+    chat: "对话轮",
+    new_tokens: "新词元数",
+    temperature: "温度",
+    generating: "生成中…",
+    generating_n: "生成中… 第 {n} 个词元，最多 {max} 个",
+    open_step: "查看生成这个词元的那一步",
+    view_step: "生成步骤",
+    probability: "概率",
+    step_title: "第 {i} 步：输入 {fed}，预测 {predicts}",
+    step_bars: "第 {i} 步预测的下一个词元：概率最高的 10 个（选中的那个着色）",
+    step_rows:
+      "行：该层每个查询头（共享同一个键/值头的 {group} 个头相邻：KV n）。列：这一步看到的词元，最后一个是它自己。",
+    step_explain: "点击上方生成的词元查看它的那一步。层选择器：换一层。",
+    step_no_distribution: "这一步没有生成续写的词元：先点“生成”再看分布。",
     placeholder: "输入一句中文或英文，按回车",
     source: "输入",
     output: "输出",
@@ -311,9 +354,18 @@ const STRINGS = {
     pe_similarity: "位置之间的余弦相似度：相邻位置更相似",
     pe_curves: "几个维度随位置的变化：不同频率的正弦和余弦",
     pe_curves_learned: "几个维度随位置的变化：训练学到的数值，没有公式",
-    pe_curves_rotary: "几个维度随位置的变化：每对维度的旋转角随位置线性增长",
+    pe_curves_rotary: "几对维度随位置的变化：每对以自己的速率旋转（角度折回到 ±π）",
+    pe_table_rotary: "RoPE 在每个位置把头的每对维度旋转的角度（弧度，折回到 ±π）",
+    pe_similarity_rotary: "RoPE 眼中两个位置的相似度：角度差的平均余弦（只取决于两者的距离）",
+    pe_rows_columns_rotary:
+      "表：行是位置，列是头的维度对（i 与 i + d_head/2）。相似度：位置对位置。",
+    pe_explain_rotary:
+      "自注意力本身感知不到顺序；RoPE 不往嵌入上加任何东西，而是按位置旋转每个查询和键，于是 q · k 取决于两个词元相距多远。",
     pe_curves_none: "该模型不加位置编码",
     dim: "维度",
+    pair: "维度对",
+    kv_group: "KV {g}：H{first}–H{last}",
+    kv_group_title: "查询头 {first}–{last} 共享键/值头 {g}",
     position: "位置",
     pe_explain:
       "自注意力本身感知不到顺序（“猫追狗”和“狗追猫”看起来一样）；位置编码把每个位置的向量加到词嵌入上。",

@@ -15,6 +15,10 @@ const elements = {
   model: $("model"),
   text: $("text"),
   compare: $("compare"),
+  chat: $("chat"),
+  newTokens: $("new-tokens"),
+  temperature: $("temperature"),
+  run: $("run"),
   examples: $("examples"),
   source: $("source-tokens"),
   moreTokens: $("more-tokens"),
@@ -62,6 +66,9 @@ const DEFAULTS = {
   other: "",
   vs: "",
   ablate: "",
+  chat: false,
+  cont: "",
+  tok: 0,
 };
 // A link that names no head opens its model's most telling one (its info's start_head:
 // the model card's alignment head, or the strongest head the metrics find).
@@ -87,6 +94,23 @@ const t = (key) => translate(state.lang, key);
 
 function modelInfo() {
   return models[state.model] || models[boot.default_model];
+}
+
+function continues() {
+  return modelInfo().capabilities.generation === true;
+}
+
+// What a model that continues a prompt reads besides the text: its chat template (`chat`)
+// and the tokens generated after the prompt (the URL's `cont`); nothing for other models.
+function promptOf(s = state) {
+  if (!continues()) return {};
+  const continuation = s.cont
+    ? s.cont
+        .split(",")
+        .map(Number)
+        .filter((id) => Number.isInteger(id) && id >= 0)
+    : [];
+  return { ...(s.chat ? { chat: true } : {}), ...(continuation.length ? { continuation } : {}) };
 }
 
 function setStatus(message, kind = "") {
@@ -136,12 +160,16 @@ async function layerBlock(input, type, layer, kind) {
   const reshape = kind === "weights" && type === "encoder.self" && input.wordView;
   const granularity = reshape && input.words ? "word" : "token";
   const hideSpecial = reshape && input.hide;
-  const key = [input.model, input.text, type, layer, kind, granularity, hideSpecial].join("\u0000");
+  const prompt = JSON.stringify(input.prompt);
+  const key = [input.model, input.text, prompt, type, layer, kind, granularity, hideSpecial].join(
+    "\u0000",
+  );
   if (!blockRequests.has(key)) {
     const request = api
       .attention({
         model: input.model,
         text: input.text,
+        ...input.prompt,
         types: [type],
         layers: [layer],
         kinds: [kind],
@@ -191,6 +219,7 @@ function showExamples(info) {
 
 function syncControls() {
   const info = modelInfo();
+  if (!(viewOf(state.view).applies?.(info) ?? true)) state.view = VIEWS[0].id;
   showExamples(info);
   if (!info.attention_types.includes(state.type)) state.type = info.attention_types.at(-1);
   const { layers, query_heads: heads } = attentionOf(info, state.type);
@@ -221,6 +250,15 @@ function syncControls() {
   for (const el of document.querySelectorAll(".compare-only")) {
     el.hidden = !info.capabilities.similarity;
   }
+  // a model that continues a prompt: its options, and Generate for Run
+  const continuation = info.capabilities.generation === true;
+  for (const el of document.querySelectorAll(".continuation-only")) el.hidden = !continuation;
+  elements.chat.checked = state.chat;
+  elements.run.dataset.i18n = continuation ? "generate" : "run";
+  // the views this model has (a view may apply to some models only)
+  for (const tab of elements.tabs.querySelectorAll("[data-view]")) {
+    tab.hidden = !(viewOf(tab.dataset.view).applies?.(info) ?? true);
+  }
   elements.text.maxLength = info.max_text_chars;
   elements.compare.maxLength = info.max_text_chars;
   for (const tab of elements.tabs.querySelectorAll("[data-view]")) {
@@ -249,6 +287,7 @@ async function render() {
     words: state.words,
     hide: state.hide,
     wordView: modelInfo().capabilities.word_view,
+    prompt: promptOf(),
   };
   const ctx = {
     state: { ...state },
@@ -261,7 +300,8 @@ async function render() {
     focused: document.activeElement?.id, // a view rebuilding its controls puts focus back
     openHead: (layer, head) => update({ view: "head", layer, head }),
     positional: (positions, dims) => api.positional(state.model, positions, dims),
-    lab: (route, body) => api.lab(route, body),
+    lab: (route, body) => api.lab(route, { ...body, ...input.prompt }),
+    openStep: (tok) => update({ view: "step", tok }),
     update,
     modelIds: () => Object.keys(models),
     modelTitle: (id) => models[id].titles?.[state.lang] ?? models[id].title,
@@ -281,7 +321,7 @@ async function render() {
   }
   try {
     const compare = modelInfo().capabilities.similarity ? state.compare.trim() : "";
-    const asked = `${state.text}\u0000${compare}`;
+    const asked = `${state.text}\u0000${compare}\u0000${JSON.stringify(input.prompt)}`;
     if (!analysis || analysis.model !== state.model || analysis.request !== asked) {
       setStatus(t("running"), "busy");
       // the view's first blocks at once, not after the summary: one round trip, and the
@@ -289,7 +329,10 @@ async function render() {
       viewOf(state.view)
         .prefetch?.(ctx)
         ?.catch(() => {});
-      analysis = { ...(await api.analyze(state.model, state.text, compare)), request: asked };
+      analysis = {
+        ...(await api.analyze(state.model, state.text, compare, input.prompt)),
+        request: asked,
+      };
       performance.mark("attnviz:analyzed");
       if (mine !== generation) return;
       ctx.analysis = analysis;
@@ -313,7 +356,30 @@ const TOKENS_SHOWN = 48;
 
 function showTokens() {
   const tokens = analysis.source_tokens;
-  elements.source.textContent = tokens.join(" · ");
+  const generated = continues() && promptOf().continuation ? analysis.output.length : 0;
+  if (generated) {
+    // the prompt as text, the generated tokens set apart: each opens its step
+    const prompt = tokens.length - generated;
+    elements.source.replaceChildren(
+      tokens.slice(0, prompt).join(" · "),
+      ...tokens.slice(prompt).map((token, i) => {
+        const button = document.createElement("button");
+        button.type = "button";
+        button.className = "generated";
+        button.dataset.pos = String(prompt + i);
+        button.textContent = token;
+        button.title = t("open_step");
+        button.setAttribute(
+          "aria-pressed",
+          String(state.view === "step" && state.tok === prompt + i),
+        );
+        button.addEventListener("click", () => update({ view: "step", tok: prompt + i }));
+        return button;
+      }),
+    );
+  } else {
+    elements.source.textContent = tokens.join(" · ");
+  }
   const long = tokens.length > TOKENS_SHOWN;
   elements.source.classList.toggle("collapsed", long);
   elements.moreTokens.hidden = !long;
@@ -349,10 +415,9 @@ function showTokens() {
 }
 
 function update(changes, { push = true } = {}) {
-  const inputChanged =
-    ("text" in changes && changes.text !== state.text) ||
-    ("model" in changes && changes.model !== state.model) ||
-    ("compare" in changes && changes.compare !== state.compare);
+  const inputChanged = ["text", "model", "compare", "chat", "cont"].some(
+    (key) => key in changes && changes[key] !== state[key],
+  );
   // heads picked for ablation belong to one model and attention type
   const headsChanged =
     ("model" in changes && changes.model !== state.model) ||
@@ -396,6 +461,10 @@ function init() {
   });
   elements.form.addEventListener("submit", (event) => {
     event.preventDefault();
+    if (models[elements.model.value]?.capabilities.generation) {
+      generate();
+      return;
+    }
     update({
       text: elements.text.value,
       model: elements.model.value,
@@ -422,7 +491,7 @@ function init() {
   }
   elements.exportButton.addEventListener("click", async () => {
     try {
-      const { blob, filename } = await api.exportCapture(state.model, state.text);
+      const { blob, filename } = await api.exportCapture(state.model, state.text, promptOf());
       const link = document.createElement("a");
       link.href = URL.createObjectURL(blob);
       link.download = filename;
@@ -435,7 +504,9 @@ function init() {
   document.addEventListener("keydown", onKey);
   window.addEventListener("popstate", () => {
     const next = withStartHead(readState(DEFAULTS));
-    const inputChanged = next.text !== state.text || next.model !== state.model;
+    const inputChanged = ["text", "model", "compare", "chat", "cont"].some(
+      (key) => next[key] !== state[key],
+    );
     state = next;
     if (inputChanged) {
       analysis = null;
@@ -449,6 +520,72 @@ function init() {
   elements.text.value = state.text;
   elements.compare.value = state.compare;
   render();
+}
+
+// A model that continues a prompt: Generate streams the continuation token by token, then
+// the views show the prompt and what was generated as one sequence (the URL's `cont`).
+let streaming = null; // the AbortController of the generation under way
+async function generate() {
+  streaming?.abort(); // a new Generate replaces the one under way (the server stops it)
+  const controller = new AbortController();
+  streaming = controller;
+  const model = elements.model.value;
+  const text = elements.text.value;
+  const chat = elements.chat.checked;
+  state = {
+    ...state,
+    model,
+    text,
+    chat,
+    cont: "",
+    ...(state.view === "step" ? { view: "head" } : {}),
+  };
+  analysis = null;
+  blockRequests.clear();
+  generation++; // a render under way stops drawing
+  writeState(state);
+  clearPlots();
+  clearOutput();
+  setStatus(t("generating"), "busy");
+  const made = [];
+  const body = {
+    model,
+    text,
+    chat,
+    max_new_tokens: Number(elements.newTokens.value) || 24,
+    temperature: Number(elements.temperature.value) || 0,
+  };
+  try {
+    const answer = await api.generate(
+      body,
+      (step) => {
+        made.push(step);
+        showStreamed(made);
+        const of = t("generating_n").replace("{max}", String(body.max_new_tokens));
+        setStatus(of.replace("{n}", String(made.length)), "busy");
+      },
+      controller.signal,
+    );
+    if (streaming !== controller) return;
+    streaming = null;
+    await update({ cont: answer.continuation.join(",") }, { push: false });
+  } catch (err) {
+    if (controller.signal.aborted || streaming !== controller) return;
+    streaming = null;
+    showError(err);
+  }
+}
+
+// the tokens generated so far, each as it came (set apart as generated tokens are)
+function showStreamed(steps) {
+  elements.output.replaceChildren(
+    ...steps.map((step) => {
+      const span = document.createElement("span");
+      span.className = "generated";
+      span.textContent = step.token;
+      return span;
+    }),
+  );
 }
 
 function onKey(event) {

@@ -21,9 +21,12 @@ const KEYS = [
   "other",
   "vs",
   "ablate",
+  "chat",
+  "cont",
+  "tok",
 ];
-const FLAGS = ["avg", "words", "hide"];
-const NUMBERS = new Set(["layer", "head", "step"]);
+const FLAGS = ["avg", "words", "hide", "chat"];
+const NUMBERS = new Set(["layer", "head", "step", "tok"]);
 // values a link may carry (the views and the lab's experiments from their registries);
 // anything else falls back to the default
 const CHOICES = {

@@ -78,7 +78,7 @@ def test_models_describe_their_attention(client):
     assert default["output"] == "transcription"
     assert default["special_tokens"] == ["<bos>", "<eos>"]
     assert default["capabilities"] == {
-        "kv_cache": True, "similarity": False, "word_view": False,
+        "kv_cache": True, "similarity": False, "word_view": False, "generation": False,
         "experiments": ["scaling", "positions", "masks", "kv-cache", "metrics", "rollout",
                         "ablation", "compare"],
     }  # fmt: skip

@@ -144,3 +144,32 @@ def test_a_client_that_goes_away_stops_the_generation_and_frees_its_slot():
     assert len(stopped) == 1 and stopped[0].startswith("generation stopped after ")
     made = int(stopped[0].split()[3])
     assert 2 <= made < 64, stopped  # it stopped, not ran on to 64
+
+
+def test_ropes_positional_table_is_its_wrapped_angles_and_a_distance_kernel(client):
+    response = client.get("/api/v1/models/smollm2/positional-encoding?positions=24&dims=32")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["kind"] == "rotary" and body["dims"] == 32
+    angles = np.array(body["table"])
+    theta = 100000.0 ** (-np.arange(32) / 32)
+    expected = np.angle(np.exp(1j * np.outer(np.arange(24), theta)))  # wrapped to ±pi
+    assert np.allclose(angles, expected, atol=1e-4)
+    kernel = np.array(body["similarity"])
+    assert np.allclose(np.diag(kernel), 1, atol=1e-5)
+    # what RoPE makes of two positions depends on their distance only
+    for d in range(1, 24):
+        assert np.allclose(np.diag(kernel, d), kernel[0, d], atol=1e-5)
+    assert client.get("/api/v1/models/smollm2/positional-encoding?dims=33").status_code == 422
+
+
+def test_keys_and_values_come_per_key_value_head(client):
+    """Grouped-query attention: 9 query heads read 3 key/value heads, 3 each."""
+    body = {"text": PROMPT, "types": ["decoder.self"], "layers": [2], "encoding": "f4"}
+    blocks = post(client, "attention", **body, kinds=["q", "k", "v", "weights"])["blocks"]
+    shapes = {b["kind"]: (b["heads"], b["shape"]) for b in blocks}
+    assert shapes["q"] == (list(range(9)), [9, 5, 64])
+    assert shapes["k"] == shapes["v"] == ([0, 1, 2], [3, 5, 64])
+    assert shapes["weights"] == (list(range(9)), [9, 5, 5])
+    some = post(client, "attention", **body, kinds=["k"], heads=[4, 5, 8])["blocks"][0]
+    assert some["heads"] == [1, 2] and some["shape"] == [2, 5, 64]  # the heads they read

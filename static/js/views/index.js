@@ -11,6 +11,8 @@
 //   arrowKeys optional: true where ←/→ move the head and ↑/↓ the layer
 //   prefetch  optional: prefetch(ctx) asks for the blocks draw will read first (ctx has
 //             no analysis yet), so that they load while the text's summary does
+//   applies   optional: applies(info) says whether a model has this view (its tab is
+//             hidden, and a link to it opens the first view, where it does not)
 //   strings   optional: i18n strings it brings, {en: {key: text}, zh: {key: text}}
 // Adding a view is its module and one line here.
 import { addStrings, hasString } from "../i18n.js";
@@ -22,6 +24,7 @@ const MODULES = [
   "./masks.js",
   "./positional.js",
   "./lab/index.js",
+  "./step.js",
 ];
 
 export const VIEWS = (await Promise.all(MODULES.map((path) => import(path)))).map((m) => m.view);

@@ -5,7 +5,8 @@ import { drawThumbnail, heatmap } from "../plots.js";
 
 async function drawModel(ctx) {
   const { state, t, elements, analysis } = ctx;
-  const { layers, query_heads: heads } = attentionOf(ctx.modelInfo(), state.type);
+  const { layers, query_heads: heads, kv_heads: kv } = attentionOf(ctx.modelInfo(), state.type);
+  const group = heads / kv; // query heads sharing a key/value head (grouped-query attention)
   const grid = elements.grid;
   grid.hidden = false;
   grid.replaceChildren();
@@ -43,6 +44,7 @@ async function drawModel(ctx) {
     title: t("entropy"),
     valueLabel: "bits",
   });
+  if (group > 1) grid.append(groupHeader(kv, group, t));
   for (let layer = 0; layer < layers; layer++) {
     if (ctx.stale()) return;
     const row = document.createElement("div");
@@ -57,7 +59,8 @@ async function drawModel(ctx) {
     block.heads.forEach((head, i) => {
       const button = document.createElement("button");
       button.type = "button";
-      button.className = "thumb";
+      button.className =
+        group > 1 && head % group === 0 && head > 0 ? "thumb group-start" : "thumb";
       button.dataset.layer = String(layer);
       button.dataset.head = String(head);
       // what the metrics call this head on this input (analyze's summaries)
@@ -79,6 +82,27 @@ async function drawModel(ctx) {
   // the current head is marked
   grid.querySelector(thumbAt(state.layer, state.head))?.classList.add("current");
   elements.explain.textContent = t("hint_model");
+}
+
+// a row over the thumbnails naming each key/value head over the query heads that share it
+function groupHeader(kv, group, t) {
+  const row = document.createElement("div");
+  row.className = "grid-row kv-header";
+  row.style.setProperty("--group", group);
+  const blank = document.createElement("span");
+  blank.className = "grid-label";
+  row.append(blank);
+  for (let g = 0; g < kv; g++) {
+    const label = document.createElement("span");
+    label.className = "kv-label";
+    const names = { g, first: g * group, last: (g + 1) * group - 1 };
+    const fill = (key) =>
+      Object.entries(names).reduce((s, [k, v]) => s.replace(`{${k}}`, v), t(key));
+    label.textContent = fill("kv_group");
+    label.title = fill("kv_group_title");
+    row.append(label);
+  }
+  return row;
 }
 
 function thumbAt(layer, head) {

@@ -5,7 +5,12 @@ async function drawPositional(ctx) {
   const { t, elements, analysis } = ctx;
   const info = ctx.modelInfo();
   const positions = Math.max(16, analysis ? analysis.source_tokens.length : 0);
-  const dims = Math.min(info.d_model, 64);
+  // what the encoding has per position: d_model values added, or RoPE's angle per pair of
+  // a head's dims (head_dim / 2)
+  const rotary = info.positional === "rotary";
+  const width = rotary ? info.attention[0].head_dim / 2 : info.d_model;
+  const dims = Math.min(width, 64);
+  const kind = (key) => t(rotary ? `${key}_rotary` : key); // what the plots show, by kind
   const pe = await ctx.positional(positions, dims);
   if (ctx.stale()) return;
   const posLabels = Array.from({ length: pe.positions }, (_, i) => String(i));
@@ -14,14 +19,14 @@ async function drawPositional(ctx) {
     z: pe.table,
     rows: posLabels,
     columns: dimLabels,
-    title: t("pe_table"),
-    valueLabel: "PE",
+    title: kind("pe_table"),
+    valueLabel: rotary ? "rad" : "PE",
   });
   await heatmap(elements.extra, {
     z: pe.similarity,
     rows: posLabels,
     columns: posLabels,
-    title: t("pe_similarity"),
+    title: kind("pe_similarity"),
     zmin: -1,
     zmax: 1,
     valueLabel: "cos",
@@ -36,7 +41,7 @@ async function drawPositional(ctx) {
   const traces = shown.map((d) => ({
     type: "scatter",
     mode: "lines",
-    name: `${t("dim")} ${d}`,
+    name: `${t(rotary ? "pair" : "dim")} ${d}`,
     x: posLabels.map(Number),
     y: pe.table.map((row) => row[d]),
   }));
@@ -55,7 +60,7 @@ async function drawPositional(ctx) {
     },
     configFor(`attnviz-${ctx.state.model}-positional`),
   );
-  elements.explain.textContent = `${t("pe_rows_columns")} ${t("pe_explain")} ${pe.formula}`;
+  elements.explain.textContent = `${kind("pe_rows_columns")} ${kind("pe_explain")} ${pe.formula}`;
 }
 
 export const view = {

@@ -1,0 +1,117 @@
+"""A model that continues a prompt, in the page: Generate streams the continuation token by
+token, the generated tokens are set apart and each opens its step (every head's attention
+over the tokens before, and the next-token distribution), from the link alone too."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+from playwright.sync_api import Page, expect
+
+from .test_page import ready, ticks, url_state
+from .test_truth import shot, title_of
+
+PROMPT = "The capital of France is"
+
+
+def generate(page: Page, tokens: int) -> list[int]:
+    """Generate `tokens` tokens; the number of generated tokens shown after each change of
+    the output line while it streamed."""
+    page.fill("#new-tokens", str(tokens))
+    page.evaluate(
+        """() => {
+          window.shown = [];
+          const out = document.getElementById("output-text");
+          new MutationObserver(() => window.shown.push(out.querySelectorAll(".generated").length))
+            .observe(out, { childList: true });
+        }"""
+    )
+    page.click("#run")
+    ready(page)
+    return page.evaluate("window.shown")
+
+
+def test_generate_streams_tokens_then_shows_the_whole_sequence(page: Page):
+    page.goto(f"/?model=smollm2&text={quote(PROMPT)}")
+    ready(page)
+    expect(page.locator("#run")).to_have_text("Generate")
+    expect(page.locator("#chat")).to_be_visible()
+    # before generating: the prompt's next token
+    expect(page.locator("#output-text")).to_have_text(" Paris")
+    shown = generate(page, 6)
+    # one token at a time: 1, 2, ... 6 shown as they came
+    streamed = [n for n in shown if n > 0]
+    assert streamed[:6] == [1, 2, 3, 4, 5, 6], shown
+    state = url_state(page)
+    assert len(state["cont"].split(",")) == 6
+    generated = page.locator("#source-tokens button.generated")
+    expect(generated).to_have_count(6)
+    expect(generated.first).to_have_text("ĠParis")
+    expect(page.locator("#output-text")).to_contain_text("Paris.")
+    # the head view covers prompt and continuation as one sequence
+    assert ticks(page, "y")[:6] == ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis", "ĠParis"]
+    shot(page, "generated-head")
+
+
+def test_a_generated_token_opens_its_step_from_the_page_and_from_its_link(page: Page):
+    page.goto(f"/?model=smollm2&text={quote(PROMPT)}")
+    ready(page)
+    generate(page, 4)
+    page.locator("#source-tokens button.generated").first.click()
+    ready(page)
+    state = url_state(page)
+    assert (state["view"], state["tok"]) == ("step", "5")
+    assert title_of(page.locator("#plot")) == "Step 4: fed Ġis, predicts ĠParis · Layer 16"
+    heads = ticks(page, "y")
+    assert heads == [f"H{h} · KV{h // 3}" for h in range(9)]  # 9 query heads, 3 shared
+    assert ticks(page, "x") == ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]
+    expect(page.locator("#convention")).to_contain_text("heads sharing a key/value head are 3")
+    bars = page.locator("#extra .ytick text").all_text_contents()
+    assert len(bars) == 10 and re.fullmatch(r"ĠParis\s+#1", bars[-1]), bars  # likeliest on top
+    expect(page.locator("#extra .gtitle")).to_contain_text("What step 4 predicts")
+    shot(page, "generated-step")
+    link = page.url
+    page.goto(link.replace("lang=en", "lang=zh"))  # a link alone brings the step back
+    ready(page)
+    assert title_of(page.locator("#plot")) == "第 4 步：输入 Ġis，预测 ĠParis · 层 16"
+    expect(page.locator("#source-tokens button.generated")).to_have_count(4)
+    shot(page, "generated-step-zh")
+
+
+def test_the_step_view_is_offered_only_for_models_that_continue_a_prompt(page: Page):
+    page.goto("/?model=pronounce&text=猫追狗&view=step")
+    ready(page)
+    assert url_state(page)["view"] == "head"  # the link's view does not apply: the first
+    expect(page.locator("[data-view=step]")).to_be_hidden()
+    expect(page.locator("#chat")).to_be_hidden()
+    expect(page.locator("#run")).to_have_text("Run")
+
+
+def test_the_model_view_groups_query_heads_by_their_key_value_head(page: Page):
+    page.goto(f"/?model=smollm2&text={quote(PROMPT)}&view=model")
+    ready(page)
+    labels = page.locator(".kv-header .kv-label")
+    expect(labels).to_have_text(["KV 0: H0–H2", "KV 1: H3–H5", "KV 2: H6–H8"])
+    # each label spans its three heads' thumbnails, a gap between groups
+    for g in range(3):
+        label = labels.nth(g).bounding_box()
+        first = page.locator(f".thumb[data-layer='0'][data-head='{3 * g}']").bounding_box()
+        last = page.locator(f".thumb[data-layer='0'][data-head='{3 * g + 2}']").bounding_box()
+        assert abs(label["x"] - first["x"]) <= 2
+        assert abs(label["x"] + label["width"] - last["x"] - last["width"]) <= 2
+    expect(page.locator(".thumb.group-start")).to_have_count(2 * 30)
+    shot(page, "gqa-model")
+
+
+def test_ropes_positional_view_shows_rotation_angles(page: Page):
+    page.goto(f"/?model=smollm2&text={quote(PROMPT)}&view=positional")
+    ready(page)
+    expect(page.locator("#plot .gtitle")).to_have_text(
+        "The angle RoPE rotates each pair of a head's dims by, per position "
+        "(radians, wrapped to ±π)"
+    )
+    assert ticks(page, "x")[-1] == "31"  # head_dim 64: 32 pairs
+    layout = page.evaluate("document.getElementById('plot').data[0].z")
+    assert all(-3.1416 <= v <= 3.1416 for row in layout for v in row)
+    expect(page.locator("#explain")).to_contain_text("RoPE adds nothing to the embeddings")
