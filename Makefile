@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-page e2e-deps \
+.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-page e2e-deps \
 	hadolint container-check fuzz load soak
 
 $(STAMP): pyproject.toml
@@ -76,6 +76,9 @@ bench-api: $(STAMP)
 
 bench-minilm: $(STAMP)
 	$(BIN)/python bench/bench_minilm.py
+
+bench-llm: $(STAMP)
+	$(BIN)/python bench/bench_llm.py
 
 bench-page: $(STAMP) $(NODE_STAMP) e2e-deps
 	$(BIN)/python bench/bench_page.py

@@ -242,9 +242,11 @@ class CausalLM(RunnerBase):
         max_new_tokens: int,
         sampling: Sampling = Sampling(),
         rows: bool = False,
+        stop: bool = True,
     ) -> Iterator[Step]:
-        """Continue a prompt token by token through the KV cache, until a stop token or
-        `max_new_tokens`; with `rows`, each step carries every layer's new attention row."""
+        """Continue a prompt token by token through the KV cache, until a stop token (unless
+        `stop` is False: benchmarks run a fixed length) or `max_new_tokens`; with `rows`,
+        each step carries every layer's new attention row."""
         if not prompt:
             raise ValueError("the prompt has no tokens")
         cfg = self.model.config
@@ -271,7 +273,7 @@ class CausalLM(RunnerBase):
             top = [(int(i), float(p)) for p, i in zip(best.values, best.indices, strict=True)]
             new_rows = {n: capture[n][:, :, -1:] for n in names} if capture is not None else {}
             yield Step(position, token, float(probs[token]), top, new_rows)
-            if token in self.stop_ids:
+            if stop and token in self.stop_ids:
                 break
             step_input = torch.tensor([[token]])
             position += 1
