@@ -23,6 +23,13 @@ from .bytelevel import readable
 from .llama import load_gguf, smollm2_path
 
 MAX_PROMPT_TOKENS = 512
+
+
+def but_logits(name: str) -> bool:
+    """A run's names filter: every hook point but the logits."""
+    return name != "hook_logits"
+
+
 TOP = 10  # alternatives reported per generated step
 
 
@@ -200,9 +207,13 @@ class CausalLM(RunnerBase):
         cut: bool = False,
         length: int | None = None,
     ) -> RunResult:
-        """The run of a prompt and what was generated after it: one pass over both."""
+        """The run of a prompt and what was generated after it: one pass over both. The
+        logits are not captured unless named (49,152 per position: 96 MB at 512 tokens;
+        the run keeps each position's prediction and the generated steps' top tokens)."""
         ids = [*prompt, *generated]
         batch = torch.tensor([ids])
+        if names_filter is None:
+            names_filter = but_logits
         if capture:
             logits, capture_ = self.model.run_with_capture(batch, names_filter=names_filter)
         else:
