@@ -165,6 +165,11 @@ class ModelInfo(BaseModel):
     languages: list[str] = Field(description="ISO 639-1 codes of the text it reads.")
     max_tokens: int = Field(description="Source tokens read; longer input is truncated.")
     max_text_chars: int = Field(description="Characters per text this server accepts.")
+    max_new_tokens: int | None = Field(
+        None,
+        description="A model that generates: tokens one generation may add on this server "
+        "(ATTNVIZ_MAX_NEW_TOKENS); null for the others.",
+    )
     token_unit: TokenUnit = Field(
         description="What a source token is: a character, a WordPiece piece (the word view "
         "merges them), a byte-level BPE piece."
@@ -387,7 +392,8 @@ class GenerateRequest(TextRequest):
     max_new_tokens: NewTokens | None = Field(
         None,
         description="Tokens to add at most (it stops earlier at the end-of-turn token); "
-        "default and limit: the server's ATTNVIZ_MAX_NEW_TOKENS (64), more: 422.",
+        "default: what the server's ATTNVIZ_MAX_NEW_TOKENS (64) leaves after `continuation`; "
+        "more than that: 422.",
     )
     temperature: StrictFloat = Field(
         0.0, ge=0.0, le=5.0, description="0: greedy (the likeliest token each step); else sampled."

@@ -25,8 +25,11 @@ def ablation(ctx: LabContext, req: s.AblationRequest) -> s.AblationResponse:
     with torch.no_grad():
         decodes = ctx.runner.capabilities.kv_cache  # its output comes piece by piece
         parts = ctx.runner.decoded_pieces(ctx.result) if decodes else []
+        # a generating model: the same prompt (as read: chat-templated already) and the same
+        # continuation, and what it predicts at each generated step and next
+        again = {"continuation": ctx.continuation} if ctx.continuation else {}
         with hooked(ctx.model, fwd_hooks=hooks, capture=False):
-            ablated = ctx.runner.run(ctx.result.text, capture=False)
+            ablated = ctx.runner.run(ctx.result.text, capture=False, **again)
             if parts:
                 off, _ = probabilities(ctx, parts)
         if parts:
@@ -34,15 +37,18 @@ def ablation(ctx: LabContext, req: s.AblationRequest) -> s.AblationResponse:
     similarity = None
     if ablated.embedding is not None and ctx.result.embedding is not None:
         similarity = cosine(ablated.embedding, ctx.result.embedding)
-    changed = ablated.output_tokens != ctx.result.output_tokens or (
-        similarity is not None and similarity < 1 - 1e-6
-    )
+    output, ablated_output = ctx.result.output_tokens, ablated.output_tokens
+    if ctx.runner.capabilities.generation:  # the continuation is given: its predictions
+        steps = len(ctx.continuation) + 1
+        output = ctx.result.predicted_tokens[-steps:]
+        ablated_output = ablated.predicted_tokens[-steps:]
+    changed = ablated_output != output or (similarity is not None and similarity < 1 - 1e-6)
     return s.AblationResponse(
         model=ctx.entry.id,
         ablated=req.ablate,
         heads=req.ablate,
-        output=ctx.result.output_tokens,
-        ablated_output=ablated.output_tokens,
+        output=output,
+        ablated_output=ablated_output,
         probability_tokens=labels,
         probabilities=on,
         ablated_probabilities=off,

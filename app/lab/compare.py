@@ -14,7 +14,12 @@ from .context import LabContext
 def compare(first: LabContext, req: s.CompareRequest) -> s.CompareResponse:
     """One head of two inputs (or two models), and its difference where tokens match."""
     other_text = req.text if req.other_text is None else req.other_text
-    second = LabContext(first.inference, req.other_model or req.model, other_text)
+    # the same input, prompt options included, unless another text is asked (or the
+    # other model does not generate)
+    other = first.inference.entry(req.other_model or req.model)
+    same = req.other_text is None and other.runner.capabilities.generation
+    prompt = (req.chat, req.continuation) if same else (False, ())
+    second = LabContext(first.inference, other.id, other_text, *prompt)
     spec_a = first.spec(req.type)
     spec_b = second.spec(spec_a.type)
     first.check_head(spec_a, req.layer, req.head)

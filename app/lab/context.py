@@ -33,6 +33,7 @@ class LabContext:
         self.inference = inference
         self.entry: ModelEntry = inference.entry(model)
         self.result: RunResult = inference.run(self.entry, text, chat, continuation)
+        self.chat, self.continuation = chat, list(continuation)
         self.runner = self.entry.runner
         self.model = self.runner.model
         self.config = self.entry.config

@@ -194,7 +194,10 @@ class AblationResponse(BaseModel):
     model: str
     ablated: list[HeadRef] = Field(description="The heads switched off.")
     heads: list[HeadRef] = Field(description="Deprecated (one release): the same as ablated.")
-    output: list[str] = Field(description="The model's output (transcription) as it is.")
+    output: list[str] = Field(
+        description="The model's output (transcription) as it is; a model that generates: "
+        "its prediction at each step of the continuation and the next token."
+    )
     ablated_output: list[str] = Field(description="The output with the heads switched off.")
     probability_tokens: list[str] = Field(
         description="The tokens of probabilities: each piece's output and its end (<eos>)."

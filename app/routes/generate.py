@@ -34,7 +34,9 @@ class Generation:
                 f"{runner.output_kind}; generation is for models that do",
             )
         limit = inference.settings.max_new_tokens
-        self.max_new_tokens = limit if req.max_new_tokens is None else req.max_new_tokens
+        # default: as many as the limit leaves after the continuation continued
+        room = limit - len(req.continuation)
+        self.max_new_tokens = room if req.max_new_tokens is None else req.max_new_tokens
         if self.max_new_tokens > limit:
             raise HTTPException(
                 422,
@@ -43,6 +45,13 @@ class Generation:
             )
         text = read_text(req.text, inference.settings.max_text_chars)
         inference.prompt_options(self.entry, req.chat, req.continuation)  # checked
+        if self.max_new_tokens < 1 or len(req.continuation) + self.max_new_tokens > limit:
+            raise HTTPException(
+                422,
+                f"continuation ({len(req.continuation)}) and max_new_tokens "
+                f"({self.max_new_tokens}) add up to more than the limit of {limit} "
+                "(ATTNVIZ_MAX_NEW_TOKENS): the answer's continuation could not be sent back",
+            )
         try:
             self.prompt, self.ids, self.truncated, _ = runner.prompt(text, req.chat)
         except ValueError as exc:
@@ -123,7 +132,9 @@ async def generate_stream(req: GenerateRequest, inference: InferenceDep) -> Stre
     """/generate, streamed: each step is sent as soon as the model has made it. A client
     that goes away stops the generation: no step is made after it."""
     generation = await inference.on_tensor_thread(Generation, inference, req)  # 4xx here
-    inference.limiter.check()  # a 503 now, not an error event, where the server is full
+    # a 503 now where the server is full (a stream admitted a moment later can still find it
+    # full when it starts: then its first event is an error event)
+    inference.limiter.check()
     steps = generation.steps()
     turn = threading.Lock()  # a step and the closing never overlap
 
@@ -147,6 +158,10 @@ async def generate_stream(req: GenerateRequest, inference: InferenceDep) -> Stre
                 done = True
         except HTTPException as exc:  # e.g. the server too busy for the next step
             yield event("error", json.dumps({"detail": exc.detail}))
+            done = True
+        except Exception:
+            log.exception("generation failed after %d steps", len(made))
+            yield event("error", json.dumps({"detail": "the generation failed on the server"}))
             done = True
         finally:
             if not done:

@@ -23,7 +23,9 @@ from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep, on_tensor_thread
 router = APIRouter(prefix="/api/v1/models", tags=["models"])
 
 
-def model_info(entry: ModelEntry, default: bool, max_text_chars: int) -> ModelInfo:
+def model_info(
+    entry: ModelEntry, default: bool, max_text_chars: int, max_new_tokens: int
+) -> ModelInfo:
     """What the page and API clients need to know of a model, as its runner states it."""
     cfg, runner = entry.config, entry.runner
     attention = [
@@ -42,6 +44,7 @@ def model_info(entry: ModelEntry, default: bool, max_text_chars: int) -> ModelIn
         languages=entry.languages,
         max_tokens=runner.max_tokens,
         max_text_chars=max_text_chars,
+        max_new_tokens=max_new_tokens if runner.capabilities.generation else None,
         token_unit=runner.token_unit,
         special_tokens=sorted(runner.special_tokens),
         unknown_token=getattr(runner, "unknown_token", "<unk>"),
@@ -60,8 +63,9 @@ def model_info(entry: ModelEntry, default: bool, max_text_chars: int) -> ModelIn
 
 
 def model_infos(inference: Inference) -> list[ModelInfo]:
-    zoo, limit = inference.zoo, inference.settings.max_text_chars
-    return [model_info(e, e.id == zoo.default, limit) for e in zoo.models.values()]
+    zoo, settings = inference.zoo, inference.settings
+    limits = (settings.max_text_chars, settings.max_new_tokens)
+    return [model_info(e, e.id == zoo.default, *limits) for e in zoo.models.values()]
 
 
 @router.get("", responses=BODY_ERRORS)

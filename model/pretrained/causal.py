@@ -165,9 +165,10 @@ class CausalLM(RunnerBase):
         )
 
     def encode(self, text: str) -> tuple[list[int], bool, int]:
-        """(ids cut to max_tokens, whether they were cut, the length before)."""
+        """(ids cut to their last max_tokens, whether they were cut, the length before): a
+        prompt is continued from its end (a chat turn keeps the assistant's cue)."""
         ids = self.tokenizer.encode(text, add_special_tokens=False).ids
-        return ids[: self.max_tokens], len(ids) > self.max_tokens, len(ids)
+        return ids[-self.max_tokens :], len(ids) > self.max_tokens, len(ids)
 
     def tokenize(self, text: str) -> tuple[list[int], list[str]]:
         ids, _, _ = self.encode(text)

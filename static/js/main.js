@@ -87,6 +87,7 @@ function withStartHead(next) {
 let state = withStartHead(readState(DEFAULTS));
 let analysis = null; // the analyze answer for (state.model, state.text)
 let generation = 0; // bumps on every render; older renders stop when they notice
+let streaming = null; // the AbortController of the generation under way
 // (input, type, layer, kind, ...) -> promise of the Block: each block is asked for once
 const blockRequests = new Map();
 
@@ -107,6 +108,7 @@ function promptOf(s = state) {
   const continuation = s.cont
     ? s.cont
         .split(",")
+        .filter((id) => id.trim() !== "")
         .map(Number)
         .filter((id) => Number.isInteger(id) && id >= 0)
     : [];
@@ -254,6 +256,11 @@ function syncControls() {
   const continuation = info.capabilities.generation === true;
   for (const el of document.querySelectorAll(".continuation-only")) el.hidden = !continuation;
   elements.chat.checked = state.chat;
+  if (info.max_new_tokens) {
+    elements.newTokens.max = String(info.max_new_tokens);
+    const asked = Number(elements.newTokens.value) || 24;
+    elements.newTokens.value = String(Math.min(Math.max(1, asked), info.max_new_tokens));
+  }
   elements.run.dataset.i18n = continuation ? "generate" : "run";
   // the views this model has (a view may apply to some models only)
   for (const tab of elements.tabs.querySelectorAll("[data-view]")) {
@@ -423,6 +430,14 @@ function update(changes, { push = true } = {}) {
     ("model" in changes && changes.model !== state.model) ||
     ("type" in changes && changes.type !== state.type);
   if (headsChanged) changes = { ablate: "", ...changes };
+  // another prompt, model or chat mode: what was generated for the old one is dropped
+  const promptChanged = ["text", "model", "chat"].some(
+    (key) => key in changes && changes[key] !== state[key],
+  );
+  if (promptChanged && !("cont" in changes)) changes = { cont: "", tok: 0, ...changes };
+  // another input than the one being generated for: that generation is dropped (and the
+  // server stops it)
+  if (inputChanged && !("cont" in changes)) streaming?.abort();
   state = { ...state, ...changes };
   if (inputChanged) {
     analysis = null;
@@ -483,6 +498,10 @@ function init() {
   elements.words.addEventListener("change", () => update({ words: elements.words.checked }));
   elements.hide.addEventListener("change", () => update({ hide: elements.hide.checked }));
   elements.overlay.addEventListener("change", () => render());
+  // chat mode is part of the input: another prompt, read again (what was generated goes)
+  elements.chat.addEventListener("change", () =>
+    update({ chat: elements.chat.checked, text: elements.text.value }),
+  );
   for (const button of document.querySelectorAll("[data-lang]")) {
     button.addEventListener("click", () => {
       localStorage.setItem("attnviz.lang", button.dataset.lang);
@@ -509,6 +528,7 @@ function init() {
     );
     state = next;
     if (inputChanged) {
+      streaming?.abort();
       analysis = null;
       blockRequests.clear();
     }
@@ -524,7 +544,6 @@ function init() {
 
 // A model that continues a prompt: Generate streams the continuation token by token, then
 // the views show the prompt and what was generated as one sequence (the URL's `cont`).
-let streaming = null; // the AbortController of the generation under way
 async function generate() {
   streaming?.abort(); // a new Generate replaces the one under way (the server stops it)
   const controller = new AbortController();
@@ -552,7 +571,10 @@ async function generate() {
     model,
     text,
     chat,
-    max_new_tokens: Number(elements.newTokens.value) || 24,
+    max_new_tokens: Math.min(
+      Number(elements.newTokens.value) || 24,
+      modelInfo().max_new_tokens ?? Number.POSITIVE_INFINITY,
+    ),
     temperature: Number(elements.temperature.value) || 0,
   };
   try {

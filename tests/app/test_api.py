@@ -59,6 +59,8 @@ def test_models_describe_their_attention(client):
         512,
     )
     assert "<|im_start|>" in llm["special_tokens"]
+    assert llm["capabilities"]["generation"] and llm["max_new_tokens"] == 64
+    assert models[0]["max_new_tokens"] is None
     default = models[0]
     assert default["default"] and not models[1]["default"]
     assert default["architecture"] == "encoder-decoder" and default["positional"] == "sinusoidal"

@@ -86,6 +86,7 @@ def test_chat_mode_wraps_the_text_in_the_chat_template(client):
         ({"model": "pronounce"}, "pronounce does not continue a prompt"),
         ({"continuation": [49152]}, "token id out of range: smollm2 has 0..49151"),
         ({"continuation": [13] * 65}, "continuation has 65 tokens; the limit is 64"),
+        ({"continuation": [13] * 40, "max_new_tokens": 30}, "add up to more than the limit"),
         ({"text": " \u200b "}, "text is empty"),
         ({"temperature": -1}, "greater than or equal to 0"),
         ({"top_p": 0}, "greater than 0"),
@@ -173,3 +174,17 @@ def test_keys_and_values_come_per_key_value_head(client):
     assert shapes["weights"] == (list(range(9)), [9, 5, 5])
     some = post(client, "attention", **body, kinds=["k"], heads=[4, 5, 8])["blocks"][0]
     assert some["heads"] == [1, 2] and some["shape"] == [2, 5, 64]  # the heads they read
+
+
+def test_the_lab_runs_the_prompt_with_its_continuation(client):
+    made = post(client, "generate", text=PROMPT, max_new_tokens=3)
+    sent = {"text": PROMPT, "continuation": made["continuation"]}
+    # ablation: what the model predicts at each generated step and next, heads on and off
+    layer = [{"type": "decoder.self", "layer": i, "head": h} for i in range(30) for h in range(9)]
+    kept = post(client, "lab/ablation", **sent, ablate=layer[:1])
+    assert kept["output"][:3] == made["tokens"]  # greedy: each step predicted its token
+    gone = post(client, "lab/ablation", **sent, ablate=layer)
+    assert gone["changed"] and gone["ablated_output"] != gone["output"]
+    # compare against the twin: the same prompt and continuation on both
+    both = post(client, "lab/compare", **sent, type="decoder.self", other_model="smollm2-untrained")
+    assert both["second_rows"] == both["first_rows"] and len(both["first_rows"]) == 8

@@ -26,6 +26,12 @@ async function drawStep(ctx) {
   const rows = block.heads.map((h) => `H${h} · KV${Math.floor(h / group)}`);
   const next = analysis.next_tokens.find((s) => s.position === fed);
   const chosen = at < tokens.length ? tokens[at] : null; // the token generated there
+  // its id (the link's continuation): the bars name tokens alone, the axes in context
+  const continuation = (state.cont || "")
+    .split(",")
+    .filter((id) => id !== "")
+    .map(Number);
+  const chosenId = continuation[at - (tokens.length - continuation.length)];
   const step = t("step_title")
     .replace("{i}", String(fed))
     .replace("{fed}", tokens[fed])
@@ -53,7 +59,7 @@ async function drawStep(ctx) {
           orientation: "h",
           x: bars.map((a) => a.probability),
           y: bars.map((a, i) => `${escapeText(a.token)}\u2003#${bars.length - i}`),
-          marker: { color: bars.map((a) => (a.token === chosen ? accent.trim() : "#9aa0a6")) },
+          marker: { color: bars.map((a) => (a.id === chosenId ? accent.trim() : "#9aa0a6")) },
           hovertemplate: "%{y}: %{x:.3f}<extra></extra>",
         },
       ],
