@@ -12,7 +12,6 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
-    StrictFloat,
     StrictInt,
 )
 
@@ -385,51 +384,4 @@ class PositionalResponse(BaseModel):
     )
     similarity: list[list[float]] = Field(
         description="positions x positions: cosine similarity of the positions' vectors."
-    )
-
-
-class GenerateRequest(TextRequest):
-    max_new_tokens: NewTokens | None = Field(
-        None,
-        description="Tokens to add at most (it stops earlier at the end-of-turn token); "
-        "default: what the server's ATTNVIZ_MAX_NEW_TOKENS (64) leaves after `continuation`; "
-        "more than that: 422.",
-    )
-    temperature: StrictFloat = Field(
-        0.0, ge=0.0, le=5.0, description="0: greedy (the likeliest token each step); else sampled."
-    )
-    top_k: Whole = Field(0, ge=0, le=1_000_000, description="Sample among the k likeliest; 0: all.")
-    top_p: StrictFloat = Field(
-        1.0,
-        gt=0.0,
-        le=1.0,
-        description="Sample among the likeliest tokens whose probability reaches p; 1: all.",
-    )
-    seed: Whole = Field(0, ge=0, le=2**53, description="The same seed draws the same tokens.")
-
-
-class GeneratedStep(BaseModel):
-    index: int = Field(description="Its position in the sequence (prompt, then generated).")
-    id: int
-    token: str = Field(description="The token alone, as people read it.")
-    probability: float = Field(description="Its probability in the model's distribution.")
-    top: list[Alternative] = Field(description="The 10 likeliest tokens at this step.")
-    text: str = Field(description="The continuation decoded so far, this token included.")
-
-
-class GenerateResponse(BaseModel):
-    model: str
-    prompt: str = Field(description="The prompt as the model read it (chat: templated).")
-    prompt_tokens: list[str]
-    truncated: bool = Field(description="The prompt was longer than the model reads: cut.")
-    continuation: list[int] = Field(
-        description="Every token id after the prompt (the request's continuation, then the "
-        "new ones): send it back with the same text to analyze, attention, export and the "
-        "lab to see the attention of the whole sequence."
-    )
-    tokens: list[str] = Field(description="The new tokens as people read them, in context.")
-    text: str = Field(description="The new tokens decoded.")
-    steps: list[GeneratedStep]
-    stop: Literal["end-of-turn", "max_new_tokens", "context"] = Field(
-        description="Why it stopped: the model ended its turn, the token limit, or its context."
     )

@@ -5,99 +5,18 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import StreamingResponse
 
-from model.pretrained.causal import Sampling, Step
+from model.pretrained.causal import Step
 
-from ..runs import Inference, read_text
-from ..schemas import Alternative, GeneratedStep, GenerateRequest, GenerateResponse
-from ..zoo import ModelEntry
+from ..generation import GeneratedStep, GenerateRequest, GenerateResponse, Generation
 from .deps import ERRORS, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1", tags=["generation"])
 log = logging.getLogger("attnviz.generate")
-
-
-class Generation:
-    """One request's generation: the prompt read and checked, and its steps as they come."""
-
-    def __init__(self, inference: Inference, req: GenerateRequest) -> None:
-        self.entry: ModelEntry = inference.entry(req.model)
-        runner = self.entry.runner
-        if not runner.capabilities.generation:
-            raise HTTPException(
-                422,
-                f"{self.entry.id} does not continue a prompt: it makes a "
-                f"{runner.output_kind}; generation is for models that do",
-            )
-        limit = inference.settings.max_new_tokens
-        # default: as many as the limit leaves after the continuation continued
-        room = limit - len(req.continuation)
-        self.max_new_tokens = room if req.max_new_tokens is None else req.max_new_tokens
-        if self.max_new_tokens > limit:
-            raise HTTPException(
-                422,
-                f"max_new_tokens is {self.max_new_tokens}; the limit is {limit} "
-                "(ATTNVIZ_MAX_NEW_TOKENS)",
-            )
-        text = read_text(req.text, inference.settings.max_text_chars)
-        inference.prompt_options(self.entry, req.chat, req.continuation)  # checked
-        if self.max_new_tokens < 1 or len(req.continuation) + self.max_new_tokens > limit:
-            raise HTTPException(
-                422,
-                f"continuation ({len(req.continuation)}) and max_new_tokens "
-                f"({self.max_new_tokens}) add up to more than the limit of {limit} "
-                "(ATTNVIZ_MAX_NEW_TOKENS): the answer's continuation could not be sent back",
-            )
-        try:
-            self.prompt, self.ids, self.truncated, _ = runner.prompt(text, req.chat)
-        except ValueError as exc:
-            raise HTTPException(422, f"text cannot be read: {exc}") from exc
-        self.runner = runner
-        self.before = list(req.continuation)  # generated earlier, continued now
-        self.sampling = Sampling(req.temperature, req.top_k, req.top_p, req.seed)
-        self.new: list[int] = []
-        self.stop = "max_new_tokens"
-
-    def steps(self) -> Iterator[Step]:
-        """The runner's steps (each one model call), recording the tokens and the stop."""
-        start = [*self.ids, *self.before]
-        context = self.entry.config.max_seq_len
-        for step in self.runner.generate(start, self.max_new_tokens, self.sampling):
-            self.new.append(step.token_id)
-            if step.token_id in self.runner.stop_ids:
-                self.stop = "end-of-turn"
-            yield step
-        if self.stop != "end-of-turn" and len(start) + len(self.new) >= context:
-            self.stop = "context"
-
-    def step_answer(self, step: Step) -> GeneratedStep:
-        vocab = self.runner.target_vocabulary()
-        return GeneratedStep(
-            index=step.index,
-            id=step.token_id,
-            token=vocab[step.token_id],
-            probability=round(step.probability, 6),
-            top=[Alternative(id=i, token=vocab[i], probability=round(p, 6)) for i, p in step.top],
-            text=self.runner.tokenizer.decode(self.new, skip_special_tokens=False),
-        )
-
-    def answer(self, steps: list[GeneratedStep]) -> GenerateResponse:
-        shown = self.runner.shown([*self.ids, *self.before, *self.new])
-        return GenerateResponse(
-            model=self.entry.id,
-            prompt=self.prompt,
-            prompt_tokens=shown[: len(self.ids)],
-            truncated=self.truncated,
-            continuation=[*self.before, *self.new],
-            tokens=shown[len(shown) - len(self.new) :] if self.new else [],
-            text=self.runner.tokenizer.decode(self.new, skip_special_tokens=False),
-            steps=steps,
-            stop=self.stop,
-        )
 
 
 @router.post("/generate", responses=ERRORS)

@@ -1,0 +1,143 @@
+"""Generation: what a request to continue a prompt is and answers (its schemas), and
+`Generation`, one request's prompt read and checked with its steps as they come. The
+routes (app/routes/generate.py) answer it whole or stream it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Literal
+
+from fastapi import HTTPException
+from pydantic import BaseModel, Field, StrictFloat
+
+from model.pretrained.causal import Sampling, Step
+
+from .runs import Inference, read_text
+from .schemas import Alternative, NewTokens, TextRequest, Whole
+from .zoo import ModelEntry
+
+
+class GenerateRequest(TextRequest):
+    max_new_tokens: NewTokens | None = Field(
+        None,
+        description="Tokens to add at most (it stops earlier at the end-of-turn token); "
+        "default: what the server's ATTNVIZ_MAX_NEW_TOKENS (64) leaves after `continuation`; "
+        "more than that: 422.",
+    )
+    temperature: StrictFloat = Field(
+        0.0, ge=0.0, le=5.0, description="0: greedy (the likeliest token each step); else sampled."
+    )
+    top_k: Whole = Field(0, ge=0, le=1_000_000, description="Sample among the k likeliest; 0: all.")
+    top_p: StrictFloat = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description="Sample among the likeliest tokens whose probability reaches p; 1: all.",
+    )
+    seed: Whole = Field(0, ge=0, le=2**53, description="The same seed draws the same tokens.")
+
+
+class GeneratedStep(BaseModel):
+    index: int = Field(description="Its position in the sequence (prompt, then generated).")
+    id: int
+    token: str = Field(description="The token alone, as people read it.")
+    probability: float = Field(description="Its probability in the model's distribution.")
+    top: list[Alternative] = Field(description="The 10 likeliest tokens at this step.")
+    text: str = Field(description="The continuation decoded so far, this token included.")
+
+
+class GenerateResponse(BaseModel):
+    model: str
+    prompt: str = Field(description="The prompt as the model read it (chat: templated).")
+    prompt_tokens: list[str]
+    truncated: bool = Field(description="The prompt was longer than the model reads: cut.")
+    continuation: list[int] = Field(
+        description="Every token id after the prompt (the request's continuation, then the "
+        "new ones): send it back with the same text to analyze, attention, export and the "
+        "lab to see the attention of the whole sequence."
+    )
+    tokens: list[str] = Field(description="The new tokens as people read them, in context.")
+    text: str = Field(description="The new tokens decoded.")
+    steps: list[GeneratedStep]
+    stop: Literal["end-of-turn", "max_new_tokens", "context"] = Field(
+        description="Why it stopped: the model ended its turn, the token limit, or its context."
+    )
+
+
+class Generation:
+    """One request's generation: the prompt read and checked, and its steps as they come."""
+
+    def __init__(self, inference: Inference, req: GenerateRequest) -> None:
+        self.entry: ModelEntry = inference.entry(req.model)
+        runner = self.entry.runner
+        if not runner.capabilities.generation:
+            raise HTTPException(
+                422,
+                f"{self.entry.id} does not continue a prompt: it makes a "
+                f"{runner.output_kind}; generation is for models that do",
+            )
+        limit = inference.settings.max_new_tokens
+        # default: as many as the limit leaves after the continuation continued
+        room = limit - len(req.continuation)
+        self.max_new_tokens = room if req.max_new_tokens is None else req.max_new_tokens
+        if self.max_new_tokens > limit:
+            raise HTTPException(
+                422,
+                f"max_new_tokens is {self.max_new_tokens}; the limit is {limit} "
+                "(ATTNVIZ_MAX_NEW_TOKENS)",
+            )
+        text = read_text(req.text, inference.settings.max_text_chars)
+        inference.prompt_options(self.entry, req.chat, req.continuation)  # checked
+        if self.max_new_tokens < 1 or len(req.continuation) + self.max_new_tokens > limit:
+            raise HTTPException(
+                422,
+                f"continuation ({len(req.continuation)}) and max_new_tokens "
+                f"({self.max_new_tokens}) add up to more than the limit of {limit} "
+                "(ATTNVIZ_MAX_NEW_TOKENS): the answer's continuation could not be sent back",
+            )
+        try:
+            self.prompt, self.ids, self.truncated, _ = runner.prompt(text, req.chat)
+        except ValueError as exc:
+            raise HTTPException(422, f"text cannot be read: {exc}") from exc
+        self.runner = runner
+        self.before = list(req.continuation)  # generated earlier, continued now
+        self.sampling = Sampling(req.temperature, req.top_k, req.top_p, req.seed)
+        self.new: list[int] = []
+        self.stop = "max_new_tokens"
+
+    def steps(self) -> Iterator[Step]:
+        """The runner's steps (each one model call), recording the tokens and the stop."""
+        start = [*self.ids, *self.before]
+        context = self.entry.config.max_seq_len
+        for step in self.runner.generate(start, self.max_new_tokens, self.sampling):
+            self.new.append(step.token_id)
+            if step.token_id in self.runner.stop_ids:
+                self.stop = "end-of-turn"
+            yield step
+        if self.stop != "end-of-turn" and len(start) + len(self.new) >= context:
+            self.stop = "context"
+
+    def step_answer(self, step: Step) -> GeneratedStep:
+        vocab = self.runner.target_vocabulary()
+        return GeneratedStep(
+            index=step.index,
+            id=step.token_id,
+            token=vocab[step.token_id],
+            probability=round(step.probability, 6),
+            top=[Alternative(id=i, token=vocab[i], probability=round(p, 6)) for i, p in step.top],
+            text=self.runner.tokenizer.decode(self.new, skip_special_tokens=False),
+        )
+
+    def answer(self, steps: list[GeneratedStep]) -> GenerateResponse:
+        shown = self.runner.shown([*self.ids, *self.before, *self.new])
+        return GenerateResponse(
+            model=self.entry.id,
+            prompt=self.prompt,
+            prompt_tokens=shown[: len(self.ids)],
+            truncated=self.truncated,
+            continuation=[*self.before, *self.new],
+            tokens=shown[len(shown) - len(self.new) :] if self.new else [],
+            text=self.runner.tokenizer.decode(self.new, skip_special_tokens=False),
+            steps=steps,
+            stop=self.stop,
+        )
