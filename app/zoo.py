@@ -75,8 +75,8 @@ class ModelEntry:
     titles: dict[str, str] = field(default_factory=dict)  # by language, besides `title`
     specs: dict[str, AttentionSpec] = field(init=False)
     # what the model has and can do, as the lab's experiments name their needs: its
-    # capabilities that hold, "encoder", "decoder" and "positions" (an encoding that can
-    # be switched off)
+    # capabilities that hold, "encoder", "decoder", "positions" (an encoding that can
+    # be switched off) and "cached_decoding"
     features: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -86,6 +86,9 @@ class ModelEntry:
             "encoder": cfg.has_encoder,
             "decoder": cfg.has_decoder,
             "positions": cfg.positional != "none",
+            # decodes through a KV cache: an encoder-decoder's pieces or a generating model
+            "cached_decoding": self.runner.capabilities.kv_cache
+            or self.runner.capabilities.generation,
         }
         self.features = frozenset(name for name, on in flags.items() if on)
         if self.start is None:

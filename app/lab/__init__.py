@@ -23,6 +23,7 @@ from . import schemas as s
 from .ablation import ablation
 from .compare import compare
 from .context import LabContext
+from .induction import induction
 from .kv_cache import kv_cache
 from .masks import masks
 from .metrics import metrics
@@ -34,8 +35,9 @@ from .scaling import scaling
 NEEDS_EXPLAINED = {
     "encoder": "has no encoder",
     "positions": "has no positional encoding to switch off",
-    "kv_cache": "does not decode step by step, so there is no KV cache to show",
+    "cached_decoding": "does not decode step by step, so there is no KV cache to show",
     "similarity": "makes no sentence embedding",
+    "generation": "does not predict the next token of a text, so nothing is copied",
 }
 
 
@@ -78,12 +80,14 @@ EXPERIMENTS: dict[str, Experiment] = {
                    frozenset({"encoder", "positions"}), runs_model=True),
         Experiment("masks", masks, s.MasksRequest, s.MasksResponse, frozenset({"encoder"}),
                    runs_model=True),
-        Experiment("kv-cache", kv_cache, TextRequest, s.KVCacheResponse,
-                   frozenset({"kv_cache", "encoder"}), runs_model=True),
+        Experiment("kv-cache", kv_cache, s.KVCacheRequest, s.KVCacheResponse,
+                   frozenset({"cached_decoding"}), runs_model=True),
         Experiment("metrics", metrics, TextRequest, s.MetricsResponse),
         Experiment("rollout", rollout, s.RolloutRequest, s.RolloutResponse),
         Experiment("ablation", ablation, s.AblationRequest, s.AblationResponse, runs_model=True),
         Experiment("compare", compare, s.CompareRequest, s.CompareResponse),
+        Experiment("induction", induction, s.InductionRequest, s.InductionResponse,
+                   frozenset({"generation"}), runs_model=True),
     )
 }  # fmt: skip
 

@@ -4,6 +4,7 @@ cache's size per layer, and cached against uncached logits."""
 from __future__ import annotations
 
 import torch
+from fastapi import HTTPException
 
 from model.hooks import hooked
 from model.masks import padding_mask
@@ -14,14 +15,35 @@ from . import schemas as s
 from .context import LabContext
 
 MAX_STEPS = 64
+MAX_GENERATED = 16  # a prompt without a continuation: greedy steps decoded here
 
 
-def kv_cache(ctx: LabContext, req: s.TextRequest) -> s.KVCacheResponse:
-    """Greedy decoding of the first piece, step by step through the cache."""
+def kv_cache(ctx: LabContext, req: s.KVCacheRequest) -> s.KVCacheResponse:
+    spec = ctx.spec("decoder.self")
+    layers = list(range(spec.layers))
+    if req.layer is not None:
+        ctx.check_head(spec, req.layer, 0)
+        layers = [req.layer]
+    if ctx.runner.capabilities.generation:
+        return causal(ctx, layers)
+    return pieces(ctx, layers)
+
+
+def cache_bytes(cache: DecoderCache) -> list[int]:
+    """Per layer: the bytes of its cached self-attention keys and values."""
+    return [
+        sum(t.numel() * t.element_size() for kv in layer.values() for t in (kv.k, kv.v)
+            if t is not None)
+        for layer in cache.layers
+    ]  # fmt: skip
+
+
+def pieces(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
+    """An encoder-decoder: greedy decoding of the first piece, step by step through the cache."""
     model, cfg = ctx.model, ctx.config
     vocab = ctx.runner.target_vocabulary()
     spec = ctx.spec("decoder.self")
-    names = [spec.hook(i, "hook_weights") for i in range(spec.layers)]
+    names = [spec.hook(i, "hook_weights") for i in layers]
     steps = []
     with torch.no_grad():
         parts = ctx.runner.decoded_pieces(ctx.result)
@@ -39,11 +61,6 @@ def kv_cache(ctx: LabContext, req: s.TextRequest) -> s.KVCacheResponse:
                 hidden = model.decode(fed[:, -1:], memory, src_mask, cache=cache)
             cached = model.logits(hidden[:, -1])
             full = model.logits(model.decode(fed, memory, src_mask)[:, -1])
-            sizes = [
-                sum(t.numel() * t.element_size()
-                    for kv in layer.values() for t in (kv.k, kv.v) if t is not None)
-                for layer in cache.layers
-            ]  # fmt: skip
             best = int(cached.index_fill(-1, pad, float("-inf")).argmax())  # never <pad>
             steps.append(
                 s.KVCacheStep(
@@ -52,7 +69,7 @@ def kv_cache(ctx: LabContext, req: s.TextRequest) -> s.KVCacheResponse:
                     predicted=vocab[best],
                     keys=[vocab[t] for t in tokens[: step + 1]],
                     rows=[encode(capture[n][0, :, 0], "json") for n in names],
-                    cache_bytes=sizes,
+                    cache_bytes=cache_bytes(cache),
                     max_abs_diff=float((cached - full).abs().max()),
                 )
             )
@@ -62,6 +79,76 @@ def kv_cache(ctx: LabContext, req: s.TextRequest) -> s.KVCacheResponse:
         output=[vocab[t] for t in first.target_ids[1:]],  # after <bos>
         pieces=len(parts),
         ended=first.ended,
+        layers=layers,
         steps=steps,
         truncated=steps_total > MAX_STEPS,
+        query_heads=spec.query_heads,
+        kv_heads=spec.kv_heads,
+    )
+
+
+def causal(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
+    """A decoder-only model: the prompt read into the cache in one pass (step 0: its last
+    token's row), then each token of the continuation sent (or, without one, of greedy
+    decoding) fed one at a time; every step's logits against one uncached pass over all."""
+    model, runner = ctx.model, ctx.runner
+    spec = ctx.spec("decoder.self")
+    names = [spec.hook(i, "hook_weights") for i in layers]
+    ids = ctx.result.source_ids
+    prompt = ids[: len(ids) - len(ctx.continuation)]
+    given = list(ctx.continuation)
+    if not prompt:
+        raise HTTPException(422, "the prompt has no tokens")
+    room = model.config.max_seq_len - len(prompt)
+    limit = min(len(given) if given else MAX_GENERATED, MAX_STEPS, room)
+    shown = runner.target_vocabulary()
+    fed, steps, ended = list(prompt), [], False
+    cached_logits = []
+    with torch.no_grad():
+        cache = DecoderCache(model.config.decoder_layers)
+        step_input = torch.tensor([prompt])
+        for step in range(limit + 1):
+            with hooked(model, names) as capture:
+                hidden = model.decode(step_input, cache=cache)
+            logits = model.logits(hidden[:, -1])[0]
+            cached_logits.append(logits)
+            best = int(logits.argmax())
+            steps.append(
+                s.KVCacheStep(
+                    step=step,
+                    token=runner.shown(fed)[-1] if step == 0 else shown[fed[-1]],
+                    predicted=shown[best],
+                    keys=runner.shown(fed),
+                    rows=[encode(capture[n][0, :, -1], "json") for n in names],
+                    cache_bytes=cache_bytes(cache),
+                    max_abs_diff=0.0,  # below, against the uncached pass
+                    fed_tokens=len(prompt) if step == 0 else 1,
+                )
+            )
+            if step == limit or (not given and best in runner.stop_ids):
+                ended = not given and best in runner.stop_ids
+                break
+            token = given[step] if given else best
+            fed.append(token)
+            step_input = torch.tensor([[token]])
+        # uncached: one pass over every token fed (causal: position i sees only 0..i)
+        full_hidden = model.decode(torch.tensor([fed]))
+        at = torch.arange(len(prompt) - 1, len(fed))
+        full = model.logits(full_hidden[0, at])
+        for step, cached in zip(steps, cached_logits, strict=True):
+            step.max_abs_diff = float((cached - full[step.step]).abs().max())
+    generated = fed[len(prompt) :]
+    return s.KVCacheResponse(
+        model=ctx.entry.id,
+        piece=ctx.result.text,
+        output=runner.shown(fed)[len(prompt) :],
+        pieces=1,
+        ended=ended,
+        layers=layers,
+        steps=steps,
+        truncated=len(given) > limit,
+        query_heads=spec.query_heads,
+        kv_heads=spec.kv_heads,
+        output_text=runner.tokenizer.decode(generated, skip_special_tokens=False),
+        prompt_tokens=len(prompt),
     )

@@ -121,22 +121,54 @@ class MasksResponse(BaseModel):
     padding: PaddingCase
 
 
+class KVCacheRequest(TextRequest):
+    layer: Index | None = Field(
+        None, description="Only this decoder layer's rows (default: every layer's)."
+    )
+
+
 class KVCacheStep(BaseModel):
     step: int
-    token: str = Field(description="The token fed at this step.")
+    token: str = Field(
+        description="The token fed at this step (a prompt read in one pass: its last, whose "
+        "row is shown)."
+    )
+    fed_tokens: int = Field(
+        1, description="Tokens this step put into the cache: 1, or a prompt's length at step 0."
+    )
     predicted: str = Field(description="The most likely next token.")
     keys: list[str] = Field(description="The cached keys the new query attends over.")
-    rows: list[Matrix] = Field(description="Per layer: each head's new query row (H x keys).")
-    cache_bytes: list[int] = Field(description="Per layer: bytes of cached keys and values.")
+    rows: list[Matrix] = Field(
+        description="Per layer of `layers`: each query head's new row (H x keys)."
+    )
+    cache_bytes: list[int] = Field(
+        description="Per decoder layer: bytes of cached keys and values (one per key/value "
+        "head: grouped-query attention caches fewer than it has query heads)."
+    )
     max_abs_diff: float = Field(description="Cached against uncached logits at this step.")
 
 
 class KVCacheResponse(BaseModel):
     model: str
-    piece: str = Field(description="The text decoded: the first piece of a long text.")
-    output: list[str] = Field(description="What the decoder made of it (after <bos>).")
+    piece: str = Field(
+        description="The text decoded: the first piece of a long text, or a decoder-only "
+        "model's prompt."
+    )
+    output: list[str] = Field(
+        description="What the decoder made of it (after <bos>), or the continuation fed: the "
+        "one sent, else greedy decoding's."
+    )
+    output_text: str | None = Field(None, description="A continuation's tokens as text.")
+    prompt_tokens: int | None = Field(
+        None, description="A decoder-only model: the prompt's tokens, read in step 0's pass."
+    )
     pieces: int = Field(description="How many pieces the text is decoded in (40 characters).")
-    ended: bool = Field(description="The output ended with <eos> within the length limit.")
+    ended: bool = Field(
+        description="The output ended with <eos> (a stop token) within the length limit."
+    )
+    layers: list[int] = Field(description="The decoder layers whose rows the steps carry.")
+    query_heads: int
+    kv_heads: int = Field(description="Key/value heads cached per layer.")
     steps: list[KVCacheStep]
     truncated: bool = Field(description="More steps than the limit: the first ones are shown.")
 
@@ -243,3 +275,45 @@ class CompareResponse(BaseModel):
     )
     aligned_columns: list[str]
     difference: Matrix = Field(description="first - second on the aligned tokens.")
+
+
+class InductionRequest(TextRequest):
+    """The text is not read: the experiment makes its own sequence."""
+
+    length: int = Field(50, ge=8, le=256, description="Tokens in each copy of the sequence.")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Of the random tokens and the control.")
+    ablate: int = Field(5, ge=1, le=32, description="How many top induction heads to switch off.")
+
+
+class InductionHead(BaseModel):
+    layer: int
+    head: int
+    induction: float = Field(
+        description="Mean weight from a token of the second copy on the token after its "
+        "earlier occurrence."
+    )
+    previous: float = Field(description="Mean weight on the token just before.")
+
+
+class InductionResponse(BaseModel):
+    model: str
+    length: int
+    seed: int
+    tokens: list[str] = Field(description="The sequence: length random tokens, twice.")
+    ids: list[int] = Field(description="Their ids, to run the sequence elsewhere.")
+    heads: list[InductionHead] = Field(description="Every head, by induction score, highest first.")
+    loss_first: float = Field(description="Mean next-token loss (nats) over the first copy.")
+    loss_second: float = Field(
+        description="The same over the second copy (its tokens after the first: those that "
+        "can be copied from the first)."
+    )
+    chance_loss: float = Field(description="ln(vocabulary size): a uniform guess's loss.")
+    ablated: list[HeadRef] = Field(description="The top induction heads, switched off.")
+    loss_second_ablated: float = Field(description="The second copy's loss with them off.")
+    control: list[HeadRef] = Field(
+        description="As many other heads, drawn at random (seeded): the control."
+    )
+    loss_second_control: float = Field(description="The second copy's loss with those off.")
+    patterns: list[Matrix] = Field(
+        description="The weights (2·length x 2·length) of the first ablated heads (up to 5)."
+    )

@@ -206,7 +206,30 @@ const STRINGS = {
     lab_fed: "fed",
     lab_predicted: "predicts",
     lab_kv_cache_bytes: "cache per layer",
+    lab_induction: "Induction heads",
+    lab_induction_explain:
+      "A sequence of random tokens, repeated. The first copy cannot be predicted; in the second, a model can find where the current token occurred before and copy the token that came after it. An induction head attends from a token of the second copy to that next token (the stripe beside the diagonal); its score is the mean of that weight. Switching the top induction heads off should make the second copy as hard as the first: the loss is measured, against as many heads chosen at random.",
+    lab_ind_length: "tokens per copy",
+    lab_ind_seed: "seed",
+    lab_ind_heads: "heads switched off",
+    lab_nats: "nats",
+    lab_ind_losses:
+      "next-token loss: first copy {first}, second copy {second} (a uniform guess: {chance})",
+    lab_ind_ablated:
+      "second copy with the top {k} induction heads off ({heads}): {loss}; with {k} random heads off ({control}): {control_loss}",
+    lab_ind_holds:
+      "Switching the induction heads off raises the second copy's loss by {raised}; the random heads by {control}: the copying is theirs.",
+    lab_ind_fails:
+      "Here switching the top induction heads off raises the second copy's loss by {raised}, the random heads by {control}: this sequence does not show the copying to be theirs.",
+    lab_ind_scores: "induction score per head (layer × head)",
+    lab_ind_score: "induction",
+    lab_ind_previous: "previous token",
+    lab_ind_pattern: "attention on the repeated sequence (1, 2: which copy)",
+    lab_ind_pattern_of: "Head",
     lab_cached_diff: "max |cached − uncached logits|",
+    lab_prompt_pass: "the prompt's {n} tokens read into the cache in one pass; its last, {token},",
+    lab_kv_shared:
+      "grouped-query attention: the cache holds {kv} key/value heads per layer for its {q} query heads: {ratio}× smaller than one per query head",
     lab_metric: "Metric",
     lab_other_text: "Second text",
     lab_other_model: "Second model",
@@ -224,7 +247,7 @@ const STRINGS = {
     lab_output_token: "output token",
     lab_most_future:
       "Without the mask, layer {layer} head {head} looks ahead most ({weight} of its weight on later tokens): show it",
-    lab_not_ended: "stopped at the length limit, without <eos>",
+    lab_not_ended: "stopped at the length limit, before an end token",
     lab_second_sentence: "Second sentence (default: the first half)",
   },
   zh: {
@@ -417,7 +440,29 @@ const STRINGS = {
     lab_fed: "输入",
     lab_predicted: "预测",
     lab_kv_cache_bytes: "每层缓存",
+    lab_induction: "归纳头",
+    lab_induction_explain:
+      "一段随机词元，重复两遍。第一遍无法预测；第二遍里，模型可以找到当前词元上次出现的位置，照抄它后面的那个词元。归纳头从第二遍的词元注意到那个“下一个”词元（对角线旁的一条斜线），其得分就是这部分权重的均值。关闭得分最高的归纳头，第二遍应该变得和第一遍一样难：这里测量损失，并与随机关闭同样多个头对照。",
+    lab_ind_length: "每遍词元数",
+    lab_ind_seed: "随机种子",
+    lab_ind_heads: "关闭的头数",
+    lab_nats: "奈特",
+    lab_ind_losses: "下一词元损失：第一遍 {first}，第二遍 {second}（均匀猜测：{chance}）",
+    lab_ind_ablated:
+      "关闭得分最高的 {k} 个归纳头（{heads}）后第二遍：{loss}；随机关闭 {k} 个头（{control}）：{control_loss}",
+    lab_ind_holds:
+      "关闭归纳头使第二遍的损失升高 {raised}；关闭随机的头升高 {control}：照抄靠的是它们。",
+    lab_ind_fails:
+      "这里关闭归纳头使第二遍的损失升高 {raised}，关闭随机的头升高 {control}：这段序列没能说明照抄靠的是它们。",
+    lab_ind_scores: "每个头的归纳得分（层 × 头）",
+    lab_ind_score: "归纳",
+    lab_ind_previous: "前一个词元",
+    lab_ind_pattern: "在重复序列上的注意力（1、2：第几遍）",
+    lab_ind_pattern_of: "头",
     lab_cached_diff: "最大 |缓存 − 非缓存 logits|",
+    lab_prompt_pass: "提示的 {n} 个词元一次读入缓存；最后一个 {token}",
+    lab_kv_shared:
+      "分组查询注意力：每层缓存 {kv} 个键/值头，供 {q} 个查询头共用：是每个查询头各存一份的 1/{ratio}",
     lab_metric: "指标",
     lab_other_text: "第二段文本",
     lab_other_model: "第二个模型",
@@ -435,7 +480,7 @@ const STRINGS = {
     lab_output_token: "输出词元",
     lab_most_future:
       "去掉掩码后，第 {layer} 层第 {head} 个头最爱看后面的词元（{weight} 的权重在后面）：查看它",
-    lab_not_ended: "到达长度上限仍未输出 <eos>",
+    lab_not_ended: "到达长度上限，仍未输出结束词元",
     lab_second_sentence: "第二句（默认：前一半）",
   },
 };

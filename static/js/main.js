@@ -66,6 +66,7 @@ const DEFAULTS = {
   other: "",
   vs: "",
   ablate: "",
+  rep: "",
   chat: false,
   cont: "",
   tok: 0,

@@ -21,6 +21,7 @@ const KEYS = [
   "other",
   "vs",
   "ablate",
+  "rep",
   "chat",
   "cont",
   "tok",

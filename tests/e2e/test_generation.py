@@ -120,3 +120,69 @@ def test_ropes_positional_view_shows_rotation_angles(page: Page):
     layout = page.evaluate("document.getElementById('plot').data[0].z")
     assert all(-3.1416 <= v <= 3.1416 for row in layout for v in row)
     expect(page.locator("#explain")).to_contain_text("RoPE adds nothing to the embeddings")
+
+
+def test_the_kv_cache_lab_reads_the_prompt_then_steps_through_what_was_generated(page: Page):
+    page.goto(f"/?model=smollm2&text={quote(PROMPT)}")
+    ready(page)
+    generate(page, 3)
+    cont = url_state(page)["cont"]
+    lab = "view=lab&lab=kv-cache&type=decoder.self&layer=17&head=0"
+    page.goto(f"/?model=smollm2&text={quote(PROMPT)}&cont={cont}&{lab}")
+    ready(page)
+    expect(page.locator("#lab-step-label")).to_have_text("Step 0 / 3")
+    expect(page.locator("#lab-step-fed")).to_have_text(
+        "the prompt's 5 tokens read into the cache in one pass; its last, Ġis, → predicts ĠParis"
+    )
+    # grouped-query attention, said with the sizes measured: 5 tokens x 3 heads x 64 x 2 x 4 B
+    expect(page.locator("#lab-kv-shared")).to_contain_text("3 key/value heads per layer for its 9")
+    expect(page.locator("#lab-cache-bytes")).to_have_text(
+        "cache per layer: 7.5 KiB × 30 = 225.0 KiB"
+    )
+    assert title_of(page.locator("#lab-out .plot")).startswith(
+        "decoder self-attention · Layer 17 · Step 0"
+    )
+    page.get_by_role("button", name="Step +1").click()
+    ready(page)
+    expect(page.locator("#lab-step-fed")).to_have_text("fed ĠParis → predicts .")
+    assert ticks(page, "x", "#lab-out .plot")[-2:] == ["Ġis", "ĠParis"]
+    expect(page.locator("#lab-cache-bytes")).to_have_text(
+        "cache per layer: 9.0 KiB × 30 = 270.0 KiB"
+    )
+
+
+def test_the_induction_lab_ranks_the_heads_and_shows_switching_them_off(page: Page):
+    page.goto(f"/?model=smollm2&text={quote(PROMPT)}&view=lab&lab=induction")
+    ready(page)
+    loss = page.locator("#lab-ind-loss").inner_text()
+    found = re.findall(r"([\d.]+) nats", loss)
+    assert float(found[1]) < float(found[0]) - 8  # the repeat is predicted, the first not
+    expect(page.locator("#lab-ind-ablated")).to_contain_text(
+        "with the top 5 induction heads off (L18 H6"
+    )
+    expect(page.locator("#lab-ind-verdict")).to_contain_text(
+        "Switching the induction heads off raises the second copy's loss by"
+    )
+    rows = page.locator("#lab-ind-table tbody tr")
+    expect(rows).to_have_count(10)
+    expect(rows.first).to_contain_text("18")
+    expect(page.locator("#lab-ind-pattern option")).to_have_count(5)
+    pattern = page.locator("#lab-out .plot").nth(1)
+    ticks_y = pattern.locator(".ytick text").all_text_contents()
+    assert ticks_y[0].endswith("(1)") and ticks_y[-1].endswith("(2)")
+    # its settings go into the link and come back from it
+    page.fill("#lab-ind-length", "20")
+    page.fill("#lab-ind-heads", "2")
+    page.click("#lab-ind-apply")
+    ready(page)
+    assert url_state(page)["rep"] == "20,0,2"
+    expect(page.locator("#lab-ind-pattern option")).to_have_count(2)
+    page.reload()
+    ready(page)
+    expect(page.locator("#lab-ind-length")).to_have_value("20")
+    page.click("#lang-zh")
+    ready(page)
+    expect(page.locator("#lab-ind-verdict")).to_contain_text("关闭归纳头使第二遍的损失升高")
+    page.select_option("#model", "pronounce")
+    ready(page)
+    assert page.locator("#lab-experiment option[value=induction]").is_disabled()

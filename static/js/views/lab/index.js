@@ -6,6 +6,7 @@
 import { canRun } from "../../model-info.js";
 import { experiment as ablation } from "./ablation.js";
 import { experiment as compare } from "./compare.js";
+import { experiment as induction } from "./induction.js";
 import { experiment as kvCache } from "./kv-cache.js";
 import { experiment as masks } from "./masks.js";
 import { experiment as metrics } from "./metrics.js";
@@ -23,6 +24,7 @@ export const EXPERIMENTS = [
   rollout,
   ablation,
   compare,
+  induction,
 ];
 
 export const EXPERIMENT_IDS = EXPERIMENTS.map((e) => e.id);

@@ -8,9 +8,16 @@ function stepButton(id, text, label, disabled, onClick) {
   return button;
 }
 
+const fmtRatio = (x) => (Number.isInteger(x) ? String(x) : x.toFixed(1));
+
 async function draw({ ctx, t, out, base }) {
   const { state } = ctx;
-  const r = await ask(ctx, "kv-cache", base);
+  const info = ctx.modelInfo();
+  const decoder = info.attention.find((a) => a.type === "decoder.self");
+  // one layer's rows: the lab's layer where its type is the decoder's self-attention
+  const wanted = state.type === "decoder.self" ? state.layer : 0;
+  const layer = Math.min(wanted, (decoder?.layers ?? 1) - 1);
+  const r = await ask(ctx, "kv-cache", { ...base, layer });
   if (ctx.stale()) return;
   const last = r.steps.length - 1;
   const index = Math.min(state.step, last);
@@ -43,17 +50,32 @@ async function draw({ ctx, t, out, base }) {
   );
   const pieces = r.pieces > 1 ? ` (1 / ${r.pieces})` : "";
   const ended = r.ended ? "" : ` · ${t("lab_not_ended")}`;
-  const kib = step.cache_bytes.map((b) => `${(b / 1024).toFixed(1)} KiB`).join(" · ");
-  summary(out, `${t("lab_piece")}: ${r.piece}${pieces} → ${r.output.join(" ")}${ended}`);
-  summary(out, `${t("lab_fed")} ${step.token} → ${t("lab_predicted")} ${step.predicted}`);
-  summary(out, `${t("lab_kv_cache_bytes")}: ${kib}`);
+  const output = r.output_text ?? r.output.join(" ");
+  summary(out, `${t("lab_piece")}: ${r.piece}${pieces} → ${output}${ended}`);
+  const fed =
+    step.fed_tokens > 1
+      ? t("lab_prompt_pass").replace("{n}", String(step.fed_tokens)).replace("{token}", step.token)
+      : `${t("lab_fed")} ${step.token}`;
+  summary(out, `${fed} → ${t("lab_predicted")} ${step.predicted}`, { id: "lab-step-fed" });
+  // the cache of every layer is the same size: one layer's, and all of them together
+  const total = step.cache_bytes.reduce((a, b) => a + b, 0);
+  const kib = (b) => `${(b / 1024).toFixed(1)} KiB`;
+  const sizes = `${kib(step.cache_bytes[0])} × ${step.cache_bytes.length} = ${kib(total)}`;
+  summary(out, `${t("lab_kv_cache_bytes")}: ${sizes}`, { id: "lab-cache-bytes" });
+  if (r.kv_heads < r.query_heads) {
+    const shared = t("lab_kv_shared")
+      .replace("{kv}", String(r.kv_heads))
+      .replace("{q}", String(r.query_heads))
+      .replace("{ratio}", fmtRatio(r.query_heads / r.kv_heads));
+    summary(out, shared, { id: "lab-kv-shared" });
+  }
   summary(out, `${t("lab_cached_diff")}: ${fmt(step.max_abs_diff)}`);
-  const layer = Math.min(state.type === "decoder.self" ? state.layer : 0, step.rows.length - 1);
+  const rows = step.rows[0];
   await weights(out, {
-    z: step.rows[layer],
-    rows: step.rows[layer].map((_, h) => `${t("head")} ${h}`),
+    z: rows,
+    rows: rows.map((_, h) => `${t("head")} ${h}`),
     columns: step.keys,
-    title: `${t("decoder.self")} · ${t("layer")} ${layer} · ${t("lab_step")} ${index}`,
+    title: `${t("decoder.self")} · ${t("layer")} ${r.layers[0]} · ${t("lab_step")} ${index}`,
   });
 }
 

@@ -1,0 +1,123 @@
+"""Induction heads (Olsson et al. 2022): a random sequence of tokens repeated twice. In the
+second copy each token can be predicted by finding its earlier occurrence and copying the
+token that followed it; a head that attends from a token to the one after its earlier
+occurrence is an induction head. Each head's induction and previous-token scores, the
+heads ranked, and the loss on the second copy with the top induction heads switched off,
+against the same number of other heads chosen at random."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from fastapi import HTTPException
+from torch import Tensor
+
+from model.analysis import ablate_heads
+from model.hooks import HookFn, hooked
+
+from ..service import encode
+from . import schemas as s
+from .context import LabContext
+
+SHOWN_PATTERNS = 5  # the top heads whose weights on the sequence the answer carries
+
+
+def induction(ctx: LabContext, req: s.InductionRequest) -> s.InductionResponse:
+    spec = ctx.spec("decoder.self")
+    n = req.length
+    if 2 * n > ctx.runner.max_tokens:
+        raise HTTPException(
+            422, f"length {n} repeated twice is longer than {ctx.entry.id} reads "
+            f"({ctx.runner.max_tokens} tokens): at most {ctx.runner.max_tokens // 2}",
+        )  # fmt: skip
+    generator = torch.Generator().manual_seed(req.seed)
+    ids = sequence(ctx, n, generator)
+    names = [spec.hook(i, "hook_weights") for i in range(spec.layers)]
+    with torch.no_grad(), hooked(ctx.model, names) as capture:
+        logits = ctx.model(ids)
+    weights = torch.stack([capture[name][0] for name in names])  # (L, H, 2n, 2n)
+    ind, prev = scores(weights, n)
+    ranked = sorted(
+        ((layer, head) for layer in range(spec.layers) for head in range(spec.query_heads)),
+        key=lambda lh: -float(ind[lh]),
+    )
+    k = min(req.ablate, len(ranked) - 1)
+    top = ranked[:k]
+    others = ranked[k:]
+    picks = torch.randperm(len(others), generator=generator)[:k].tolist()
+    control = sorted(others[i] for i in picks)
+    loss = copy_losses(logits, ids, n)
+    ablated = copy_losses(run_without(ctx, spec, top, ids), ids, n)
+    controlled = copy_losses(run_without(ctx, spec, control, ids), ids, n)
+
+    def ref(head: tuple[int, int]) -> s.HeadRef:
+        return s.HeadRef(type=spec.type, layer=head[0], head=head[1])
+
+    return s.InductionResponse(
+        model=ctx.entry.id,
+        length=n,
+        seed=req.seed,
+        tokens=ctx.runner.shown(ids[0].tolist()),  # a generating model: a CausalLM
+        ids=ids[0].tolist(),
+        heads=[
+            s.InductionHead(
+                layer=layer,
+                head=head,
+                induction=round(float(ind[layer, head]), 6),
+                previous=round(float(prev[layer, head]), 6),
+            )
+            for layer, head in ranked
+        ],
+        loss_first=loss[0],
+        loss_second=loss[1],
+        chance_loss=round(math.log(len(ctx.runner.target_vocabulary())), 6),
+        ablated=[ref(lh) for lh in top],
+        loss_second_ablated=ablated[1],
+        control=[ref(lh) for lh in control],
+        loss_second_control=controlled[1],
+        patterns=[encode(weights[layer, head], "json") for layer, head in top[:SHOWN_PATTERNS]],
+    )
+
+
+def sequence(ctx: LabContext, n: int, generator: torch.Generator) -> Tensor:
+    """(1, 2n): n tokens drawn uniformly from the vocabulary's ordinary tokens, twice."""
+    specials = ctx.runner.special_tokens
+    vocab = ctx.runner.target_vocabulary()
+    ordinary = torch.tensor([i for i, tok in enumerate(vocab) if tok not in specials])
+    drawn = ordinary[torch.randint(len(ordinary), (n,), generator=generator)]
+    return torch.cat([drawn, drawn]).unsqueeze(0)
+
+
+def scores(weights: Tensor, n: int) -> tuple[Tensor, Tensor]:
+    """Per (layer, head): the induction score, the mean weight from each token of the second
+    copy (position n + j) on the token after its earlier occurrence (j + 1); and the
+    previous-token score, the mean weight on the token just before, over the sequence."""
+    j = torch.arange(n)
+    induction = weights[..., n + j, j + 1].mean(-1)
+    i = torch.arange(1, 2 * n)
+    previous = weights[..., i, i - 1].mean(-1)
+    return induction, previous
+
+
+def copy_losses(logits: Tensor, ids: Tensor, n: int) -> tuple[float, float]:
+    """Mean cross-entropy (nats) of the next token over the first copy (tokens 1..n-1) and
+    over the second (tokens n+1..2n-1: those an induction head can copy; token n, the
+    second copy's first, follows nothing seen before)."""
+    per_token = F.cross_entropy(logits[0, :-1], ids[0, 1:], reduction="none")  # predicts 1..
+    first = per_token[: n - 1].mean()
+    second = per_token[n:].mean()
+    return round(float(first), 6), round(float(second), 6)
+
+
+def run_without(ctx: LabContext, spec, heads: list[tuple[int, int]], ids: Tensor) -> Tensor:
+    """The logits of the sequence with these heads' outputs zeroed."""
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in heads:
+        by_layer.setdefault(layer, []).append(head)
+    hooks: list[tuple[str, HookFn]] = [
+        (spec.hook(layer, "hook_context"), ablate_heads(hs)) for layer, hs in by_layer.items()
+    ]
+    with torch.no_grad(), hooked(ctx.model, fwd_hooks=hooks, capture=False):
+        return ctx.model(ids)

@@ -1,0 +1,131 @@
+"""The lab's experiments for a model that generates (SmolLM2): the KV cache step by step
+from the prompt's one pass, and induction heads found, ranked and shown to copy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from model.analysis import ablate_heads
+from model.hooks import hooked
+from tests.app.test_generate import PROMPT, post
+
+
+def test_the_kv_cache_reads_the_prompt_in_one_pass_then_a_token_per_step(client):
+    body = post(client, "lab/kv-cache", text=PROMPT, layer=17)
+    steps = body["steps"]
+    prompt = body["prompt_tokens"]
+    assert (
+        prompt == 5 and body["layers"] == [17] and (body["query_heads"], body["kv_heads"]) == (9, 3)
+    )
+    assert steps[0]["fed_tokens"] == prompt and steps[0]["token"] == "Ġis"
+    assert steps[0]["keys"] == ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]
+    assert all(s["fed_tokens"] == 1 for s in steps[1:])
+    # greedy: each step feeds what the one before predicted; 16 steps after the prompt
+    assert [s["token"] for s in steps[1:]] == [s["predicted"] for s in steps[:-1]]
+    assert body["output"] == [s["token"] for s in steps[1:]] and len(body["output"]) == 16
+    assert body["output_text"].startswith(" Paris.") and not body["ended"]
+    assert all(s["max_abs_diff"] <= 1e-4 for s in steps)
+    for s in steps:
+        (rows,) = s["rows"]
+        assert np.array(rows).shape == (9, prompt + s["step"])
+        assert np.allclose(np.array(rows).sum(1), 1, atol=1e-5)
+    # grouped-query attention: each token adds a key and a value per key/value head, 3 x 64
+    # float32, to each of the 30 layers
+    sizes = np.array([s["cache_bytes"] for s in steps])
+    assert sizes.shape == (17, 30) and np.all(sizes[0] == 2 * 3 * 64 * 4 * prompt)
+    assert np.all(np.diff(sizes, axis=0) == 2 * 3 * 64 * 4)
+    # the cached rows are the full pass's rows: the whole sequence run at once, captured
+    sent = {"text": PROMPT, "continuation": post(client, "generate", text=PROMPT,
+            max_new_tokens=16)["continuation"]}  # fmt: skip
+    whole = post(client, "attention", **sent, types=["decoder.self"], layers=[17])
+    weights = np.array(whole["blocks"][0]["data"])  # (9, T, T)
+    for s in steps:
+        query = prompt - 1 + s["step"]
+        row = np.array(s["rows"][0])
+        assert np.abs(row - weights[:, query, : query + 1]).max() <= 1e-5
+
+
+def test_the_kv_cache_follows_the_continuation_sent_and_refuses_a_wrong_layer(client):
+    made = post(client, "generate", text=PROMPT, max_new_tokens=3, temperature=1.0, seed=3)
+    body = post(client, "lab/kv-cache", text=PROMPT, continuation=made["continuation"])
+    assert body["output"] == made["tokens"] and body["layers"] == list(range(30))
+    assert len(body["steps"]) == 4 and len(body["steps"][0]["rows"]) == 30
+    assert [s["token"] for s in body["steps"][1:]] == made["tokens"]
+    wrong = client.post(
+        "/api/v1/lab/kv-cache", json={"model": "smollm2", "text": "hi", "layer": 30}
+    )
+    assert wrong.status_code == 422 and "layer 30 out of range" in wrong.json()["detail"]
+
+
+@pytest.fixture(scope="module")
+def induction(client):
+    return post(client, "lab/induction", text="unused", length=50, seed=0, ablate=5)
+
+
+def test_induction_heads_copy_the_second_copy_and_switching_them_off_breaks_it(induction):
+    r = induction
+    n = r["length"]
+    assert len(r["tokens"]) == 2 * n and r["tokens"][:n] == r["tokens"][n:]
+    assert len(r["heads"]) == 30 * 9
+    scores = [h["induction"] for h in r["heads"]]
+    assert scores == sorted(scores, reverse=True)
+    top = r["heads"][0]
+    assert top["induction"] > 0.5 and top["previous"] < 0.1  # it copies, not looks back
+    # random tokens cannot be predicted; their repeat can (a measured claim, nats)
+    assert r["loss_first"] > r["chance_loss"] - 1 and r["loss_second"] < r["loss_first"] - 8
+    # switching the top 5 off raises the second copy's loss by several nats, far more than
+    # switching off 5 random other heads
+    raised = r["loss_second_ablated"] - r["loss_second"]
+    control = r["loss_second_control"] - r["loss_second"]
+    assert raised > 5 and raised > 2 * control
+    ablated = {(h["layer"], h["head"]) for h in r["ablated"]}
+    assert ablated == {(h["layer"], h["head"]) for h in r["heads"][:5]}
+    assert not ablated & {(h["layer"], h["head"]) for h in r["control"]}
+    # a score is the mean weight from each second-copy token on the token after its
+    # earlier occurrence, read off the pattern itself
+    pattern = np.array(r["patterns"][0])
+    assert pattern.shape == (2 * n, 2 * n)
+    assert np.isclose(
+        pattern[n + np.arange(n), np.arange(n) + 1].mean(), top["induction"], atol=1e-5
+    )
+
+
+def test_induction_is_seeded_and_its_loss_is_the_models_own(client, induction):
+    again = post(client, "lab/induction", text="other", length=50, seed=0, ablate=5)
+    assert again == induction
+    other = post(client, "lab/induction", text="unused", length=20, seed=1, ablate=2)
+    assert other["tokens"][:20] != induction["tokens"][:20] and len(other["ablated"]) == 2
+    # the losses: the mean cross-entropy of the model's logits over the ids, each copy
+    # (its first token follows nothing) and with the top heads' outputs zeroed
+    model = client.app.state.inference.entry("smollm2").runner.model
+    ids = torch.tensor([induction["ids"]])
+    n = induction["length"]
+
+    def losses(logits):
+        per = F.cross_entropy(logits[0, :-1], ids[0, 1:], reduction="none")
+        return float(per[: n - 1].mean()), float(per[n:].mean())
+
+    with torch.no_grad():
+        first, second = losses(model(ids))
+        off = {}
+        for h in induction["ablated"]:
+            off.setdefault(h["layer"], []).append(h["head"])
+        hooks = [(f"decoder.{layer}.self_attn.hook_context", ablate_heads(heads))
+                 for layer, heads in off.items()]  # fmt: skip
+        with hooked(model, fwd_hooks=hooks, capture=False):
+            _, ablated = losses(model(ids))
+    assert abs(first - induction["loss_first"]) < 1e-4
+    assert abs(second - induction["loss_second"]) < 1e-4
+    assert abs(ablated - induction["loss_second_ablated"]) < 1e-4
+    refused = client.post("/api/v1/lab/induction", json={"model": "minilm", "text": "hi"})
+    assert (
+        refused.status_code == 422 and "does not predict the next token" in refused.json()["detail"]
+    )
+    for bad in ({"length": 4}, {"length": 257}, {"ablate": 0}, {"seed": -1}):
+        answer = client.post(
+            "/api/v1/lab/induction", json={"model": "smollm2", "text": "hi", **bad}
+        )
+        assert answer.status_code == 422
