@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import functools
 import hashlib
 import re
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 from fastapi import HTTPException
 
+from model.lean import LeanCapture, capture_bytes
 from model.runner import RunResult
 from model.runtime import release_free_memory
 
@@ -92,6 +94,9 @@ class RunLimiter:
             pass
 
 
+LEAN_PAST = 8  # a capture above this share of the cache is kept lean
+
+
 class RunCache:
     """Least-recently-used runs with their captures, bounded in bytes."""
 
@@ -110,7 +115,12 @@ class RunCache:
             return item[0]
 
     def put(self, key: str, value: RunResult) -> None:
-        size = sum(t.nbytes for t in value.capture.values()) if value.capture else 0
+        """Keep a run; a large capture kept lean (model/lean.py: its attention scores and
+        weights recomputed when read), so that a long input's views read it from here
+        instead of running the model again for each block."""
+        if value.capture is not None and capture_bytes(value.capture) > self.max_bytes // LEAN_PAST:
+            value = dataclasses.replace(value, capture=LeanCapture(value.capture))
+        size = capture_bytes(value.capture) if value.capture else 0
         if size > self.max_bytes:
             return
         evicted = []

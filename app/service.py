@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from fastapi import HTTPException
 
-from model.analysis import focus, head_roles, layer_weights
+from model.analysis import head_metrics, head_roles, layer_weights
 from model.positional import NO_POSITIONS_FORMULA
 from model.runner import AttentionSpec, RunResult
 
@@ -39,17 +39,17 @@ def summaries(entry: ModelEntry, result: RunResult) -> list[HeadSummary]:
     out = []
     for spec in entry.specs.values():
         for layer, weights, special in layer_weights(result, spec, entry.runner.special_tokens):
-            entropy, peak = focus(weights)  # (H,)
-            roles = head_roles(weights, spec.self_attention, special)
-            for head in range(entropy.size(0)):
+            metrics = head_metrics(weights, spec.self_attention, special)
+            roles = head_roles(weights, spec.self_attention, special, metrics)
+            for head, role in enumerate(roles):
                 out.append(
                     HeadSummary(
                         type=spec.type,
                         layer=layer,
                         head=head,
-                        entropy=round(float(entropy[head]), 6),
-                        max_weight=round(float(peak[head]), 6),
-                        role=roles[head],
+                        entropy=metrics["entropy"][head],
+                        max_weight=metrics["max_weight"][head],
+                        role=role,
                     )
                 )
     return out

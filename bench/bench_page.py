@@ -1,8 +1,9 @@
 """First render time of the page's views in headless Chromium, against a real server.
 
-    .venv/bin/python bench/bench_page.py [--runs 3] [--models pronounce,minilm]
+    .venv/bin/python bench/bench_page.py [--runs 3] [--models pronounce,minilm,smollm2]
 
-For the default model at 16, 64 and 128 source tokens and MiniLM at 16 to 512 WordPieces:
+For the default model at 16, 64 and 128 source tokens, MiniLM at 16 to 512 WordPieces and
+SmolLM2 at 16, 128 and 512 prompt tokens (and its Generate: bench/page_generation.py):
 time from navigation to a drawn head view and to a full layer x head grid, and the longest
 main-thread task (Chromium's long-task timing) during that load; then, on a loaded page, a
 new sentence to its drawn head view. For MiniLM, BertViz's head view at the same lengths in
@@ -41,6 +42,8 @@ import torch
 from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from page_generation import generation_table
+
 from tests.e2e.conftest import CHROMIUM, FLAGS
 from tests.serving import free_port, start_server
 
@@ -67,7 +70,9 @@ BERTVIZ_WATCH = """new MutationObserver((_, observer) => {
 MODELS = {
     "pronounce": {"sizes": (16, 64, 128), "head_type": "decoder.cross"},
     "minilm": {"sizes": (16, 64, 128, 256, 512), "head_type": "encoder.self"},
+    "smollm2": {"sizes": (16, 128, 512), "head_type": "decoder.self", "grid_type": "decoder.self"},
 }
+GENERATED = 16  # tokens each Generate of the generation table makes
 DRAWN = "() => performance.getEntriesByName('attnviz:drawn').length > 0"
 BERTVIZ_DRAWN = "() => performance.getEntriesByName('bertviz:drawn').length > 0"
 # the longest main-thread task of the load so far, from the buffered long-task entries
@@ -277,7 +282,7 @@ def retyped(browser, base: str, model: str, first: str, second: str, head_type: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--models", default="pronounce,minilm")
+    parser.add_argument("--models", default="pronounce,minilm,smollm2")
     parser.add_argument(
         "--breakdown", action="store_true", help="also print where a head view's load went"
     )
@@ -303,7 +308,8 @@ def main() -> None:
                     for i in range(args.runs):
                         url = f"{base}/?model={model}"
                         head_url = f"{url}&view=head&type={spec['head_type']}"
-                        grid_url = f"{url}&view=model&type=encoder.self"
+                        grid_type = spec.get("grid_type", "encoder.self")
+                        grid_url = f"{url}&view=model&type={grid_type}"
                         # a new text for every load, so the server's cache does not answer
                         h, lh, eh, hs = cold_load(p, head_url + query(text, 3 * i), settle)
                         g, lg, eg, _ = cold_load(p, grid_url + query(text, 3 * i + 1), settle * 2)
@@ -313,19 +319,25 @@ def main() -> None:
                         longest.append(max(lh, lg))
                         early = early or eh or eg
                         second = variant(text, 3 * i + 2)
-                        again.append(
-                            retyped(browser, base, model, "hello", second, spec["head_type"])
-                        )
+                        if model != "smollm2":  # (its Enter generates: the table below)
+                            again.append(
+                                retyped(browser, base, model, "hello", second, spec["head_type"])
+                            )
                     ours = statistics.median(head)
                     line = (
                         f"{n:>6} {ours:>9.2f}s {statistics.median(grid):>7.2f}s"
-                        f" {statistics.median(again):>7.2f}s {max(longest):>11.0f}ms"
+                        + (f" {statistics.median(again):>7.2f}s" if again else f" {'-':>8}")
+                        + f" {max(longest):>11.0f}ms"
                         f"{'*' if early else ' '}"
                     )
                     if bertviz and model == "minilm":
                         line += "   " + bertviz_cells(p, bertviz, text, n, args.runs, ours)
                     print(line, flush=True)
                     breakdowns.append((model, n, steps))
+                if model == "smollm2":
+                    prompts = [(n, [variant(text_of(client, base, model, n), 3 * i + 7)
+                                    for i in range(args.runs)]) for n in spec["sizes"]]  # fmt: skip
+                    generation_table(browser, base, model, prompts, GENERATED, wait_until)
             browser.close()
     finally:
         proc.terminate()
@@ -335,8 +347,9 @@ def main() -> None:
     if args.breakdown:
         print_breakdown(breakdowns)
     print("\nhead view: navigation to a drawn heatmap (analyze + one layer's heads + plot);")
-    print("grid: navigation to every thumbnail of encoder self-attention and the entropy map;")
-    print("retyped: a new sentence on a loaded page to its drawn head view; longest task: the")
+    print("grid: navigation to every thumbnail of one attention type and the entropy map;")
+    print("retyped: a new sentence on a loaded page to its drawn head view (SmolLM2: Enter")
+    print("generates, timed in its Generate table); longest task: the")
     print("longest main-thread task of either cold load (target: under 200 ms). * DevTools")
     print("attached before the view was drawn, which lengthens tasks after it. BertViz page:")
     print("navigation to its first attention line; with its Python: plus transformers' forward")

@@ -48,8 +48,7 @@ def ablate_heads(heads: Iterable[int]) -> HookFn:
 
 def entropy_bits(weights: Tensor) -> Tensor:
     """Softmax entropy in bits of each row: (..., Tq, Tk) -> (..., Tq)."""
-    logs = torch.where(weights > 0, weights.log2(), torch.zeros_like(weights))
-    return -(weights * logs).sum(-1)
+    return torch.special.entr(weights).sum(-1) / math.log(2)  # -w ln w, 0 where w is 0
 
 
 def focus(weights: Tensor) -> tuple[Tensor, Tensor]:

@@ -333,14 +333,14 @@ async function render() {
     if (!analysis || analysis.model !== state.model || analysis.request !== asked) {
       setStatus(t("running"), "busy");
       // the view's first blocks at once, not after the summary: one round trip, and the
-      // server runs the model once for both; draw reports their errors, if any
+      // server runs the model once for both; draw reports their errors, if any. The
+      // summary is asked first: the request that runs the model reads its capture whole,
+      // and the summary reads every head (a long input's cached capture recomputes them)
+      const summary = api.analyze(state.model, state.text, compare, input.prompt);
       viewOf(state.view)
         .prefetch?.(ctx)
         ?.catch(() => {});
-      analysis = {
-        ...(await api.analyze(state.model, state.text, compare, input.prompt)),
-        request: asked,
-      };
+      analysis = { ...(await summary), request: asked };
       performance.mark("attnviz:analyzed");
       if (mine !== generation) return;
       ctx.analysis = analysis;
@@ -547,6 +547,7 @@ function init() {
 // the views show the prompt and what was generated as one sequence (the URL's `cont`).
 async function generate() {
   streaming?.abort(); // a new Generate replaces the one under way (the server stops it)
+  performance.mark("attnviz:generate"); // (the page benchmark times from it to each token)
   const controller = new AbortController();
   streaming = controller;
   const model = elements.model.value;
@@ -584,6 +585,7 @@ async function generate() {
       (step) => {
         made.push(step);
         showStreamed(made);
+        performance.mark("attnviz:token");
         const of = t("generating_n").replace("{max}", String(body.max_new_tokens));
         setStatus(of.replace("{n}", String(made.length)), "busy");
       },

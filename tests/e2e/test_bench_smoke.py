@@ -58,3 +58,11 @@ def test_bertvizs_page_draws_from_the_pinned_local_scripts(browser, bertviz):
     )
     assert outside == [], outside  # d3, jquery and require.js came from node_modules
     page.close()
+
+
+def test_the_generate_timings_read_the_pages_marks(browser, server):
+    from page_generation import generated
+
+    got = generated(browser, server, "smollm2", "The capital of France is", 2, wait)
+    assert got["tokens"] == 2 and 0 < got["first"] <= got["last"] < got["drawn"]
+    assert got["longest"] >= 0
