@@ -320,6 +320,13 @@ class AttentionRequest(TextRequest):
         description="Also list the blocks under their deprecated name `items` (one release); "
         "send false to get `blocks` only.",
     )
+    repeat_tokens: StrictBool = Field(
+        True,
+        description="false: a block whose rows or columns are the response's source_tokens "
+        "or target_tokens names that side (rows_from, columns_from) instead of repeating "
+        "the list, and leaves predicted to the response's predicted_tokens (at 16 tokens "
+        "the lists are a fifth of an all-heads u1 answer).",
+    )
 
 
 class TypedArray(BaseModel):
@@ -341,9 +348,14 @@ class Block(BaseModel):
         "the ones the requested query heads read, query head h reading h // (query_heads / "
         "kv_heads)."
     )
-    rows: list[str] = Field(
+    rows: list[str] | None = Field(
         description="Token of each row (queries; keys for k and v): for decoder rows, the "
-        "token fed in at that step."
+        "token fed in at that step; null where rows_from names the list."
+    )
+    rows_from: Literal["source", "target"] | None = Field(
+        None,
+        description="With repeat_tokens false: the rows are the response's source_tokens or "
+        "target_tokens (and for decoder rows, predicted its predicted_tokens).",
     )
     predicted: list[str] | None = Field(
         None,
@@ -352,7 +364,11 @@ class Block(BaseModel):
         "null where rows are not decoder steps.",
     )
     columns: list[str] | None = Field(
-        description="Token of each column (keys); null for q, k, v, whose columns are dims."
+        description="Token of each column (keys); null for q, k, v, whose columns are dims, "
+        "and where columns_from names the list."
+    )
+    columns_from: Literal["source", "target"] | None = Field(
+        None, description="With repeat_tokens false: the columns are that side's tokens."
     )
     shape: list[int] = Field(description="[heads, rows, columns]; columns are d_head for q/k/v.")
     data: list[list[list[float]]] | TypedArray

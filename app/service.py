@@ -117,7 +117,7 @@ def attention_blocks(
                 stacked = len(kv_heads_of(spec, heads))
             # the data, and each block's fields with its two token lists
             size += stacked * entries * BYTES_PER_ENTRY[req.encoding]
-            size += 200 + 12 * (len(rows) + len(columns))
+            size += 200 + (12 * (len(rows) + len(columns)) if req.repeat_tokens else 0)
     if req.legacy_items:
         size *= 2  # the blocks again under their deprecated name
     if size > max_bytes:
@@ -143,10 +143,16 @@ def attention_blocks(
             columns = None if kind in ("q", "k", "v") else keys
             steps = spec.rows == "target" and kind not in ("k", "v")
             predicted = result.predicted_tokens if steps and result.predicted_tokens else None
+            sides = {"rows_from": None, "columns_from": None}
             if reshaped and spec.type == "encoder.self":
                 words = result.source_words
                 stack, rows = regroup(stack, rows, words, entry.runner.special_tokens, req)
                 columns = rows
+            elif not req.repeat_tokens:  # named by their side: the response holds the lists
+                row_side = spec.columns if kind in ("k", "v") else spec.rows
+                sides["rows_from"], rows, predicted = row_side, None, None
+                if columns is not None:
+                    sides["columns_from"], columns = spec.columns, None
             blocks.append(
                 Block(
                     type=spec.type,
@@ -156,6 +162,7 @@ def attention_blocks(
                     rows=rows,
                     predicted=predicted,
                     columns=columns,
+                    **sides,
                     shape=list(stack.shape),
                     data=encode(stack, req.encoding),
                 )

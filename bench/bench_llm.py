@@ -63,7 +63,10 @@ def prompt_of(lm: CausalLM, tokens: int) -> tuple[str, list[int]]:
 def attention_request(base: str, text: str) -> tuple[float, int]:
     """(seconds, bytes) of one all-heads u1 request, read whole by http.client."""
     host, port = base.removeprefix("http://").split(":")
-    body = json.dumps({"model": "smollm2", "text": text, "encoding": "u1", "legacy_items": False})
+    body = json.dumps(
+        {"model": "smollm2", "text": text, "encoding": "u1", "legacy_items": False,
+         "repeat_tokens": False}
+    )  # fmt: skip
     connection = http.client.HTTPConnection(host, int(port), timeout=600)
     start = time.perf_counter()
     connection.request("POST", "/api/v1/attention", body, {"content-type": "application/json"})

@@ -89,6 +89,8 @@ MODEL_DEPENDENT = (
     "this needs self-attention",  # lab: rollout of a cross-attention type
     "the same length, so nothing is padded",  # lab: a second sentence as long as the text
     "does not decode",  # lab: an encoder-only model has no KV cache
+    "does not predict the next token",  # lab: induction heads on a model that does not generate
+    "repeated twice is longer than",  # lab: induction's sequence past the model's length
     "it has no encoder",  # lab: a decoder-only model's positions and padding
     "are for models that continue a prompt",  # chat, continuation on another model
     "does not continue a prompt",  # /generate on another model

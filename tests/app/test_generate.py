@@ -188,3 +188,19 @@ def test_the_lab_runs_the_prompt_with_its_continuation(client):
     # compare against the twin: the same prompt and continuation on both
     both = post(client, "lab/compare", **sent, type="decoder.self", other_model="smollm2-untrained")
     assert both["second_rows"] == both["first_rows"] and len(both["first_rows"]) == 8
+
+
+def test_blocks_can_name_their_tokens_side_instead_of_repeating_them(client):
+    body = {"text": PROMPT, "encoding": "u1", "legacy_items": False, "kinds": ["weights"]}
+    full = post(client, "attention", **body)
+    lean = post(client, "attention", **body, repeat_tokens=False)
+    assert len(lean["blocks"]) == len(full["blocks"]) == 30
+    for a, b in zip(full["blocks"], lean["blocks"], strict=True):
+        assert b["data"] == a["data"] and b["rows"] is None and b["columns"] is None
+        assert (b["rows_from"], b["columns_from"]) == ("target", "target")
+        assert a["rows"] == full["target_tokens"] and a["predicted"] == full["predicted_tokens"]
+    kv = post(client, "attention", **{**body, "kinds": ["k"], "encoding": "f2"},
+              layers=[0], repeat_tokens=False)["blocks"][0]  # fmt: skip
+    assert (kv["rows_from"], kv["columns_from"], kv["columns"]) == ("target", None, None)
+    # at a few tokens the token lists are a large share of an all-heads answer
+    assert len(json.dumps(lean)) < 0.85 * len(json.dumps(full))

@@ -487,11 +487,18 @@ def test_every_view_and_download_works_under_the_csp(xss: Page):
     for view in ("masks", "positional", "lab"):
         xss.click(f"[data-view={view}]")
         ready(xss)
-    experiments = xss.locator("#lab-experiment option").evaluate_all("os => os.map(o => o.value)")
+    experiments = xss.locator("#lab-experiment option:not([disabled])").evaluate_all(
+        "os => os.map(o => o.value)"
+    )
     for experiment in experiments[1:]:  # every experiment of the lab, drawn in place
         xss.select_option("#lab-experiment", experiment)
         ready(xss)
         assert url_state(xss)["lab"] == experiment
+    # the experiments only a model that generates runs (pronounce offers them disabled)
+    for experiment in ("induction", "kv-cache"):
+        xss.goto(f"/?model=smollm2&text=The capital of France is&view=lab&lab={experiment}")
+        ready(xss)
+        expect(xss.locator("#lab-out .plot .main-svg").first).to_be_visible()
     xss.click("#lang-zh")
     ready(xss)
     xss.goto("/?model=minilm&text=Tokenization helps.&compare=It helps.&words=1&hide=1")
