@@ -118,6 +118,8 @@ class RunCache:
         """Keep a run; a large capture kept lean (model/lean.py: its attention scores and
         weights recomputed when read), so that a long input's views read it from here
         instead of running the model again for each block."""
+        if not self.max_bytes:  # the cache is off
+            return
         if value.capture is not None and capture_bytes(value.capture) > self.max_bytes // LEAN_PAST:
             value = dataclasses.replace(value, capture=LeanCapture(value.capture))
         size = capture_bytes(value.capture) if value.capture else 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import re
 
 import numpy as np
 import torch
@@ -15,7 +16,7 @@ from model.analysis import head_metrics, head_roles, layer_weights
 from model.positional import NO_POSITIONS_FORMULA
 from model.runner import AttentionSpec, RunResult
 
-from .schemas import AttentionRequest, Block, HeadSummary, TypedArray
+from .schemas import AttentionRequest, AttentionResponse, Block, HeadSummary, TypedArray
 from .zoo import ModelEntry
 
 HOOK_OF_KIND = {
@@ -217,6 +218,33 @@ def encode(stack: torch.Tensor, encoding: str) -> list | TypedArray:
     shape = ",".join(str(n) for n in stack.shape)
     bdata = base64.b64encode(memoryview(np.ascontiguousarray(data)).cast("B")).decode("ascii")
     return TypedArray(dtype=encoding, bdata=bdata, shape=shape)
+
+
+_MARKER = re.compile(rb'"bdata":"(\d+)"')
+
+
+def attention_json(body: AttentionResponse, exclude: set[str] | None = None) -> bytes:
+    """`body.model_dump_json(exclude=...)`, with each typed array's base64 put in as bytes:
+    base64 needs no JSON escaping, and pydantic's copy of a large answer took 0.13-0.19 s
+    of the 1.4 s of all 270 heads of a 512-token SmolLM2 run as u1 (94 MB; measured). Each
+    array's bdata is its index while pydantic writes the rest; `"bdata":"` with its quotes
+    unescaped is found only where a field starts, never inside a string."""
+    arrays = list({id(b.data): b.data for b in [*body.blocks, *(body.items or [])]
+                   if isinstance(b.data, TypedArray)}.values())  # fmt: skip
+    payloads = [a.bdata for a in arrays]
+    try:
+        for i, array in enumerate(arrays):
+            array.bdata = str(i)
+        text = body.model_dump_json(exclude=exclude).encode()
+    finally:
+        for array, payload in zip(arrays, payloads, strict=True):
+            array.bdata = payload
+    parts, at = [], 0
+    for found in _MARKER.finditer(text):
+        parts += [text[at : found.start(1)], payloads[int(found.group(1))].encode("ascii")]
+        at = found.end(1)
+    parts.append(text[at:])
+    return b"".join(parts)
 
 
 def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:

@@ -16,7 +16,7 @@ from ..schemas import (
     NextTokens,
     TextRequest,
 )
-from ..service import attention_blocks, export_npz, summaries
+from ..service import attention_blocks, attention_json, export_npz, summaries
 from ..zoo import ModelEntry
 from .deps import ERRORS, InferenceDep, on_tensor_thread
 
@@ -85,7 +85,7 @@ def attention(req: AttentionRequest, inference: InferenceDep) -> Response:
     )
     # serialised here, in the thread pool: a large answer must not hold the event loop
     exclude = None if req.legacy_items else {"items"}
-    return Response(body.model_dump_json(exclude=exclude), media_type="application/json")
+    return Response(attention_json(body, exclude), media_type="application/json")
 
 
 @router.post(

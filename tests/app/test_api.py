@@ -11,9 +11,12 @@ import time
 import httpx2
 import numpy as np
 import pytest
+import torch
 from fastapi.testclient import TestClient
 
 from app.main import create_app
+from app.schemas import AttentionResponse, Block
+from app.service import attention_json, encode
 from app.settings import Settings
 from model.positional import sinusoidal_table
 from model.runtime import usable_cpus
@@ -518,3 +521,20 @@ def test_lab_kv_cache_shows_the_output_and_masks_the_head_that_looks_ahead(clien
         "/api/v1/lab/masks", json={"text": "银行行长", "layer": best["layer"], "head": best["head"]}
     ).json()["causal"]
     assert again["future_weight_without"] == best["weight"]
+
+
+def test_the_attention_answer_is_pydantics_json_byte_for_byte():
+    """attention_json splices the base64 in as bytes: the same bytes as model_dump_json,
+    whatever the tokens hold (a token spelling a marker, quotes, NUL) and with the blocks
+    listed twice (legacy items)."""
+    tricky = ['"bdata":"0"', 'a"b', "\x00", "猫", "\\"]
+    blocks = [
+        Block(type="encoder.self", layer=i, kind="weights", heads=[0], rows=tricky,
+              columns=tricky, shape=[1, 5, 5], data=encode(torch.rand(1, 5, 5), encoding))
+        for i, encoding in enumerate(["u1", "f4", "json"])
+    ]  # fmt: skip
+    body = AttentionResponse(model="m", source_tokens=tricky, target_tokens=[], truncated=False,
+                             encoding="u1", blocks=blocks, items=blocks)  # fmt: skip
+    for exclude in (None, {"items"}):
+        assert attention_json(body, exclude) == body.model_dump_json(exclude=exclude).encode()
+    assert body.blocks[0].data.bdata == blocks[0].data.bdata  # given back
