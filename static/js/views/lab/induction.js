@@ -2,7 +2,7 @@
 // scores, the heads ranked, and the second copy's loss with the top heads switched off
 // against as many random ones. Its settings live in the URL (rep=length,seed,heads).
 import { heatmap } from "../../plots.js";
-import { ask, el, fmt, plotBox, summary, table, weights } from "./shared.js";
+import { ask, el, fmt, labelled, plotBox, summary, table, weights } from "./shared.js";
 
 // the route's bounds: tokens per copy, seed, heads switched off
 const FIELDS = [
@@ -122,15 +122,7 @@ async function draw({ ctx, t, out, base }) {
     });
   };
   pick.addEventListener("change", drawPattern);
-  out.append(
-    el(
-      "div",
-      { className: "lab-bar" },
-      el("label", { htmlFor: "lab-ind-pattern", textContent: t("lab_ind_pattern_of") }),
-      pick,
-    ),
-    box,
-  );
+  out.append(labelled("lab-ind-pattern", t("lab_ind_pattern_of"), pick), box);
   await drawPattern();
 }
 

@@ -1,6 +1,6 @@
 // Head metrics: one number per head as a layer x head heatmap, and a sortable table.
 import { heatmap } from "../../plots.js";
-import { ask, el, table } from "./shared.js";
+import { ask, el, labelled, table } from "./shared.js";
 
 // sorting a table by a column's numbers (click or Enter on its header; again: reversed)
 function sortable(tableElement) {
@@ -64,15 +64,7 @@ async function draw({ ctx, t, out, base }) {
     });
   };
   metric.addEventListener("change", drawMetric);
-  out.append(
-    el(
-      "div",
-      { className: "lab-bar" },
-      el("label", { htmlFor: "lab-metric", textContent: t("lab_metric") }),
-      metric,
-    ),
-    box,
-  );
+  out.append(labelled("lab-metric", t("lab_metric"), metric), box);
   await drawMetric();
   const columns = ["type", "layer", "head", ...names];
   const cells = rows.map((row) => columns.map((c) => (c === "type" ? t(row[c]) : row[c])));

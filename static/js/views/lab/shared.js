@@ -59,6 +59,16 @@ export function weights(parent, { z, rows, columns, title, predicted, type, t })
   });
 }
 
+// a bar of one labelled control (a select above the plot it redraws)
+export function labelled(id, text, control) {
+  return el(
+    "div",
+    { className: "lab-bar" },
+    el("label", { htmlFor: id, textContent: text }),
+    control,
+  );
+}
+
 // a line of the experiment's summary
 export function summary(parent, text, props = {}) {
   parent.append(el("p", { className: "lab-summary", textContent: text, ...props }));
