@@ -145,11 +145,14 @@ def text_of(client: httpx2.Client, base: str, model: str, n: int) -> str:
 
 def variant(text: str, k: int) -> str:
     """`text` with its last character or word replaced by the k-th of a list."""
-    if text.isascii():
+    if text.isascii():  # (k >= 6 adds its number: every k its own text)
         words = text.split()
-        changed = " ".join([*words[:-1], ["rest", "home", "wait", "go", "run", "sit"][k % 6]])
+        last = ["rest", "home", "wait", "go", "run", "sit"][k % 6] + (str(k // 6) if k >= 6 else "")
+        changed = " ".join([*words[:-1], last])
     else:
-        changed = text[:-1] + "的了是在有我人这中大为上个国"[k % 14]
+        chars = "的了是在有我人这中大为上个国"
+        changed = (text[:-1] if k < len(chars) else text[:-2]) + chars[k % 14]
+        changed += chars[k // 14] if k >= len(chars) else ""
     return changed
 
 

@@ -57,6 +57,10 @@ class LeanCapture(Capture):
                 checked[family] = self._derive(prefix, kind).equal(self._store[name][0])
             if checked[family]:
                 self._recipes[name] = (prefix, kind)
+        # the recomputed tensors it keeps at most, counted in its bytes
+        self._recent_bytes = RECENT * max(
+            (self._store[name][0].nbytes for name in self._recipes), default=0
+        )
         for name in self._recipes:
             del self._store[name]
 
@@ -80,7 +84,9 @@ class LeanCapture(Capture):
 
     @property
     def stored_bytes(self) -> int:
-        return sum(t.nbytes for firings in self._store.values() for t in firings)
+        """What it stores, and the most its recently recomputed tensors take."""
+        stored = sum(t.nbytes for firings in self._store.values() for t in firings)
+        return stored + self._recent_bytes
 
     @property
     def recomputed(self) -> list[str]:

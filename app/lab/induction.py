@@ -22,6 +22,9 @@ from . import schemas as s
 from .context import LabContext
 
 SHOWN_PATTERNS = 5  # the top heads whose weights on the sequence the answer carries
+# the claim holds where switching the top heads off raises the second copy's loss by more
+# than this many nats and more than this many times what the random heads' raise it
+CLAIM_NATS, CLAIM_RATIO = 1.0, 2.0
 
 
 def induction(ctx: LabContext, req: s.InductionRequest) -> s.InductionResponse:
@@ -51,6 +54,7 @@ def induction(ctx: LabContext, req: s.InductionRequest) -> s.InductionResponse:
     loss = copy_losses(logits, ids, n)
     ablated = copy_losses(run_without(ctx, spec, top, ids), ids, n)
     controlled = copy_losses(run_without(ctx, spec, control, ids), ids, n)
+    raised, control_raised = ablated[1] - loss[1], controlled[1] - loss[1]
 
     def ref(head: tuple[int, int]) -> s.HeadRef:
         return s.HeadRef(type=spec.type, layer=head[0], head=head[1])
@@ -77,6 +81,7 @@ def induction(ctx: LabContext, req: s.InductionRequest) -> s.InductionResponse:
         loss_second_ablated=ablated[1],
         control=[ref(lh) for lh in control],
         loss_second_control=controlled[1],
+        copying_is_theirs=raised > CLAIM_NATS and raised > CLAIM_RATIO * max(control_raised, 0),
         patterns=[encode(weights[layer, head], "json") for layer, head in top[:SHOWN_PATTERNS]],
     )
 

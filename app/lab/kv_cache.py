@@ -116,7 +116,7 @@ def causal(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
             steps.append(
                 s.KVCacheStep(
                     step=step,
-                    token=runner.shown(fed)[-1] if step == 0 else shown[fed[-1]],
+                    token=runner.shown(fed)[-1],  # (a character split between tokens named)
                     predicted=shown[best],
                     keys=runner.shown(fed),
                     rows=[encode(capture[n][0, :, -1], "json") for n in names],
@@ -126,7 +126,8 @@ def causal(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
                 )
             )
             if step == limit or (not given and best in runner.stop_ids):
-                ended = not given and best in runner.stop_ids
+                # ended on a stop token: the one predicted last, or the continuation's last
+                ended = (given[limit - 1] if given and limit else best) in runner.stop_ids
                 break
             token = given[step] if given else best
             fed.append(token)

@@ -314,6 +314,10 @@ class InductionResponse(BaseModel):
         description="As many other heads, drawn at random (seeded): the control."
     )
     loss_second_control: float = Field(description="The second copy's loss with those off.")
+    copying_is_theirs: bool = Field(
+        description="The claim, as measured: switching the top heads off raises the second "
+        "copy's loss by more than 1 nat and more than twice what the random heads' raise it."
+    )
     patterns: list[Matrix] = Field(
         description="The weights (2·length x 2·length) of the first ablated heads (up to 5)."
     )

@@ -54,10 +54,20 @@ def test_the_kv_cache_follows_the_continuation_sent_and_refuses_a_wrong_layer(cl
     assert body["output"] == made["tokens"] and body["layers"] == list(range(30))
     assert len(body["steps"]) == 4 and len(body["steps"][0]["rows"]) == 30
     assert [s["token"] for s in body["steps"][1:]] == made["tokens"]
+    # a continuation that ends its turn ended; a character split between tokens is named
+    # the same in the step's label and in its keys
+    stop = runner_of(client).stop_ids
+    ends = post(client, "lab/kv-cache", text="他说", continuation=[7042, min(stop)], layer=0)
+    assert ends["ended"] and not body["ended"]
+    assert all(s["token"] == s["keys"][-1] for s in [*ends["steps"], *body["steps"]])
     wrong = client.post(
         "/api/v1/lab/kv-cache", json={"model": "smollm2", "text": "hi", "layer": 30}
     )
     assert wrong.status_code == 422 and "layer 30 out of range" in wrong.json()["detail"]
+
+
+def runner_of(client):
+    return client.app.state.inference.entry("smollm2").runner
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +90,7 @@ def test_induction_heads_copy_the_second_copy_and_switching_them_off_breaks_it(i
     # switching off 5 random other heads
     raised = r["loss_second_ablated"] - r["loss_second"]
     control = r["loss_second_control"] - r["loss_second"]
-    assert raised > 5 and raised > 2 * control
+    assert raised > 5 and raised > 2 * control and r["copying_is_theirs"]
     ablated = {(h["layer"], h["head"]) for h in r["ablated"]}
     assert ablated == {(h["layer"], h["head"]) for h in r["heads"][:5]}
     assert not ablated & {(h["layer"], h["head"]) for h in r["control"]}
@@ -100,7 +110,7 @@ def test_induction_is_seeded_and_its_loss_is_the_models_own(client, induction):
     assert other["tokens"][:20] != induction["tokens"][:20] and len(other["ablated"]) == 2
     # the losses: the mean cross-entropy of the model's logits over the ids, each copy
     # (its first token follows nothing) and with the top heads' outputs zeroed
-    model = client.app.state.inference.entry("smollm2").runner.model
+    model = runner_of(client).model
     ids = torch.tensor([induction["ids"]])
     n = induction["length"]
 

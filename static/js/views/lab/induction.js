@@ -70,13 +70,13 @@ async function draw({ ctx, t, out, base }) {
       .replace("{control_loss}", nats(r.loss_second_control)),
     { id: "lab-ind-ablated" },
   );
-  // the measured claim, said as measured: it holds or it does not
+  // the measured claim, said as measured: it holds (the server's criterion: over 1 nat
+  // and over twice the random heads' raise) or it does not
   const raised = r.loss_second_ablated - r.loss_second;
   const controlRaised = r.loss_second_control - r.loss_second;
-  const holds = raised > 0 && raised > controlRaised;
   summary(
     out,
-    t(holds ? "lab_ind_holds" : "lab_ind_fails")
+    t(r.copying_is_theirs ? "lab_ind_holds" : "lab_ind_fails")
       .replace("{raised}", nats(raised))
       .replace("{control}", nats(controlRaised)),
     { id: "lab-ind-verdict" },
