@@ -75,6 +75,7 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.1,
         bias: bool = True,
         n_kv_heads: int | None = None,
+        qkv_bias: bool | None = None,
     ) -> None:
         super().__init__()
         assert dim % n_heads == 0, "dim must be divisible by n_heads"
@@ -85,9 +86,10 @@ class MultiHeadAttention(nn.Module):
         self.group = n_heads // self.n_kv_heads  # query heads per key/value head
         self.head_dim = dim // n_heads
         kv_dim = self.n_kv_heads * self.head_dim
-        self.wq = nn.Linear(dim, dim, bias=bias)
-        self.wk = nn.Linear(dim, kv_dim, bias=bias)
-        self.wv = nn.Linear(dim, kv_dim, bias=bias)
+        qkv = bias if qkv_bias is None else qkv_bias  # (Qwen2: on these three alone)
+        self.wq = nn.Linear(dim, dim, bias=qkv)
+        self.wk = nn.Linear(dim, kv_dim, bias=qkv)
+        self.wv = nn.Linear(dim, kv_dim, bias=qkv)
         self.wo = nn.Linear(dim, dim, bias=bias)
         self.dropout = nn.Dropout(dropout)
         self.hook_q = HookPoint()  # (B, H, Tq, d_head), after rotary

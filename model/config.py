@@ -59,6 +59,8 @@ class ModelConfig:
     # False keeps the seed's operations, bit for bit its results
     fused_norm: bool = False
     bias: bool = True
+    # biases on the query, key and value projections alone (Qwen2); None: as `bias`
+    qkv_bias: bool | None = None
     embed_scale: bool = True  # multiply token embeddings by sqrt(d_model), as the seed does
     embed_norm: bool = False  # LayerNorm after the embedding sum (BERT)
     # the output projection is the token embedding's matrix (GPT-2, SmolLM2): one tensor

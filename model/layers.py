@@ -105,8 +105,9 @@ class _Layer(nn.Module):
 
 def _attention(config: ModelConfig) -> MultiHeadAttention:
     return MultiHeadAttention(
-        config.d_model, config.n_heads, config.dropout, config.bias, config.kv_heads
-    )
+        config.d_model, config.n_heads, config.dropout, config.bias, config.kv_heads,
+        config.qkv_bias,
+    )  # fmt: skip
 
 
 def norm_layer(config: ModelConfig) -> nn.Module:

@@ -1,0 +1,204 @@
+"""The user's own model from a local folder in Hugging Face's layout: `config.json`, its
+weights in safetensors (`model.safetensors`, or shards named by
+`model.safetensors.index.json`) and `tokenizer.json`, on our own model code. The Llama
+family for now: `llama` and `qwen2` (biases on Q, K and V), decided by config.json's
+`model_type`; each maps through the checked mapping (every tensor used once, shapes
+equal, nothing left over). fp16 and bf16 weights are read as float32 and computed in
+float32."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from tokenizers import Tokenizer
+
+from ..checkpoints import CheckpointError
+from ..config import ModelConfig
+from ..transformer import Transformer
+from .causal import CausalLM
+from .mapping import map_state
+
+LLAMA_FAMILIES = ("llama", "qwen2")  # model_type values that map onto model/ here
+# transformers' per-layer names (after `model.layers.{i}.`) -> ours (after `decoder.{i}.`)
+LAYER_NAMES = {
+    "input_layernorm": "self_attn_norm",
+    "self_attn.q_proj": "self_attn.wq",
+    "self_attn.k_proj": "self_attn.wk",
+    "self_attn.v_proj": "self_attn.wv",
+    "self_attn.o_proj": "self_attn.wo",
+    "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "feed_forward.w1",
+    "mlp.up_proj": "feed_forward.w3",
+    "mlp.down_proj": "feed_forward.w2",
+}
+GLOBAL_NAMES = {
+    "embed_tokens": "decoder.tok_embed",
+    "norm": "decoder.final_norm",
+}
+PICKLE_HELP = (
+    "weights in pytorch_model.bin (a pickle, which can run code when read) are not read: "
+    'convert them to safetensors once, e.g. python -c "from transformers import '
+    "AutoModelForCausalLM as M; M.from_pretrained('{folder}').save_pretrained('{folder}')\""
+)
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path.parent} has no {path.name}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path} is not JSON: {exc}") from None
+
+
+def family_of(hf: dict, folder: Path) -> str:
+    """The family a config.json names (`model_type`), or a CheckpointError naming the ones
+    supported."""
+    kind = hf.get("model_type")
+    if kind not in LLAMA_FAMILIES:
+        named = kind or hf.get("architectures") or "none"
+        raise CheckpointError(
+            f"{folder}: the model family {named!r} does not map onto model/; supported: "
+            f"{', '.join(LLAMA_FAMILIES)}"
+        )
+    return kind
+
+
+def rope_theta(hf: dict) -> float:
+    """RoPE's base, from `rope_theta` or (transformers 5) `rope_parameters`; scaled RoPE is
+    refused (its scaling is not implemented in model/)."""
+    params = hf.get("rope_parameters") or {}
+    scaling = hf.get("rope_scaling") or {}
+    for kind in (params.get("rope_type"), scaling.get("rope_type"), scaling.get("type")):
+        if kind not in (None, "default"):
+            raise CheckpointError(f"RoPE scaling {kind!r} is not supported yet")
+    return float(params.get("rope_theta") or hf.get("rope_theta") or 10000.0)
+
+
+def config_from_llama(hf: dict, family: str) -> ModelConfig:
+    """Our decoder-only configuration from a Llama-family config.json."""
+    d_model, heads = hf["hidden_size"], hf["num_attention_heads"]
+    head_dim = hf.get("head_dim") or d_model // heads
+    if head_dim * heads != d_model:
+        raise CheckpointError(
+            f"head_dim {head_dim} x {heads} heads is not hidden_size {d_model}: not supported"
+        )
+    if hf.get("attention_bias") or hf.get("mlp_bias"):
+        raise CheckpointError("attention_bias / mlp_bias Llama models are not supported yet")
+    eos = hf.get("eos_token_id")
+    return ModelConfig(
+        architecture="decoder-only",
+        target_vocab_size=hf["vocab_size"],
+        d_model=d_model,
+        n_heads=heads,
+        n_kv_heads=hf.get("num_key_value_heads") or heads,
+        n_layers=hf["num_hidden_layers"],
+        d_ff=hf["intermediate_size"],
+        max_seq_len=hf.get("max_position_embeddings", 2048),
+        dropout=0.0,
+        positional="rotary",
+        rope_theta=rope_theta(hf),
+        norm_placement="pre",
+        norm="rmsnorm",
+        norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+        activation="silu",
+        gated_ffn=True,
+        bias=False,
+        qkv_bias=family == "qwen2",
+        embed_scale=False,
+        tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
+        pad_id=-1,
+        bos_id=hf.get("bos_token_id") if hf.get("bos_token_id") is not None else 1,
+        eos_id=(eos[0] if isinstance(eos, list) else eos) if eos is not None else 2,
+    )
+
+
+def read_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """The folder's tensors as float32: model.safetensors, or the shards its index names."""
+    index = folder / "model.safetensors.index.json"
+    if index.exists():
+        shards = sorted(set(read_json(index).get("weight_map", {}).values()))
+        if not shards:
+            raise CheckpointError(f"{index} names no shards")
+    elif (folder / "model.safetensors").exists():
+        shards = ["model.safetensors"]
+    elif (folder / "pytorch_model.bin").exists():
+        raise CheckpointError(PICKLE_HELP.format(folder=folder))
+    else:
+        raise CheckpointError(f"{folder} has no model.safetensors (nor a sharded index)")
+    tensors: dict[str, torch.Tensor] = {}
+    for shard in shards:
+        try:
+            read = load_file(str(folder / shard))
+        except (SafetensorError, OSError) as exc:
+            raise CheckpointError(f"{folder / shard} cannot be read: {exc}") from None
+        tensors.update({name: t.float() for name, t in read.items()})
+    return tensors
+
+
+def our_name(name: str) -> str | None:
+    """Our parameter name for one of transformers' (a bare LlamaModel's, or under the
+    `model.` of LlamaForCausalLM); None if it has none."""
+    if name == "lm_head.weight":
+        return "output.weight"
+    name = name.removeprefix("model.")
+    parts = name.split(".")
+    if parts[0] == "layers" and len(parts) >= 4:
+        inner, leaf = ".".join(parts[2:-1]), parts[-1]
+        if inner in LAYER_NAMES:
+            return f"decoder.{parts[1]}.{LAYER_NAMES[inner]}.{leaf}"
+    if len(parts) == 2 and parts[0] in GLOBAL_NAMES:
+        return f"{GLOBAL_NAMES[parts[0]]}.{parts[1]}"
+    return None
+
+
+def tokenizer_of(folder: Path, vocab_size: int) -> tuple[Tokenizer, list[str], frozenset[str]]:
+    """The folder's tokenizer.json, its tokens by id and its special tokens; refused where
+    it has ids beyond the embedding."""
+    path = folder / "tokenizer.json"
+    if not path.exists():
+        raise CheckpointError(f"{folder} has no tokenizer.json: its text cannot be read")
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises its own Exception types
+        raise CheckpointError(f"{path} cannot be read: {exc}") from None
+    by_id = {i: token for token, i in tokenizer.get_vocab(with_added_tokens=True).items()}
+    if by_id and max(by_id) >= vocab_size:
+        raise CheckpointError(
+            f"tokenizer.json has ids up to {max(by_id)}, beyond the embedding's {vocab_size} "
+            "rows: the tokenizer does not belong to these weights"
+        )
+    vocabulary = [by_id.get(i, f"<unused {i}>") for i in range(vocab_size)]
+    specials = frozenset(
+        t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special
+    )
+    return tokenizer, vocabulary, specials
+
+
+def load_folder(folder: str | Path, name: str = "") -> CausalLM:
+    """A Llama-family folder as a runner on our model code, checked on the way in."""
+    folder = Path(folder)
+    hf = read_json(folder / "config.json")
+    family = family_of(hf, folder)
+    try:
+        config = config_from_llama(hf, family)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{folder / 'config.json'}: {exc!r}") from None
+    tokenizer, vocabulary, specials = tokenizer_of(folder, config.target_vocab_size)
+    model = Transformer(config, init=False)
+    state = map_state(read_weights(folder), model, our_name, {}, f"{family} ({folder})")
+    model.load_state_dict(state)
+    settings = {}
+    if (folder / "tokenizer_config.json").exists():
+        settings = read_json(folder / "tokenizer_config.json")
+    template = settings.get("chat_template")
+    eos = hf.get("eos_token_id")
+    stops = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
+    return CausalLM(
+        model.eval(), tokenizer, vocabulary, specials, frozenset(stops),
+        template if isinstance(template, str) else None, name or folder.name,
+    )  # fmt: skip

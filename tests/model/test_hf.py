@@ -1,0 +1,160 @@
+"""The user's own Llama-family folder (model/pretrained/hf.py) on our model code, against
+transformers' own classes: tiny random models made and saved here with `save_pretrained`,
+with a byte-level BPE tokenizer trained here with `tokenizers`; and each kind of bad
+folder refused with its reason."""
+
+from __future__ import annotations
+
+import json
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from model.checkpoints import CheckpointError
+from model.pretrained.hf import load_folder
+
+VOCAB = 320
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "def add(a, b):\n    return a + b",
+    "猫追狗，狗追猫。",
+    "Attention heads look back at every token they have seen.",
+] * 20
+PROMPTS = ["The quick brown fox", "def add(a, b):", "猫追狗 and the lazy dog " * 6]
+
+
+def tokenizer() -> Tokenizer:
+    made = Tokenizer(models.BPE())
+    made.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    made.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    made.train_from_iterator(CORPUS, trainer)
+    return made
+
+
+def tiny(kind: str, **extra):
+    """A tiny random transformers model of a Llama-family kind, in float32, eager."""
+    import transformers
+
+    classes = {"llama": ("LlamaConfig", "LlamaForCausalLM"),
+               "qwen2": ("Qwen2Config", "Qwen2ForCausalLM")}  # fmt: skip
+    config_class, model_class = (getattr(transformers, n) for n in classes[kind])
+    config = config_class(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        rms_norm_eps=1e-5, eos_token_id=0, bos_token_id=0, attn_implementation="eager",
+        **extra,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = model_class(config).eval()
+    with torch.no_grad():  # biases (Qwen2's Q/K/V) start at zero: make them count
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0, 0.5)
+    return model
+
+
+def saved(tmp_path, model, **save) -> object:
+    folder = tmp_path / "model"
+    model.save_pretrained(folder, **save)
+    tokenizer().save(str(folder / "tokenizer.json"))
+    return folder
+
+
+@pytest.mark.parametrize(
+    "kind, extra",
+    [("llama", {}), ("llama", {"tie_word_embeddings": True, "rope_theta": 500000.0}),
+     ("qwen2", {})],
+)  # fmt: skip
+def test_a_llama_family_folder_matches_transformers(tmp_path, kind, extra):
+    theirs = tiny(kind, **extra)
+    ours = load_folder(saved(tmp_path, theirs))
+    for prompt in PROMPTS:
+        ids, _ = ours.tokenize(prompt)
+        batch = torch.tensor([ids])
+        with torch.no_grad():
+            expected = theirs(batch, output_attentions=True)
+        logits, capture = ours.model.run_with_capture(batch)
+        assert (logits - expected.logits).abs().max() <= 1e-4
+        for i, weights in enumerate(expected.attentions):
+            got = capture[f"decoder.{i}.self_attn.hook_weights"]
+            assert (got - weights).abs().max() <= 1e-5, (prompt, i)
+        # the same greedy continuation
+        made = theirs.generate(batch, max_new_tokens=8, do_sample=False, eos_token_id=None,
+                               pad_token_id=0)[0, len(ids):].tolist()  # fmt: skip
+        steps = [s.token_id for s in ours.generate(ids, 8, stop=False)]
+        assert steps == made
+
+
+def test_bf16_and_sharded_weights_are_read_as_float32(tmp_path):
+    theirs = tiny("llama").to(torch.bfloat16)
+    folder = saved(tmp_path, theirs, max_shard_size="40KB")
+    assert (folder / "model.safetensors.index.json").exists()
+    ours = load_folder(folder)
+    assert all(p.dtype == torch.float32 for p in ours.model.parameters())
+    reference = theirs.float()
+    ids, _ = ours.tokenize(PROMPTS[0])
+    with torch.no_grad():
+        assert (
+            ours.model(torch.tensor([ids])) - reference(torch.tensor([ids])).logits
+        ).abs().max() <= 1e-4
+
+
+def broken(tmp_path, edit) -> object:
+    folder = saved(tmp_path, tiny("llama"))
+    edit(folder)
+    return folder
+
+
+def retensor(folder, change):
+    tensors = load_file(str(folder / "model.safetensors"))
+    change(tensors)
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
+def set_config(folder, **values):
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **values}))
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda f: (f / "config.json").unlink(), "has no config.json"),
+        (lambda f: set_config(f, model_type="gpt_neox"), "'gpt_neox' does not map onto model/"),
+        (lambda f: (f / "tokenizer.json").unlink(), "has no tokenizer.json"),
+        (lambda f: retensor(f, lambda t: t.update({"extra.weight": torch.zeros(2)})),
+         "extra.weight has no place in the model"),
+        (lambda f: retensor(f, lambda t: t.pop("model.norm.weight")), "nothing fills"),
+        (lambda f: retensor(f, lambda t: t.update(
+            {"model.norm.weight": torch.zeros(3)})), "model.norm.weight (3,) != "),
+        (lambda f: (f / "model.safetensors").write_bytes(
+            (f / "model.safetensors").read_bytes()[:5000]), "cannot be read"),
+        (lambda f: set_config(f, vocab_size=100), "beyond the embedding's 100 rows"),
+        (lambda f: set_config(f, rope_scaling={"rope_type": "llama3", "factor": 8.0}),
+         "RoPE scaling 'llama3' is not supported"),
+    ],
+)  # fmt: skip
+def test_a_bad_folder_is_refused_with_its_reason(tmp_path, edit, message):
+    with pytest.raises(CheckpointError, match=None) as refused:
+        load_folder(broken(tmp_path, edit))
+    assert message in str(refused.value)
+
+
+def test_pickle_weights_are_refused_with_the_command_that_converts_them(tmp_path):
+    model = tiny("llama")
+    folder = saved(tmp_path, model)
+    (folder / "model.safetensors").unlink()  # the weights as older checkpoints hold them
+    torch.save(model.state_dict(), folder / "pytorch_model.bin")
+    with pytest.raises(CheckpointError) as refused:
+        load_folder(folder)
+    assert "pytorch_model.bin" in str(refused.value) and "save_pretrained" in str(refused.value)
