@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 import uvicorn
 
@@ -20,6 +21,13 @@ def main(argv: list[str] | None = None) -> None:
     serve = commands.add_parser("serve", help="serve the app (settings from ATTNVIZ_*)")
     serve.add_argument("--host", help="bind address (default: ATTNVIZ_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: ATTNVIZ_PORT or 8000)")
+    serve.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="ID=PATH",
+        help="serve a model of yours too (repeatable): a Hugging Face folder or a .gguf file",
+    )
     train = commands.add_parser("train", help="train a model of the zoo")
     train.add_argument("model", choices=["pronounce"], help="which model")
     train.add_argument("--out", required=True, help="folder for the checkpoint and state")
@@ -64,6 +72,14 @@ def main(argv: list[str] | None = None) -> None:
         print(f"done: {metrics.line()}")
 
     if args.command == "serve":
+        if args.model:  # added to ATTNVIZ_MODELS: the app reads its settings from there
+            models = {k: str(v) for k, v in Settings().models.items()}
+            for pair in args.model:
+                model_id, sep, path = pair.partition("=")
+                if not (sep and model_id and path):
+                    parser.error(f"--model takes ID=PATH, not {pair!r}")
+                models[model_id] = path
+            os.environ["ATTNVIZ_MODELS"] = json.dumps(models)
         settings = Settings()
         uvicorn.run(
             "app.main:create_app",

@@ -156,6 +156,19 @@ class ModelInfo(BaseModel):
         {}, description="The title in other languages, by ISO 639-1 code (the page's zh)."
     )
     description: str
+    source: str = Field(
+        "shipped",
+        description="Where it comes from: shipped with the server, or the path of "
+        "a model of yours (ATTNVIZ_MODELS).",
+    )
+    family: str | None = Field(
+        None, description="A model of yours: its family (config.json's model_type, or GGUF)."
+    )
+    stored_as: str | None = Field(
+        None,
+        description="A model of yours: the dtypes of its stored weights (computed in float32).",
+    )
+    parameters: int = Field(description="Its parameters (a tied matrix counted once).")
     architecture: Literal["encoder-decoder", "encoder-only", "decoder-only"]
     encoder_layers: int = Field(description="0 for a decoder-only model.")
     decoder_layers: int = Field(description="0 for an encoder-only model.")

@@ -13,7 +13,8 @@ from model.runtime import usable_cpus
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="ATTNVIZ_")
+    # an empty variable (compose passes one for a setting left unset) means the default
+    model_config = SettingsConfigDict(env_prefix="ATTNVIZ_", env_ignore_empty=True)
 
     host: str = Field("127.0.0.1", description="Address uvicorn binds to.")
     port: int = Field(8000, ge=1, le=65535, description="Port uvicorn listens on.")
@@ -30,6 +31,12 @@ class Settings(BaseSettings):
         [],
         description='Model families to load, by registry id (JSON: ["pronounce"]); empty: all. '
         "Each comes with its untrained twin.",
+    )
+    models: dict[str, Path] = Field(
+        {},
+        description='Models of your own, by id (JSON: {"mine": "/models/my-llama"}): a folder '
+        "in Hugging Face's layout (config.json, safetensors, tokenizer.json) of a Llama or "
+        "Qwen2 model, or a Llama .gguf file. One that cannot be read is logged and left out.",
     )
     plugins: list[str] = Field(
         [],

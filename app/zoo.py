@@ -7,19 +7,24 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from model.analysis import head_metrics, head_roles, layer_weights
+from model.checkpoints import CheckpointError
 from model.config import ModelConfig
 from model.pretrained import MiniLM
 from model.pretrained.causal import CausalLM
+from model.pretrained.hf import Source, load_source
 from model.pronounce.pronouncer import Pronouncer
 from model.runner import AttentionSpec, Runner, untrained
 from model.transformer import Transformer
 
 from .settings import Settings
+
+LOG = logging.getLogger("attnviz")
 
 TWIN_DESCRIPTION = "The same configuration with fixed-seed random weights, for comparison."
 TWIN_TITLES = {"zh": "{}（未训练的孪生模型）"}
@@ -73,6 +78,7 @@ class ModelEntry:
     examples: tuple[str, ...] = ()
     start: StartHead | None = None  # None: chosen by start_head when the entry is made
     titles: dict[str, str] = field(default_factory=dict)  # by language, besides `title`
+    source: Source | None = None  # a model of the user's (settings.models): where from
     specs: dict[str, AttentionSpec] = field(init=False)
     # what the model has and can do, as the lab's experiments name their needs: its
     # capabilities that hold, "encoder", "decoder", "positions" (an encoding that can
@@ -269,8 +275,37 @@ def load_zoo(settings: Settings) -> Zoo:
                     **about,
                 )
             )
+    entries += own_models(settings, {e.id for e in entries})
     if not entries:
         raise ValueError("no model to serve: settings.zoo names none of the registered families")
     ids = [e.id for e in entries]
     default = settings.default_model if settings.default_model in ids else ids[0]
     return Zoo({e.id: e for e in entries}, default=default)
+
+
+def own_models(settings: Settings, taken: set[str]) -> list[ModelEntry]:
+    """The user's models (`settings.models`), each read and checked now; one that cannot
+    be is logged with its reason and left out, and the server serves the rest."""
+    entries = []
+    for model_id, path in settings.models.items():
+        if model_id in taken:
+            raise ValueError(f"the model id {model_id!r} is taken: choose another for {path}")
+        try:
+            runner, source = load_source(path, model_id)
+        except (CheckpointError, OSError, ValueError) as exc:
+            LOG.error("model %s from %s is not served: %s", model_id, path, exc)
+            continue
+        entries.append(
+            ModelEntry(
+                model_id,
+                f"{model_id} ({source.family}, yours)",
+                f"Your model from {source.path}: {source.family}, weights stored as "
+                f"{source.stored} and computed in float32 on this project's model code. It "
+                "continues a prompt.",
+                languages=[],
+                runner=runner,
+                examples=("The capital of France is", "def fibonacci(n):"),
+                source=source,
+            )
+        )
+    return entries

@@ -18,14 +18,17 @@ def free_port() -> int:
 
 
 def start_server(
-    env: dict[str, str] | None = None, capture_output: bool = False, timeout: float = 90
+    env: dict[str, str] | None = None,
+    capture_output: bool = False,
+    timeout: float = 90,
+    args: list[str] | None = None,
 ) -> tuple[subprocess.Popen, str]:
-    """The process and its base URL, once /healthz answers."""
+    """The process (`attnviz serve` with `args`) and its base URL, once /healthz answers."""
     port = free_port()
     full_env = {**os.environ, "ATTNVIZ_PORT": str(port), **(env or {})}
     output = subprocess.PIPE if capture_output else None
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve"],
+        [sys.executable, "-m", "app.cli", "serve", *(args or [])],
         env=full_env,
         stdout=output,
         stderr=subprocess.STDOUT if capture_output else None,

@@ -36,6 +36,10 @@ def model_info(
         title=entry.title,
         titles=entry.titles,
         description=entry.description,
+        source=entry.source.path if entry.source else "shipped",
+        family=entry.source.family if entry.source else None,
+        stored_as=entry.source.stored if entry.source else None,
+        parameters=sum(p.numel() for p in runner.model.parameters()),  # (tied: listed once)
         architecture=cfg.architecture,
         encoder_layers=cfg.n_layers if cfg.has_encoder else 0,
         decoder_layers=cfg.decoder_layers if cfg.has_decoder else 0,

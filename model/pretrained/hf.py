@@ -9,6 +9,7 @@ float32."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -117,8 +118,9 @@ def config_from_llama(hf: dict, family: str) -> ModelConfig:
     )
 
 
-def read_weights(folder: Path) -> dict[str, torch.Tensor]:
-    """The folder's tensors as float32: model.safetensors, or the shards its index names."""
+def read_weights(folder: Path, dtypes: set[str] | None = None) -> dict[str, torch.Tensor]:
+    """The folder's tensors as float32: model.safetensors, or the shards its index names
+    (`dtypes` collects the dtypes they were stored in)."""
     index = folder / "model.safetensors.index.json"
     if index.exists():
         shards = sorted(set(read_json(index).get("weight_map", {}).values()))
@@ -136,6 +138,8 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
             read = load_file(str(folder / shard))
         except (SafetensorError, OSError) as exc:
             raise CheckpointError(f"{folder / shard} cannot be read: {exc}") from None
+        if dtypes is not None:
+            dtypes.update(str(t.dtype).removeprefix("torch.") for t in read.values())
         tensors.update({name: t.float() for name, t in read.items()})
     return tensors
 
@@ -179,7 +183,31 @@ def tokenizer_of(folder: Path, vocab_size: int) -> tuple[Tokenizer, list[str], f
     return tokenizer, vocabulary, specials
 
 
-def load_folder(folder: str | Path, name: str = "") -> CausalLM:
+@dataclass(frozen=True)
+class Source:
+    """Where a model of the user's came from, as `/api/v1/models` states it."""
+
+    path: str
+    family: str  # config.json's model_type, or "llama (GGUF)"
+    stored: str  # the dtypes its weights were stored in (computed in float32 here)
+
+
+def load_source(path: str | Path, name: str = "") -> tuple[CausalLM, Source]:
+    """A folder in Hugging Face's layout or a Llama-family .gguf file, as a runner and
+    where it came from."""
+    path = Path(path)
+    if path.suffix == ".gguf" and path.is_file():
+        runner = CausalLM.read(path)
+        return runner, Source(str(path), "llama (GGUF)", "GGUF (dequantized to float32)")
+    if not path.is_dir():
+        raise CheckpointError(f"{path} is neither a model folder nor a .gguf file")
+    dtypes: set[str] = set()
+    runner = load_folder(path, name, dtypes)
+    family = read_json(path / "config.json")["model_type"]
+    return runner, Source(str(path), family, ", ".join(sorted(dtypes)))
+
+
+def load_folder(folder: str | Path, name: str = "", dtypes: set[str] | None = None) -> CausalLM:
     """A Llama-family folder as a runner on our model code, checked on the way in."""
     folder = Path(folder)
     hf = read_json(folder / "config.json")
@@ -190,7 +218,7 @@ def load_folder(folder: str | Path, name: str = "") -> CausalLM:
         raise CheckpointError(f"{folder / 'config.json'}: {exc!r}") from None
     tokenizer, vocabulary, specials = tokenizer_of(folder, config.target_vocab_size)
     model = Transformer(config, init=False)
-    state = map_state(read_weights(folder), model, our_name, {}, f"{family} ({folder})")
+    state = map_state(read_weights(folder, dtypes), model, our_name, {}, f"{family} ({folder})")
     model.load_state_dict(state)
     settings = {}
     if (folder / "tokenizer_config.json").exists():

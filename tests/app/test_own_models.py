@@ -1,0 +1,71 @@
+"""Models of the user's own (ATTNVIZ_MODELS, `attnviz serve --model ID=PATH`): a tiny
+Llama folder made with transformers is served beside the shipped models by a real server,
+with what /api/v1/models says of it, its attention and generation equal to transformers';
+a folder that cannot be read is logged with its reason and the rest are served."""
+
+from __future__ import annotations
+
+import httpx2
+import numpy as np
+import pytest
+import torch
+
+from model.pretrained.hf import load_folder
+from tests.app.test_api import decode
+from tests.model.test_hf import saved, tiny
+from tests.serving import start_server
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("own")
+    theirs = tiny("llama")
+    good = saved(root / "good", theirs)
+    bad = saved(root / "bad", tiny("llama"))
+    (bad / "tokenizer.json").unlink()
+    proc, base = start_server(
+        {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_FORMAT": "text"},
+        capture_output=True,
+        args=["--model", f"mine={good}", "--model", f"broken={bad}"],
+    )
+    try:
+        yield theirs, good, base
+    finally:
+        proc.terminate()
+        log = proc.communicate(timeout=30)[0]
+    assert f"model broken from {bad} is not served: {bad} has no tokenizer.json" in log
+
+
+def test_a_folder_of_yours_is_served_beside_the_shipped_models(served):
+    theirs, good, base = served
+    infos = {m["id"]: m for m in httpx2.get(f"{base}/api/v1/models").json()}
+    assert set(infos) == {"pronounce", "pronounce-untrained", "mine"}  # not "broken"
+    mine = infos["mine"]
+    assert (mine["source"], mine["family"], mine["stored_as"]) == (str(good), "llama", "float32")
+    assert mine["parameters"] == sum(p.numel() for p in theirs.parameters())
+    assert mine["architecture"] == "decoder-only" and mine["capabilities"]["generation"]
+    assert infos["pronounce"]["source"] == "shipped" and infos["pronounce"]["family"] is None
+
+
+def test_its_attention_and_generation_are_transformers_own(served):
+    theirs, good, base = served
+    text = "The quick brown fox"
+    prompt = load_folder(good).tokenize(text)[0]  # the same tokenizer.json, read here
+
+    def post(path: str, **body) -> dict:
+        answer = httpx2.post(f"{base}/api/v1/{path}", json={"model": "mine", "text": text,
+                             **body}, timeout=60)  # fmt: skip
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    blocks = post("attention", encoding="f4", legacy_items=False)["blocks"]
+    made = post("generate", max_new_tokens=6)
+    with torch.no_grad():
+        expected = theirs(torch.tensor([prompt]), output_attentions=True)
+        greedy = theirs.generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False,
+                                 eos_token_id=None, pad_token_id=0)  # fmt: skip
+    assert len(blocks) == 2 and blocks[0]["shape"] == [4, len(prompt), len(prompt)]
+    for block in blocks:
+        got = decode(block["data"])
+        assert np.abs(got - expected.attentions[block["layer"]][0].numpy()).max() <= 1e-5
+    assert made["continuation"] == greedy[0, len(prompt) :].tolist()
