@@ -291,7 +291,7 @@ def own_models(settings: Settings, taken: set[str]) -> list[ModelEntry]:
         if model_id in taken:
             raise ValueError(f"the model id {model_id!r} is taken: choose another for {path}")
         try:
-            runner, source = load_source(path, model_id)
+            runner, source = load_source(path, model_id, settings.max_model_bytes)
         except (CheckpointError, OSError, ValueError) as exc:
             LOG.error("model %s from %s is not served: %s", model_id, path, exc)
             continue

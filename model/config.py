@@ -20,7 +20,7 @@ ARCHITECTURES: tuple[str, ...] = ("encoder-decoder", "encoder-only", "decoder-on
 POSITIONALS: tuple[str, ...] = ("sinusoidal", "learned", "rotary", "none")
 NORM_PLACEMENTS: tuple[str, ...] = ("post", "pre")
 # gelu: the exact (erf) form, as BERT's; silu (x * sigmoid(x)): Llama's, in the gated SwiGLU
-ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "silu")
+ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "gelu_tanh", "silu")
 NORMS: tuple[str, ...] = ("layernorm", "rmsnorm")
 # Names an older config.json may use, read as the current ones (saved under the new name).
 DEPRECATED_FIELDS = {
@@ -61,6 +61,7 @@ class ModelConfig:
     bias: bool = True
     # biases on the query, key and value projections alone (Qwen2); None: as `bias`
     qkv_bias: bool | None = None
+    output_bias: bool | None = None  # of the output projection; None: as `bias` (GPT-2: none)
     embed_scale: bool = True  # multiply token embeddings by sqrt(d_model), as the seed does
     embed_norm: bool = False  # LayerNorm after the embedding sum (BERT)
     # the output projection is the token embedding's matrix (GPT-2, SmolLM2): one tensor

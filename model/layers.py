@@ -50,6 +50,7 @@ class RMSNorm(nn.Module):
 ACTIVATION_MODULES: dict[str, Callable[[], nn.Module]] = {
     "relu": nn.ReLU,
     "gelu": nn.GELU,  # exact (erf), as BERT's "gelu"
+    "gelu_tanh": lambda: nn.GELU(approximate="tanh"),  # GPT-2's "gelu_new"
     "silu": nn.SiLU,  # x * sigmoid(x), Llama's (in the gated form: SwiGLU)
 }
 NORM_MODULES: dict[str, Callable[[int, float, bool], nn.Module]] = {

@@ -139,7 +139,8 @@ class Transformer(HookedModule):
             self.encoder = Encoder(config)
         if config.has_decoder:
             self.decoder = Decoder(config, cross=config.architecture == "encoder-decoder")
-            self.output = nn.Linear(config.d_model, config.target_vocab_size, bias=config.bias)
+            bias = config.bias if config.output_bias is None else config.output_bias
+            self.output = nn.Linear(config.d_model, config.target_vocab_size, bias=bias)
             self.hook_logits = HookPoint()  # (B, T, V)
         if init:
             self._init_parameters()

@@ -1,10 +1,10 @@
 """The user's own model from a local folder in Hugging Face's layout: `config.json`, its
 weights in safetensors (`model.safetensors`, or shards named by
 `model.safetensors.index.json`) and `tokenizer.json`, on our own model code. The Llama
-family for now: `llama` and `qwen2` (biases on Q, K and V), decided by config.json's
-`model_type`; each maps through the checked mapping (every tensor used once, shapes
-equal, nothing left over). fp16 and bf16 weights are read as float32 and computed in
-float32."""
+family, `llama` and `qwen2` (biases on Q, K and V), and `gpt2` (model/pretrained/gpt2.py),
+decided by config.json's `model_type`; each maps through the checked mapping (every
+tensor used once, shapes equal, nothing left over). fp16 and bf16 weights are read as
+float32 and computed in float32."""
 
 from __future__ import annotations
 
@@ -21,9 +21,12 @@ from ..checkpoints import CheckpointError
 from ..config import ModelConfig
 from ..transformer import Transformer
 from .causal import CausalLM
+from .gpt2 import config_from_gpt2, split_gpt2
+from .gpt2 import our_name as gpt2_name
 from .mapping import map_state
 
-LLAMA_FAMILIES = ("llama", "qwen2")  # model_type values that map onto model/ here
+LLAMA_FAMILIES = ("llama", "qwen2")  # model_type values of the Llama family
+FAMILIES = (*LLAMA_FAMILIES, "gpt2")  # all that map onto model/ here
 # transformers' per-layer names (after `model.layers.{i}.`) -> ours (after `decoder.{i}.`)
 LAYER_NAMES = {
     "input_layernorm": "self_attn_norm",
@@ -60,11 +63,11 @@ def family_of(hf: dict, folder: Path) -> str:
     """The family a config.json names (`model_type`), or a CheckpointError naming the ones
     supported."""
     kind = hf.get("model_type")
-    if kind not in LLAMA_FAMILIES:
+    if kind not in FAMILIES:
         named = kind or hf.get("architectures") or "none"
         raise CheckpointError(
             f"{folder}: the model family {named!r} does not map onto model/; supported: "
-            f"{', '.join(LLAMA_FAMILIES)}"
+            f"{', '.join(FAMILIES)}"
         )
     return kind
 
@@ -160,6 +163,20 @@ def our_name(name: str) -> str | None:
     return None
 
 
+def untie(tensors: dict[str, torch.Tensor], named) -> None:
+    """A tied model's saved output matrix, where it is there: dropped if it is the
+    embedding (the model holds it once), refused if it is not."""
+    output = next((n for n in tensors if named(n) == "output.weight"), None)
+    embedding = next((n for n in tensors if named(n) == "decoder.tok_embed.weight"), None)
+    if output is None or embedding is None:
+        return
+    if not torch.equal(tensors[output], tensors[embedding]):
+        raise CheckpointError(
+            f"config.json ties the embeddings, but {output} differs from {embedding}"
+        )
+    del tensors[output]
+
+
 def tokenizer_of(folder: Path, vocab_size: int) -> tuple[Tokenizer, list[str], frozenset[str]]:
     """The folder's tokenizer.json, its tokens by id and its special tokens; refused where
     it has ids beyond the embedding."""
@@ -192,10 +209,29 @@ class Source:
     stored: str  # the dtypes its weights were stored in (computed in float32 here)
 
 
-def load_source(path: str | Path, name: str = "") -> tuple[CausalLM, Source]:
+def weight_files(path: Path) -> list[Path]:
+    """The files holding a source's weights: the .gguf itself, or a folder's safetensors."""
+    if path.is_file():
+        return [path]
+    index = path / "model.safetensors.index.json"
+    if index.exists():
+        return [path / shard for shard in set(read_json(index).get("weight_map", {}).values())]
+    return [f for f in [path / "model.safetensors"] if f.exists()]
+
+
+def load_source(
+    path: str | Path, name: str = "", max_bytes: int | None = None
+) -> tuple[CausalLM, Source]:
     """A folder in Hugging Face's layout or a Llama-family .gguf file, as a runner and
-    where it came from."""
+    where it came from; one whose weight files pass `max_bytes` is refused unread."""
     path = Path(path)
+    if max_bytes is not None and path.exists():
+        size = sum(f.stat().st_size for f in weight_files(path) if f.exists())
+        if size > max_bytes:
+            raise CheckpointError(
+                f"{path} holds {size:,} bytes of weights, over the limit of {max_bytes:,} "
+                "(ATTNVIZ_MAX_MODEL_BYTES): not read"
+            )
     if path.suffix == ".gguf" and path.is_file():
         runner = CausalLM.read(path)
         return runner, Source(str(path), "llama (GGUF)", "GGUF (dequantized to float32)")
@@ -213,12 +249,18 @@ def load_folder(folder: str | Path, name: str = "", dtypes: set[str] | None = No
     hf = read_json(folder / "config.json")
     family = family_of(hf, folder)
     try:
-        config = config_from_llama(hf, family)
+        config = config_from_gpt2(hf) if family == "gpt2" else config_from_llama(hf, family)
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"{folder / 'config.json'}: {exc!r}") from None
     tokenizer, vocabulary, specials = tokenizer_of(folder, config.target_vocab_size)
+    tensors = read_weights(folder, dtypes)
+    named = our_name
+    if family == "gpt2":
+        tensors, named = split_gpt2(tensors, config.d_model), gpt2_name
+    if config.tie_embeddings:
+        untie(tensors, named)
     model = Transformer(config, init=False)
-    state = map_state(read_weights(folder, dtypes), model, our_name, {}, f"{family} ({folder})")
+    state = map_state(tensors, model, named, {}, f"{family} ({folder})")
     model.load_state_dict(state)
     settings = {}
     if (folder / "tokenizer_config.json").exists():

@@ -16,7 +16,7 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from model.checkpoints import CheckpointError
-from model.pretrained.hf import load_folder
+from model.pretrained.hf import load_folder, load_source
 
 VOCAB = 320
 CORPUS = [
@@ -46,14 +46,19 @@ def tiny(kind: str, **extra):
     import transformers
 
     classes = {"llama": ("LlamaConfig", "LlamaForCausalLM"),
-               "qwen2": ("Qwen2Config", "Qwen2ForCausalLM")}  # fmt: skip
+               "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+               "gpt2": ("GPT2Config", "GPT2LMHeadModel")}  # fmt: skip
     config_class, model_class = (getattr(transformers, n) for n in classes[kind])
-    config = config_class(
+    shape = dict(
         vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-        rms_norm_eps=1e-5, eos_token_id=0, bos_token_id=0, attn_implementation="eager",
-        **extra,
+        rms_norm_eps=1e-5,
     )  # fmt: skip
+    if kind == "gpt2":
+        shape = dict(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=256)
+    config = config_class(
+        **shape, eos_token_id=0, bos_token_id=0, attn_implementation="eager", **extra
+    )
     torch.manual_seed(0)
     model = model_class(config).eval()
     with torch.no_grad():  # biases (Qwen2's Q/K/V) start at zero: make them count
@@ -73,7 +78,7 @@ def saved(tmp_path, model, **save) -> object:
 @pytest.mark.parametrize(
     "kind, extra",
     [("llama", {}), ("llama", {"tie_word_embeddings": True, "rope_theta": 500000.0}),
-     ("qwen2", {})],
+     ("qwen2", {}), ("gpt2", {})],
 )  # fmt: skip
 def test_a_llama_family_folder_matches_transformers(tmp_path, kind, extra):
     theirs = tiny(kind, **extra)
@@ -142,6 +147,9 @@ def set_config(folder, **values):
         (lambda f: set_config(f, vocab_size=100), "beyond the embedding's 100 rows"),
         (lambda f: set_config(f, rope_scaling={"rope_type": "llama3", "factor": 8.0}),
          "RoPE scaling 'llama3' is not supported"),
+        (lambda f: (set_config(f, tie_word_embeddings=True), retensor(f, lambda t: t.update(
+            {"lm_head.weight": t["model.embed_tokens.weight"] + 1}))),
+         "ties the embeddings, but lm_head.weight differs from model.embed_tokens.weight"),
     ],
 )  # fmt: skip
 def test_a_bad_folder_is_refused_with_its_reason(tmp_path, edit, message):
@@ -158,3 +166,19 @@ def test_pickle_weights_are_refused_with_the_command_that_converts_them(tmp_path
     with pytest.raises(CheckpointError) as refused:
         load_folder(folder)
     assert "pytorch_model.bin" in str(refused.value) and "save_pretrained" in str(refused.value)
+
+
+def test_a_tied_output_saved_as_well_is_read_once(tmp_path):
+    folder = saved(tmp_path, tiny("llama", tie_word_embeddings=True))
+    retensor(folder, lambda t: t.update({"lm_head.weight": t["model.embed_tokens.weight"].clone()}))
+    ours = load_folder(folder)
+    assert ours.model.output.weight is ours.model.decoder.tok_embed.weight
+
+
+def test_a_model_over_the_size_limit_is_refused_unread(tmp_path):
+    folder = saved(tmp_path, tiny("llama"))
+    size = (folder / "model.safetensors").stat().st_size
+    _, source = load_source(folder, "mine", max_bytes=size)
+    assert (source.family, source.stored) == ("llama", "float32")
+    with pytest.raises(CheckpointError, match="ATTNVIZ_MAX_MODEL_BYTES"):
+        load_source(folder, "mine", max_bytes=size - 1)
