@@ -36,11 +36,14 @@ class Settings(BaseSettings):
         {},
         description='Models of your own, by id (JSON: {"mine": "/models/my-llama"}): a folder '
         "in Hugging Face's layout (config.json, safetensors, tokenizer.json) of a Llama, "
-        "Qwen2 or GPT-2 model, or a Llama .gguf file. One that cannot be read is logged and left out.",
+        "Qwen2 or GPT-2 model, or a Llama .gguf file. One that cannot be read is logged and "
+        "left out.",
     )
     max_model_bytes: int = Field(
-        8 * 2**30, ge=1, description="Bytes of weight files a model of yours may have; larger: "
-        "refused before it is read (it is computed in float32: fp16 and bf16 weights double)."
+        8 * 2**30,
+        ge=1,
+        description="Bytes of weight files a model of yours may have; larger: "
+        "refused before it is read (it is computed in float32: fp16 and bf16 weights double).",
     )
     plugins: list[str] = Field(
         [],
