@@ -9,6 +9,7 @@ float32 and computed in float32."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -209,6 +210,29 @@ class Source:
     stored: str  # the dtypes its weights were stored in (computed in float32 here)
 
 
+REPO_ID = re.compile(r"[\w.-]+/[\w.-]+")
+
+
+def cached(where: str | Path) -> Path:
+    """A path as given; or, where none exists and it reads as a repo id (`org/name`), its
+    snapshot in the Hugging Face cache, found with local files only: nothing is
+    downloaded."""
+    path = Path(where)
+    if path.exists() or not REPO_ID.fullmatch(str(where)):
+        return path
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(str(where), local_files_only=True))
+    except LocalEntryNotFoundError:
+        raise CheckpointError(
+            f"{where} is neither a path nor a model in the Hugging Face cache (HF_HUB_CACHE; "
+            "nothing is downloaded: fetch it first, e.g. hf download "
+            f"{where})"
+        ) from None
+
+
 def weight_files(path: Path) -> list[Path]:
     """The files holding a source's weights: the .gguf itself, or a folder's safetensors."""
     if path.is_file():
@@ -224,7 +248,7 @@ def load_source(
 ) -> tuple[CausalLM, Source]:
     """A folder in Hugging Face's layout or a Llama-family .gguf file, as a runner and
     where it came from; one whose weight files pass `max_bytes` is refused unread."""
-    path = Path(path)
+    given, path = str(path), cached(path)
     if max_bytes is not None and path.exists():
         size = sum(f.stat().st_size for f in weight_files(path) if f.exists())
         if size > max_bytes:
@@ -240,7 +264,8 @@ def load_source(
     dtypes: set[str] = set()
     runner = load_folder(path, name, dtypes)
     family = read_json(path / "config.json")["model_type"]
-    return runner, Source(str(path), family, ", ".join(sorted(dtypes)))
+    where = str(path) if given == str(path) else f"{given} (the Hugging Face cache: {path})"
+    return runner, Source(where, family, ", ".join(sorted(dtypes)))
 
 
 def load_folder(folder: str | Path, name: str = "", dtypes: set[str] | None = None) -> CausalLM:

@@ -182,3 +182,20 @@ def test_a_model_over_the_size_limit_is_refused_unread(tmp_path):
     assert (source.family, source.stored) == ("llama", "float32")
     with pytest.raises(CheckpointError, match="ATTNVIZ_MAX_MODEL_BYTES"):
         load_source(folder, "mine", max_bytes=size - 1)
+
+
+def test_a_repo_id_is_found_in_the_hugging_face_cache_without_downloading(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    hub = tmp_path / "hub"
+    repo = hub / "models--me--tiny-llama"
+    saved(repo / "snapshots", tiny("llama")).rename(repo / "snapshots" / "0123abcd")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    runner, source = load_source("me/tiny-llama", "mine")
+    assert source.path == f"me/tiny-llama (the Hugging Face cache: {repo}/snapshots/0123abcd)"
+    assert runner.model.config.n_layers == 2
+    with pytest.raises(CheckpointError, match="neither a path nor a model in the Hugging Face"):
+        load_source("me/not-there", "other")
