@@ -62,6 +62,8 @@ class ModelConfig:
     # biases on the query, key and value projections alone (Qwen2); None: as `bias`
     qkv_bias: bool | None = None
     output_bias: bool | None = None  # of the output projection; None: as `bias` (GPT-2: none)
+    # decoder self-attention sees only the newest `sliding_window` positions (Mistral)
+    sliding_window: int | None = None
     embed_scale: bool = True  # multiply token embeddings by sqrt(d_model), as the seed does
     embed_norm: bool = False  # LayerNorm after the embedding sum (BERT)
     # the output projection is the token embedding's matrix (GPT-2, SmolLM2): one tensor
@@ -98,6 +100,7 @@ class ModelConfig:
             (self.norm_eps > 0, "norm_eps must be positive"),
             (self.type_vocab_size >= 0, "type_vocab_size must be >= 0"),
             (not self.tie_embeddings or self.has_decoder, "tied embeddings need a decoder"),
+            (self.sliding_window is None or self.sliding_window > 0, "sliding_window must be > 0"),
         ]
         if self.has_encoder:
             checks.append((self.source_vocab_size > 0, "source_vocab_size must be positive"))

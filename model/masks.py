@@ -19,14 +19,23 @@ def padding_mask(ids: Tensor, pad_id: int = 0) -> Tensor:
     return (ids != pad_id).unsqueeze(1).unsqueeze(2)
 
 
-def causal_mask(q_len: int, k_len: int | None = None, device: torch.device | None = None) -> Tensor:
-    """(Tq, Tk): the last Tq of Tk positions each see themselves and what came before.
+def causal_mask(
+    q_len: int,
+    k_len: int | None = None,
+    device: torch.device | None = None,
+    window: int | None = None,
+) -> Tensor:
+    """(Tq, Tk): the last Tq of Tk positions each see themselves and what came before (with
+    a sliding `window`, Mistral's: only the `window` newest of those, themselves included).
 
     With k_len > q_len (cached decoding) the queries are the newest positions.
     """
     k_len = q_len if k_len is None else k_len
     ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
-    return torch.tril(ones, diagonal=k_len - q_len)
+    seen = torch.tril(ones, diagonal=k_len - q_len)
+    if window is not None:
+        seen &= torch.triu(ones, diagonal=k_len - q_len - window + 1)
+    return seen
 
 
 def generate_mask(src: Tensor, target: Tensor, pad_id: int = 0) -> tuple[Tensor, Tensor]:
@@ -34,8 +43,11 @@ def generate_mask(src: Tensor, target: Tensor, pad_id: int = 0) -> tuple[Tensor,
     return padding_mask(src, pad_id), decoder_mask(target, pad_id)
 
 
-def decoder_mask(ids: Tensor, pad_id: int = 0, q_len: int | None = None) -> Tensor:
-    """Padding & causal over all `ids` (B, Tk) for the last `q_len` of them: (B, 1, Tq, Tk)."""
+def decoder_mask(
+    ids: Tensor, pad_id: int = 0, q_len: int | None = None, window: int | None = None
+) -> Tensor:
+    """Padding & causal (within a sliding `window`, if any) over all `ids` (B, Tk) for the
+    last `q_len` of them: (B, 1, Tq, Tk)."""
     k_len = ids.size(1)
     q_len = k_len if q_len is None else q_len
-    return padding_mask(ids, pad_id) & causal_mask(q_len, k_len, ids.device)
+    return padding_mask(ids, pad_id) & causal_mask(q_len, k_len, ids.device, window)

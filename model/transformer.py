@@ -183,7 +183,9 @@ class Transformer(HookedModule):
             cache_ids = target if cache.ids is None else torch.cat([cache.ids, target], dim=1)
         if target_mask is None:
             all_ids = cache_ids if cache is not None else target
-            target_mask = decoder_mask(all_ids, self.config.pad_id, q_len=target.size(1))
+            target_mask = decoder_mask(
+                all_ids, self.config.pad_id, q_len=target.size(1), window=self.config.sliding_window
+            )
         hidden = self.decoder(target, target_mask, memory, src_mask, cache)
         if cache is not None:
             cache.ids = cache_ids

@@ -1,10 +1,10 @@
 """The user's own model from a local folder in Hugging Face's layout: `config.json`, its
 weights in safetensors (`model.safetensors`, or shards named by
 `model.safetensors.index.json`) and `tokenizer.json`, on our own model code. The Llama
-family, `llama` and `qwen2` (biases on Q, K and V), and `gpt2` (model/pretrained/gpt2.py),
-decided by config.json's `model_type`; each maps through the checked mapping (every
-tensor used once, shapes equal, nothing left over). fp16 and bf16 weights are read as
-float32 and computed in float32."""
+family, `llama`, `qwen2` (biases on Q, K and V) and `mistral` (a sliding window), and
+`gpt2` (model/pretrained/gpt2.py), decided by config.json's `model_type`; each maps
+through the checked mapping (every tensor used once, shapes equal, nothing left over).
+fp16 and bf16 weights are read as float32 and computed in float32."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from .gpt2 import config_from_gpt2, split_gpt2
 from .gpt2 import our_name as gpt2_name
 from .mapping import map_state
 
-LLAMA_FAMILIES = ("llama", "qwen2")  # model_type values of the Llama family
+LLAMA_FAMILIES = ("llama", "qwen2", "mistral")  # model_type values of the Llama family
 FAMILIES = (*LLAMA_FAMILIES, "gpt2")  # all that map onto model/ here
 # transformers' per-layer names (after `model.layers.{i}.`) -> ours (after `decoder.{i}.`)
 LAYER_NAMES = {
@@ -94,9 +94,12 @@ def config_from_llama(hf: dict, family: str) -> ModelConfig:
         )
     if hf.get("attention_bias") or hf.get("mlp_bias"):
         raise CheckpointError("attention_bias / mlp_bias Llama models are not supported yet")
+    if family == "qwen2" and hf.get("use_sliding_window"):
+        raise CheckpointError("Qwen2's per-layer sliding window is not supported yet")
     eos = hf.get("eos_token_id")
     return ModelConfig(
         architecture="decoder-only",
+        sliding_window=hf.get("sliding_window") if family == "mistral" else None,
         target_vocab_size=hf["vocab_size"],
         d_model=d_model,
         n_heads=heads,

@@ -47,6 +47,7 @@ def tiny(kind: str, **extra):
 
     classes = {"llama": ("LlamaConfig", "LlamaForCausalLM"),
                "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+               "mistral": ("MistralConfig", "MistralForCausalLM"),
                "gpt2": ("GPT2Config", "GPT2LMHeadModel")}  # fmt: skip
     config_class, model_class = (getattr(transformers, n) for n in classes[kind])
     shape = dict(
@@ -78,7 +79,7 @@ def saved(tmp_path, model, **save) -> object:
 @pytest.mark.parametrize(
     "kind, extra",
     [("llama", {}), ("llama", {"tie_word_embeddings": True, "rope_theta": 500000.0}),
-     ("qwen2", {}), ("gpt2", {})],
+     ("qwen2", {}), ("gpt2", {}), ("mistral", {"sliding_window": 5})],
 )  # fmt: skip
 def test_a_llama_family_folder_matches_transformers(tmp_path, kind, extra):
     theirs = tiny(kind, **extra)
@@ -199,3 +200,24 @@ def test_a_repo_id_is_found_in_the_hugging_face_cache_without_downloading(tmp_pa
     assert runner.model.config.n_layers == 2
     with pytest.raises(CheckpointError, match="neither a path nor a model in the Hugging Face"):
         load_source("me/not-there", "other")
+
+
+def test_mistrals_window_hides_what_lies_beyond_it(tmp_path):
+    """The window (5 here) is in the mask: a query sees itself and the 4 tokens before, as
+    transformers' Mistral does (checked against it above), and the cached steps too."""
+    ours = load_folder(saved(tmp_path, tiny("mistral", sliding_window=5)))
+    ids, _ = ours.tokenize(PROMPTS[2])
+    assert len(ids) > 10
+    _, capture = ours.model.run_with_capture(torch.tensor([ids]))
+    mask = capture["decoder.0.self_attn.hook_mask"][0, 0]
+    weights = capture["decoder.1.self_attn.hook_weights"][0]
+    for i in range(len(ids)):
+        assert mask[i].nonzero().flatten().tolist() == list(range(max(0, i - 4), i + 1))
+    assert torch.all(weights[:, 9, :5] == 0) and torch.all(weights[:, 9, 5:10] > 0)
+    # step by step through the KV cache, past the window: each step's token is what one
+    # uncached pass over the sequence predicts there
+    steps = [s.token_id for s in ours.generate(ids[:6], 10, stop=False)]
+    sequence = torch.tensor([[*ids[:6], *steps]])
+    with torch.no_grad():
+        predicted = ours.model(sequence)[0].argmax(-1).tolist()
+    assert predicted[5:-1] == steps

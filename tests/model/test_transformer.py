@@ -150,7 +150,7 @@ def test_config_round_trips_through_json(tmp_path):
     config.save(tmp_path / "config.json")
     assert ModelConfig.load(tmp_path / "config.json") == config
     with pytest.raises(ValueError, match="unknown fields"):
-        ModelConfig.from_dict({**config.to_dict(), "sliding_window": 2})
+        ModelConfig.from_dict({**config.to_dict(), "alibi": True})
     with pytest.raises(ValueError, match="n_heads must be a multiple of n_kv_heads"):
         tiny_config(n_kv_heads=3)  # 4 query heads cannot share 3 key/value heads
     with pytest.raises(ValueError, match="tied embeddings need a decoder"):
