@@ -221,3 +221,76 @@ def test_mistrals_window_hides_what_lies_beyond_it(tmp_path):
     with torch.no_grad():
         predicted = ours.model(sequence)[0].argmax(-1).tolist()
     assert predicted[5:-1] == steps
+
+
+def permuted(weight, heads: int):
+    """Q or K rows in llama.cpp's rotary layout, as its converter writes them."""
+    return (
+        weight.reshape(heads, 2, weight.shape[0] // heads // 2, *weight.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weight.shape)
+    )
+
+
+def test_a_gguf_file_written_from_the_tiny_llama_matches_it(tmp_path):
+    """A Llama .gguf written with the `gguf` library (float32 tensors, llama.cpp's names
+    and Q/K layout, the tokenizer in its metadata) from the same tiny model."""
+    import gguf
+
+    theirs = tiny("llama")
+    made = tokenizer()
+    spec = json.loads(made.to_str())["model"]
+    tokens = [t for t, _ in sorted(spec["vocab"].items(), key=lambda kv: kv[1])]
+    tokens += [f"<pad{i}>" for i in range(VOCAB - len(tokens))]
+    merges = [" ".join(m) if isinstance(m, list) else m for m in spec["merges"]]
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    cfg = theirs.config
+    writer.add_block_count(cfg.num_hidden_layers)
+    writer.add_context_length(cfg.max_position_embeddings)
+    writer.add_embedding_length(cfg.hidden_size)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_head_count(cfg.num_attention_heads)
+    writer.add_head_count_kv(cfg.num_key_value_heads)
+    writer.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
+    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_merges(merges)
+    writer.add_token_types([3 if t == "<|endoftext|>" else 1 for t in tokens])
+    writer.add_bos_token_id(0)
+    writer.add_eos_token_id(0)
+    names = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q",
+             "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+             "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
+             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+             "mlp.down_proj": "ffn_down"}  # fmt: skip
+    for name, tensor in theirs.state_dict().items():
+        values = tensor.float().numpy()
+        if name.startswith("model.layers."):
+            _, _, layer, *inner, leaf = name.split(".")
+            part = names[".".join(inner)]
+            if part == "attn_q":
+                values = permuted(values, cfg.num_attention_heads)
+            elif part == "attn_k":
+                values = permuted(values, cfg.num_key_value_heads)
+            out = f"blk.{layer}.{part}.{leaf}"
+        else:
+            out = {"model.embed_tokens.weight": "token_embd.weight",
+                   "model.norm.weight": "output_norm.weight",
+                   "lm_head.weight": "output.weight"}[name]  # fmt: skip
+        writer.add_tensor(out, values)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    ours, source = load_source(path, "tiny")
+    assert source.family == "llama (GGUF)"
+    ids, _ = ours.tokenize(PROMPTS[0])
+    batch = torch.tensor([ids])
+    with torch.no_grad():
+        expected = theirs(batch, output_attentions=True)
+    logits, capture = ours.model.run_with_capture(batch)
+    assert (logits - expected.logits).abs().max() <= 1e-4
+    for i, weights in enumerate(expected.attentions):
+        assert (capture[f"decoder.{i}.self_attn.hook_weights"] - weights).abs().max() <= 1e-5
