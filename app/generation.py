@@ -125,7 +125,7 @@ class Generation:
             token=vocab[step.token_id],
             probability=round(step.probability, 6),
             top=[Alternative(id=i, token=vocab[i], probability=round(p, 6)) for i, p in step.top],
-            text=self.runner.tokenizer.decode(self.new, skip_special_tokens=False),
+            text=self.runner.decode(self.new),
         )
 
     def answer(self, steps: list[GeneratedStep]) -> GenerateResponse:
@@ -137,7 +137,7 @@ class Generation:
             truncated=self.truncated,
             continuation=[*self.before, *self.new],
             tokens=shown[len(shown) - len(self.new) :] if self.new else [],
-            text=self.runner.tokenizer.decode(self.new, skip_special_tokens=False),
+            text=self.runner.decode(self.new),
             steps=steps,
             stop=self.stop,
         )

@@ -150,6 +150,6 @@ def causal(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
         truncated=len(given) > limit,
         query_heads=spec.query_heads,
         kv_heads=spec.kv_heads,
-        output_text=runner.tokenizer.decode(generated, skip_special_tokens=False),
+        output_text=runner.decode(generated),
         prompt_tokens=len(prompt),
     )

@@ -154,6 +154,24 @@ class CausalLM(RunnerBase):
         named in each)."""
         return readable([self.vocabulary[i] for i in ids], self.special_tokens)
 
+    def decode(self, ids: list[int]) -> str:
+        """Ids as text, special tokens kept; an id the tokenizer has no token for (an
+        embedding row past its vocabulary) is named as the vocabulary names it."""
+        known = self.tokenizer.get_vocab_size(with_added_tokens=True)
+        if all(i < known for i in ids):
+            return self.tokenizer.decode(ids, skip_special_tokens=False)
+        out, run = [], []
+        for i in [*ids, None]:
+            if i is not None and i < known:
+                run.append(i)
+                continue
+            if run:
+                out.append(self.tokenizer.decode(run, skip_special_tokens=False))
+                run = []
+            if i is not None:
+                out.append(self.vocabulary[i])
+        return "".join(out)
+
     def chat_prompt(self, text: str) -> str:
         """The text as one user turn of the model's chat template, ready for the answer."""
         if not self.chat_template:
@@ -242,9 +260,7 @@ class CausalLM(RunnerBase):
             target_ids=ids,
             predicted_tokens=[vocab[p] for p in predicted],
             alternatives=alternatives,
-            output_text=self.tokenizer.decode(
-                generated or predicted[-1:], skip_special_tokens=False
-            ),
+            output_text=self.decode(generated or predicted[-1:]),
         )
 
     @torch.no_grad()

@@ -58,7 +58,7 @@ def tiny(kind: str, **extra):
     if kind == "gpt2":
         shape = dict(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=256)
     config = config_class(
-        **shape, eos_token_id=0, bos_token_id=0, attn_implementation="eager", **extra
+        **{**shape, **extra}, eos_token_id=0, bos_token_id=0, attn_implementation="eager"
     )
     torch.manual_seed(0)
     model = model_class(config).eval()
@@ -294,3 +294,13 @@ def test_a_gguf_file_written_from_the_tiny_llama_matches_it(tmp_path):
     assert (logits - expected.logits).abs().max() <= 1e-4
     for i, weights in enumerate(expected.attentions):
         assert (capture[f"decoder.{i}.self_attn.hook_weights"] - weights).abs().max() <= 1e-5
+
+
+def test_embedding_rows_past_the_tokenizer_are_named_not_garbled(tmp_path):
+    """Embeddings padded past the tokenizer (as Qwen's are): such an id reads as its name."""
+    theirs = tiny("llama", vocab_size=VOCAB + 8)
+    ours = load_folder(saved(tmp_path, theirs))
+    hello, _ = ours.tokenize("The quick")
+    assert ours.vocabulary[VOCAB + 3] == f"<unused {VOCAB + 3}>"
+    assert ours.decode([*hello, VOCAB + 3, *hello]) == f"The quick<unused {VOCAB + 3}>The quick"
+    assert ours.decode(hello) == "The quick"
