@@ -63,6 +63,8 @@ def test_bertvizs_page_draws_from_the_pinned_local_scripts(browser, bertviz):
 def test_the_generate_timings_read_the_pages_marks(browser, server):
     from page_generation import generated
 
-    got = generated(browser, server, "smollm2", "The capital of France is", 2, wait)
+    got = generated(
+        browser, server, "smollm2", "The capital of France is", 2, bench_page.wait_until
+    )
     assert got["tokens"] == 2 and 0 < got["first"] <= got["last"] < got["drawn"]
     assert got["longest"] >= 0
