@@ -36,7 +36,7 @@ class Settings(BaseSettings):
         {},
         description='Models of your own, by id (JSON: {"mine": "/models/my-llama"}): a folder '
         "in Hugging Face's layout (config.json, safetensors, tokenizer.json) of a Llama, "
-        "Qwen2, Mistral or GPT-2 model, or a Llama .gguf file, or the repo id of one in the "
+        "Qwen2, Mistral, GPT-2 or BERT model, or a Llama .gguf file, or the repo id of one in the "
         "Hugging Face cache. One that cannot be read is logged and left out.",
     )
     max_model_bytes: int = Field(

@@ -283,6 +283,12 @@ def load_zoo(settings: Settings) -> Zoo:
     return Zoo({e.id: e for e in entries}, default=default)
 
 
+OUTPUT_SAID = {
+    "continuation": "It continues a prompt.",
+    "embedding": "Its output is the mean-pooled sentence embedding.",
+}
+
+
 def own_models(settings: Settings, taken: set[str]) -> list[ModelEntry]:
     """The user's models (`settings.models`), each read and checked now; one that cannot
     be is logged with its reason and left out, and the server serves the rest."""
@@ -300,8 +306,8 @@ def own_models(settings: Settings, taken: set[str]) -> list[ModelEntry]:
                 model_id,
                 f"{model_id} ({source.family}, yours)",
                 f"Your model from {source.path}: {source.family}, weights stored as "
-                f"{source.stored} and computed in float32 on this project's model code. It "
-                "continues a prompt.",
+                f"{source.stored} and computed in float32 on this project's model code. "
+                + OUTPUT_SAID[runner.output_kind],
                 languages=[],
                 runner=runner,
                 examples=("The capital of France is", "def fibonacci(n):"),

@@ -56,7 +56,10 @@ def package_dir() -> Path:
 
 def config_from_bert(bert: dict) -> ModelConfig:
     """Our encoder-only configuration for a BERT config.json (post-LN, GELU, learned positions)."""
-    if bert.get("hidden_act") != "gelu" or bert.get("position_embedding_type") != "absolute":
+    if (
+        bert.get("hidden_act") != "gelu"
+        or bert.get("position_embedding_type", "absolute") != "absolute"
+    ):
         raise CheckpointError("only BERT with exact GELU and absolute positions maps onto model/")
     return ModelConfig(
         architecture="encoder-only",

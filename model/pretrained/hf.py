@@ -2,8 +2,9 @@
 weights in safetensors (`model.safetensors`, or shards named by
 `model.safetensors.index.json`) and `tokenizer.json`, on our own model code. The Llama
 family, `llama`, `qwen2` (biases on Q, K and V) and `mistral` (a sliding window), and
-`gpt2` (model/pretrained/gpt2.py), decided by config.json's `model_type`; each maps
-through the checked mapping (every tensor used once, shapes equal, nothing left over).
+`gpt2` (model/pretrained/gpt2.py), and `bert` encoders (as MiniLM is read), decided by
+config.json's `model_type`; each maps through the checked mapping (every tensor used
+once, shapes equal, nothing left over).
 fp16 and bf16 weights are read as float32 and computed in float32."""
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from tokenizers import Tokenizer
 from ..checkpoints import CheckpointError
 from ..config import ModelConfig
 from ..transformer import Transformer
+from .bert import MiniLM
 from .causal import CausalLM
 from .gpt2 import config_from_gpt2, split_gpt2
 from .gpt2 import our_name as gpt2_name
 from .mapping import map_state
 
 LLAMA_FAMILIES = ("llama", "qwen2", "mistral")  # model_type values of the Llama family
-FAMILIES = (*LLAMA_FAMILIES, "gpt2")  # all that map onto model/ here
+FAMILIES = (*LLAMA_FAMILIES, "gpt2", "bert")  # all that map onto model/ here
 # transformers' per-layer names (after `model.layers.{i}.`) -> ours (after `decoder.{i}.`)
 LAYER_NAMES = {
     "input_layernorm": "self_attn_norm",
@@ -248,7 +250,7 @@ def weight_files(path: Path) -> list[Path]:
 
 def load_source(
     path: str | Path, name: str = "", max_bytes: int | None = None
-) -> tuple[CausalLM, Source]:
+) -> tuple[CausalLM | MiniLM, Source]:
     """A folder in Hugging Face's layout or a Llama-family .gguf file, as a runner and
     where it came from; one whose weight files pass `max_bytes` is refused unread."""
     given, path = str(path), cached(path)
@@ -265,10 +267,29 @@ def load_source(
     if not path.is_dir():
         raise CheckpointError(f"{path} is neither a model folder nor a .gguf file")
     dtypes: set[str] = set()
-    runner = load_folder(path, name, dtypes)
-    family = read_json(path / "config.json")["model_type"]
+    hf = read_json(path / "config.json")
+    family = family_of(hf, path)
+    runner = load_bert(path, hf, dtypes) if family == "bert" else load_folder(path, name, dtypes)
     where = str(path) if given == str(path) else f"{given} (the Hugging Face cache: {path})"
     return runner, Source(where, family, ", ".join(sorted(dtypes)))
+
+
+def load_bert(folder: Path, hf: dict, dtypes: set[str]) -> MiniLM:
+    """A BERT encoder folder (BertModel, or a sentence-transformers one) as MiniLM is read:
+    its output the mean-pooled sentence embedding. A masked-LM head is not read yet."""
+    if any(a != "BertModel" for a in hf.get("architectures") or []):
+        raise CheckpointError(
+            f"{folder}: {hf['architectures']} is not supported yet; a BERT folder maps as "
+            "BertModel (its encoder)"
+        )
+    if not (folder / "tokenizer.json").exists():
+        raise CheckpointError(f"{folder} has no tokenizer.json: its text cannot be read")
+    tensors = read_weights(folder, dtypes)  # (refuses pickles; checks the files read)
+    del tensors
+    try:
+        return MiniLM.load(folder)
+    except (KeyError, OSError, SafetensorError, ValueError) as exc:
+        raise CheckpointError(f"{folder}: {exc!r}") from None
 
 
 def load_folder(folder: str | Path, name: str = "", dtypes: set[str] | None = None) -> CausalLM:

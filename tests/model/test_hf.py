@@ -304,3 +304,49 @@ def test_embedding_rows_past_the_tokenizer_are_named_not_garbled(tmp_path):
     assert ours.vocabulary[VOCAB + 3] == f"<unused {VOCAB + 3}>"
     assert ours.decode([*hello, VOCAB + 3, *hello]) == f"The quick<unused {VOCAB + 3}>The quick"
     assert ours.decode(hello) == "The quick"
+
+
+def wordpiece() -> Tokenizer:
+    from tokenizers import normalizers, processors
+
+    made = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    made.normalizer = normalizers.BertNormalizer(lowercase=True)
+    made.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    made.train_from_iterator(
+        CORPUS, trainers.WordPieceTrainer(vocab_size=VOCAB, special_tokens=specials)
+    )
+    made.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    return made
+
+
+def test_a_bert_folder_matches_transformers_bert_model(tmp_path):
+    import transformers
+
+    config = transformers.BertConfig(
+        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=96, max_position_embeddings=128, attn_implementation="eager",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    theirs = transformers.BertModel(config).eval()
+    folder = tmp_path / "bert"
+    theirs.save_pretrained(folder)
+    wordpiece().save(str(folder / "tokenizer.json"))
+    ours, source = load_source(folder, "mine")
+    assert (source.family, ours.output_kind) == ("bert", "embedding")
+    ids, tokens = ours.tokenize("The quick brown fox")
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
+    with torch.no_grad():
+        expected = theirs(torch.tensor([ids]), output_attentions=True)
+    hidden, capture = ours.model.run_with_capture(torch.tensor([ids]))
+    assert (hidden - expected.last_hidden_state).abs().max() <= 1e-4
+    for i, weights in enumerate(expected.attentions):
+        assert (capture[f"encoder.{i}.self_attn.hook_weights"] - weights).abs().max() <= 1e-5
+    # a masked-LM head is not read yet: refused with what it is
+    config.architectures = ["BertForMaskedLM"]
+    transformers.BertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
+    wordpiece().save(str(tmp_path / "mlm" / "tokenizer.json"))
+    with pytest.raises(CheckpointError, match="BertForMaskedLM"):
+        load_source(tmp_path / "mlm", "mlm")
