@@ -142,10 +142,11 @@ class StartHead(BaseModel):
     layer: int
     head: int
     role: HeadRole | None = Field(description="What it does (see HeadSummary.role).")
-    source: Literal["model card", "metrics", "trained model"] = Field(
+    source: Literal["model card", "metrics", "trained model", "first head"] = Field(
         description="model card: the head the checkpoint's evaluation names; metrics: the "
         "strongest head of its role on the model's first example; trained model: an "
-        "untrained twin opens on its trained model's head, for comparison."
+        "untrained twin opens on its trained model's head, for comparison; first head: a "
+        "model of yours, not run when listed (choosing a head would read its weights)."
     )
 
 

@@ -39,6 +39,12 @@ class Settings(BaseSettings):
         "Qwen2, Mistral, GPT-2 or BERT model, or a Llama .gguf file, or the repo id of one in the "
         "Hugging Face cache. One that cannot be read is logged and left out.",
     )
+    own_models_bytes: int = Field(
+        4 * 2**30,
+        ge=1,
+        description="Bytes of float32 weights of your models kept loaded at "
+        "once; past it the least recently used is freed (read again when next used).",
+    )
     max_model_bytes: int = Field(
         8 * 2**30,
         ge=1,

@@ -13,19 +13,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from model.analysis import head_metrics, head_roles, layer_weights
-from model.checkpoints import CheckpointError
 from model.config import ModelConfig
 from model.pretrained import MiniLM
 from model.pretrained.causal import CausalLM
-from model.pretrained.hf import Source, load_source
+from model.pretrained.sources import Source
 from model.pronounce.pronouncer import Pronouncer
 from model.runner import AttentionSpec, Runner, untrained
 from model.transformer import Transformer
 
+from .own import OUTPUT_SAID, own_models
 from .settings import Settings
 
 LOG = logging.getLogger("attnviz")
 
+OWN_EXAMPLES = {
+    "continuation": ("The capital of France is", "def fibonacci(n):"),
+    "embedding": ("The animal didn't cross the street because it was too tired.",),
+}
 TWIN_DESCRIPTION = "The same configuration with fixed-seed random weights, for comparison."
 TWIN_TITLES = {"zh": "{}（未训练的孪生模型）"}
 
@@ -102,7 +106,8 @@ class ModelEntry:
 
     @property
     def config(self) -> ModelConfig:
-        return self.runner.model.config
+        # a model of yours states its config before its weights are read
+        return getattr(self.runner, "model_config", None) or self.runner.model.config
 
     def attention_types(self) -> list[str]:
         return list(self.specs)
@@ -275,43 +280,24 @@ def load_zoo(settings: Settings) -> Zoo:
                     **about,
                 )
             )
-    entries += own_models(settings, {e.id for e in entries})
-    if not entries:
-        raise ValueError("no model to serve: settings.zoo names none of the registered families")
-    ids = [e.id for e in entries]
-    default = settings.default_model if settings.default_model in ids else ids[0]
-    return Zoo({e.id: e for e in entries}, default=default)
-
-
-OUTPUT_SAID = {
-    "continuation": "It continues a prompt.",
-    "embedding": "Its output is the mean-pooled sentence embedding.",
-}
-
-
-def own_models(settings: Settings, taken: set[str]) -> list[ModelEntry]:
-    """The user's models (`settings.models`), each read and checked now; one that cannot
-    be is logged with its reason and left out, and the server serves the rest."""
-    entries = []
-    for model_id, path in settings.models.items():
-        if model_id in taken:
-            raise ValueError(f"the model id {model_id!r} is taken: choose another for {path}")
-        try:
-            runner, source = load_source(path, model_id, settings.max_model_bytes)
-        except (CheckpointError, OSError, ValueError) as exc:
-            LOG.error("model %s from %s is not served: %s", model_id, path, exc)
-            continue
+    for model_id, runner, source in own_models(settings, {e.id for e in entries}):
         entries.append(
             ModelEntry(
                 model_id,
                 f"{model_id} ({source.family}, yours)",
                 f"Your model from {source.path}: {source.family}, weights stored as "
-                f"{source.stored} and computed in float32 on this project's model code. "
-                + OUTPUT_SAID[runner.output_kind],
+                f"{source.stored} and computed in float32 on this project's model code, "
+                f"read when first used. {OUTPUT_SAID[runner.output_kind]}",
                 languages=[],
                 runner=runner,
-                examples=("The capital of France is", "def fibonacci(n):"),
+                examples=OWN_EXAMPLES[runner.output_kind],
+                # not run yet: the first head (choosing one would read the weights now)
+                start=StartHead(runner.attention[0].type, 0, 0, None, "first head"),
                 source=source,
             )
         )
-    return entries
+    if not entries:
+        raise ValueError("no model to serve: settings.zoo names none of the registered families")
+    ids = [e.id for e in entries]
+    default = settings.default_model if settings.default_model in ids else ids[0]
+    return Zoo({e.id: e for e in entries}, default=default)

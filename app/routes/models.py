@@ -39,7 +39,8 @@ def model_info(
         source=entry.source.path if entry.source else "shipped",
         family=entry.source.family if entry.source else None,
         stored_as=entry.source.stored if entry.source else None,
-        parameters=sum(p.numel() for p in runner.model.parameters()),  # (tied: listed once)
+        parameters=getattr(runner, "parameter_count", None)  # a model of yours, unread
+        or sum(p.numel() for p in runner.model.parameters()),  # (tied: listed once)
         architecture=cfg.architecture,
         encoder_layers=cfg.n_layers if cfg.has_encoder else 0,
         decoder_layers=cfg.decoder_layers if cfg.has_decoder else 0,

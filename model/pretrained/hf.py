@@ -2,27 +2,24 @@
 weights in safetensors (`model.safetensors`, or shards named by
 `model.safetensors.index.json`) and `tokenizer.json`, on our own model code. The Llama
 family, `llama`, `qwen2` (biases on Q, K and V) and `mistral` (a sliding window), and
-`gpt2` (model/pretrained/gpt2.py), and `bert` encoders (as MiniLM is read), decided by
-config.json's `model_type`; each maps through the checked mapping (every tensor used
-once, shapes equal, nothing left over).
-fp16 and bf16 weights are read as float32 and computed in float32."""
+`gpt2` (model/pretrained/gpt2.py), decided by config.json's `model_type` (`bert` encoders
+are read as MiniLM is: model/pretrained/sources.py); each maps through the checked mapping
+(every tensor used once, shapes equal, nothing left over). fp16 and bf16 weights are read
+as float32 and computed in float32."""
 
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
 from ..checkpoints import CheckpointError
 from ..config import ModelConfig
 from ..transformer import Transformer
-from .bert import MiniLM
 from .causal import CausalLM
 from .gpt2 import config_from_gpt2, split_gpt2
 from .gpt2 import our_name as gpt2_name
@@ -46,6 +43,8 @@ GLOBAL_NAMES = {
     "embed_tokens": "decoder.tok_embed",
     "norm": "decoder.final_norm",
 }
+DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64",
+          "I64": "int64", "I32": "int32", "BOOL": "bool"}  # fmt: skip
 PICKLE_HELP = (
     "weights in pytorch_model.bin (a pickle, which can run code when read) are not read: "
     'convert them to safetensors once, e.g. python -c "from transformers import '
@@ -127,9 +126,12 @@ def config_from_llama(hf: dict, family: str) -> ModelConfig:
     )
 
 
-def read_weights(folder: Path, dtypes: set[str] | None = None) -> dict[str, torch.Tensor]:
+def read_weights(
+    folder: Path, dtypes: set[str] | None = None, meta: bool = False
+) -> dict[str, torch.Tensor]:
     """The folder's tensors as float32: model.safetensors, or the shards its index names
-    (`dtypes` collects the dtypes they were stored in)."""
+    (`dtypes` collects the dtypes they were stored in); with `meta`, only their names and
+    shapes, from the files' headers (tensors on the meta device: nothing read)."""
     index = folder / "model.safetensors.index.json"
     if index.exists():
         shards = sorted(set(read_json(index).get("weight_map", {}).values()))
@@ -144,13 +146,24 @@ def read_weights(folder: Path, dtypes: set[str] | None = None) -> dict[str, torc
     tensors: dict[str, torch.Tensor] = {}
     for shard in shards:
         try:
-            read = load_file(str(folder / shard))
+            read = headers(folder / shard) if meta else load_file(str(folder / shard))
         except (SafetensorError, OSError) as exc:
             raise CheckpointError(f"{folder / shard} cannot be read: {exc}") from None
         if dtypes is not None:
             dtypes.update(str(t.dtype).removeprefix("torch.") for t in read.values())
         tensors.update({name: t.float() for name, t in read.items()})
     return tensors
+
+
+def headers(path: Path) -> dict[str, torch.Tensor]:
+    """A safetensors file's tensors as meta tensors of their shapes and dtypes."""
+    out = {}
+    with safe_open(str(path), "pt") as f:
+        for name in f.keys():  # noqa: SIM118 (a safe_open handle, not a dict)
+            part = f.get_slice(name)
+            dtype = getattr(torch, DTYPES.get(part.get_dtype(), "float32"))
+            out[name] = torch.empty(part.get_shape(), dtype=dtype, device="meta")
+    return out
 
 
 def our_name(name: str) -> str | None:
@@ -175,6 +188,9 @@ def untie(tensors: dict[str, torch.Tensor], named) -> None:
     output = next((n for n in tensors if named(n) == "output.weight"), None)
     embedding = next((n for n in tensors if named(n) == "decoder.tok_embed.weight"), None)
     if output is None or embedding is None:
+        return
+    if tensors[output].is_meta:  # only the headers read: compared when the weights are
+        del tensors[output]
         return
     if not torch.equal(tensors[output], tensors[embedding]):
         raise CheckpointError(
@@ -206,111 +222,37 @@ def tokenizer_of(folder: Path, vocab_size: int) -> tuple[Tokenizer, list[str], f
     return tokenizer, vocabulary, specials
 
 
-@dataclass(frozen=True)
-class Source:
-    """Where a model of the user's came from, as `/api/v1/models` states it."""
-
-    path: str
-    family: str  # config.json's model_type, or "llama (GGUF)"
-    stored: str  # the dtypes its weights were stored in (computed in float32 here)
-
-
-REPO_ID = re.compile(r"[\w.-]+/[\w.-]+")
-
-
-def cached(where: str | Path) -> Path:
-    """A path as given; or, where none exists and it reads as a repo id (`org/name`), its
-    snapshot in the Hugging Face cache, found with local files only: nothing is
-    downloaded."""
-    path = Path(where)
-    if path.exists() or not REPO_ID.fullmatch(str(where)):
-        return path
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
-
-    try:
-        return Path(snapshot_download(str(where), local_files_only=True))
-    except LocalEntryNotFoundError:
-        raise CheckpointError(
-            f"{where} is neither a path nor a model in the Hugging Face cache (HF_HUB_CACHE; "
-            "nothing is downloaded: fetch it first, e.g. hf download "
-            f"{where})"
-        ) from None
-
-
-def weight_files(path: Path) -> list[Path]:
-    """The files holding a source's weights: the .gguf itself, or a folder's safetensors."""
-    if path.is_file():
-        return [path]
-    index = path / "model.safetensors.index.json"
-    if index.exists():
-        return [path / shard for shard in set(read_json(index).get("weight_map", {}).values())]
-    return [f for f in [path / "model.safetensors"] if f.exists()]
-
-
-def load_source(
-    path: str | Path, name: str = "", max_bytes: int | None = None
-) -> tuple[CausalLM | MiniLM, Source]:
-    """A folder in Hugging Face's layout or a Llama-family .gguf file, as a runner and
-    where it came from; one whose weight files pass `max_bytes` is refused unread."""
-    given, path = str(path), cached(path)
-    if max_bytes is not None and path.exists():
-        size = sum(f.stat().st_size for f in weight_files(path) if f.exists())
-        if size > max_bytes:
-            raise CheckpointError(
-                f"{path} holds {size:,} bytes of weights, over the limit of {max_bytes:,} "
-                "(ATTNVIZ_MAX_MODEL_BYTES): not read"
-            )
-    if path.suffix == ".gguf" and path.is_file():
-        runner = CausalLM.read(path)
-        return runner, Source(str(path), "llama (GGUF)", "GGUF (dequantized to float32)")
-    if not path.is_dir():
-        raise CheckpointError(f"{path} is neither a model folder nor a .gguf file")
-    dtypes: set[str] = set()
-    hf = read_json(path / "config.json")
-    family = family_of(hf, path)
-    runner = load_bert(path, hf, dtypes) if family == "bert" else load_folder(path, name, dtypes)
-    where = str(path) if given == str(path) else f"{given} (the Hugging Face cache: {path})"
-    return runner, Source(where, family, ", ".join(sorted(dtypes)))
-
-
-def load_bert(folder: Path, hf: dict, dtypes: set[str]) -> MiniLM:
-    """A BERT encoder folder (BertModel, or a sentence-transformers one) as MiniLM is read:
-    its output the mean-pooled sentence embedding. A masked-LM head is not read yet."""
-    if any(a != "BertModel" for a in hf.get("architectures") or []):
-        raise CheckpointError(
-            f"{folder}: {hf['architectures']} is not supported yet; a BERT folder maps as "
-            "BertModel (its encoder)"
-        )
-    if not (folder / "tokenizer.json").exists():
-        raise CheckpointError(f"{folder} has no tokenizer.json: its text cannot be read")
-    tensors = read_weights(folder, dtypes)  # (refuses pickles; checks the files read)
-    del tensors
-    try:
-        return MiniLM.load(folder)
-    except (KeyError, OSError, SafetensorError, ValueError) as exc:
-        raise CheckpointError(f"{folder}: {exc!r}") from None
-
-
-def load_folder(folder: str | Path, name: str = "", dtypes: set[str] | None = None) -> CausalLM:
-    """A Llama-family folder as a runner on our model code, checked on the way in."""
-    folder = Path(folder)
-    hf = read_json(folder / "config.json")
-    family = family_of(hf, folder)
+def mapped(
+    folder: Path, hf: dict, family: str, dtypes: set[str] | None, meta: bool
+) -> tuple[ModelConfig, Tokenizer, list[str], frozenset[str], Transformer]:
+    """A folder checked and mapped: its config, tokenizer, vocabulary and specials, and
+    our Transformer with its weights (with `meta`, on the meta device: every name and
+    shape checked from the headers, nothing read)."""
     try:
         config = config_from_gpt2(hf) if family == "gpt2" else config_from_llama(hf, family)
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"{folder / 'config.json'}: {exc!r}") from None
     tokenizer, vocabulary, specials = tokenizer_of(folder, config.target_vocab_size)
-    tensors = read_weights(folder, dtypes)
+    tensors = read_weights(folder, dtypes, meta)
     named = our_name
     if family == "gpt2":
         tensors, named = split_gpt2(tensors, config.d_model), gpt2_name
     if config.tie_embeddings:
         untie(tensors, named)
-    model = Transformer(config, init=False)
+    with torch.device("meta" if meta else "cpu"):
+        model = Transformer(config, init=False)
     state = map_state(tensors, model, named, {}, f"{family} ({folder})")
-    model.load_state_dict(state)
+    if not meta:
+        model.load_state_dict(state)
+    return config, tokenizer, vocabulary, specials, model
+
+
+def load_folder(folder: str | Path, name: str = "", dtypes: set[str] | None = None) -> CausalLM:
+    """A Llama-family or GPT-2 folder as a runner on our model code, checked on the way in."""
+    folder = Path(folder)
+    hf = read_json(folder / "config.json")
+    family = family_of(hf, folder)
+    _, tokenizer, vocabulary, specials, model = mapped(folder, hf, family, dtypes, meta=False)
     settings = {}
     if (folder / "tokenizer_config.json").exists():
         settings = read_json(folder / "tokenizer_config.json")

@@ -111,6 +111,8 @@ const STRINGS = {
       "Opened on the head the trained model opens on (there, {role}). Compare what it does before training.",
     start_focused:
       "Opened on this model's most focused head (lowest entropy on its first example).",
+    start_first_head:
+      "Opened on its first head: this model of yours had not been read when the page loaded, so no head was chosen for it.",
     role_short_alignment: "align",
     "role_short_previous-token": "prev",
     "role_short_first-token": "first",
@@ -352,6 +354,7 @@ const STRINGS = {
     start_trained_model:
       "打开的是训练后模型所打开的同一个头（在那里，{role}）。对比它训练前的样子。",
     start_focused: "打开的是该模型最集中的头（在它第一个示例上熵最低）。",
+    start_first_head: "打开的是它的第一个头：页面加载时你的这个模型尚未读入，所以没有为它挑选头。",
     role_short_alignment: "对齐",
     "role_short_previous-token": "前词",
     "role_short_first-token": "首词",

@@ -69,3 +69,41 @@ def test_its_attention_and_generation_are_transformers_own(served):
         got = decode(block["data"])
         assert np.abs(got - expected.attentions[block["layer"]][0].numpy()).max() <= 1e-5
     assert made["continuation"] == greedy[0, len(prompt) :].tolist()
+
+
+def test_a_model_of_yours_is_read_on_first_use_and_freed_past_the_bound(tmp_path, caplog):
+    """Checked at start-up without its weights (a wrong shape is found from the headers),
+    read when first used, and the least recently used freed past ATTNVIZ_OWN_MODELS_BYTES
+    (here room for one)."""
+    import gc
+    import weakref
+
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+    from tests.model.test_hf import retensor
+
+    first, second = saved(tmp_path / "a", tiny("llama")), saved(tmp_path / "b", tiny("qwen2"))
+    shaped = saved(tmp_path / "c", tiny("llama"))
+    retensor(shaped, lambda t: t.update({"model.norm.weight": torch.zeros(3)}))
+    room = 4 * sum(p.numel() for p in tiny("qwen2").parameters()) + 1  # one of them
+    settings = Settings(zoo=["pronounce"], torch_threads=1, own_models_bytes=room,
+                        models={"a": first, "b": second, "c": shaped})  # fmt: skip
+    with caplog.at_level("ERROR", logger="attnviz"), TestClient(create_app(settings)) as client:
+        models = client.app.state.inference.zoo.models
+        assert "c" not in models and "model.norm.weight (3,) != " in caplog.text
+        a, b = models["a"].runner, models["b"].runner
+        listed = {m["id"]: m for m in client.get("/api/v1/models").json()}
+        assert listed["a"]["start_head"]["source"] == "first head" and listed["b"]["parameters"]
+        assert not a.is_loaded and not b.is_loaded  # listing reads no weights
+        body = {"model": "a", "text": "The quick", "max_new_tokens": 2}
+        assert client.post("/api/v1/generate", json=body).status_code == 200
+        assert a.is_loaded and not b.is_loaded
+        weights = weakref.ref(a.model)
+        assert client.post("/api/v1/generate", json={**body, "model": "b"}).status_code == 200
+        assert b.is_loaded and not a.is_loaded  # a freed for b
+        gc.collect()
+        assert weights() is None  # and its weights with it
+        assert client.post("/api/v1/generate", json=body).status_code == 200  # read again
+        assert a.is_loaded and not b.is_loaded

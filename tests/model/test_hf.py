@@ -16,7 +16,8 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from model.checkpoints import CheckpointError
-from model.pretrained.hf import load_folder, load_source
+from model.pretrained.hf import load_folder
+from model.pretrained.sources import load_source
 
 VOCAB = 320
 CORPUS = [

@@ -1,0 +1,153 @@
+"""Models of the user's own (settings.models): each checked at start-up without its
+weights (its config, tokenizer and the size of its weight files), read on first use, and
+kept in a least-recently-used set bounded by the bytes of their float32 weights
+(settings.own_models_bytes): past it, the least recently used is freed."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import torch
+
+from model.checkpoints import CheckpointError
+from model.config import ModelConfig
+from model.pretrained.bert import MiniLM
+from model.pretrained.causal import CausalLM
+from model.pretrained.sources import Source, load_source, peek_source
+from model.runner import Runner, attention_specs
+from model.runtime import release_free_memory
+from model.transformer import Transformer
+
+from .settings import Settings
+
+LOG = logging.getLogger("attnviz")
+OUTPUT_SAID = {
+    "continuation": "It continues a prompt.",
+    "embedding": "Its output is the mean-pooled sentence embedding.",
+}
+
+
+def parameters_of(config: ModelConfig) -> int:
+    """The parameters a configuration builds (a tied matrix once), counted on the meta
+    device: nothing is allocated."""
+    with torch.device("meta"):
+        model = Transformer(config, init=False)
+    return sum(p.numel() for p in model.parameters())
+
+
+class Pool:
+    """The user's models that are loaded, least recently used first, bounded in bytes."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._loaded: OrderedDict[str, OwnRunner] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def used(self, runner: OwnRunner) -> None:
+        """`runner` was just used (it is loaded): the others least recently used are freed
+        while the loaded ones pass the bound (never `runner` itself)."""
+        freed = []
+        with self._lock:
+            self._loaded[runner.name] = runner
+            self._loaded.move_to_end(runner.name)
+            while sum(r.bytes for r in self._loaded.values()) > self.max_bytes:
+                oldest = next(iter(self._loaded.values()))
+                if oldest is runner:
+                    break
+                del self._loaded[oldest.name]
+                freed.append(oldest)
+        for old in freed:
+            old.unload()
+        if freed:
+            release_free_memory()
+
+    def loaded(self) -> list[str]:
+        with self._lock:
+            return list(self._loaded)
+
+
+class OwnRunner:
+    """A model of the user's as a `Runner` whose weights are read when first used: what
+    the app lists of it comes from its config and tokenizer; anything else reads it."""
+
+    def __init__(self, name: str, path: str | Path, pool: Pool, max_bytes: int) -> None:
+        self.name, self.pool, self.max_bytes = name, pool, max_bytes
+        self.path = Path(path)
+        self.config, self.source, kind, specials = peek_source(path, max_bytes)
+        self.kind: type[Runner] = MiniLM if kind == "bert" else CausalLM
+        self.special_tokens = specials if specials is not None else self.kind.special_tokens
+        self.model_config = self.config
+        self.parameter_count = parameters_of(self.config)
+        self.bytes = 4 * self.parameter_count  # float32
+        self._runner: Runner | None = None
+        self._lock = threading.Lock()
+
+    # what the app reads of a model before it runs it: no weights needed
+    @property
+    def capabilities(self):
+        return self.kind.capabilities
+
+    @property
+    def token_unit(self):
+        return self.kind.token_unit
+
+    @property
+    def output_kind(self):
+        return self.kind.output_kind
+
+    @property
+    def max_tokens(self):
+        return self.kind.max_tokens
+
+    @property
+    def unknown_token(self):
+        return self.kind.unknown_token
+
+    @property
+    def attention(self):
+        return attention_specs(self.config)
+
+    def runner(self) -> Runner:
+        """The loaded runner, read now if it is not (one thread reads; the others wait)."""
+        with self._lock:
+            if self._runner is None:
+                LOG.info("reading model %s from %s", self.name, self.path)
+                self._runner, _ = load_source(self.path, self.name, self.max_bytes)
+            runner = self._runner
+        self.pool.used(self)
+        return runner
+
+    def unload(self) -> None:
+        with self._lock:
+            self._runner = None
+        LOG.info("model %s freed: the least recently used past ATTNVIZ_OWN_MODELS_BYTES", self.name)
+
+    @property
+    def is_loaded(self) -> bool:
+        return self._runner is not None
+
+    def __getattr__(self, name: str):
+        # run, tokenize, generate, model, shown, decode, ...: the loaded runner's
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.runner(), name)
+
+
+def own_models(settings: Settings, taken: set[str]) -> list[tuple[str, OwnRunner, Source]]:
+    """(id, runner, source) of each of the user's models that can be read (checked now
+    without its weights); one that cannot be is logged with its reason and left out."""
+    pool = Pool(settings.own_models_bytes)
+    found = []
+    for model_id, path in settings.models.items():
+        if model_id in taken:
+            raise ValueError(f"the model id {model_id!r} is taken: choose another for {path}")
+        try:
+            runner = OwnRunner(model_id, path, pool, settings.max_model_bytes)
+        except (CheckpointError, OSError, ValueError) as exc:
+            LOG.error("model %s from %s is not served: %s", model_id, path, exc)
+            continue
+        found.append((model_id, runner, runner.source))
+    return found

@@ -1,0 +1,158 @@
+"""Where a model of yours comes from (settings.models): a folder in Hugging Face's layout,
+the repo id of one in the Hugging Face cache, or a Llama .gguf file; checked without its
+weights (`peek_source`: its config, tokenizer and every tensor's name and shape from the
+files' headers) and read (`load_source`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+
+from ..checkpoints import CheckpointError
+from ..config import ModelConfig
+from ..transformer import Transformer
+from .bert import NOT_MAPPED as BERT_NOT_MAPPED
+from .bert import MiniLM, config_from_bert
+from .bert import our_name as bert_name
+from .causal import CausalLM
+from .hf import family_of, load_folder, mapped, read_json, read_weights
+from .mapping import map_state
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a model of the user's came from, as `/api/v1/models` states it."""
+
+    path: str
+    family: str  # config.json's model_type, or "llama (GGUF)"
+    stored: str  # the dtypes its weights were stored in (computed in float32 here)
+
+
+REPO_ID = re.compile(r"[\w.-]+/[\w.-]+")
+
+
+def cached(where: str | Path) -> Path:
+    """A path as given; or, where none exists and it reads as a repo id (`org/name`), its
+    snapshot in the Hugging Face cache, found with local files only: nothing is
+    downloaded."""
+    path = Path(where)
+    if path.exists() or not REPO_ID.fullmatch(str(where)):
+        return path
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(str(where), local_files_only=True))
+    except LocalEntryNotFoundError:
+        raise CheckpointError(
+            f"{where} is neither a path nor a model in the Hugging Face cache (HF_HUB_CACHE; "
+            "nothing is downloaded: fetch it first, e.g. hf download "
+            f"{where})"
+        ) from None
+
+
+def weight_files(path: Path) -> list[Path]:
+    """The files holding a source's weights: the .gguf itself, or a folder's safetensors."""
+    if path.is_file():
+        return [path]
+    index = path / "model.safetensors.index.json"
+    if index.exists():
+        return [path / shard for shard in set(read_json(index).get("weight_map", {}).values())]
+    return [f for f in [path / "model.safetensors"] if f.exists()]
+
+
+def check_size(path: Path, max_bytes: int | None) -> None:
+    """Weight files over `max_bytes` are refused before they are read."""
+    if max_bytes is not None and path.exists():
+        size = sum(f.stat().st_size for f in weight_files(path) if f.exists())
+        if size > max_bytes:
+            raise CheckpointError(
+                f"{path} holds {size:,} bytes of weights, over the limit of {max_bytes:,} "
+                "(ATTNVIZ_MAX_MODEL_BYTES): not read"
+            )
+
+
+def check_bert(folder: Path, hf: dict) -> None:
+    if any(a != "BertModel" for a in hf.get("architectures") or []):
+        raise CheckpointError(
+            f"{folder}: {hf['architectures']} is not supported yet; a BERT folder maps as "
+            "BertModel (its encoder)"
+        )
+    if not (folder / "tokenizer.json").exists():
+        raise CheckpointError(f"{folder} has no tokenizer.json: its text cannot be read")
+
+
+def load_source(
+    path: str | Path, name: str = "", max_bytes: int | None = None
+) -> tuple[CausalLM | MiniLM, Source]:
+    """A folder in Hugging Face's layout or a Llama-family .gguf file, as a runner and
+    where it came from; one whose weight files pass `max_bytes` is refused unread."""
+    given, path = str(path), cached(path)
+    check_size(path, max_bytes)
+    if path.suffix == ".gguf" and path.is_file():
+        runner = CausalLM.read(path)
+        return runner, Source(str(path), "llama (GGUF)", "GGUF (dequantized to float32)")
+    if not path.is_dir():
+        raise CheckpointError(f"{path} is neither a model folder nor a .gguf file")
+    dtypes: set[str] = set()
+    hf = read_json(path / "config.json")
+    family = family_of(hf, path)
+    runner = load_bert(path, hf, dtypes) if family == "bert" else load_folder(path, name, dtypes)
+    where = str(path) if given == str(path) else f"{given} (the Hugging Face cache: {path})"
+    return runner, Source(where, family, ", ".join(sorted(dtypes)))
+
+
+def load_bert(folder: Path, hf: dict, dtypes: set[str]) -> MiniLM:
+    """A BERT encoder folder (BertModel, or a sentence-transformers one) as MiniLM is read:
+    its output the mean-pooled sentence embedding. A masked-LM head is not read yet."""
+    check_bert(folder, hf)
+    tensors = read_weights(folder, dtypes)  # (refuses pickles; checks the files read)
+    del tensors
+    try:
+        return MiniLM.load(folder)
+    except (KeyError, OSError, SafetensorError, ValueError) as exc:
+        raise CheckpointError(f"{folder}: {exc!r}") from None
+
+
+def peek_source(
+    path: str | Path, max_bytes: int | None = None
+) -> tuple[ModelConfig, Source, str, frozenset[str] | None]:
+    """A source checked without reading its weights: (its config, where it comes from,
+    its family, its special tokens or None where the runner's own apply)."""
+    given, path = str(path), cached(path)
+    check_size(path, max_bytes)
+    if path.suffix == ".gguf" and path.is_file():
+        from gguf import GGUFReader
+
+        from .llama import byte_level_tokenizer, config_from_gguf
+
+        reader = GGUFReader(str(path))
+        _, _, control = byte_level_tokenizer(reader)
+        stored = "GGUF (dequantized to float32)"
+        return (
+            config_from_gguf(reader),
+            Source(str(path), "llama (GGUF)", stored),
+            "llama",
+            frozenset(control),
+        )
+    if not path.is_dir():
+        raise CheckpointError(f"{path} is neither a model folder nor a .gguf file")
+    hf = read_json(path / "config.json")
+    family = family_of(hf, path)
+    dtypes: set[str] = set()
+    where = str(path) if given == str(path) else f"{given} (the Hugging Face cache: {path})"
+    if family == "bert":
+        check_bert(path, hf)
+        tensors = read_weights(path, dtypes, meta=True)
+        config = config_from_bert(hf)
+        with torch.device("meta"):
+            model = Transformer(config, init=False)
+        tensors.pop("embeddings.position_ids", None)  # (checked when read)
+        map_state(tensors, model, bert_name, BERT_NOT_MAPPED, f"BERT ({path})")
+        return config, Source(where, family, ", ".join(sorted(dtypes))), family, None
+    config, _, _, specials, _ = mapped(path, hf, family, dtypes, meta=True)
+    return config, Source(where, family, ", ".join(sorted(dtypes))), family, specials
