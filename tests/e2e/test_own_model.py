@@ -1,0 +1,62 @@
+"""A model of yours in the page: a tiny random Llama made with transformers, served with
+`attnviz serve --model mine=PATH`, picked beside the shipped models; the page says which
+head it opens on and why, draws it, and generates with it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.model.test_hf import saved, tiny
+from tests.serving import start_server
+
+from .conftest import block_outside
+from .test_page import ready, ticks
+
+
+@pytest.fixture(scope="module")
+def own_server(tmp_path_factory):
+    folder = saved(tmp_path_factory.mktemp("own"), tiny("llama"))
+    proc, base = start_server(
+        {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_LEVEL": "warning"},
+        args=["--model", f"mine={folder}"],
+    )
+    yield base
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture
+def own_page(browser, own_server, outside_requests):
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=own_server)
+    block_outside(context, outside_requests)
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    yield page
+    assert errors == [], errors
+    context.close()
+
+
+def test_your_model_is_picked_drawn_and_generates(own_page: Page):
+    page = own_page
+    page.goto("/?text=The quick brown fox")
+    ready(page)
+    option = page.locator("#model option[value=mine]")
+    expect(option).to_have_text("mine (llama, yours)")
+    page.select_option("#model", "mine")
+    ready(page)
+    expect(page.locator("#convention")).to_contain_text(
+        "Opened on its first head: this model of yours had not been read"
+    )
+    expect(page.locator("#run")).to_have_text("Generate")
+    page.fill("#new-tokens", "3")
+    page.click("#run")
+    ready(page)
+    expect(page.locator("#source-tokens button.generated")).to_have_count(3)
+    assert ticks(page, "y")[:2] == ["The", "Ġqu"]  # its own tokenizer's pieces
+    assert re.search(
+        r"decoder self-attention · Layer 0 · Head 0", page.locator("#plot").inner_text()
+    )
