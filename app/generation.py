@@ -70,6 +70,8 @@ class Generation:
     def __init__(self, inference: Inference, req: GenerateRequest) -> None:
         self.entry: ModelEntry = inference.entry(req.model)
         runner = self.entry.runner
+        if runner.capabilities.generation:
+            runner = self.entry.loaded_runner()  # held for the whole generation
         if not runner.capabilities.generation:
             raise HTTPException(
                 422,

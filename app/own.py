@@ -6,11 +6,13 @@ kept in a least-recently-used set bounded by the bytes of their float32 weights
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections import OrderedDict
 from pathlib import Path
 
 import torch
+from fastapi import HTTPException
 
 from model.checkpoints import CheckpointError
 from model.config import ModelConfig
@@ -24,6 +26,12 @@ from model.transformer import Transformer
 from .settings import Settings
 
 LOG = logging.getLogger("attnviz")
+# the loaded runners' instance attributes the app reads (CausalLM's and MiniLM's)
+INSTANCE_NAMES = frozenset(
+    {"model", "tokenizer", "vocabulary", "stop_ids", "chat_template", "name",
+     "add_special_tokens", "template_tokens"}
+)  # fmt: skip
+MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 OUTPUT_SAID = {
     "continuation": "It continues a prompt.",
     "embedding": "Its output is the mean-pooled sentence embedding.",
@@ -58,9 +66,8 @@ class Pool:
                 if oldest is runner:
                     break
                 del self._loaded[oldest.name]
+                oldest.unload()  # (within the pool's lock: counted and freed together)
                 freed.append(oldest)
-        for old in freed:
-            old.unload()
         if freed:
             release_free_memory()
 
@@ -82,8 +89,17 @@ class OwnRunner:
         self.model_config = self.config
         self.parameter_count = parameters_of(self.config)
         self.bytes = 4 * self.parameter_count  # float32
+        if self.bytes > pool.max_bytes:
+            raise CheckpointError(
+                f"its float32 weights take {self.bytes:,} bytes, more than "
+                f"ATTNVIZ_OWN_MODELS_BYTES ({pool.max_bytes:,}) holds"
+            )
         self._runner: Runner | None = None
+        self._failed: str | None = None
         self._lock = threading.Lock()
+        # what the loaded runner has that the app may read: anything else is not there
+        # (probing a name it lacks, e.g. hasattr(runner, "card"), reads no weights)
+        self._forwarded = {n for n in dir(self.kind) if not n.startswith("_")} | INSTANCE_NAMES
 
     # what the app reads of a model before it runs it: no weights needed
     @property
@@ -100,7 +116,7 @@ class OwnRunner:
 
     @property
     def max_tokens(self):
-        return self.kind.max_tokens
+        return min(self.kind.max_tokens, self.config.max_seq_len)
 
     @property
     def unknown_token(self):
@@ -111,11 +127,22 @@ class OwnRunner:
         return attention_specs(self.config)
 
     def runner(self) -> Runner:
-        """The loaded runner, read now if it is not (one thread reads; the others wait)."""
+        """The loaded runner, read now if it is not (one thread reads; the others wait). A
+        request takes it once and keeps it (ModelEntry.loaded_runner): freed meanwhile, it
+        lives on until that request ends, and is not read twice. One that cannot be read
+        (what the start-up check could not see, e.g. a tied output that differs from the
+        embedding) is a 503 naming the reason, every time, without reading it again."""
         with self._lock:
+            if self._failed is not None:
+                raise HTTPException(503, self._failed)
             if self._runner is None:
                 LOG.info("reading model %s from %s", self.name, self.path)
-                self._runner, _ = load_source(self.path, self.name, self.max_bytes)
+                try:
+                    self._runner, _ = load_source(self.path, self.name, self.max_bytes)
+                except (CheckpointError, OSError) as exc:
+                    self._failed = f"the model {self.name} cannot be read: {exc}"
+                    LOG.error("%s", self._failed)
+                    raise HTTPException(503, self._failed) from None
             runner = self._runner
         self.pool.used(self)
         return runner
@@ -131,7 +158,7 @@ class OwnRunner:
 
     def __getattr__(self, name: str):
         # run, tokenize, generate, model, shown, decode, ...: the loaded runner's
-        if name.startswith("_"):
+        if name.startswith("_") or name not in self.__dict__.get("_forwarded", ()):
             raise AttributeError(name)
         return getattr(self.runner(), name)
 
@@ -144,6 +171,11 @@ def own_models(settings: Settings, taken: set[str]) -> list[tuple[str, OwnRunner
     for model_id, path in settings.models.items():
         if model_id in taken:
             raise ValueError(f"the model id {model_id!r} is taken: choose another for {path}")
+        if not MODEL_ID.fullmatch(model_id):
+            raise ValueError(
+                f"the model id {model_id!r} is not letters, digits, '.', '_' and '-': "
+                "it names the model in URLs"
+            )
         try:
             runner = OwnRunner(model_id, path, pool, settings.max_model_bytes)
         except (CheckpointError, OSError, ValueError) as exc:

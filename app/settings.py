@@ -40,10 +40,11 @@ class Settings(BaseSettings):
         "Hugging Face cache. One that cannot be read is logged and left out.",
     )
     own_models_bytes: int = Field(
-        4 * 2**30,
+        3 * 2**29,
         ge=1,
-        description="Bytes of float32 weights of your models kept loaded at "
-        "once; past it the least recently used is freed (read again when next used).",
+        description="Bytes of float32 weights of your models kept loaded at once (1.5 GiB); "
+        "past it the least recently used is freed (read again when next used). A model "
+        "larger than this is refused at start-up.",
     )
     max_model_bytes: int = Field(
         8 * 2**30,

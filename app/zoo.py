@@ -21,7 +21,7 @@ from model.pronounce.pronouncer import Pronouncer
 from model.runner import AttentionSpec, Runner, untrained
 from model.transformer import Transformer
 
-from .own import OUTPUT_SAID, own_models
+from .own import OUTPUT_SAID, OwnRunner, own_models
 from .settings import Settings
 
 LOG = logging.getLogger("attnviz")
@@ -108,6 +108,11 @@ class ModelEntry:
     def config(self) -> ModelConfig:
         # a model of yours states its config before its weights are read
         return getattr(self.runner, "model_config", None) or self.runner.model.config
+
+    def loaded_runner(self) -> Runner:
+        """The runner with its weights, held by the caller for a whole request (a model of
+        yours is read now if it is not: see app/own.py)."""
+        return self.runner.runner() if isinstance(self.runner, OwnRunner) else self.runner
 
     def attention_types(self) -> list[str]:
         return list(self.specs)

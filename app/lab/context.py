@@ -34,7 +34,7 @@ class LabContext:
         self.entry: ModelEntry = inference.entry(model)
         self.result: RunResult = inference.run(self.entry, text, chat, continuation)
         self.chat, self.continuation = chat, list(continuation)
-        self.runner = self.entry.runner
+        self.runner = self.entry.loaded_runner()  # held for the whole experiment
         self.model = self.runner.model
         self.config = self.entry.config
         # the ids of the very tokens the run read (re-encoding its display text may differ)

@@ -167,15 +167,15 @@ class MiniLM(RunnerBase):
         return MiniLM(model, self.tokenizer)
 
     def encode(self, text: str) -> Encoding:
-        """WordPiece ids with [CLS]/[SEP], cut to MAX_TOKENS (keeping the final [SEP])."""
+        """WordPiece ids with [CLS]/[SEP], cut to max_tokens (keeping the final [SEP])."""
         encoding = self.tokenizer.encode(text)
         ids, tokens, words = encoding.ids, encoding.tokens, encoding.word_ids
-        n = len(ids)
-        if n > MAX_TOKENS:
-            ids = [*ids[: MAX_TOKENS - 1], ids[-1]]
-            tokens = [*tokens[: MAX_TOKENS - 1], tokens[-1]]
-            words = [*words[: MAX_TOKENS - 1], words[-1]]
-        return Encoding(ids, tokens, words, n > MAX_TOKENS, n)
+        n, most = len(ids), self.max_tokens
+        if n > most:
+            ids = [*ids[: most - 1], ids[-1]]
+            tokens = [*tokens[: most - 1], tokens[-1]]
+            words = [*words[: most - 1], words[-1]]
+        return Encoding(ids, tokens, words, n > most, n)
 
     def tokenize(self, text: str) -> tuple[list[int], list[str]]:
         encoding = self.encode(text)

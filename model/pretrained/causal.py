@@ -100,6 +100,8 @@ class CausalLM(RunnerBase):
         stop_ids: frozenset[int],
         chat_template: str | None = None,
         name: str = "",
+        add_special_tokens: bool = False,
+        template_tokens: dict[str, str] | None = None,
     ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -108,6 +110,10 @@ class CausalLM(RunnerBase):
         self.stop_ids = stop_ids
         self.chat_template = chat_template
         self.name = name
+        # a folder's tokenizer.json may add tokens of its own to a text (Llama's <s>): a
+        # plain prompt gets them; a chat turn's template writes them itself
+        self.add_special_tokens = add_special_tokens
+        self.template_tokens = template_tokens or {}  # bos_token, eos_token for the template
         self._shown: list[str] | None = None
 
     @classmethod
@@ -141,6 +147,8 @@ class CausalLM(RunnerBase):
             self.stop_ids,
             self.chat_template,
             self.name,
+            self.add_special_tokens,
+            self.template_tokens,
         )
 
     def target_vocabulary(self) -> list[str]:
@@ -179,14 +187,22 @@ class CausalLM(RunnerBase):
         env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         template = env.from_string(self.chat_template)
         return template.render(
-            messages=[{"role": "user", "content": text}], add_generation_prompt=True
+            messages=[{"role": "user", "content": text}],
+            add_generation_prompt=True,
+            **self.template_tokens,
         )
 
-    def encode(self, text: str) -> tuple[list[int], bool, int]:
+    def encode(self, text: str, special: bool | None = None) -> tuple[list[int], bool, int]:
         """(ids cut to their last max_tokens, whether they were cut, the length before): a
-        prompt is continued from its end (a chat turn keeps the assistant's cue)."""
-        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
-        return ids[-self.max_tokens :], len(ids) > self.max_tokens, len(ids)
+        prompt is continued from its end (a chat turn keeps the assistant's cue), and the
+        tokens the tokenizer adds in front (`special`; default: the runner's) are kept."""
+        special = self.add_special_tokens if special is None else special
+        ids = self.tokenizer.encode(text, add_special_tokens=special).ids
+        if len(ids) <= self.max_tokens:
+            return ids, False, len(ids)
+        lead = len(self.tokenizer.encode("", add_special_tokens=True).ids) if special else 0
+        kept = [*ids[:lead], *ids[len(ids) - (self.max_tokens - lead) :]]
+        return kept, True, len(ids)
 
     def tokenize(self, text: str) -> tuple[list[int], list[str]]:
         ids, _, _ = self.encode(text)
@@ -196,7 +212,7 @@ class CausalLM(RunnerBase):
         """(the prompt read, its ids, whether they were cut, their length before): the text
         itself, or with `chat` the text as a user turn of the chat template."""
         prompt = self.chat_prompt(text) if chat else text
-        ids, cut, length = self.encode(prompt)
+        ids, cut, length = self.encode(prompt, special=False if chat else None)
         if not ids:
             raise ValueError("the prompt has no tokens")
         return prompt, ids, cut, length

@@ -93,6 +93,8 @@ def config_from_llama(hf: dict, family: str) -> ModelConfig:
         raise CheckpointError(
             f"head_dim {head_dim} x {heads} heads is not hidden_size {d_model}: not supported"
         )
+    if hf.get("hidden_act", "silu") != "silu":
+        raise CheckpointError(f"the activation {hf['hidden_act']!r} is not supported (silu is)")
     if hf.get("attention_bias") or hf.get("mlp_bias"):
         raise CheckpointError("attention_bias / mlp_bias Llama models are not supported yet")
     if family == "qwen2" and hf.get("use_sliding_window"):
@@ -161,7 +163,10 @@ def headers(path: Path) -> dict[str, torch.Tensor]:
     with safe_open(str(path), "pt") as f:
         for name in f.keys():  # noqa: SIM118 (a safe_open handle, not a dict)
             part = f.get_slice(name)
-            dtype = getattr(torch, DTYPES.get(part.get_dtype(), "float32"))
+            stored = part.get_dtype()
+            if stored not in DTYPES:
+                raise CheckpointError(f"{path}: {name} is stored as {stored}, not read here")
+            dtype = getattr(torch, DTYPES[stored])
             out[name] = torch.empty(part.get_shape(), dtype=dtype, device="meta")
     return out
 
@@ -259,7 +264,19 @@ def load_folder(folder: str | Path, name: str = "", dtypes: set[str] | None = No
     template = settings.get("chat_template")
     eos = hf.get("eos_token_id")
     stops = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
-    return CausalLM(
+    named = {k: token_text(settings.get(k)) for k in ("bos_token", "eos_token")}
+    runner = CausalLM(
         model.eval(), tokenizer, vocabulary, specials, frozenset(stops),
         template if isinstance(template, str) else None, name or folder.name,
+        add_special_tokens=True,  # as transformers' tokenizer reads a prompt
+        template_tokens={k: v for k, v in named.items() if v is not None},
     )  # fmt: skip
+    runner.max_tokens = min(runner.max_tokens, model.config.max_seq_len)
+    return runner
+
+
+def token_text(value) -> str | None:
+    """A token of tokenizer_config.json: a string, or an AddedToken's {"content": ...}."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None

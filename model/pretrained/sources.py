@@ -84,6 +84,8 @@ def check_bert(folder: Path, hf: dict) -> None:
         )
     if not (folder / "tokenizer.json").exists():
         raise CheckpointError(f"{folder} has no tokenizer.json: its text cannot be read")
+    if not (folder / "model.safetensors").exists():
+        raise CheckpointError(f"{folder}: a BERT folder is read from one model.safetensors")
 
 
 def load_source(
@@ -113,9 +115,11 @@ def load_bert(folder: Path, hf: dict, dtypes: set[str]) -> MiniLM:
     tensors = read_weights(folder, dtypes)  # (refuses pickles; checks the files read)
     del tensors
     try:
-        return MiniLM.load(folder)
+        runner = MiniLM.load(folder)
     except (KeyError, OSError, SafetensorError, ValueError) as exc:
         raise CheckpointError(f"{folder}: {exc!r}") from None
+    runner.max_tokens = min(runner.max_tokens, runner.model.config.max_seq_len)
+    return runner
 
 
 def peek_source(

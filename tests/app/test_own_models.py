@@ -107,3 +107,34 @@ def test_a_model_of_yours_is_read_on_first_use_and_freed_past_the_bound(tmp_path
         assert weights() is None  # and its weights with it
         assert client.post("/api/v1/generate", json=body).status_code == 200  # read again
         assert a.is_loaded and not b.is_loaded
+
+
+def test_what_is_found_only_when_read_is_a_503_naming_it(tmp_path, caplog):
+    """A tied output that differs from the embedding is seen only when the weights are
+    read: every request then gets a 503 with the reason, and it is not read again. A
+    model larger than the loaded set may hold is refused at start-up; probing a runner for
+    what it lacks reads nothing."""
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+    from tests.model.test_hf import retensor, set_config
+
+    tied = saved(tmp_path / "tied", tiny("llama"))
+    set_config(tied, tie_word_embeddings=True)
+    retensor(tied, lambda t: t.update({"lm_head.weight": t["model.embed_tokens.weight"] + 1}))
+    big = saved(tmp_path / "big", tiny("llama"))
+    room = 4 * sum(p.numel() for p in tiny("llama").parameters()) - 1
+    settings = Settings(zoo=["pronounce"], torch_threads=1, own_models_bytes=room,
+                        models={"tied": tied, "big": big})  # fmt: skip
+    with caplog.at_level("ERROR", logger="attnviz"), TestClient(create_app(settings)) as client:
+        assert "model big" in caplog.text and "more than ATTNVIZ_OWN_MODELS_BYTES" in caplog.text
+        runner = client.app.state.inference.zoo.models["tied"].runner
+        assert not hasattr(runner, "card") and not runner.is_loaded
+        for _ in range(2):
+            answer = client.post("/api/v1/analyze", json={"model": "tied", "text": "The quick"})
+            assert answer.status_code == 503
+            assert (
+                "lm_head.weight differs from model.embed_tokens.weight" in answer.json()["detail"]
+            )
+        assert caplog.text.count("the model tied cannot be read") == 1  # read once

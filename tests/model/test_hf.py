@@ -149,6 +149,7 @@ def set_config(folder, **values):
         (lambda f: set_config(f, vocab_size=100), "beyond the embedding's 100 rows"),
         (lambda f: set_config(f, rope_scaling={"rope_type": "llama3", "factor": 8.0}),
          "RoPE scaling 'llama3' is not supported"),
+        (lambda f: set_config(f, hidden_act="gelu"), "the activation 'gelu' is not supported"),
         (lambda f: (set_config(f, tie_word_embeddings=True), retensor(f, lambda t: t.update(
             {"lm_head.weight": t["model.embed_tokens.weight"] + 1}))),
          "ties the embeddings, but lm_head.weight differs from model.embed_tokens.weight"),
@@ -351,3 +352,27 @@ def test_a_bert_folder_matches_transformers_bert_model(tmp_path):
     wordpiece().save(str(tmp_path / "mlm" / "tokenizer.json"))
     with pytest.raises(CheckpointError, match="BertForMaskedLM"):
         load_source(tmp_path / "mlm", "mlm")
+
+
+def test_a_prompt_gets_the_tokens_its_tokenizer_adds_in_front(tmp_path):
+    """A Llama-style tokenizer.json that adds <s> (here <|endoftext|>) to a text: our prompt
+    ids are transformers' tokenizer's, kept when a long prompt is cut from its start; a
+    chat turn's template writes them itself."""
+    from tokenizers import processors
+    from transformers import PreTrainedTokenizerFast
+
+    folder = saved(tmp_path, tiny("gpt2"))  # 256 positions
+    made = tokenizer()
+    made.post_processor = processors.TemplateProcessing(
+        single="<|endoftext|> $A", special_tokens=[("<|endoftext|>", 0)]
+    )
+    made.save(str(folder / "tokenizer.json"))
+    ours = load_folder(folder)
+    theirs = PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"))
+    text = "The quick brown fox"
+    assert ours.tokenize(text)[0] == theirs(text)["input_ids"] and ours.tokenize(text)[0][0] == 0
+    assert ours.max_tokens == 256  # its positions, under the 512 a prompt keeps
+    long = " ".join(["dog"] * 400)
+    _, ids, cut, length = ours.prompt(long)
+    assert cut and len(ids) == 256 and ids[0] == 0 and length > 256
+    assert ids[1:] == theirs(long)["input_ids"][-255:]
