@@ -80,3 +80,14 @@ def page(browser, server, outside_requests, request):
     page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
     assert page.errors == [], page.errors
     context.close()
+
+
+def page_of(browser, base: str, outside_requests: list[str]):
+    """(context, page, its errors) on another server of a test's own: loopback only, the
+    page's uncaught errors collected."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=base)
+    block_outside(context, outside_requests)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return context, page, errors

@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 from tests.model.test_hf import saved, tiny
 from tests.serving import start_server
 
-from .conftest import block_outside
+from .conftest import page_of
 from .test_page import ready, ticks
 
 
@@ -30,11 +30,7 @@ def own_server(tmp_path_factory):
 
 @pytest.fixture
 def own_page(browser, own_server, outside_requests):
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=own_server)
-    block_outside(context, outside_requests)
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    context, page, errors = page_of(browser, own_server, outside_requests)
     yield page
     assert errors == [], errors
     context.close()

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from ..serving import start_server
-from .conftest import ARTIFACTS, block_outside
+from .conftest import ARTIFACTS, page_of
 
 READY = re.compile(r"^Ready\.$")
 
@@ -29,11 +29,7 @@ def toy_server():
 
 
 def test_the_toy_family_gets_a_head_view(browser, toy_server, outside_requests):
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=toy_server)
-    block_outside(context, outside_requests)
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    context, page, errors = page_of(browser, toy_server, outside_requests)
     page.goto("/?lang=en")
     options = page.locator("#model option").all_text_contents()
     assert options[:2] == ["Toy decoder-only", "Toy decoder-only, untrained twin"]

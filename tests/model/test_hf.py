@@ -77,6 +77,21 @@ def saved(tmp_path, model, **save) -> object:
     return folder
 
 
+def matches(ours, theirs, prompt: str) -> list[int]:
+    """Our runner's logits and every layer's per-head weights on a prompt equal those of
+    the transformers model (1e-4, 1e-5); the prompt's ids."""
+    ids, _ = ours.tokenize(prompt)
+    batch = torch.tensor([ids])
+    with torch.no_grad():
+        expected = theirs(batch, output_attentions=True)
+    logits, capture = ours.model.run_with_capture(batch)
+    assert (logits - expected.logits).abs().max() <= 1e-4
+    for i, weights in enumerate(expected.attentions):
+        got = capture[f"decoder.{i}.self_attn.hook_weights"]
+        assert (got - weights).abs().max() <= 1e-5, (prompt, i)
+    return ids
+
+
 @pytest.mark.parametrize(
     "kind, extra",
     [("llama", {}), ("llama", {"tie_word_embeddings": True, "rope_theta": 500000.0}),
@@ -86,15 +101,8 @@ def test_a_llama_family_folder_matches_transformers(tmp_path, kind, extra):
     theirs = tiny(kind, **extra)
     ours = load_folder(saved(tmp_path, theirs))
     for prompt in PROMPTS:
-        ids, _ = ours.tokenize(prompt)
+        ids = matches(ours, theirs, prompt)
         batch = torch.tensor([ids])
-        with torch.no_grad():
-            expected = theirs(batch, output_attentions=True)
-        logits, capture = ours.model.run_with_capture(batch)
-        assert (logits - expected.logits).abs().max() <= 1e-4
-        for i, weights in enumerate(expected.attentions):
-            got = capture[f"decoder.{i}.self_attn.hook_weights"]
-            assert (got - weights).abs().max() <= 1e-5, (prompt, i)
         # the same greedy continuation
         made = theirs.generate(batch, max_new_tokens=8, do_sample=False, eos_token_id=None,
                                pad_token_id=0)[0, len(ids):].tolist()  # fmt: skip
@@ -288,14 +296,7 @@ def test_a_gguf_file_written_from_the_tiny_llama_matches_it(tmp_path):
     writer.close()
     ours, source = load_source(path, "tiny")
     assert source.family == "llama (GGUF)"
-    ids, _ = ours.tokenize(PROMPTS[0])
-    batch = torch.tensor([ids])
-    with torch.no_grad():
-        expected = theirs(batch, output_attentions=True)
-    logits, capture = ours.model.run_with_capture(batch)
-    assert (logits - expected.logits).abs().max() <= 1e-4
-    for i, weights in enumerate(expected.attentions):
-        assert (capture[f"decoder.{i}.self_attn.hook_weights"] - weights).abs().max() <= 1e-5
+    matches(ours, theirs, PROMPTS[0])
 
 
 def test_embedding_rows_past_the_tokenizer_are_named_not_garbled(tmp_path):
