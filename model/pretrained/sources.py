@@ -86,6 +86,25 @@ def check_bert(folder: Path, hf: dict) -> None:
         raise CheckpointError(f"{folder} has no tokenizer.json: its text cannot be read")
     if not (folder / "model.safetensors").exists():
         raise CheckpointError(f"{folder}: a BERT folder is read from one model.safetensors")
+    check_pooling(folder)
+
+
+def check_pooling(folder: Path) -> None:
+    """A sentence-transformers folder (modules.json) must pool by the mean of its tokens,
+    as MiniLM does (a BertModel folder without one is mean-pooled, as the model says)."""
+    if not (folder / "modules.json").exists():
+        return
+    for module in read_json(folder / "modules.json"):
+        if not str(module.get("type", "")).endswith("Pooling"):
+            continue
+        pooling = read_json(folder / module.get("path", "1_Pooling") / "config.json")
+        modes = sorted(k.removeprefix("pooling_mode_") for k, on in pooling.items()
+                       if k.startswith("pooling_mode_") and on)  # fmt: skip
+        if modes != ["mean_tokens"]:
+            raise CheckpointError(
+                f"{folder}: its sentence-transformers pooling is {modes or 'none'}; only "
+                "the mean of the tokens (mean_tokens) is read"
+            )
 
 
 def load_source(

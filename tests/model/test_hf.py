@@ -347,6 +347,20 @@ def test_a_bert_folder_matches_transformers_bert_model(tmp_path):
     assert (hidden - expected.last_hidden_state).abs().max() <= 1e-4
     for i, weights in enumerate(expected.attentions):
         assert (capture[f"encoder.{i}.self_attn.hook_weights"] - weights).abs().max() <= 1e-5
+    # a sentence-transformers folder is read where it mean-pools, refused otherwise
+    (folder / "1_Pooling").mkdir()
+    (folder / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling",
+         "type": "sentence_transformers.models.Pooling"}]))  # fmt: skip
+    pooling = {"word_embedding_dimension": 64, "pooling_mode_cls_token": False,
+               "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False}  # fmt: skip
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    assert load_source(folder, "mine")[1].family == "bert"
+    pooling.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    with pytest.raises(CheckpointError, match=r"pooling is \['cls_token'\]"):
+        load_source(folder, "mine")
     # a masked-LM head is not read yet: refused with what it is
     config.architectures = ["BertForMaskedLM"]
     transformers.BertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
@@ -377,3 +391,15 @@ def test_a_prompt_gets_the_tokens_its_tokenizer_adds_in_front(tmp_path):
     _, ids, cut, length = ours.prompt(long)
     assert cut and len(ids) == 256 and ids[0] == 0 and length > 256
     assert ids[1:] == theirs(long)["input_ids"][-255:]
+
+
+def test_the_shipped_minilm_folder_reads_as_a_model_of_yours():
+    """all-MiniLM-L6-v2's sentence-transformers folder (modules.json: mean pooling) through
+    the path a user's folder takes: the same embedding as the shipped runner's."""
+    from model.pretrained.bert import MiniLM, package_dir
+
+    ours, source = load_source(package_dir(), "minilm-folder")
+    assert source.family == "bert" and "float32" in source.stored
+    text = "The animal didn't cross the street because it was too tired."
+    shipped = MiniLM.load().run(text, capture=False).embedding
+    assert ours.run(text, capture=False).embedding == shipped
