@@ -15,8 +15,6 @@ from pydantic import (
     StrictInt,
 )
 
-from model.runner import OutputKind, Side, TokenUnit
-
 AttentionType = Literal["encoder.self", "decoder.self", "decoder.cross"]
 Kind = Literal["weights", "scores", "mask", "q", "k", "v"]
 Encoding = Literal["json", "u1", "f2", "f4"]
@@ -108,99 +106,7 @@ class ErrorMessage(BaseModel):
     detail: str | list = Field(description="What was wrong and how to fix it.")
 
 
-class AttentionInfo(BaseModel):
-    type: AttentionType
-    layers: int
-    query_heads: int
-    kv_heads: int = Field(description="Key/value heads; fewer than query_heads when shared.")
-    head_dim: int
-    rows: Side = Field(description="Whose tokens the queries are: source_tokens or target_tokens.")
-    columns: Side = Field(description="Whose tokens the keys are.")
-
-
-class CapabilitiesInfo(BaseModel):
-    kv_cache: bool = Field(description="Decodes step by step through a KV cache.")
-    similarity: bool = Field(
-        description="Makes a sentence embedding: analyze with `compare` gives the cosine "
-        "similarity."
-    )
-    word_view: bool = Field(description="Tokens merge into words: granularity=word applies.")
-    generation: bool = Field(
-        False,
-        description="Continues a prompt: /generate, and chat and continuation on every route.",
-    )
-    experiments: list[str] = Field(description="The lab experiments this model can run.")
-
-
 HeadRole = Literal["alignment", "previous-token", "first-token", "positional", "broad"]
-
-
-class StartHead(BaseModel):
-    """The head the page opens a model on: the most telling one, and why."""
-
-    type: AttentionType
-    layer: int
-    head: int
-    role: HeadRole | None = Field(description="What it does (see HeadSummary.role).")
-    source: Literal["model card", "metrics", "trained model", "first head"] = Field(
-        description="model card: the head the checkpoint's evaluation names; metrics: the "
-        "strongest head of its role on the model's first example; trained model: an "
-        "untrained twin opens on its trained model's head, for comparison; first head: a "
-        "model of yours, not run when listed (choosing a head would read its weights)."
-    )
-
-
-class ModelInfo(BaseModel):
-    id: str
-    title: str
-    titles: dict[str, str] = Field(
-        {}, description="The title in other languages, by ISO 639-1 code (the page's zh)."
-    )
-    description: str
-    source: str = Field(
-        "shipped",
-        description="Where it comes from: shipped with the server, or the path of "
-        "a model of yours (ATTNVIZ_MODELS).",
-    )
-    family: str | None = Field(
-        None, description="A model of yours: its family (config.json's model_type, or GGUF)."
-    )
-    stored_as: str | None = Field(
-        None,
-        description="A model of yours: the dtypes of its stored weights (computed in float32).",
-    )
-    parameters: int = Field(description="Its parameters (a tied matrix counted once).")
-    architecture: Literal["encoder-decoder", "encoder-only", "decoder-only"]
-    encoder_layers: int = Field(description="0 for a decoder-only model.")
-    decoder_layers: int = Field(description="0 for an encoder-only model.")
-    d_model: int
-    positional: Literal["sinusoidal", "learned", "rotary", "none"]
-    languages: list[str] = Field(description="ISO 639-1 codes of the text it reads.")
-    max_tokens: int = Field(description="Source tokens read; longer input is truncated.")
-    max_text_chars: int = Field(description="Characters per text this server accepts.")
-    max_new_tokens: int | None = Field(
-        None,
-        description="A model that generates: tokens one generation may add on this server "
-        "(ATTNVIZ_MAX_NEW_TOKENS); null for the others.",
-    )
-    token_unit: TokenUnit = Field(
-        description="What a source token is: a character, a WordPiece piece (the word view "
-        "merges them), a byte-level BPE piece."
-    )
-    special_tokens: list[str] = Field(description="Tokens the tokenizer adds, such as [CLS].")
-    unknown_token: str = Field(description="The token of what the tokenizer cannot read.")
-    output: OutputKind = Field(
-        description="What the model gives: a transcription, a sentence embedding (which "
-        "analyze can compare with a second sentence), or a continuation of the prompt."
-    )
-    attention_types: list[AttentionType]
-    attention: list[AttentionInfo] = Field(description="Layers and heads of each type.")
-    capabilities: CapabilitiesInfo
-    start_head: StartHead
-    examples: list[str] = Field(description="Sentences in the languages it reads.")
-    default: bool
-    heads: int = Field(description="Deprecated (one release): attention[].query_heads.")
-    tokens: TokenUnit = Field(description="Deprecated (one release): token_unit.")
 
 
 class TextRequest(Strict):
@@ -400,18 +306,4 @@ class AttentionResponse(BaseModel):
     blocks: list[Block] = Field(description="One block per requested type, layer and kind.")
     items: list[Block] | None = Field(
         None, description="Deprecated (one release): the same blocks; see legacy_items."
-    )
-
-
-class PositionalResponse(BaseModel):
-    model: str
-    kind: Literal["sinusoidal", "learned", "rotary", "none"]
-    formula: str
-    positions: int
-    dims: int
-    table: list[list[float]] = Field(
-        description="positions x dims: the vector added to each position (rotary: the angles)."
-    )
-    similarity: list[list[float]] = Field(
-        description="positions x positions: cosine similarity of the positions' vectors."
     )

@@ -7,15 +7,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from ..lab import available
-from ..runs import Inference
-from ..schemas import (
+from ..info import (
     AttentionInfo,
     CapabilitiesInfo,
     ModelInfo,
     PositionalResponse,
     StartHead,
 )
+from ..lab import available
+from ..runs import Inference
 from ..service import positional_table
 from ..zoo import ModelEntry
 from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep, on_tensor_thread
