@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-page e2e-deps \
+.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-families bench-page e2e-deps \
 	hadolint container-check fuzz load soak
 
 $(STAMP): pyproject.toml
@@ -79,6 +79,9 @@ bench-minilm: $(STAMP)
 
 bench-llm: $(STAMP)
 	$(BIN)/python bench/bench_llm.py
+
+bench-families: $(STAMP)
+	$(BIN)/python bench/bench_families.py
 
 bench-page: $(STAMP) $(NODE_STAMP) e2e-deps
 	$(BIN)/python bench/bench_page.py

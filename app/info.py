@@ -92,7 +92,8 @@ class ModelInfo(BaseModel):
     unknown_token: str = Field(description="The token of what the tokenizer cannot read.")
     output: OutputKind = Field(
         description="What the model gives: a transcription, a sentence embedding (which "
-        "analyze can compare with a second sentence), or a continuation of the prompt."
+        "analyze can compare with a second sentence), a continuation of the prompt, or "
+        "(masked) the likeliest tokens at each [MASK] of the text."
     )
     attention_types: list[AttentionType]
     attention: list[AttentionInfo] = Field(description="Layers and heads of each type.")

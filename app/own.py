@@ -18,6 +18,7 @@ from model.checkpoints import CheckpointError
 from model.config import ModelConfig
 from model.pretrained.bert import MiniLM
 from model.pretrained.causal import CausalLM
+from model.pretrained.masked_lm import MaskedLM
 from model.pretrained.sources import Source, load_source, peek_source
 from model.runner import Runner, attention_specs
 from model.runtime import release_free_memory
@@ -29,13 +30,15 @@ LOG = logging.getLogger("attnviz")
 # the loaded runners' instance attributes the app reads (CausalLM's and MiniLM's)
 INSTANCE_NAMES = frozenset(
     {"model", "tokenizer", "vocabulary", "stop_ids", "chat_template", "name",
-     "add_special_tokens", "template_tokens"}
+     "add_special_tokens", "template_tokens", "head", "mask_id"}
 )  # fmt: skip
 MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 OUTPUT_SAID = {
     "continuation": "It continues a prompt.",
     "embedding": "Its output is the mean-pooled sentence embedding.",
+    "masked": "It predicts the words written as [MASK], the top 5 of each.",
 }
+KINDS: dict[str, type[Runner]] = {"bert": MiniLM, "masked-lm": MaskedLM}  # else CausalLM
 
 
 def parameters_of(config: ModelConfig) -> int:
@@ -84,7 +87,7 @@ class OwnRunner:
         self.name, self.pool, self.max_bytes = name, pool, max_bytes
         self.path = Path(path)
         self.config, self.source, kind, specials = peek_source(path, max_bytes)
-        self.kind: type[Runner] = MiniLM if kind == "bert" else CausalLM
+        self.kind: type[Runner] = KINDS.get(kind, CausalLM)
         self.special_tokens = specials if specials is not None else self.kind.special_tokens
         self.model_config = self.config
         self.parameter_count = parameters_of(self.config)

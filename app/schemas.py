@@ -167,6 +167,11 @@ class NextTokens(BaseModel):
     top: list[Alternative] = Field(description="The likeliest next tokens, most likely first.")
 
 
+class MaskedTokens(BaseModel):
+    position: int = Field(description="The [MASK]'s position in source_tokens.")
+    top: list[Alternative] = Field(description="The 5 likeliest tokens there, most likely first.")
+
+
 class AnalyzeResponse(BaseModel):
     model: str
     text: str = Field(description="The text as the model read it (whitespace collapsed).")
@@ -207,6 +212,12 @@ class AnalyzeResponse(BaseModel):
         description="Models that continue a prompt: at each step that generated a token of "
         "the continuation, and at the last position (the next token), the 10 likeliest "
         "tokens of the captured pass.",
+    )
+    masked: list[MaskedTokens] = Field(
+        [],
+        description="Masked-language models (BertForMaskedLM): at each [MASK] of the text, "
+        "the 5 likeliest tokens; output is the likeliest at each, output_text the text with "
+        "them filled in.",
     )
     summaries: list[HeadSummary]
 

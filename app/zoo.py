@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 from model.analysis import head_metrics, head_roles, layer_weights
 from model.config import ModelConfig
-from model.pretrained import MiniLM
+from model.pretrained.bert import package_dir
 from model.pretrained.causal import CausalLM
-from model.pretrained.sources import Source
+from model.pretrained.sources import Source, load_source
 from model.pronounce.pronouncer import Pronouncer
 from model.runner import AttentionSpec, Runner, untrained
 from model.transformer import Transformer
@@ -29,6 +29,7 @@ LOG = logging.getLogger("attnviz")
 OWN_EXAMPLES = {
     "continuation": ("The capital of France is", "def fibonacci(n):"),
     "embedding": ("The animal didn't cross the street because it was too tired.",),
+    "masked": ("The capital of France is [MASK].", "The man went to the [MASK] to buy milk."),
 }
 TWIN_DESCRIPTION = "The same configuration with fixed-seed random weights, for comparison."
 TWIN_TITLES = {"zh": "{}（未训练的孪生模型）"}
@@ -199,7 +200,8 @@ register(
         "all-MiniLM-L6-v2 (English)",
         MINILM_DESCRIPTION,
         ["en"],
-        lambda settings: MiniLM.load(),
+        # the package's sentence-transformers folder, read as a folder of yours is
+        lambda settings: load_source(package_dir(), "minilm")[0],
         short_title="all-MiniLM-L6-v2",
         translations={"zh": ("all-MiniLM-L6-v2（英文）", "all-MiniLM-L6-v2")},
         examples=(

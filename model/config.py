@@ -15,6 +15,7 @@ Positional = Literal["sinusoidal", "learned", "rotary", "none"]
 NormPlacement = Literal["post", "pre"]
 Activation = Literal["relu", "gelu", "silu"]
 Norm = Literal["layernorm", "rmsnorm"]
+RopeType = Literal["default", "linear", "llama3"]
 
 ARCHITECTURES: tuple[str, ...] = ("encoder-decoder", "encoder-only", "decoder-only")
 POSITIONALS: tuple[str, ...] = ("sinusoidal", "learned", "rotary", "none")
@@ -22,6 +23,7 @@ NORM_PLACEMENTS: tuple[str, ...] = ("post", "pre")
 # gelu: the exact (erf) form, as BERT's; silu (x * sigmoid(x)): Llama's, in the gated SwiGLU
 ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "gelu_tanh", "silu")
 NORMS: tuple[str, ...] = ("layernorm", "rmsnorm")
+ROPE_TYPES: tuple[str, ...] = ("default", "linear", "llama3")
 # Names an older config.json may use, read as the current ones (saved under the new name).
 DEPRECATED_FIELDS = {
     "src_vocab_size": "source_vocab_size",
@@ -48,6 +50,14 @@ class ModelConfig:
     dropout: float = 0.1
     positional: Positional = "sinusoidal"
     rope_theta: float = 10000.0
+    # RoPE's frequency scaling for longer contexts (transformers' rope_type): "default"
+    # none; "linear" every frequency / rope_factor; "llama3" the low frequencies / factor,
+    # the high ones kept, the band between them interpolated (Llama 3.1's)
+    rope_type: RopeType = "default"
+    rope_factor: float = 1.0
+    rope_low_freq_factor: float = 1.0
+    rope_high_freq_factor: float = 4.0
+    rope_original_max_positions: int = 8192
     norm_placement: NormPlacement = "post"
     activation: Activation = "relu"
     # the feed-forward's gated form, w2(act(w1 x) * w3 x) (SwiGLU with silu: Llama's)
@@ -85,6 +95,13 @@ class ModelConfig:
             ),
             (self.activation in ACTIVATIONS, f"activation must be one of {ACTIVATIONS}"),
             (self.norm in NORMS, f"norm must be one of {NORMS}"),
+            (self.rope_type in ROPE_TYPES, f"rope_type must be one of {ROPE_TYPES}"),
+            (self.rope_factor > 0, "rope_factor must be positive"),
+            (
+                self.rope_type != "llama3"
+                or self.rope_high_freq_factor > self.rope_low_freq_factor,
+                "llama3 RoPE needs rope_high_freq_factor > rope_low_freq_factor",
+            ),
             (self.d_model % self.n_heads == 0, "d_model must be divisible by n_heads"),
             (
                 self.kv_heads > 0 and self.n_heads % self.kv_heads == 0,

@@ -76,10 +76,15 @@ class RotaryPositions(nn.Module):
     adds = False
     formula = "angle(pos, i) = pos * theta^(-2i/d_head); q and k are rotated by it"
 
-    def __init__(self, head_dim: int, max_seq_len: int, theta: float = 10000.0) -> None:
+    def __init__(
+        self, head_dim: int, max_seq_len: int, theta: float = 10000.0, scaling: dict | None = None
+    ) -> None:
         super().__init__()
         self.max_seq_len = max_seq_len
         inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim)
+        if scaling:
+            inv_freq = scaled_frequencies(inv_freq, **scaling)
+            self.formula = SCALED_FORMULAS[scaling["kind"]].format(**scaling)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def angles(self, offset: int, length: int) -> Tensor:
@@ -88,6 +93,40 @@ class RotaryPositions(nn.Module):
         return torch.outer(positions.float(), self.inv_freq)  # (T, d_head / 2)
 
     encoding = angles
+
+
+SCALED_FORMULAS = {
+    "linear": "angle(pos, i) = pos * theta^(-2i/d_head) / {factor:g} (linear RoPE scaling); "
+    "q and k are rotated by it",
+    "llama3": "angle(pos, i) = pos * theta^(-2i/d_head), its low frequencies / {factor:g} "
+    "(llama3 RoPE scaling); q and k are rotated by it",
+}
+
+
+def scaled_frequencies(
+    inv_freq: Tensor,
+    kind: str,
+    factor: float,
+    low_freq_factor: float = 1.0,
+    high_freq_factor: float = 4.0,
+    original_max_positions: int = 8192,
+) -> Tensor:
+    """RoPE's frequencies scaled for a longer context, as transformers' rope init does:
+    "linear" divides each by `factor`; "llama3" divides those whose wavelength passes
+    original_max_positions / low_freq_factor, keeps those under original / high_freq_factor
+    and blends the band between by a smooth factor."""
+    if kind == "linear":
+        return inv_freq / factor
+    wavelen = 2 * math.pi / inv_freq
+    low_freq_wavelen = original_max_positions / low_freq_factor
+    high_freq_wavelen = original_max_positions / high_freq_factor
+    scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth = (original_max_positions / wavelen - low_freq_factor) / (
+        high_freq_factor - low_freq_factor
+    )
+    blended = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
+    return torch.where(medium, blended, scaled)
 
 
 NO_POSITIONS_FORMULA = "no positional encoding: attention does not see order"
@@ -100,7 +139,16 @@ def positions_module(config: ModelConfig) -> nn.Module | None:
     if config.positional == "learned":
         return LearnedPositions(config.d_model, config.max_seq_len)
     if config.positional == "rotary":
-        return RotaryPositions(config.head_dim, config.max_seq_len, config.rope_theta)
+        scaling = None
+        if config.rope_type != "default":
+            scaling = {
+                "kind": config.rope_type,
+                "factor": config.rope_factor,
+                "low_freq_factor": config.rope_low_freq_factor,
+                "high_freq_factor": config.rope_high_freq_factor,
+                "original_max_positions": config.rope_original_max_positions,
+            }
+        return RotaryPositions(config.head_dim, config.max_seq_len, config.rope_theta, scaling)
     return None
 
 

@@ -20,7 +20,7 @@ from .transformer import Transformer
 TokenUnit = Literal["characters", "wordpiece", "byte-bpe"]
 # What a run gives: a transcription (the decoder's greedy output), a sentence embedding
 # (comparable between two inputs), or a next-token continuation of the prompt.
-OutputKind = Literal["transcription", "embedding", "continuation"]
+OutputKind = Literal["transcription", "embedding", "continuation", "masked"]
 # Which token list an axis of an attention type belongs to: the encoder's input (source)
 # or the tokens fed to the decoder (target).
 Side = Literal["source", "target"]
@@ -123,6 +123,10 @@ class RunResult:
     # per decoder position whose step a continuation model generated (and its last one,
     # the next token): the likeliest next tokens and their probabilities, (id, p)
     alternatives: dict[int, list[tuple[int, float]]] = field(
+        default_factory=dict, kw_only=True, repr=False
+    )
+    # a masked-LM's [MASK] source positions: the likeliest tokens there, (id, p)
+    masked: dict[int, list[tuple[int, float]]] = field(
         default_factory=dict, kw_only=True, repr=False
     )
     # a step-by-step decoder's pieces as it decoded them (`StepwiseRunner.decoded_pieces`)

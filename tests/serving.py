@@ -22,8 +22,10 @@ def start_server(
     capture_output: bool = False,
     timeout: float = 90,
     args: list[str] | None = None,
+    cwd: str | os.PathLike | None = None,
 ) -> tuple[subprocess.Popen, str]:
-    """The process (`attnviz serve` with `args`) and its base URL, once /healthz answers."""
+    """The process (`attnviz serve` with `args`, in `cwd`) and its base URL, once /healthz
+    answers."""
     port = free_port()
     full_env = {**os.environ, "ATTNVIZ_PORT": str(port), **(env or {})}
     output = subprocess.PIPE if capture_output else None
@@ -33,6 +35,7 @@ def start_server(
         stdout=output,
         stderr=subprocess.STDOUT if capture_output else None,
         text=True,
+        cwd=cwd,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout

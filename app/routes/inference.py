@@ -13,6 +13,7 @@ from ..schemas import (
     AnalyzeResponse,
     AttentionRequest,
     AttentionResponse,
+    MaskedTokens,
     NextTokens,
     TextRequest,
 )
@@ -51,6 +52,13 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
         source_length=result.source_length,
         unknown_tokens=result.source_tokens.count(getattr(entry.runner, "unknown_token", "<unk>")),
         next_tokens=next_tokens(entry, result),
+        masked=[
+            MaskedTokens(
+                position=position,
+                top=[Alternative(id=i, token=entry.runner.token(i), probability=p) for i, p in top],
+            )
+            for position, top in sorted(result.masked.items())
+        ],
         summaries=summaries(entry, result),
     )
 

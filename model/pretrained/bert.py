@@ -109,6 +109,11 @@ def map_bert_state(tensors: dict[str, torch.Tensor], model: Transformer) -> dict
     return map_state(tensors, model, our_name, NOT_MAPPED, "BERT", problems)
 
 
+def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    with safe_open(path, "pt") as f:
+        return {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
+
+
 @dataclass
 class Encoding:
     ids: list[int]
@@ -149,14 +154,14 @@ class MiniLM(RunnerBase):
         self.tokenizer = tokenizer
 
     @classmethod
-    def load(cls, directory: str | Path | None = None) -> MiniLM:
+    def load(cls, directory: str | Path | None = None, tensors: dict | None = None) -> MiniLM:
         """The weights and tokenizer of a sentence-transformers BERT folder (default: the
-        package's all-MiniLM-L6-v2), mapped and checked."""
+        package's all-MiniLM-L6-v2), mapped and checked; `tensors`: its weights, read."""
         directory = Path(directory) if directory else package_dir()
         config = config_from_bert(json.loads((directory / "config.json").read_text()))
         model = untrained(config)
-        with safe_open(directory / "model.safetensors", "pt") as f:
-            tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
+        if tensors is None:
+            tensors = read_safetensors(directory / "model.safetensors")
         model.load_state_dict(map_bert_state(tensors, model))
         tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
         tokenizer.no_padding()

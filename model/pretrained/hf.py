@@ -74,15 +74,32 @@ def family_of(hf: dict, folder: Path) -> str:
     return kind
 
 
-def rope_theta(hf: dict) -> float:
-    """RoPE's base, from `rope_theta` or (transformers 5) `rope_parameters`; scaled RoPE is
-    refused (its scaling is not implemented in model/)."""
-    params = hf.get("rope_parameters") or {}
-    scaling = hf.get("rope_scaling") or {}
-    for kind in (params.get("rope_type"), scaling.get("rope_type"), scaling.get("type")):
-        if kind not in (None, "default"):
-            raise CheckpointError(f"RoPE scaling {kind!r} is not supported yet")
-    return float(params.get("rope_theta") or hf.get("rope_theta") or 10000.0)
+def rope_fields(hf: dict) -> dict:
+    """RoPE's base and scaling as our config's fields, from `rope_theta`/`rope_scaling` or
+    (transformers 5) `rope_parameters`: linear and llama3 scaling are read, any other
+    (dynamic, yarn, longrope) is refused, named."""
+    params, legacy = hf.get("rope_parameters") or {}, hf.get("rope_scaling") or {}
+    scaling = {**legacy, **params}
+    kinds = (params.get("rope_type"), legacy.get("rope_type"), legacy.get("type"))
+    kind = next((k for k in kinds if k not in (None, "default")), "default")
+    if kind not in ("default", "linear", "llama3"):
+        raise CheckpointError(
+            f"RoPE scaling {kind!r} is not supported (default, linear and llama3 are)"
+        )
+    fields = {"rope_theta": float(params.get("rope_theta") or hf.get("rope_theta") or 10000.0)}
+    if kind == "default":
+        return fields
+    try:
+        fields.update(rope_type=kind, rope_factor=float(scaling["factor"]))
+        if kind == "llama3":
+            fields.update(
+                rope_low_freq_factor=float(scaling["low_freq_factor"]),
+                rope_high_freq_factor=float(scaling["high_freq_factor"]),
+                rope_original_max_positions=int(scaling["original_max_position_embeddings"]),
+            )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"its {kind} RoPE scaling lacks or misstates {exc}") from None
+    return fields
 
 
 def config_from_llama(hf: dict, family: str) -> ModelConfig:
@@ -112,7 +129,7 @@ def config_from_llama(hf: dict, family: str) -> ModelConfig:
         max_seq_len=hf.get("max_position_embeddings", 2048),
         dropout=0.0,
         positional="rotary",
-        rope_theta=rope_theta(hf),
+        **rope_fields(hf),
         norm_placement="pre",
         norm="rmsnorm",
         norm_eps=float(hf.get("rms_norm_eps", 1e-6)),

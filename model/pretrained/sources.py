@@ -21,6 +21,7 @@ from .bert import our_name as bert_name
 from .causal import CausalLM
 from .hf import family_of, load_folder, mapped, read_json, read_weights
 from .mapping import map_state
+from .masked_lm import MaskedLM, MaskedLMHead, split, tied
 
 
 @dataclass(frozen=True)
@@ -76,17 +77,24 @@ def check_size(path: Path, max_bytes: int | None) -> None:
             )
 
 
-def check_bert(folder: Path, hf: dict) -> None:
-    if any(a != "BertModel" for a in hf.get("architectures") or []):
+BERT_KINDS = {"BertModel": "bert", "BertForMaskedLM": "masked-lm"}
+
+
+def check_bert(folder: Path, hf: dict) -> str:
+    """A BERT folder's kind ("bert": its encoder, mean-pooled; "masked-lm": with its
+    masked-LM head), its tokenizer and weight file there; otherwise CheckpointError."""
+    kinds = {BERT_KINDS.get(a) for a in hf.get("architectures") or ["BertModel"]}
+    if None in kinds or len(kinds) != 1:
         raise CheckpointError(
-            f"{folder}: {hf['architectures']} is not supported yet; a BERT folder maps as "
-            "BertModel (its encoder)"
+            f"{folder}: {hf['architectures']} is not supported; a BERT folder maps as "
+            f"{' or '.join(BERT_KINDS)}"
         )
     if not (folder / "tokenizer.json").exists():
         raise CheckpointError(f"{folder} has no tokenizer.json: its text cannot be read")
     if not (folder / "model.safetensors").exists():
         raise CheckpointError(f"{folder}: a BERT folder is read from one model.safetensors")
     check_pooling(folder)
+    return kinds.pop()
 
 
 def check_pooling(folder: Path) -> None:
@@ -116,25 +124,26 @@ def load_source(
     check_size(path, max_bytes)
     if path.suffix == ".gguf" and path.is_file():
         runner = CausalLM.read(path)
-        return runner, Source(str(path), "llama (GGUF)", "GGUF (dequantized to float32)")
+        return runner, Source(str(path.resolve()), "llama (GGUF)", "GGUF (dequantized to float32)")
     if not path.is_dir():
         raise CheckpointError(f"{path} is neither a model folder nor a .gguf file")
     dtypes: set[str] = set()
     hf = read_json(path / "config.json")
     family = family_of(hf, path)
     runner = load_bert(path, hf, dtypes) if family == "bert" else load_folder(path, name, dtypes)
-    where = str(path) if given == str(path) else f"{given} (the Hugging Face cache: {path})"
+    where = (
+        str(path.resolve()) if given == str(path) else f"{given} (the Hugging Face cache: {path})"
+    )
     return runner, Source(where, family, ", ".join(sorted(dtypes)))
 
 
 def load_bert(folder: Path, hf: dict, dtypes: set[str]) -> MiniLM:
-    """A BERT encoder folder (BertModel, or a sentence-transformers one) as MiniLM is read:
-    its output the mean-pooled sentence embedding. A masked-LM head is not read yet."""
-    check_bert(folder, hf)
+    """A BERT folder: a BertModel (or sentence-transformers) one as MiniLM is read, its
+    output the mean-pooled sentence embedding; a BertForMaskedLM one with its head."""
+    kind = check_bert(folder, hf)
     tensors = read_weights(folder, dtypes)  # (refuses pickles; checks the files read)
-    del tensors
     try:
-        runner = MiniLM.load(folder)
+        runner = (MaskedLM if kind == "masked-lm" else MiniLM).load(folder, tensors)
     except (KeyError, OSError, SafetensorError, ValueError) as exc:
         raise CheckpointError(f"{folder}: {exc!r}") from None
     runner.max_tokens = min(runner.max_tokens, runner.model.config.max_seq_len)
@@ -158,7 +167,7 @@ def peek_source(
         stored = "GGUF (dequantized to float32)"
         return (
             config_from_gguf(reader),
-            Source(str(path), "llama (GGUF)", stored),
+            Source(str(path.resolve()), "llama (GGUF)", stored),
             "llama",
             frozenset(control),
         )
@@ -167,15 +176,21 @@ def peek_source(
     hf = read_json(path / "config.json")
     family = family_of(hf, path)
     dtypes: set[str] = set()
-    where = str(path) if given == str(path) else f"{given} (the Hugging Face cache: {path})"
+    where = (
+        str(path.resolve()) if given == str(path) else f"{given} (the Hugging Face cache: {path})"
+    )
     if family == "bert":
-        check_bert(path, hf)
+        kind = check_bert(path, hf)
         tensors = read_weights(path, dtypes, meta=True)
         config = config_from_bert(hf)
         with torch.device("meta"):
             model = Transformer(config, init=False)
+        if kind == "masked-lm":
+            tensors, head = split(tensors)
+            with torch.device("meta"):
+                MaskedLMHead(config, model.encoder.tok_embed).check(head, tied(hf))
         tensors.pop("embeddings.position_ids", None)  # (checked when read)
         map_state(tensors, model, bert_name, BERT_NOT_MAPPED, f"BERT ({path})")
-        return config, Source(where, family, ", ".join(sorted(dtypes))), family, None
+        return config, Source(where, family, ", ".join(sorted(dtypes))), kind, None
     config, _, _, specials, _ = mapped(path, hf, family, dtypes, meta=True)
     return config, Source(where, family, ", ".join(sorted(dtypes))), family, specials

@@ -2,6 +2,7 @@
 import { ApiError, api, Block } from "./api.js";
 import { encodingOf } from "./encodings.js";
 import { applyLanguage, LANGS, t as translate } from "./i18n.js";
+import { maskedOutput } from "./masked.js";
 import { attentionOf } from "./model-info.js";
 import { readState, writeState } from "./state.js";
 import { VIEWS, viewOf } from "./views/index.js";
@@ -403,7 +404,9 @@ function showTokens() {
       output += ` · ${t("similarity")}: ${analysis.similarity.toFixed(4)}`;
     }
   }
-  elements.output.textContent = output;
+  if (modelInfo().output === "masked")
+    elements.output.replaceChildren(...maskedOutput(analysis, t));
+  else elements.output.textContent = output;
   elements.truncated.hidden = !analysis.truncated;
   // tokens the tokenizer could not read: say so, with the languages the model reads
   const unknown = analysis.unknown_tokens ?? 0;

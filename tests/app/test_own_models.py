@@ -12,7 +12,7 @@ import torch
 
 from model.pretrained.hf import load_folder
 from tests.app.test_api import decode
-from tests.model.test_hf import saved, tiny
+from tests.model.test_hf import saved, saved_masked_lm, tiny
 from tests.serving import start_server
 
 
@@ -23,10 +23,11 @@ def served(tmp_path_factory):
     good = saved(root / "good", theirs)
     bad = saved(root / "bad", tiny("llama"))
     (bad / "tokenizer.json").unlink()
+    saved_masked_lm(root / "mlm")
     proc, base = start_server(
         {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_FORMAT": "text"},
         capture_output=True,
-        args=["--model", f"mine={good}", "--model", f"broken={bad}"],
+        args=["--model", f"mine={good}", "--model", f"broken={bad}", "--model", f"mlm={root}/mlm"],
     )
     try:
         yield theirs, good, base
@@ -39,7 +40,7 @@ def served(tmp_path_factory):
 def test_a_folder_of_yours_is_served_beside_the_shipped_models(served):
     theirs, good, base = served
     infos = {m["id"]: m for m in httpx2.get(f"{base}/api/v1/models").json()}
-    assert set(infos) == {"pronounce", "pronounce-untrained", "mine"}  # not "broken"
+    assert set(infos) == {"pronounce", "pronounce-untrained", "mine", "mlm"}  # not "broken"
     mine = infos["mine"]
     assert (mine["source"], mine["family"], mine["stored_as"]) == (str(good), "llama", "float32")
     assert mine["parameters"] == sum(p.numel() for p in theirs.parameters())
@@ -69,6 +70,31 @@ def test_its_attention_and_generation_are_transformers_own(served):
         got = decode(block["data"])
         assert np.abs(got - expected.attentions[block["layer"]][0].numpy()).max() <= 1e-5
     assert made["continuation"] == greedy[0, len(prompt) :].tolist()
+
+
+def test_a_masked_lm_of_yours_predicts_each_mask(served):
+    base = served[2]
+    info = next(m for m in httpx2.get(f"{base}/api/v1/models").json() if m["id"] == "mlm")
+    assert (info["family"], info["output"], info["architecture"]) == (
+        "bert", "masked", "encoder-only")  # fmt: skip
+    assert "[MASK]" in info["examples"][0] and not info["capabilities"]["similarity"]
+    text = "The quick [MASK] fox jumps over the [MASK] dog."
+    answer = httpx2.post(f"{base}/api/v1/analyze", json={"model": "mlm", "text": text})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    masks = [i for i, t in enumerate(body["source_tokens"]) if t == "[MASK]"]
+    assert [m["position"] for m in body["masked"]] == masks
+    for m in body["masked"]:
+        probabilities = [a["probability"] for a in m["top"]]
+        assert len(m["top"]) == 5 and probabilities == sorted(probabilities, reverse=True)
+    assert body["output"] == [m["top"][0]["token"] for m in body["masked"]]
+    assert body["output_text"].startswith("the quick ")  # (its tokenizer lowercases)
+    # the lab's ablation compares what it predicts at each [MASK]
+    head = {"type": "encoder.self", "layer": 0, "head": 0}
+    body_ = {"model": "mlm", "text": text, "ablate": [head]}
+    lab = httpx2.post(f"{base}/api/v1/lab/ablation", json=body_, timeout=60)
+    assert lab.status_code == 200, lab.text
+    assert lab.json()["output"] == body["output"]
 
 
 def test_a_model_of_yours_is_read_on_first_use_and_freed_past_the_bound(tmp_path, caplog):
@@ -138,3 +164,36 @@ def test_what_is_found_only_when_read_is_a_503_naming_it(tmp_path, caplog):
                 "lm_head.weight differs from model.embed_tokens.weight" in answer.json()["detail"]
             )
         assert caplog.text.count("the model tied cannot be read") == 1  # read once
+
+
+def test_the_readmes_three_commands_serve_a_tiny_gpt2(tmp_path):
+    """The README's "Your own model" commands as written there: the first in a fresh
+    folder, the second's arguments to a real server there (with only `pronounce` besides,
+    to keep the test short), the third against it."""
+    import re
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"```sh\n(# 1\. a tiny random GPT-2.*?)```", readme, re.S).group(1)
+    make = re.search(r'^\.venv/bin/python (-c ".*?")$', block, re.S | re.M).group(1)
+    subprocess.run([sys.executable, *shlex.split(make)], cwd=tmp_path, check=True, timeout=300)
+    serve = re.search(r"^\.venv/bin/attnviz serve (.*?)$", block, re.M).group(1)
+    proc, base = start_server({"ATTNVIZ_ZOO": '["pronounce"]'}, args=shlex.split(serve),
+                              cwd=tmp_path)  # fmt: skip
+    try:
+        curl = re.search(r"^(curl .*)$", block, re.M).group(1)
+        port = base.rsplit(":", 1)[1]
+        said = subprocess.run(curl.replace("localhost:8000", f"127.0.0.1:{port}"), shell=True,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert said.stdout.strip() == "['pronounce', 'pronounce-untrained', 'mine']"
+        info = httpx2.get(f"{base}/api/v1/models").json()[-1]
+        assert (info["family"], info["source"]) == ("gpt2", str(tmp_path / "tiny-gpt2"))
+        made = httpx2.post(f"{base}/api/v1/generate", json={"model": "mine", "text": "The quick",
+                           "max_new_tokens": 3}, timeout=60)  # fmt: skip
+        assert made.status_code == 200 and len(made.json()["continuation"]) == 3, made.text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import re
 
+import httpx2
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.model.test_hf import saved, tiny
+from tests.model.test_hf import saved, saved_masked_lm, tiny
 from tests.serving import start_server
 
 from .conftest import page_of
@@ -18,10 +19,12 @@ from .test_page import ready, ticks
 
 @pytest.fixture(scope="module")
 def own_server(tmp_path_factory):
-    folder = saved(tmp_path_factory.mktemp("own"), tiny("llama"))
+    root = tmp_path_factory.mktemp("own")
+    folder = saved(root / "llama", tiny("llama"))
+    saved_masked_lm(root / "mlm")
     proc, base = start_server(
         {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_LEVEL": "warning"},
-        args=["--model", f"mine={folder}"],
+        args=["--model", f"mine={folder}", "--model", f"mlm={root / 'mlm'}"],
     )
     yield base
     proc.terminate()
@@ -56,3 +59,28 @@ def test_your_model_is_picked_drawn_and_generates(own_page: Page):
     assert re.search(
         r"decoder self-attention · Layer 0 · Head 0", page.locator("#plot").inner_text()
     )
+
+
+def test_a_masked_lm_of_yours_shows_its_top_5_at_each_mask(own_page: Page, own_server):
+    page = own_page
+    text = "The quick [MASK] fox jumps over the [MASK] dog."
+    page.goto(f"/?model=mlm&text={text}")
+    ready(page)
+    expected = httpx2.post(f"{own_server}/api/v1/analyze", json={"model": "mlm", "text": text})
+    body = expected.json()
+    lines = page.locator("#output-text .masked")
+    expect(lines).to_have_count(2)
+    for i, masked in enumerate(body["masked"]):
+        first = masked["top"][0]
+        said = lines.nth(i).inner_text()
+        assert said.startswith(f"[MASK] {i + 1}: {first['token']} "), said
+        assert said.count(" · ") == 4 and said.endswith("%")
+        assert f"{100 * first['probability']:.2f}%" in said  # a random model: under 10%
+    expect(page.locator("#output-text")).to_contain_text(f"filled in: {body['output_text']}")
+    # without a [MASK] the page says what to write
+    page.fill("#text", "no mask here")
+    page.click("#run")
+    ready(page)
+    expect(page.locator("#output-text")).to_contain_text("write [MASK] where a word is missing")
+    page.click("[data-lang=zh]")
+    expect(page.locator("#output-text")).to_contain_text("在缺词处写 [MASK]")

@@ -95,7 +95,13 @@ def matches(ours, theirs, prompt: str) -> list[int]:
 @pytest.mark.parametrize(
     "kind, extra",
     [("llama", {}), ("llama", {"tie_word_embeddings": True, "rope_theta": 500000.0}),
-     ("qwen2", {}), ("gpt2", {}), ("mistral", {"sliding_window": 5})],
+     ("qwen2", {}), ("gpt2", {}), ("mistral", {"sliding_window": 5}),
+     ("llama", {"rope_scaling": {"rope_type": "linear", "factor": 4.0}}),
+     ("llama", {"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                 "high_freq_factor": 4.0,
+                                 "original_max_position_embeddings": 64}})],
+    ids=["llama", "llama-tied", "qwen2", "gpt2", "mistral", "llama-rope-linear",
+         "llama-rope-llama3"],
 )  # fmt: skip
 def test_a_llama_family_folder_matches_transformers(tmp_path, kind, extra):
     theirs = tiny(kind, **extra)
@@ -156,7 +162,9 @@ def set_config(folder, **values):
             (f / "model.safetensors").read_bytes()[:5000]), "cannot be read"),
         (lambda f: set_config(f, vocab_size=100), "beyond the embedding's 100 rows"),
         (lambda f: set_config(f, rope_scaling={"rope_type": "llama3", "factor": 8.0}),
-         "RoPE scaling 'llama3' is not supported"),
+         "its llama3 RoPE scaling lacks or misstates 'low_freq_factor'"),
+        (lambda f: set_config(f, rope_scaling={"rope_type": "yarn", "factor": 8.0}),
+         "RoPE scaling 'yarn' is not supported (default, linear and llama3 are)"),
         (lambda f: set_config(f, hidden_act="gelu"), "the activation 'gelu' is not supported"),
         (lambda f: (set_config(f, tie_word_embeddings=True), retensor(f, lambda t: t.update(
             {"lm_head.weight": t["model.embed_tokens.weight"] + 1}))),
@@ -242,18 +250,16 @@ def permuted(weight, heads: int):
     )
 
 
-def test_a_gguf_file_written_from_the_tiny_llama_matches_it(tmp_path):
+def write_gguf(theirs, path) -> None:
     """A Llama .gguf written with the `gguf` library (float32 tensors, llama.cpp's names
-    and Q/K layout, the tokenizer in its metadata) from the same tiny model."""
+    and Q/K layout, the tokenizer in its metadata) from a tiny transformers Llama."""
     import gguf
 
-    theirs = tiny("llama")
     made = tokenizer()
     spec = json.loads(made.to_str())["model"]
     tokens = [t for t, _ in sorted(spec["vocab"].items(), key=lambda kv: kv[1])]
     tokens += [f"<pad{i}>" for i in range(VOCAB - len(tokens))]
     merges = [" ".join(m) if isinstance(m, list) else m for m in spec["merges"]]
-    path = tmp_path / "tiny.gguf"
     writer = gguf.GGUFWriter(str(path), "llama")
     cfg = theirs.config
     writer.add_block_count(cfg.num_hidden_layers)
@@ -294,6 +300,12 @@ def test_a_gguf_file_written_from_the_tiny_llama_matches_it(tmp_path):
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+
+
+def test_a_gguf_file_written_from_the_tiny_llama_matches_it(tmp_path):
+    theirs = tiny("llama")
+    path = tmp_path / "tiny.gguf"
+    write_gguf(theirs, path)
     ours, source = load_source(path, "tiny")
     assert source.family == "llama (GGUF)"
     matches(ours, theirs, PROMPTS[0])
@@ -361,12 +373,76 @@ def test_a_bert_folder_matches_transformers_bert_model(tmp_path):
     (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
     with pytest.raises(CheckpointError, match=r"pooling is \['cls_token'\]"):
         load_source(folder, "mine")
-    # a masked-LM head is not read yet: refused with what it is
-    config.architectures = ["BertForMaskedLM"]
-    transformers.BertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
-    wordpiece().save(str(tmp_path / "mlm" / "tokenizer.json"))
-    with pytest.raises(CheckpointError, match="BertForMaskedLM"):
-        load_source(tmp_path / "mlm", "mlm")
+    # a BERT with another head is refused, naming the ones read
+    config.architectures = ["BertForSequenceClassification"]
+    transformers.BertForSequenceClassification(config).save_pretrained(tmp_path / "cls")
+    wordpiece().save(str(tmp_path / "cls" / "tokenizer.json"))
+    with pytest.raises(CheckpointError, match=r"BertForSequenceClassification.*BertForMaskedLM"):
+        load_source(tmp_path / "cls", "cls")
+
+
+def saved_masked_lm(folder, tie: bool = True):
+    """A tiny random BertForMaskedLM saved with its WordPiece tokenizer (the embedding
+    exactly the tokenizer's size), and the transformers model."""
+    import transformers
+
+    made = wordpiece()
+    config = transformers.BertConfig(
+        vocab_size=made.get_vocab_size(), hidden_size=64, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=96, max_position_embeddings=128,
+        attn_implementation="eager", tie_word_embeddings=tie,
+    )  # fmt: skip
+    torch.manual_seed(1)
+    theirs = transformers.BertForMaskedLM(config).eval()
+    theirs.save_pretrained(folder)
+    made.save(str(folder / "tokenizer.json"))
+    return theirs
+
+
+@pytest.mark.parametrize("tie", [True, False], ids=["tied", "untied"])
+def test_a_bert_masked_lm_predicts_each_mask_as_transformers_does(tmp_path, tie):
+    theirs = saved_masked_lm(tmp_path / "mlm", tie)
+    ours, source = load_source(tmp_path / "mlm", "mlm")
+    assert (source.family, ours.output_kind) == ("bert", "masked")
+    result = ours.run("The quick [MASK] fox jumps over the [MASK] dog.")
+    ids = torch.tensor([result.source_ids])
+    masks = [i for i, t in enumerate(result.source_tokens) if t == "[MASK]"]
+    assert len(masks) == 2 and sorted(result.masked) == masks
+    with torch.no_grad():
+        expected = theirs(ids, output_attentions=True)
+    assert (ours.logits(ids) - expected.logits).abs().max() <= 1e-4
+    for i, weights in enumerate(expected.attentions):
+        captured = result.capture[f"encoder.{i}.self_attn.hook_weights"]
+        assert (captured - weights).abs().max() <= 1e-5
+    probs = expected.logits[0].softmax(-1)
+    for position, top in result.masked.items():
+        want = probs[position].topk(5)
+        assert [i for i, _ in top] == want.indices.tolist()
+        assert [p for _, p in top] == pytest.approx(want.values.tolist(), abs=1e-6)
+    assert result.output_tokens == [ours.token(result.masked[m][0][0]) for m in masks]
+    words = result.output_text.split()  # the text with each [MASK] filled by its first
+    assert [words[m - 1] for m in masks] == result.output_tokens
+    assert words[:2] == ["the", "quick"] and len(words) == len(result.source_tokens) - 2
+    assert ours.run("no mask here", capture=False).masked == {}
+
+
+def test_a_masked_lm_head_that_does_not_map_is_refused(tmp_path):
+    from model.pretrained.sources import peek_source
+
+    folder = tmp_path / "mlm"
+    saved_masked_lm(folder, tie=False)
+    assert peek_source(folder)[2] == "masked-lm"
+    tensors = load_file(str(folder / "model.safetensors"))
+    bias = tensors.pop("cls.predictions.bias")
+    save_file(tensors, str(folder / "model.safetensors"))
+    for check in (peek_source, load_source):
+        with pytest.raises(CheckpointError, match=r"nothing fills cls\.predictions\.bias"):
+            check(folder)
+    tensors["cls.predictions.bias"] = bias[:-1].clone()
+    tensors["cls.predictions.extra"] = bias
+    save_file(tensors, str(folder / "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"extra has no place.*bias \(\d+,\) !="):
+        peek_source(folder)
 
 
 def test_a_prompt_gets_the_tokens_its_tokenizer_adds_in_front(tmp_path):
@@ -403,3 +479,20 @@ def test_the_shipped_minilm_folder_reads_as_a_model_of_yours():
     text = "The animal didn't cross the street because it was too tired."
     shipped = MiniLM.load().run(text, capture=False).embedding
     assert ours.run(text, capture=False).embedding == shipped
+
+
+def test_the_families_benchmark_prints_each_difference(monkeypatch, capsys):
+    """A smoke of `make bench-families`: two of its rows, each within the tests' bounds."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import bench_families
+
+    monkeypatch.setattr(sys, "argv", ["bench_families.py", "--families", "gpt2", "MaskedLM"])
+    bench_families.main()
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()[3:]]
+    assert [r[0] for r in rows] == ["| gpt2", "| bert (BertForMaskedLM)"]
+    for _, attention, output, _ in rows:
+        assert float(attention) <= 1e-5 and float(output) <= 1e-4
+    assert rows[0][3] == "3/3 identical |" and rows[1][3].startswith("top 5 at 2/2")
