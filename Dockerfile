@@ -45,6 +45,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends npm \
  && npm ci --omit=dev --no-audit --no-fund \
  && test -s node_modules/plotly.js-cartesian-dist-min/plotly-cartesian.min.js \
+ && test -s node_modules/plotly.js-strict-dist-min/plotly-strict.min.js \
  && test -s node_modules/swagger-ui-dist/swagger-ui-bundle.js \
  && mkdir -p docs/redoc \
  && cp node_modules/redoc/bundles/redoc.standalone.js docs/redoc/
@@ -91,9 +92,12 @@ RUN chmod -R a+rX,go-w /app \
 
 # --- 4. the image: the venv and the source tree, nothing else ---------------------------
 FROM python:3.11-slim
+# NUMBA_CACHE_DIR: umap-learn's numba code caches what it compiles, and the app's tree is
+# read-only to the server's user
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
+    NUMBA_CACHE_DIR=/tmp/numba \
     ATTNVIZ_HOST=0.0.0.0 \
     ATTNVIZ_PORT=8000
 RUN useradd --no-log-init --uid 10001 --user-group --create-home --shell /usr/sbin/nologin attnviz
@@ -102,6 +106,7 @@ COPY --from=project /stage/ /
 # Owned by root: the server reads its code and checkpoints, and writes nothing there.
 COPY --from=project /app /app
 COPY --from=js /js/node_modules/plotly.js-cartesian-dist-min /app/node_modules/plotly.js-cartesian-dist-min
+COPY --from=js /js/node_modules/plotly.js-strict-dist-min /app/node_modules/plotly.js-strict-dist-min
 COPY --from=js /js/node_modules/swagger-ui-dist /app/node_modules/swagger-ui-dist
 COPY --from=js /js/docs/redoc /app/node_modules/redoc/bundles
 COPY --from=js /js/node_modules/plotly.js-locales/zh-cn.js /app/node_modules/plotly.js-locales/zh-cn.js

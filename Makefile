@@ -4,8 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-families bench-page e2e-deps \
-	hadolint container-check fuzz load soak
+.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-families bench-corpus bench-page e2e-deps \
+	hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,8 +47,30 @@ e2e-deps:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-zenhei; \
 	  else echo "the browser tests need Debian's chromium: sudo apt-get install chromium"; exit 1; fi; }
 
-test: lint e2e-deps
+test: lint e2e-deps kubectl haproxy
 	$(BIN)/pytest
+
+# The Kubernetes manifests (deploy/): rendered with kubectl kustomize and validated offline
+# against Kubernetes' schemas (the pinned kubernetes-validate); tests/deploy runs it too.
+k8s-check: $(STAMP) kubectl
+	$(BIN)/python deploy/check.py
+
+# Replicas are interchangeable: three servers behind HAProxy, one killed, all restarted,
+# under load (deploy/replicas.py; loopback only; tests/deploy runs a shorter one).
+scale-check: $(STAMP) haproxy
+	$(BIN)/python deploy/replicas.py --requests 600 --clients 6
+
+haproxy:
+	@command -v haproxy >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; \
+	  else echo "make scale-check needs haproxy: apt-get install haproxy (as root)"; exit 1; fi; }
+
+kubectl:
+	@command -v kubectl >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubectl; \
+	  else echo "make k8s-check needs kubectl: apt-get install kubectl (as root)"; exit 1; fi; }
 
 # Schema fuzzing at length: 5000 examples per route (`make test` runs 200); FUZZ_SEED=n
 # picks another fixed seed.
@@ -82,6 +104,9 @@ bench-llm: $(STAMP)
 
 bench-families: $(STAMP)
 	$(BIN)/python bench/bench_families.py
+
+bench-corpus: $(STAMP) e2e-deps
+	$(BIN)/python bench/bench_corpus.py
 
 bench-page: $(STAMP) $(NODE_STAMP) e2e-deps
 	$(BIN)/python bench/bench_page.py

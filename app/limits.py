@@ -16,19 +16,27 @@ class BodyLimit:
     body is read and thrown away, up to `drain_bytes` in all, before the 413 is sent. A body
     declared larger than that is refused at once and its connection closed."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, drain_bytes: int = 10 * 2**20) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        drain_bytes: int = 10 * 2**20,
+        larger: dict[str, int] | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.drain_bytes = drain_bytes
+        self.larger = larger or {}  # paths whose bodies have a limit of their own
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.larger.get(scope["path"], self.max_bytes)
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+        if declared is not None and declared.isdigit() and int(declared) > limit:
             whole = int(declared) <= self.drain_bytes and await self._drain(receive, 0)
-            await self._refuse(send, close=not whole)
+            await self._refuse(send, limit, close=not whole)
             return
         body = b""
         while True:
@@ -36,10 +44,10 @@ class BodyLimit:
             if message["type"] == "http.disconnect":
                 return
             body += message.get("body", b"")
-            if len(body) > self.max_bytes:
+            if len(body) > limit:
                 more = message.get("more_body", False)
                 whole = not more or await self._drain(receive, len(body))
-                await self._refuse(send, close=not whole)
+                await self._refuse(send, limit, close=not whole)
                 return
             if not message.get("more_body", False):
                 break
@@ -66,8 +74,8 @@ class BodyLimit:
                 return read <= self.drain_bytes
         return False
 
-    async def _refuse(self, send: Send, close: bool) -> None:
-        detail = f"request body over {self.max_bytes} bytes: send a shorter text"
+    async def _refuse(self, send: Send, limit: int, close: bool) -> None:
+        detail = f"request body over {limit} bytes: send a shorter text"
         payload = json.dumps({"detail": detail}).encode()
         headers = [
             (b"content-type", b"application/json"),

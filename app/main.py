@@ -16,9 +16,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from model.runtime import keep_freed_memory, set_threads
 
+from .corpus.jobs import CorpusRuns
 from .limits import BodyLimit
 from .logs import AccessLog
-from .routes import generate, inference, lab, models, pages
+from .routes import corpus, generate, inference, lab, models, pages
 from .routes.deps import BODY_ERRORS
 from .runs import Inference, tensor_threads
 from .schemas import Health, document_text_limit
@@ -40,8 +41,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     threads = tensor_threads(settings)
     # loaded on a tensor thread: the event loop's thread never runs torch (tensor_threads)
     zoo = await asyncio.get_running_loop().run_in_executor(threads, load_zoo, settings)
-    app.state.inference = Inference(zoo, settings, threads)
+    app.state.inference = served = Inference(zoo, settings, threads)
+    # corpus runs read the served models, one sentence a run slot
+    app.state.corpus_runs = served.corpus_runs = CorpusRuns(served, settings.corpus_results_bytes)
     yield
+    served.corpus_runs.stop()
     app.state.inference = None
     threads.shutdown(wait=False)
 
@@ -60,13 +64,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.add_middleware(
-        BodyLimit, max_bytes=settings.max_body_bytes, drain_bytes=settings.drain_body_bytes
+        BodyLimit,
+        max_bytes=settings.max_body_bytes,
+        drain_bytes=max(settings.drain_body_bytes, settings.corpus_max_bytes),
+        larger={"/api/v1/corpus-runs/upload": settings.corpus_max_bytes},
     )
     app.add_middleware(AccessLog)  # outermost: it also logs the 413s
     app.include_router(models.router)
     app.include_router(inference.router)
     app.include_router(generate.router)
     app.include_router(lab.router)
+    app.include_router(lab.inspect_router)
+    app.include_router(corpus.router)
     app.include_router(pages.router)
     app.mount("/static", pages.static_files(), name="static")
     for path, assets in pages.docs_assets().items():

@@ -88,6 +88,17 @@ class Settings(BaseSettings):
         "runs than that slow every run down, see app.runs.tensor_threads).",
     )
     max_queued_runs: int = Field(16, ge=0, description="Runs waiting; past that: 503.")
+    corpus_max_bytes: int = Field(
+        4 * 2**20, ge=1024, description="Bytes of a text file a corpus run reads (upload)."
+    )
+    corpus_max_sentences: int = Field(
+        20_000, ge=1, description="Sentences one corpus run reads at most."
+    )
+    corpus_results_bytes: int = Field(
+        512 * 2**20,
+        ge=2**20,
+        description="Bytes of corpus runs' results kept; past it, the oldest finished dropped.",
+    )
     cache_bytes: int = Field(
         256 * 2**20, ge=0, description="Bytes of captures kept for repeated requests."
     )

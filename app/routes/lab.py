@@ -2,13 +2,16 @@
 
 from fastapi import APIRouter
 
+from ..inspect import INSPECTIONS
 from ..lab import EXPERIMENTS, Experiment
 from .deps import ERRORS, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1/lab", tags=["lab"], responses=ERRORS)
+# the views inside a head (app/inspect), served as the lab's experiments are
+inspect_router = APIRouter(prefix="/api/v1", tags=["inside a head"], responses=ERRORS)
 
 
-def _route(experiment: Experiment) -> None:
+def _route(experiment: Experiment, router: APIRouter = router) -> None:
     def endpoint(req, inference):
         return experiment(inference, req)
 
@@ -25,3 +28,5 @@ def _route(experiment: Experiment) -> None:
 
 for _experiment in EXPERIMENTS.values():
     _route(_experiment)
+for _inspection in INSPECTIONS.values():
+    _route(_inspection, inspect_router)

@@ -27,6 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 CARTESIAN_JS = ROOT / "node_modules" / "plotly.js-cartesian-dist-min" / "plotly-cartesian.min.js"
 FULL_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 PLOTLY_JS = CARTESIAN_JS if CARTESIAN_JS.is_file() else FULL_JS
+# the whole of plotly.js, WebGL traces included (the query-key space's scattergl and
+# scatter3d), loaded by the page only for the view that needs them: the "strict" bundle,
+# whose WebGL code runs without eval (the page's CSP allows none)
+STRICT_JS = ROOT / "node_modules" / "plotly.js-strict-dist-min" / "plotly-strict.min.js"
+PLOTLY_GL_JS = STRICT_JS if STRICT_JS.is_file() else FULL_JS
 # the page's ES modules, preloaded together instead of one import level at a time
 MODULES = sorted(str(p.relative_to(ROOT / "static")) for p in (ROOT / "static/js").rglob("*.js"))
 templates = Jinja2Templates(directory=ROOT / "templates")
@@ -149,11 +154,11 @@ def index(request: Request, inference: InferenceDep) -> HTMLResponse:
 COMPILE_HINT = b"//# allFunctionsCalledOnLoad\n"
 
 
-@lru_cache(maxsize=1)
-def plotly_bundle() -> dict[str, tuple[bytes, str]]:
-    """The installed package's plotly.min.js behind the compile hint, as is ("identity")
-    and gzipped once (a third of its size), each with its own ETag."""
-    body = COMPILE_HINT + PLOTLY_JS.read_bytes()
+@lru_cache(maxsize=2)
+def plotly_bundle(path: Path = PLOTLY_JS) -> dict[str, tuple[bytes, str]]:
+    """A plotly.js bundle behind the compile hint, as is ("identity") and gzipped once (a
+    third of its size), each with its own ETag."""
+    body = COMPILE_HINT + path.read_bytes()
     tag = hashlib.sha256(body).hexdigest()[:32]
     # mtime=0: the same bytes on every replica
     gzipped = gzip.compress(body, compresslevel=9, mtime=0)
@@ -183,8 +188,17 @@ def etag_matches(request: Request, etag: str) -> bool:
 
 @router.get("/vendor/plotly.min.js")
 def plotly_js(request: Request) -> Response:
+    return bundle_response(request, PLOTLY_JS)
+
+
+@router.get("/vendor/plotly-gl.min.js")
+def plotly_gl_js(request: Request) -> Response:
+    return bundle_response(request, PLOTLY_GL_JS)
+
+
+def bundle_response(request: Request, path: Path) -> Response:
     encoding = "gzip" if accepts_gzip(request) else "identity"
-    body, etag = plotly_bundle()[encoding]
+    body, etag = plotly_bundle(path)[encoding]
     # cached a day, then revalidated by ETag; the encoding varies with Accept-Encoding
     headers = {
         "Cache-Control": "public, max-age=86400",

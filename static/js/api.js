@@ -70,6 +70,25 @@ export const api = {
   },
   attention: async (request) => (await post("/api/v1/attention", request)).json(),
   lab: async (route, body) => (await post(`/api/v1/lab/${route}`, body)).json(),
+  // the views inside a head (/api/v1/neuron, /api/v1/qk-space)
+  inspect: async (route, body) => (await post(`/api/v1/${route}`, body)).json(),
+  // corpus runs: started (a shipped corpus or sentences; or a file's bytes as they are),
+  // followed, searched, cancelled
+  corpora: async () => (await call("/api/v1/corpora")).json(),
+  corpusRun: async (body) => (await post("/api/v1/corpus-runs", body)).json(),
+  corpusUpload: async (model, limit, file) => {
+    const query = new URLSearchParams({ model, ...(limit ? { limit: String(limit) } : {}) });
+    const options = { method: "POST", headers: { "content-type": "text/plain" }, body: file };
+    return (await call(`/api/v1/corpus-runs/upload?${query}`, options)).json();
+  },
+  corpusGet: async (id, part = "", query = {}) =>
+    (
+      await call(
+        `/api/v1/corpus-runs/${encodeURIComponent(id)}${part}?${new URLSearchParams(query)}`,
+      )
+    ).json(),
+  corpusCancel: async (id) =>
+    (await post(`/api/v1/corpus-runs/${encodeURIComponent(id)}/cancel`, {})).json(),
   positional: async (model, positions, dims) => {
     const path = `/api/v1/models/${encodeURIComponent(model)}/positional-encoding`;
     return (await call(`${path}?${new URLSearchParams({ positions, dims })}`)).json();

@@ -4,6 +4,7 @@ import { encodingOf } from "./encodings.js";
 import { applyLanguage, LANGS, t as translate } from "./i18n.js";
 import { maskedOutput } from "./masked.js";
 import { attentionOf } from "./model-info.js";
+import { purge } from "./plots.js";
 import { readState, writeState } from "./state.js";
 import { VIEWS, viewOf } from "./views/index.js";
 import { EXPERIMENT_IDS } from "./views/lab/index.js";
@@ -71,6 +72,15 @@ const DEFAULTS = {
   chat: false,
   cont: "",
   tok: 0,
+  q: 0, // the neuron view's query row
+  nv: "", // the neuron view's choices: "before" (RoPE), "sorted"
+  qk: "", // the query-key space's projection.dims.colour, e.g. "pca.2.position"
+  more: "", // the query-key space's further sentences, one per line
+  thr: "", // the lines view's weight threshold
+  lh: "", // the lines view's heads, e.g. "0,3"
+  cr: "", // the corpus view's run id
+  cs: "", // the corpus view's statistic shown
+  cp: "", // the corpus view's head-search pattern
 };
 // A link that names no head opens its model's most telling one (its info's start_head:
 // the model card's alignment head, or the strongest head the metrics find).
@@ -132,7 +142,7 @@ function clearOutput() {
 
 function clearPlots() {
   // (nothing is drawn before plotly.js has loaded)
-  for (const el of [elements.plot, elements.extra]) window.Plotly?.purge(el);
+  for (const el of [elements.plot, elements.extra]) purge(el);
   elements.grid.replaceChildren();
   elements.explain.textContent = "";
 }
@@ -310,6 +320,8 @@ async function render() {
     openHead: (layer, head) => update({ view: "head", layer, head }),
     positional: (positions, dims) => api.positional(state.model, positions, dims),
     lab: (route, body) => api.lab(route, { ...body, ...input.prompt }),
+    inspect: (route, body) => api.inspect(route, { ...body, ...input.prompt }),
+    api,
     openStep: (tok) => update({ view: "step", tok }),
     update,
     modelIds: () => Object.keys(models),

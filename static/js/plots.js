@@ -4,6 +4,8 @@ export function escapeText(s) {
   return String(s).replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
 }
 
+const LOCALES = []; // plotly.js's strings in other languages, for each bundle loaded
+
 // plotly.js loads async (its 4.8 MB compile must not hold up the page); the page's own
 // requests run meanwhile and drawing waits for it here.
 // (The attnviz:* performance marks time a load for the page benchmark's breakdown.)
@@ -37,11 +39,46 @@ const downloadSvg = (filename) => ({
     height: 1000,
     path: "M500 50 L850 450 L600 450 L600 950 L400 950 L400 450 L150 450 Z",
   },
-  click: (gd) => window.Plotly.downloadImage(gd, { format: "svg", filename }),
+  click: (gd) => (gd.attnvizGl ?? window.Plotly).downloadImage(gd, { format: "svg", filename }),
 });
 
-function registerLocales() {
-  for (const locale of window.PlotlyLocales?.splice(0) ?? []) window.Plotly.register(locale);
+function registerLocales(Plotly = window.Plotly) {
+  LOCALES.push(...(window.PlotlyLocales?.splice(0) ?? []));
+  for (const locale of LOCALES) Plotly.register(locale);
+}
+
+// The whole of plotly.js (its WebGL traces: scattergl, scatter3d), loaded the first time
+// a view needs it; the page's own bundle stays window.Plotly. A plot it draws is marked
+// (el.attnvizGl) so that it is purged by the bundle that drew it.
+let glBundle = null;
+export function plotlyGl() {
+  glBundle ??= plotly.then(
+    (cartesian) =>
+      new Promise((resolve, reject) => {
+        const script = document.createElement("script");
+        script.src = "/vendor/plotly-gl.min.js";
+        script.addEventListener("load", () => {
+          const gl = window.Plotly;
+          window.Plotly = cartesian;
+          registerLocales(gl);
+          resolve(gl);
+        });
+        script.addEventListener("error", () => {
+          window.Plotly = cartesian;
+          glBundle = null;
+          reject(new Error("plotly.js's WebGL bundle failed to load"));
+        });
+        document.head.append(script);
+      }),
+  );
+  return glBundle;
+}
+
+// a plot purged by the bundle that drew it
+export function purge(el) {
+  const Plotly = el.attnvizGl ?? window.Plotly;
+  Plotly?.purge(el);
+  el.attnvizGl = null;
 }
 
 // plotly's toolbar, offline: no logo link, no button that needs a server, its tooltips in

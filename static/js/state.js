@@ -25,9 +25,18 @@ const KEYS = [
   "chat",
   "cont",
   "tok",
+  "q",
+  "nv",
+  "qk",
+  "more",
+  "thr",
+  "lh",
+  "cr",
+  "cs",
+  "cp",
 ];
 const FLAGS = ["avg", "words", "hide", "chat"];
-const NUMBERS = new Set(["layer", "head", "step", "tok"]);
+const NUMBERS = new Set(["layer", "head", "step", "tok", "q"]);
 // values a link may carry (the views and the lab's experiments from their registries);
 // anything else falls back to the default
 const CHOICES = {

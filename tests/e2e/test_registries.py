@@ -56,8 +56,9 @@ def test_a_view_added_through_the_registry_gets_its_tab(page: Page):
     ready(page)
     tabs = page.locator("nav.views [role=tab]:visible")  # (the generation step: LLMs only)
     expect(tabs).to_have_text(
-        ["Head view", "Model view", "Masks", "Positional encoding", "Lab", "Toy view"]
-    )
+        ["Head view", "Model view", "Masks", "Positional encoding", "Lab", "Toy view",
+         "Neuron view", "Query–key space", "Lines", "Corpus"]
+    )  # fmt: skip
     page.click(TOY_TAB)
     ready(page)
     expect(page.locator("#toy-out")).to_have_text("toy: 猫 追 狗 (pronounce)")

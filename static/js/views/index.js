@@ -25,6 +25,10 @@ const MODULES = [
   "./positional.js",
   "./lab/index.js",
   "./step.js",
+  "./neuron.js",
+  "./qk.js",
+  "./lines.js",
+  "./corpus.js",
 ];
 
 export const VIEWS = (await Promise.all(MODULES.map((path) => import(path)))).map((m) => m.view);

@@ -1,0 +1,207 @@
+"""Corpus runs as background jobs: one at a time on a thread of their own, each sentence
+run on the tensor threads in a run slot of its own (so that the page's requests go on
+between two sentences), every head's statistics per sentence kept (model/corpus_stats.py),
+and, for the heads asked for, every token's query and key vectors. Finished results are
+kept within a byte budget (ATTNVIZ_CORPUS_RESULTS_BYTES), the oldest dropped past it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import torch
+from fastapi import HTTPException
+
+from model.corpus_stats import STATISTICS
+
+from ..runs import Inference
+from ..zoo import ModelEntry
+from . import compute
+
+LOG = logging.getLogger("attnviz")
+QUEUED_AT_MOST = 4  # jobs waiting behind the running one; past it: 503
+
+
+@dataclass(frozen=True)
+class Head:
+    type: str
+    layer: int
+    head: int
+
+
+@dataclass
+class Vectors:
+    """One head's queries and keys over the corpus, sentence by sentence."""
+
+    queries: list[torch.Tensor] = field(default_factory=list)  # (Tq, d) per sentence
+    keys: list[torch.Tensor] = field(default_factory=list)  # (Tk, d) per sentence
+    rows: list[list[str]] = field(default_factory=list)  # query tokens per sentence
+    columns: list[list[str]] = field(default_factory=list)
+    sentence: list[int] = field(default_factory=list)  # the sentence of each entry
+
+
+@dataclass
+class Job:
+    id: str
+    entry: ModelEntry
+    sentences: list[str]
+    source: str  # the shipped corpus's id, or "yours"
+    keep: list[Head]  # the heads whose vectors are kept
+    heads: list[Head]  # the statistics' columns
+    status: str = "queued"  # queued, running, done, cancelled, failed
+    done: int = 0
+    created: float = field(default_factory=time.time)
+    started: float | None = None
+    finished: float | None = None
+    error: str | None = None
+    statistics: torch.Tensor | None = None  # (N, S, H) float32, NaN where n/a
+    vectors: dict[Head, Vectors] = field(default_factory=dict)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def total(self) -> int:
+        return len(self.sentences)
+
+    @property
+    def bytes(self) -> int:
+        n = 0 if self.statistics is None else self.statistics.numel() * 4
+        for v in self.vectors.values():
+            n += sum(t.numel() * 4 for t in v.queries + v.keys)
+        return n
+
+    def rate(self) -> float | None:
+        if self.started is None or self.done == 0:
+            return None
+        return self.done / max(1e-9, (self.finished or time.time()) - self.started)
+
+
+def heads_of(entry: ModelEntry) -> list[Head]:
+    return [
+        Head(spec.type, layer, head)
+        for spec in entry.specs.values()
+        for layer in range(spec.layers)
+        for head in range(spec.query_heads)
+    ]
+
+
+class CorpusRuns:
+    """The corpus runs of a server: submitted, run one at a time, kept within a budget."""
+
+    def __init__(self, inference: Inference, max_bytes: int) -> None:
+        self.inference = inference
+        self.max_bytes = max_bytes
+        self.jobs: OrderedDict[str, Job] = OrderedDict()
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._stopped = False
+        self._thread = threading.Thread(target=self._work, name="attnviz-corpus", daemon=True)
+        self._thread.start()
+
+    def submit(self, entry: ModelEntry, sentences: list[str], source: str, keep: list[Head]) -> Job:
+        heads = heads_of(entry)
+        estimate = len(sentences) * len(STATISTICS) * len(heads) * 4
+        if estimate > self.max_bytes:
+            raise HTTPException(
+                422,
+                f"its statistics would take {estimate:,} bytes, over what the server keeps "
+                f"({self.max_bytes:,}, ATTNVIZ_CORPUS_RESULTS_BYTES): send fewer sentences",
+            )
+        job = Job(uuid.uuid4().hex[:16], entry, sentences, source, keep, heads)
+        with self._lock:
+            waiting = sum(j.status == "queued" for j in self.jobs.values())
+            if waiting >= QUEUED_AT_MOST:
+                raise HTTPException(
+                    503,
+                    f"{waiting} corpus runs are waiting already; retry when one is done",
+                    headers={"Retry-After": "30"},
+                )
+            self.jobs[job.id] = job
+            self._wake.notify()
+        return job
+
+    def get(self, job_id: str) -> Job:
+        with self._lock:
+            job = self.jobs.get(job_id)
+        if job is None:
+            raise HTTPException(
+                404,
+                f"no corpus run {job_id!r} (finished ones are kept within "
+                "ATTNVIZ_CORPUS_RESULTS_BYTES, the oldest dropped)",
+            )
+        return job
+
+    def cancel(self, job_id: str) -> Job:
+        job = self.get(job_id)
+        job.cancelled.set()
+        with self._lock:
+            if job.status == "queued":
+                job.status, job.finished = "cancelled", time.time()
+        return job
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            for job in self.jobs.values():
+                job.cancelled.set()
+            self._wake.notify()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while not self._stopped and not any(
+                    j.status == "queued" for j in self.jobs.values()
+                ):
+                    self._wake.wait()
+                if self._stopped:
+                    return
+                job = next(j for j in self.jobs.values() if j.status == "queued")
+                job.status, job.started = "running", time.time()
+            try:
+                self._run(job)
+                status = "cancelled" if job.cancelled.is_set() else "done"
+            except Exception as exc:  # a sentence the model refuses ends the run, said
+                LOG.exception("corpus run %s failed", job.id)
+                job.error, status = f"{type(exc).__name__}: {getattr(exc, 'detail', exc)}", "failed"
+            with self._lock:
+                job.status, job.finished = status, time.time()
+                self._evict()
+
+    def _evict(self) -> None:
+        """Drop the oldest finished runs while the kept results pass the budget."""
+        finished = [j for j in self.jobs.values() if j.status in ("done", "cancelled", "failed")]
+        while finished and sum(j.bytes for j in self.jobs.values()) > self.max_bytes:
+            oldest = finished.pop(0)
+            del self.jobs[oldest.id]
+            LOG.info("corpus run %s dropped: past ATTNVIZ_CORPUS_RESULTS_BYTES", oldest.id)
+
+    def _run(self, job: Job) -> None:
+        entry = job.entry
+        names = compute.names_of(entry, job.keep)
+        for head in job.keep:
+            job.vectors[head] = Vectors()
+        job.statistics = torch.full(
+            (job.total, len(STATISTICS), len(job.heads)), float("nan"), dtype=torch.float32
+        )
+        for batch in compute.batches(entry, job.sentences):
+            if job.cancelled.is_set():
+                return
+            self.inference.threads.submit(self._batch, job, batch, names).result()
+            job.done += len(batch)
+
+    def _batch(self, job: Job, batch: compute.Batch, names: list[str]) -> None:
+        """One batch's pass, in a run slot of its own, and its sentences' results."""
+        with self.inference.limiter.slot():
+            rows = compute.run_batch(job.entry, batch, job.sentences.__getitem__, names)
+        for index, result, row in rows:
+            job.statistics[index] = compute.statistics(job.entry, result, row)
+            for head, kept in job.vectors.items():
+                q, k, query_tokens, key_tokens = compute.vectors(job.entry, head, result, row)
+                kept.queries.append(q)
+                kept.keys.append(k)
+                kept.rows.append(query_tokens)
+                kept.columns.append(key_tokens)
+                kept.sentence.append(index)

@@ -1,0 +1,93 @@
+"""Requests and answers of corpus runs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field, StrictInt
+
+from ..lab.schemas import HeadRef
+from ..schemas import Strict, Text, _integral
+
+# a count of sentences: a whole number however JSON writes it, 1 or more
+Count = Annotated[StrictInt, Field(ge=1, le=1_000_000), BeforeValidator(_integral)]
+
+Pattern = Literal["previous", "first", "same", "special", "induction", "alignment"]
+Status = Literal["queued", "running", "done", "cancelled", "failed"]
+
+
+class CorpusRunRequest(Strict):
+    model: str | None = Field(None, description="Model id; the default model when left out.")
+    corpus: Literal["hsk-zh", "hsk-en"] | None = Field(
+        None, description="A corpus the project ships (GET /api/v1/corpora); or `sentences`."
+    )
+    sentences: list[Text] | None = Field(
+        None, min_length=1, max_length=2000, description="Your sentences, one each."
+    )
+    limit: Count | None = Field(None, description="Read only the first `limit` sentences.")
+    vectors: list[HeadRef] = Field(
+        [],
+        max_length=4,
+        description="Heads whose queries and keys are kept, for their "
+        "query-key space over the corpus (POST /api/v1/qk-space with corpus_run).",
+    )
+
+
+class Corpus(Strict):
+    id: str
+    title: str
+    language: str
+    sentences: int
+    licence: str
+    source: str
+
+
+class CorpusRun(Strict):
+    id: str
+    model: str
+    source: str = Field(description="The shipped corpus's id, or `yours`.")
+    status: Status
+    done: int = Field(description="Sentences read so far.")
+    total: int
+    rate: float | None = Field(description="Sentences per second so far.")
+    eta_s: float | None = Field(description="Seconds left at that rate.")
+    elapsed_s: float
+    error: str | None = None
+    bytes: int = Field(description="What its results take, of ATTNVIZ_CORPUS_RESULTS_BYTES.")
+    statistics: list[str] = Field(description="The statistics of every head, in order.")
+    vectors: list[HeadRef] = Field(description="The heads whose vectors are kept.")
+
+
+class HeadStatistics(Strict):
+    type: str
+    layer: int
+    head: int
+    means: dict[str, float | None] = Field(
+        description="Each statistic's mean over the sentences it applies to (null: none)."
+    )
+
+
+class CorpusHeads(Strict):
+    run: CorpusRun
+    heads: list[HeadStatistics]
+
+
+class Example(Strict):
+    sentence: int
+    text: str
+    score: float
+
+
+class RankedHead(Strict):
+    type: str
+    layer: int
+    head: int
+    score: float = Field(description="The pattern's statistic, its mean over the corpus.")
+    examples: list[Example] = Field(description="The sentences where the head does it most.")
+
+
+class HeadSearch(Strict):
+    run: CorpusRun
+    pattern: Pattern
+    statistic: str
+    heads: list[RankedHead]

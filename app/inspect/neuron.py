@@ -1,0 +1,75 @@
+"""The neuron view of a head (BertViz's, for every model we serve): for one query token,
+its query vector, each key vector and their element-wise product, whose sum is the raw
+score (hook_scores), then the softmax of the row. For RoPE models the same before the
+rotation too, which shows what the position adds."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from fastapi import HTTPException
+
+from model.positional import apply_rotary
+
+from ..lab.context import LabContext
+from . import schemas as s
+
+
+def side(q: torch.Tensor, keys: torch.Tensor, scale: float) -> s.VectorSide:
+    products = q * keys * scale  # (Tk, d)
+    return s.VectorSide(
+        query=q.tolist(),
+        keys=keys.tolist(),
+        products=products.tolist(),
+        scores=products.sum(-1).tolist(),
+    )
+
+
+def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
+    spec = ctx.spec(req.type)
+    ctx.check_head(spec, req.layer, req.head)
+    rows, columns = ctx.tokens(spec)
+    if req.query >= len(rows):
+        raise HTTPException(
+            422, f"query {req.query} out of range: {spec.type} has rows 0..{len(rows) - 1}"
+        )
+    rotary = ctx.config.positional == "rotary" and spec.self_attention
+    points = ["hook_q", "hook_k", "hook_scores", "hook_weights", "hook_mask"]
+    names = [spec.hook(req.layer, p) for p in points]
+    if rotary:
+        names.append(f"{spec.stack}.hook_pos")
+    _, capture = ctx.forward(names=names)
+    kv_head = req.head // (spec.query_heads // spec.kv_heads)
+    q = capture[spec.hook(req.layer, "hook_q")][0, req.head]  # (Tq, d), after RoPE
+    k = capture[spec.hook(req.layer, "hook_k")][0, kv_head]  # (Tk, d)
+    scale = 1.0 / math.sqrt(spec.head_dim)
+    mask_name = spec.hook(req.layer, "hook_mask")
+    visible = (
+        capture[mask_name][0, 0, req.query].tolist() if mask_name in capture else [True] * len(k)
+    )
+    before = None
+    if rotary:
+        angles = capture[f"{spec.stack}.hook_pos"]  # (T, d/2): rotating back by -angle
+        q0 = apply_rotary(q[None, None], -angles[: q.size(0)])[0, 0]
+        k0 = apply_rotary(k[None, None], -angles[: k.size(0)])[0, 0]
+        before = side(q0[req.query], k0, scale)
+    predicted = ctx.predicted(spec)
+    return s.NeuronResponse(
+        model=ctx.entry.id,
+        type=spec.type,
+        layer=req.layer,
+        head=req.head,
+        kv_head=kv_head,
+        query=req.query,
+        query_token=rows[req.query],
+        predicted=predicted[req.query] if predicted else None,
+        keys=columns,
+        d_head=spec.head_dim,
+        scale=scale,
+        rotary=rotary,
+        after=side(q[req.query], k, scale),
+        before=before,
+        visible=[bool(v) for v in visible],
+        weights=capture[spec.hook(req.layer, "hook_weights")][0, req.head, req.query].tolist(),
+    )

@@ -1,0 +1,276 @@
+"""Corpus runs: every head's statistics over many sentences, as a background job (submit,
+follow, cancel), its results as a table, a head search and downloads."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import time
+from typing import Annotated
+
+import numpy as np
+import torch
+from fastapi import APIRouter, HTTPException, Query, Request, Response
+
+from model.corpus_stats import STATISTICS, corpus_means
+
+from ..corpus import schemas as s
+from ..corpus.corpora import SHIPPED, read_lines, shipped_sentences
+from ..corpus.jobs import CorpusRuns, Head, Job
+from ..lab.schemas import HeadRef
+from ..runs import read_text
+from .deps import ERRORS, QUERY_ERRORS, InferenceDep
+
+router = APIRouter(prefix="/api/v1", tags=["corpus"])
+# the statistic each search pattern ranks heads by
+PATTERNS = {
+    "previous": "previous",
+    "first": "first",
+    "same": "same",
+    "special": "special",
+    "induction": "induction",
+    "alignment": "alignment",
+}
+RUN_ERRORS = {**QUERY_ERRORS, 404: {"description": "No such corpus run (or it was dropped)."}}
+
+
+def runs_of(request: Request) -> CorpusRuns:
+    return request.app.state.corpus_runs
+
+
+def described(job: Job) -> s.CorpusRun:
+    rate = job.rate()
+    left = job.total - job.done
+    running = job.status == "running"
+    return s.CorpusRun(
+        id=job.id,
+        model=job.entry.id,
+        source=job.source,
+        status=job.status,
+        done=job.done,
+        total=job.total,
+        rate=round(rate, 3) if rate else None,
+        eta_s=round(left / rate, 1) if rate and running else (0.0 if not left else None),
+        elapsed_s=round(((job.finished or time.time()) - (job.started or time.time())), 3),
+        error=job.error,
+        bytes=job.bytes,
+        statistics=list(STATISTICS),
+        vectors=[HeadRef(type=h.type, layer=h.layer, head=h.head) for h in job.keep],
+    )
+
+
+@router.get("/corpora", responses=QUERY_ERRORS)
+def corpora() -> list[s.Corpus]:
+    """The corpora the project ships, with their licences."""
+    return [
+        s.Corpus(
+            id=c.id,
+            title=c.title,
+            language=c.language,
+            licence=c.licence,
+            source=c.source,
+            sentences=len(shipped_sentences(c.id)),
+        )
+        for c in SHIPPED.values()
+    ]
+
+
+def kept_heads(inference, entry, vectors: list[HeadRef]) -> list[Head]:
+    heads = []
+    for ref in vectors:
+        spec = entry.specs.get(ref.type)
+        if spec is None:
+            raise HTTPException(422, f"{entry.id} has no {ref.type} attention")
+        if ref.layer >= spec.layers or ref.head >= spec.query_heads:
+            raise HTTPException(
+                422,
+                f"vectors: {ref.type} L{ref.layer} H{ref.head} out of range: "
+                f"{spec.layers} layers of {spec.query_heads} heads",
+            )
+        heads.append(Head(ref.type, ref.layer, ref.head))
+    return list(dict.fromkeys(heads))
+
+
+def start(request: Request, inference, model, sentences, source, limit, vectors) -> s.CorpusRun:
+    entry = inference.entry(model)
+    settings = inference.settings
+    if limit is not None:
+        sentences = sentences[:limit]
+    if len(sentences) > settings.corpus_max_sentences:
+        raise HTTPException(
+            422,
+            f"{len(sentences)} sentences; a run may read "
+            f"{settings.corpus_max_sentences} (ATTNVIZ_CORPUS_MAX_SENTENCES)",
+        )
+    job = runs_of(request).submit(entry, sentences, source, kept_heads(inference, entry, vectors))
+    return described(job)
+
+
+@router.post("/corpus-runs", responses=ERRORS, status_code=202)
+def submit(req: s.CorpusRunRequest, request: Request, inference: InferenceDep) -> s.CorpusRun:
+    """Start a corpus run over a shipped corpus or your sentences: answered at once with
+    its id; follow it with GET /api/v1/corpus-runs/{id}."""
+    if (req.corpus is None) == (req.sentences is None):
+        raise HTTPException(422, "name a shipped corpus or send sentences: one of the two")
+    limit = inference.settings.max_text_chars
+    sentences = (
+        list(shipped_sentences(req.corpus))
+        if req.corpus
+        else [read_text(t, limit, f"sentences[{i}]") for i, t in enumerate(req.sentences)]
+    )
+    return start(
+        request, inference, req.model, sentences, req.corpus or "yours", req.limit, req.vectors
+    )
+
+
+@router.post(
+    "/corpus-runs/upload",
+    responses=ERRORS,
+    status_code=202,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+            "description": "UTF-8 text, one sentence a line (at most ATTNVIZ_CORPUS_MAX_BYTES).",
+        }
+    },
+)
+async def upload(
+    request: Request,
+    inference: InferenceDep,
+    model: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int | None, Query(ge=1)] = None,
+) -> s.CorpusRun:
+    """Start a corpus run over a text file of yours (the body, one sentence a line): a
+    line that is not UTF-8 or is too long is a 422 naming it."""
+    body = await request.body()
+    settings = inference.settings
+    sentences = read_lines(body, settings.corpus_max_sentences, settings.max_text_chars)
+    return start(request, inference, model, sentences, "yours", limit, [])
+
+
+@router.get("/corpus-runs/{run_id}", responses=RUN_ERRORS)
+def progress(run_id: str, request: Request) -> s.CorpusRun:
+    """Where a run stands: sentences done, their rate, the time left."""
+    return described(runs_of(request).get(run_id))
+
+
+@router.post("/corpus-runs/{run_id}/cancel", responses=RUN_ERRORS)
+def cancel(run_id: str, request: Request) -> s.CorpusRun:
+    """Stop a run (it ends after its current sentence; what it read so far is kept)."""
+    return described(runs_of(request).cancel(run_id))
+
+
+def finite(v: float) -> float | None:
+    return None if math.isnan(v) else round(float(v), 6)
+
+
+def read_so_far(job: Job) -> torch.Tensor:
+    if job.statistics is None or job.done == 0:
+        raise HTTPException(409, f"corpus run {job.id} has read no sentence yet")
+    return job.statistics[: job.done]
+
+
+@router.get("/corpus-runs/{run_id}/heads", responses=RUN_ERRORS)
+def heads(run_id: str, request: Request) -> s.CorpusHeads:
+    """Every head's statistics, each its mean over the sentences read so far."""
+    job = runs_of(request).get(run_id)
+    means = corpus_means(read_so_far(job))  # (S, H)
+    return s.CorpusHeads(
+        run=described(job),
+        heads=[
+            s.HeadStatistics(
+                type=h.type,
+                layer=h.layer,
+                head=h.head,
+                means={n: finite(means[i, j]) for i, n in enumerate(STATISTICS)},
+            )
+            for j, h in enumerate(job.heads)
+        ],
+    )
+
+
+@router.get("/corpus-runs/{run_id}/search", responses=RUN_ERRORS)
+def search(
+    run_id: str,
+    request: Request,
+    pattern: s.Pattern,
+    top: Annotated[int, Query(ge=1, le=100)] = 10,
+    examples: Annotated[int, Query(ge=1, le=20)] = 3,
+) -> s.HeadSearch:
+    """The heads that do a pattern most over the corpus, each with the sentences where it
+    does it most: previous (the token before), first (the first token), same (the same
+    token elsewhere), special ([CLS], [SEP], <bos>), induction, alignment."""
+    job = runs_of(request).get(run_id)
+    per = read_so_far(job)[:, STATISTICS.index(PATTERNS[pattern])]  # (N, H)
+    means = per.nanmean(0)
+    ranked = [j for j in means.argsort(descending=True).tolist() if not math.isnan(means[j])]
+    out = []
+    for j in ranked[:top]:
+        column = per[:, j].nan_to_num(nan=-math.inf)
+        best = column.argsort(descending=True)[:examples].tolist()
+        h = job.heads[j]
+        out.append(
+            s.RankedHead(
+                type=h.type,
+                layer=h.layer,
+                head=h.head,
+                score=round(float(means[j]), 6),
+                examples=[
+                    s.Example(sentence=i, text=job.sentences[i], score=round(float(per[i, j]), 6))
+                    for i in best
+                    if math.isfinite(column[i])
+                ],
+            )
+        )
+    return s.HeadSearch(run=described(job), pattern=pattern, statistic=PATTERNS[pattern], heads=out)
+
+
+def download(body: bytes, name: str, media: str) -> Response:
+    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    return Response(body, media_type=media, headers=headers)
+
+
+@router.get("/corpus-runs/{run_id}/statistics.csv", responses=RUN_ERRORS)
+def statistics_csv(run_id: str, request: Request) -> Response:
+    """Per sentence and head, every statistic: one row each (sentence, type, layer, head)."""
+    job = runs_of(request).get(run_id)
+    per = read_so_far(job).numpy()
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["sentence", "type", "layer", "head", *STATISTICS])
+    for i in range(per.shape[0]):
+        for j, h in enumerate(job.heads):
+            writer.writerow(
+                [
+                    i,
+                    h.type,
+                    h.layer,
+                    h.head,
+                    *("" if np.isnan(v) else f"{v:.6g}" for v in per[i, :, j]),
+                ]
+            )
+    return download(out.getvalue().encode(), f"attnviz-corpus-{job.id}.csv", "text/csv")
+
+
+@router.get("/corpus-runs/{run_id}/vectors.npz", responses=RUN_ERRORS)
+def vectors_npz(run_id: str, request: Request) -> Response:
+    """The kept heads' query and key vectors, with each vector's sentence and token."""
+    job = runs_of(request).get(run_id)
+    arrays: dict[str, np.ndarray] = {}
+    for h, v in job.vectors.items():
+        name = f"{h.type}.L{h.layer}.H{h.head}"
+        if not v.queries:
+            continue
+        arrays[f"{name}.queries"] = torch.cat(v.queries).numpy()
+        arrays[f"{name}.keys"] = torch.cat(v.keys).numpy()
+        arrays[f"{name}.query_sentence"] = np.repeat(v.sentence, [len(r) for r in v.rows])
+        arrays[f"{name}.key_sentence"] = np.repeat(v.sentence, [len(c) for c in v.columns])
+        arrays[f"{name}.query_tokens"] = np.array([t for r in v.rows for t in r])
+        arrays[f"{name}.key_tokens"] = np.array([t for c in v.columns for t in c])
+    out = io.BytesIO()
+    np.savez(out, **arrays)
+    return download(
+        out.getvalue(), f"attnviz-corpus-{job.id}-vectors.npz", "application/octet-stream"
+    )

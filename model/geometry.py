@@ -1,0 +1,135 @@
+"""The query-key space of a head (AttentionViz's picture, made faithful as it makes it):
+its queries and keys as one point cloud, the keys translated so their centroid meets the
+queries' and both scaled so their mean norms match. Neither changes any softmax: a shift
+t of the keys adds q . t to every score of a query's row (the same for each key), and
+scaling queries by c and keys by 1/c leaves each dot product as it was. How far the
+picture can be trusted is the correlation between a pair's dot product and its distance
+within each query's row (-1: the nearer a key, the more it is attended), before and
+after. Then a projection to 2 or 3 dimensions:
+PCA (torch), UMAP or t-SNE (umap-learn, openTSNE), each seeded."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+PROJECTIONS = ("pca", "umap", "tsne")
+# UMAP and t-SNE compile their numba / Cython paths on their first fit (UMAP: about 13 s
+# here): each is warmed once in a thread of its own, and asked for before it is warm
+# it is not run (`warm` says so) rather than holding a request that long
+_warm: dict[str, threading.Event] = {}
+_warm_lock = threading.Lock()
+
+
+def warm(method: str) -> bool:
+    """Whether a projection is ready to run at once; if not, it starts warming (once)."""
+    if method == "pca":
+        return True
+    with _warm_lock:
+        if method not in _warm:
+            _warm[method] = threading.Event()
+            threading.Thread(target=_warm_up, args=(method,), daemon=True).start()
+        return _warm[method].is_set()
+
+
+def _warm_up(method: str) -> None:
+    try:
+        points = torch.randn(40, 8, generator=torch.Generator().manual_seed(0))
+        for dims in (2, 3):
+            project(points, method, dims, 0)
+    finally:
+        _warm[method].set()
+
+
+@dataclass
+class Normalized:
+    queries: Tensor  # (Nq, d): c * q
+    keys: Tensor  # (Nk, d): (k + shift) / c
+    shift: Tensor  # (d,): the queries' centroid minus the keys'
+    scale: float  # c
+
+
+def normalize(queries: Tensor, keys: Tensor) -> Normalized:
+    """Keys translated onto the queries' centroid, then queries * c and keys / c with c
+    chosen so that their mean norms match: every q . k changes by a per-query constant
+    (q . shift), so every softmax row is what it was."""
+    shift = queries.mean(0) - keys.mean(0)
+    moved = keys + shift
+    q_norm, k_norm = queries.norm(dim=-1).mean(), moved.norm(dim=-1).mean()
+    scale = float(torch.sqrt(k_norm / q_norm)) if q_norm > 0 and k_norm > 0 else 1.0
+    return Normalized(queries * scale, moved / scale, shift, scale)
+
+
+def dot_distance_correlation(
+    blocks: list[tuple[Tensor, Tensor, Tensor | None]], most: int = 2_000_000
+) -> float | None:
+    """Pearson correlation between q . k and |q - k| within each query's row, over the
+    keys it may attend: per block (one sentence's queries (Nq, d), keys (Nk, d) and which
+    pairs its mask allows, (Nq, Nk) bool or None for all), each row's dots and distances
+    taken from their row's mean, then pooled; a seeded sample of `most` pairs where there
+    are more. Within a row is what a softmax compares: the measure is blind to what adds
+    the same to a whole row (the keys' translation), and sees whether, for each query,
+    the nearer keys are the ones it attends. None where either does not vary."""
+    dots, distances = [], []
+    for queries, keys, allowed in blocks:
+        q, k = queries.double(), keys.double()
+        dot, distance = q @ k.T, torch.cdist(q, k)
+        keep = torch.ones_like(dot, dtype=torch.bool) if allowed is None else allowed.bool()
+        count = keep.sum(-1, keepdim=True).clamp(min=1)
+        dot = dot - (dot * keep).sum(-1, keepdim=True) / count
+        distance = distance - (distance * keep).sum(-1, keepdim=True) / count
+        keep = keep & (count > 1)  # a row of one key says nothing
+        dots.append(dot[keep])
+        distances.append(distance[keep])
+    dot, distance = torch.cat(dots), torch.cat(distances)
+    if dot.numel() > most:
+        pick = torch.randperm(dot.numel(), generator=torch.Generator().manual_seed(0))[:most]
+        dot, distance = dot[pick], distance[pick]
+    if dot.numel() < 2 or dot.std() == 0 or distance.std() == 0:
+        return None
+    return float(torch.corrcoef(torch.stack([dot, distance]))[0, 1])
+
+
+def project(points: Tensor, method: str, dims: int, seed: int = 0) -> tuple[np.ndarray, dict]:
+    """(N, dims) coordinates of (N, d) points, and what the projection says of itself
+    (PCA: the share of variance each axis explains)."""
+    if method not in PROJECTIONS:
+        raise ValueError(f"projection {method!r}: one of {PROJECTIONS}")
+    x = points.double()
+    n = x.size(0)
+    if method == "pca":
+        centered = x - x.mean(0)
+        _, s, v = torch.linalg.svd(centered, full_matrices=False)
+        coords = centered @ v[:dims].T
+        variance = s**2
+        share = (variance[:dims] / variance.sum()).tolist() if variance.sum() > 0 else []
+        return coords.float().numpy(), {"explained_variance": share}
+    if n < 5:
+        raise ValueError(f"{method} needs at least 5 points; the head has {n}")
+    data = x.float().numpy()
+    if method == "umap":
+        import umap
+
+        reducer = umap.UMAP(
+            n_components=dims,
+            random_state=seed,
+            n_neighbors=min(15, n - 1),
+            transform_seed=seed,
+            n_jobs=1,  # (a seed makes it one thread anyway)
+        )
+        return np.asarray(reducer.fit_transform(data), dtype=np.float32), {}
+    from openTSNE import TSNE
+
+    perplexity = min(30.0, (n - 1) / 3)
+    tsne = TSNE(
+        n_components=dims,
+        perplexity=perplexity,
+        random_state=seed,
+        negative_gradient_method="fft" if dims == 2 else "bh",
+        n_jobs=1,
+    )
+    return np.asarray(tsne.fit(data), dtype=np.float32), {"perplexity": perplexity}

@@ -1,0 +1,223 @@
+// BertViz's lines view, drawn with plotly.js: the tokens in two columns, queries on the
+// left and keys on the right, a line from each query to each key it attends to with its
+// opacity by weight, one colour per head, several heads at once. Only the weights at or
+// above a threshold are drawn (the page says how many), so that 512 tokens stay legible;
+// hovering a token shows its lines alone. Its choices live in the URL (lh=heads, thr=).
+import { configFor, escapeText, plotly, themed } from "../plots.js";
+import { el, labelled } from "./lab/shared.js";
+
+const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+  "#7f7f7f", "#bcbd22", "#17becf"]; // biome-ignore format: a palette a line
+const BINS = [0.25, 0.5, 0.75, 1.01]; // opacity steps: a line's weight falls in one
+const DEFAULT_THRESHOLD = 0.1;
+
+const STRINGS = {
+  en: {
+    view_lines: "Lines",
+    lines_heads: "Heads",
+    lines_threshold: "Draw weights at or above",
+    lines_title: "{type} · Layer {layer} · queries (left) → keys (right)",
+    lines_count:
+      "{drawn} lines drawn: the weights ≥ {thr} of {heads} ({all} query–key pairs in all). A line's opacity is its weight; a colour is a head.",
+    lines_explain:
+      "Hover a token to see its lines alone; tick heads to draw several at once; lower the threshold to see fainter weights.",
+    lines_none: "No weight reaches {thr}: lower the threshold.",
+  },
+  zh: {
+    view_lines: "连线视图",
+    lines_heads: "头",
+    lines_threshold: "绘制权重不低于",
+    lines_title: "{type} · 层 {layer} · 查询（左）→ 键（右）",
+    lines_count:
+      "绘制了 {drawn} 条线：{heads} 中权重 ≥ {thr} 的（共 {all} 个查询–键对）。线的不透明度即权重；每种颜色是一个头。",
+    lines_explain: "悬停某个词元只看它的连线；勾选多个头可同时绘制；降低阈值可看到更弱的权重。",
+    lines_none: "没有权重达到 {thr}：请降低阈值。",
+  },
+};
+
+export function chosenHeads(lh, head, count) {
+  const heads = String(lh || "")
+    .split(",")
+    .map((v) => Number.parseInt(v, 10))
+    .filter((h) => Number.isInteger(h) && h >= 0 && h < count);
+  return heads.length ? [...new Set(heads)].sort((a, b) => a - b) : [Math.min(head, count - 1)];
+}
+
+export function threshold(thr) {
+  const v = Number.parseFloat(thr);
+  return Number.isFinite(v) && v > 0 && v <= 1 ? v : DEFAULT_THRESHOLD;
+}
+
+// every drawn line: {head, query, key, weight}
+function linesOf(block, heads, thr) {
+  const out = [];
+  for (const head of heads) {
+    const z = block.matrix(head);
+    z.forEach((row, i) => {
+      row.forEach((w, j) => {
+        if (w >= thr) out.push({ head, query: i, key: j, weight: w });
+      });
+    });
+  }
+  return out;
+}
+
+function segments(lines, yLeft, yRight, style) {
+  const x = [];
+  const y = [];
+  for (const l of lines) {
+    x.push(0, 1, null);
+    y.push(yLeft(l.query), yRight(l.key), null);
+  }
+  return { type: "scatter", mode: "lines", x, y, hoverinfo: "skip", showlegend: false, ...style };
+}
+
+// one trace per head and opacity step (a trace has one opacity)
+function lineTraces(lines, heads, yLeft, yRight) {
+  const traces = [];
+  for (const head of heads) {
+    let low = 0;
+    for (const high of BINS) {
+      const mine = lines.filter((l) => l.head === head && l.weight >= low && l.weight < high);
+      if (mine.length) {
+        traces.push(
+          segments(mine, yLeft, yRight, {
+            line: { color: PALETTE[head % 10], width: 1.5 },
+            opacity: Math.min(1, (low + high) / 2),
+          }),
+        );
+      }
+      low = high;
+    }
+  }
+  return traces;
+}
+
+async function drawLines(ctx) {
+  const { state, t, elements } = ctx;
+  const block = await ctx.layerBlock(state.type, state.layer, "weights");
+  if (ctx.stale()) return;
+  const heads = chosenHeads(state.lh, state.head, block.count);
+  const thr = threshold(state.thr);
+  const rows = block.predicted && state.type === "decoder.cross" ? block.predicted : block.rows;
+  const columns = block.columns;
+  const span = Math.max(rows.length, columns.length) - 1 || 1;
+  const yLeft = (i) => -(i * span) / Math.max(1, rows.length - 1);
+  const yRight = (j) => -(j * span) / Math.max(1, columns.length - 1);
+  const lines = linesOf(block, heads, thr);
+  elements.grid.hidden = false;
+  elements.grid.replaceChildren(controls(ctx, block.count, heads, thr));
+  const base = lineTraces(lines, heads, yLeft, yRight);
+  const label = (tokens, x, y, side) => ({
+    type: "scatter",
+    mode: "text",
+    x: tokens.map(() => x),
+    y: tokens.map((_, i) => y(i)),
+    text: tokens.map(escapeText),
+    textposition: side === "left" ? "middle left" : "middle right",
+    hovertemplate: "%{text}<extra></extra>",
+    showlegend: false,
+    meta: side,
+  });
+  const labels = [label(rows, 0, yLeft, "left"), label(columns, 1, yRight, "right")];
+  const legend = heads.map((h) => ({
+    type: "scatter",
+    mode: "lines",
+    x: [null],
+    y: [null],
+    name: `${t("head")} ${h}`,
+    line: { color: PALETTE[h % 10], width: 3 },
+  }));
+  const title = t("lines_title")
+    .replace("{type}", t(state.type))
+    .replace("{layer}", String(state.layer));
+  const height = Math.min(4000, Math.max(360, 16 * (span + 1) + 120));
+  const layout = {
+    title: { text: escapeText(title), x: 0, xanchor: "left" },
+    height,
+    margin: { l: 160, r: 160, t: 60, b: 30 },
+    xaxis: { visible: false, range: [-0.05, 1.05], fixedrange: true },
+    yaxis: { visible: false, range: [-span - 0.5, 0.5] },
+    hovermode: "closest",
+    legend: { orientation: "h", y: 1.02, x: 1, xanchor: "right" },
+    ...themed(),
+  };
+  const Plotly = await plotly;
+  const plot = elements.plot;
+  await Plotly.react(
+    plot,
+    [...base, ...labels, ...legend],
+    layout,
+    configFor(`attnviz-${state.model}-lines-L${state.layer}`),
+  );
+  const first = base.length; // the labels' traces follow the lines'
+  plot.removeAllListeners?.("plotly_hover");
+  plot.removeAllListeners?.("plotly_unhover");
+  plot.on("plotly_hover", (event) => {
+    const point = event.points.find((p) => p.curveNumber === first || p.curveNumber === first + 1);
+    if (!point) return;
+    const side = point.curveNumber === first ? "query" : "key";
+    const mine = lines.filter((l) => l[side] === point.pointNumber);
+    const isolated = lineTraces(mine, heads, yLeft, yRight).map((tr) => ({
+      ...tr,
+      opacity: Math.max(0.35, tr.opacity),
+    }));
+    Plotly.react(
+      plot,
+      [...base.map((tr) => ({ ...tr, opacity: 0.04 })), ...labels, ...legend, ...isolated],
+      layout,
+    );
+    elements.readout.textContent = `${side === "query" ? rows[point.pointNumber] : columns[point.pointNumber]}: ${mine.length}`;
+  });
+  plot.on("plotly_unhover", () => {
+    Plotly.react(plot, [...base, ...labels, ...legend], layout);
+  });
+  const all = rows.length * columns.length * heads.length;
+  const headsNamed = heads.map((h) => `${t("head")} ${h}`).join(", ");
+  elements.convention.textContent = lines.length
+    ? t("lines_count")
+        .replace("{drawn}", String(lines.length))
+        .replace("{thr}", String(thr))
+        .replace("{heads}", headsNamed)
+        .replace("{all}", String(all))
+    : t("lines_none").replace("{thr}", String(thr));
+  elements.explain.textContent = t("lines_explain");
+}
+
+function controls(ctx, count, heads, thr) {
+  const { t } = ctx;
+  const input = el("input", {
+    type: "number",
+    id: "lines-threshold",
+    min: "0.001",
+    max: "1",
+    step: "0.01",
+    value: String(thr),
+  });
+  input.addEventListener("change", () => ctx.update({ thr: String(threshold(input.value)) }));
+  const bar = labelled("lines-threshold", t("lines_threshold"), input);
+  const boxes = el("div", { className: "lines-heads", role: "group", ariaLabel: t("lines_heads") });
+  boxes.append(t("lines_heads"), " ");
+  for (let h = 0; h < count; h++) {
+    const box = el("input", {
+      type: "checkbox",
+      id: `lines-head-${h}`,
+      checked: heads.includes(h),
+    });
+    box.addEventListener("change", () => {
+      const next = box.checked ? [...heads, h] : heads.filter((x) => x !== h);
+      if (next.length) ctx.update({ lh: next.sort((a, b) => a - b).join(",") });
+      else box.checked = true; // at least one head
+    });
+    boxes.append(el("label", { htmlFor: box.id }, box, String(h)), " ");
+  }
+  return el("div", {}, bar, boxes);
+}
+
+export const view = {
+  id: "lines",
+  label: "view_lines",
+  controls: ["type", "layer"],
+  draw: drawLines,
+  strings: STRINGS,
+};
