@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,ray]'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
 	  $$($(BIN)/python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['tool']['attnviz']['no-deps'])")
 	touch $(STAMP)

@@ -45,7 +45,22 @@ def main(argv: list[str] | None = None) -> None:
     evaluate.add_argument(
         "--write-card", action="store_true", help="write metrics.json and MODEL_CARD.md"
     )
+    corpus = commands.add_parser(
+        "corpus", help="every head's statistics over a text file (one sentence a line)"
+    )
+    corpus.add_argument("file", help="UTF-8 text, one sentence a line")
+    corpus.add_argument("--model", default="minilm", help="model id (default: minilm)")
+    corpus.add_argument(
+        "--ray", metavar="ADDRESS", help="run on this Ray cluster ('local': start one here)"
+    )
+    corpus.add_argument("--workers", type=int, default=2, help="Ray workers (default: 2)")
+    corpus.add_argument("--out", help="write the statistics here as CSV (sentence, head, ...)")
     args = parser.parse_args(argv)
+
+    if args.command == "corpus":
+        from .corpus.command import run_corpus
+
+        run_corpus(args.file, args.model, args.ray, args.workers, args.out)
 
     if args.command == "evaluate":
         from model.pronounce.card import measure, write_card

@@ -94,6 +94,11 @@ class Settings(BaseSettings):
     corpus_max_sentences: int = Field(
         20_000, ge=1, description="Sentences one corpus run reads at most."
     )
+    ray_address: str | None = Field(
+        None,
+        description="Run corpus runs on this Ray cluster (Ray Data; the `ray` extra). Unset: "
+        "in this process, and nothing of Ray is imported.",
+    )
     corpus_results_bytes: int = Field(
         512 * 2**20,
         ge=2**20,

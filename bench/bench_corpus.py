@@ -81,8 +81,12 @@ def reference(model: str, sentences: list[str]) -> float:
 def page_draw(base: str, run_id: str, text: str) -> float:
     from playwright.sync_api import sync_playwright
 
-    flags = ["--no-sandbox", "--use-gl=angle", "--use-angle=swiftshader",
-             "--enable-unsafe-swiftshader"]  # fmt: skip
+    flags = [
+        "--no-sandbox",
+        "--use-gl=angle",
+        "--use-angle=swiftshader",
+        "--enable-unsafe-swiftshader",
+    ]
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=flags)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -93,12 +97,19 @@ def page_draw(base: str, run_id: str, text: str) -> float:
         while not page.evaluate(read):
             assert time.monotonic() < deadline, "the cloud was not drawn within 120 s"
             time.sleep(0.05)
-        marks = page.evaluate(
+        read_marks = (
             "['asked', 'answered', 'drawn'].map((m) => "
-            "performance.getEntriesByName('attnviz:qk-' + m)[0].startTime)"
+            "performance.getEntriesByName('attnviz:qk-' + m).at(-1).startTime)"
         )
+        first = page.evaluate(read_marks)
+        # again, the WebGL bundle loaded and the text's run cached: another colouring
+        page.select_option("#qk-colour", "sentence")
+        while page.evaluate("performance.getEntriesByName('attnviz:qk-drawn').length") < 2:
+            assert time.monotonic() < deadline + 120, "not drawn again within 120 s"
+            time.sleep(0.05)
+        again = page.evaluate(read_marks)
         browser.close()
-    return (marks[2] - marks[0]) / 1000, (marks[1] - marks[0]) / 1000
+    return [((m[2] - m[0]) / 1000, (m[1] - m[0]) / 1000) for m in (first, again)]
 
 
 def main() -> None:
@@ -154,14 +165,18 @@ def main() -> None:
     for model, done, ours in rows:
         theirs = reference(model, sentences[:done])
         print(f"| {model} | {done} | {ours:.1f} | {theirs:.1f} | {ours / theirs:.2f} |", flush=True)
-    print(f"\nquery-key space of MiniLM encoder L3 H2 over {n} sentences: {points} queries and "
-          f"{points} keys")  # fmt: skip
+    print(
+        f"\nquery-key space of MiniLM encoder L3 H2 over {n} sentences: {points} queries and "
+        f"{points} keys"
+    )
     print(f"  server (POST /api/v1/qk-space, PCA, median of 3): {server_qk:.2f} s")
     if draw is not None:
-        print(
-            f"  page, asked to drawn (scattergl on SwiftShader): {draw[0]:.2f} s, of which "
-            f"the answer (server, transfer, JSON) {draw[1]:.2f} s"
-        )
+        for what, (whole, answer) in zip(("first", "again"), draw, strict=True):
+            print(
+                f"  page, {what}: asked to drawn (scattergl on SwiftShader) {whole:.2f} s, of "
+                f"which the answer (server, transfer, JSON; first: and plotly's WebGL bundle) "
+                f"{answer:.2f} s, the draw {whole - answer:.2f} s"
+            )
 
 
 if __name__ == "__main__":

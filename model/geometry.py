@@ -75,10 +75,19 @@ def dot_distance_correlation(
     the same to a whole row (the keys' translation), and sees whether, for each query,
     the nearer keys are the ones it attends. None where either does not vary."""
     dots, distances = [], []
+    # blocks of one shape and mask at once: a corpus's sentences share few lengths
+    groups: dict[tuple, list] = {}
     for queries, keys, allowed in blocks:
-        q, k = queries.double(), keys.double()
-        dot, distance = q @ k.T, torch.cdist(q, k)
-        keep = torch.ones_like(dot, dtype=torch.bool) if allowed is None else allowed.bool()
+        mask = None if allowed is None else allowed.bool()
+        key = (len(queries), len(keys), None if mask is None else mask.numpy().tobytes())
+        groups.setdefault(key, []).append((queries, keys, mask))
+    for members in groups.values():
+        q = torch.stack([m[0] for m in members]).double()  # (B, Nq, d)
+        k = torch.stack([m[1] for m in members]).double()
+        dot, distance = q @ k.transpose(1, 2), torch.cdist(q, k)
+        mask = members[0][2]
+        keep = torch.ones_like(dot[0], dtype=torch.bool) if mask is None else mask
+        keep = keep.expand_as(dot)
         count = keep.sum(-1, keepdim=True).clamp(min=1)
         dot = dot - (dot * keep).sum(-1, keepdim=True) / count
         distance = distance - (distance * keep).sum(-1, keepdim=True) / count

@@ -13,6 +13,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from fastapi import HTTPException
 
@@ -110,6 +111,12 @@ class CorpusRuns:
                 f"its statistics would take {estimate:,} bytes, over what the server keeps "
                 f"({self.max_bytes:,}, ATTNVIZ_CORPUS_RESULTS_BYTES): send fewer sentences",
             )
+        if keep and self.inference.settings.ray_address:
+            raise HTTPException(
+                422,
+                "vectors are kept by corpus runs in this process only, not on Ray "
+                "(ATTNVIZ_RAY_ADDRESS is set)",
+            )
         job = Job(uuid.uuid4().hex[:16], entry, sentences, source, keep, heads)
         with self._lock:
             waiting = sum(j.status == "queued" for j in self.jobs.values())
@@ -180,6 +187,8 @@ class CorpusRuns:
 
     def _run(self, job: Job) -> None:
         entry = job.entry
+        if self.inference.settings.ray_address:
+            return self._run_on_ray(job)
         names = compute.names_of(entry, job.keep)
         for head in job.keep:
             job.vectors[head] = Vectors()
@@ -205,3 +214,21 @@ class CorpusRuns:
                 kept.rows.append(query_tokens)
                 kept.columns.append(key_tokens)
                 kept.sentence.append(index)
+
+    def _run_on_ray(self, job: Job) -> None:
+        """The run as a Ray Data pipeline on ATTNVIZ_RAY_ADDRESS's cluster (app/corpus/
+        on_ray.py), its progress as the workers' batches come back."""
+        from .on_ray import statistics_on_ray
+
+        settings = self.inference.settings
+        job.statistics = torch.full(
+            (job.total, len(STATISTICS), len(job.heads)), float("nan"), dtype=torch.float32
+        )
+        parts = statistics_on_ray(
+            settings.ray_address, job.entry.id, job.sentences, settings.model_dump()
+        )
+        for indices, stats in parts:
+            job.statistics[torch.from_numpy(np.array(indices))] = torch.from_numpy(np.array(stats))
+            job.done += len(indices)
+            if job.cancelled.is_set():
+                return

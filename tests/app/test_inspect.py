@@ -189,3 +189,25 @@ def test_umap_and_tsne_are_seeded(client, projection):
 def test_project_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="one of"):
         project(torch.zeros(10, 4), "mds", 2)
+
+
+def test_the_correlation_is_pooled_within_rows_over_blocks_of_any_shape():
+    """By loops: each row's dots and distances less their row's mean, over the keys its
+    mask allows (rows of one key left out), pooled; blocks of mixed shapes and masks."""
+    torch.manual_seed(0)
+    blocks = []
+    for n in (3, 5, 5, 8, 3):
+        causal = torch.ones(n, n, dtype=torch.bool).tril() if n != 8 else None
+        blocks.append((torch.randn(n, 4), torch.randn(n, 4), causal))
+    xs, ys = [], []
+    for q, k, allowed in blocks:
+        for i in range(len(q)):
+            cols = [j for j in range(len(k)) if allowed is None or allowed[i, j]]
+            if len(cols) < 2:
+                continue
+            d = [float(q[i] @ k[j]) for j in cols]
+            r = [float((q[i] - k[j]).norm()) for j in cols]
+            xs += [v - sum(d) / len(d) for v in d]
+            ys += [v - sum(r) / len(r) for v in r]
+    expected = float(np.corrcoef(xs, ys)[0, 1])
+    assert dot_distance_correlation(blocks) == pytest.approx(expected, abs=1e-6)

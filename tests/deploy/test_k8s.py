@@ -50,3 +50,20 @@ def test_a_mistake_in_the_manifests_fails_the_check(tmp_path, old, new, said):
     assert changed, old
     failures = [line for line in check.check(copy / "base", copy) if line.startswith("FAIL")]
     assert failures and any(said in line for line in failures), failures
+
+
+@pytest.mark.parametrize("folder", check.kustomizations(), ids=lambda p: p.name)
+def test_the_configmaps_settings_are_what_the_server_reads(folder, monkeypatch):
+    """Each ATTNVIZ_* value of a rendered ConfigMap parses as the server's Settings (a
+    misspelt name or a bad value would be refused, or ignored, only at start-up)."""
+    from app.settings import Settings
+
+    maps = [r for r in check.render(folder) if r["kind"] == "ConfigMap"]
+    assert maps
+    for name, value in maps[0]["data"].items():
+        if name.startswith("ATTNVIZ_"):
+            field = name.removeprefix("ATTNVIZ_").lower()
+            assert field in Settings.model_fields, name
+            monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.port == 8000 and settings.host == "0.0.0.0"

@@ -167,3 +167,25 @@ def test_a_corpus_run_shows_its_progress_statistics_and_head_search(page: Page, 
     state = url_state(page)
     assert (state["view"], state["text"], state["layer"], state["head"]) == (
         "head", example["text"], str(first["layer"]), str(first["head"]))  # fmt: skip
+
+
+def test_hovering_a_token_in_the_lines_view_shows_its_lines_alone(page: Page, server):
+    page.goto(f"/?model=minilm&text={TEXT}&view=lines&type=encoder.self&layer=2&head=5&thr=0.05")
+    ready(page)
+    asked = {"types": ["encoder.self"], "layers": [2], "heads": [5], "encoding": "json"}
+    block = api(server, "attention", model="minilm", text=TEXT, legacy_items=False, **asked)
+    block = block["blocks"][0]
+    weights = np.array(block["data"])[0]
+    query = 3  # the left column's fourth token
+    where = page.evaluate(
+        """(i) => { const gd = document.getElementById('plot'); const f = gd._fullLayout;
+        const labels = gd.data.findIndex((t) => t.meta === 'left');
+        const box = gd.getBoundingClientRect();
+        return [box.left + f._size.l + f.xaxis.l2p(0), box.top + f._size.t +
+                f.yaxis.l2p(gd.data[labels].y[i])]; }""",
+        query,
+    )
+    page.mouse.move(*where)
+    expect(page.locator("#readout")).to_have_text(
+        f"{block['rows'][query]}: {int((weights[query] >= 0.05).sum())}"
+    )
