@@ -10,7 +10,8 @@ the corpus means leave those out.
     first       the weight on key 0 (a sink)
     special     the weight on special tokens ([CLS], [SEP], <bos>, ...)
     same        the weight on other occurrences of the query's own token (self-attention,
-                rows whose token occurs again)
+                rows whose token occurs again where the head can see it: a causal head,
+                before the row)
     induction   the weight on the tokens that followed earlier occurrences of the query's
                 token (causal self-attention, rows whose token occurred before)
     alignment   1 where the row's strongest key lies within one token of the diagonal
@@ -62,6 +63,8 @@ def sentence_statistics(
         qi = torch.tensor(query_ids)[:, None]
         ki = torch.tensor(key_ids)[None, :]
         same = (qi == ki) & ~torch.eye(tq, tk, dtype=torch.bool)
+        if causal:  # a causal head sees only the earlier occurrences
+            same &= k <= q
         out[5] = _row_mean((w * same).sum(-1), same.any(-1))
         if causal:
             # key j follows an earlier occurrence (j - 1 < q) of the query's token

@@ -114,6 +114,8 @@ def project(points: Tensor, method: str, dims: int, seed: int = 0) -> tuple[np.n
         centered = x - x.mean(0)
         _, s, v = torch.linalg.svd(centered, full_matrices=False)
         coords = centered @ v[:dims].T
+        if coords.size(1) < dims:  # fewer points than axes: the missing axes are 0
+            coords = torch.cat([coords, coords.new_zeros(n, dims - coords.size(1))], dim=1)
         variance = s**2
         share = (variance[:dims] / variance.sum()).tolist() if variance.sum() > 0 else []
         return coords.float().numpy(), {"explained_variance": share}

@@ -15,7 +15,10 @@ from model.runner import AttentionSpec
 from ..zoo import ModelEntry
 
 LOG = logging.getLogger("attnviz")
-BATCH = 16  # sentences of one token length run in one pass
+BATCH = 16  # sentences of one token length run in one pass, at most
+# and at most this many tokens in one pass: a causal model's logits take tokens x vocabulary
+# floats (SmolLM2: 2,048 tokens, 400 MB)
+PASS_TOKENS = 2048
 
 Batch = list[tuple[int, tuple[list[int], list[str]] | None]]
 
@@ -49,21 +52,26 @@ def names_of(entry: ModelEntry, keep=()) -> list[str]:
     return names
 
 
-def batches(entry: ModelEntry, sentences: list[str], first: int = 0) -> list[Batch]:
-    """The sentences (numbered from `first`) in the batches they run in: a model that reads
-    one text (an encoder or a decoder alone) runs up to BATCH sentences of one token length
-    in one pass (no padding: each row is the sentence's own pass); an encoder-decoder,
-    whose decoder reads its own output, runs each sentence alone (ids None)."""
+def batches(
+    entry: ModelEntry, sentences: list[str], indices: list[int] | None = None
+) -> list[Batch]:
+    """The sentences (numbered by `indices`, default 0..) in the batches they run in: a
+    model that reads one text (an encoder or a decoder alone) runs up to BATCH sentences of
+    one token length in one pass (no padding: each row is the sentence's own pass); an
+    encoder-decoder, whose decoder reads its own output, runs each sentence alone (ids
+    None)."""
+    indices = list(range(len(sentences))) if indices is None else indices
     if entry.config.architecture == "encoder-decoder":
-        return [[(first + i, None)] for i in range(len(sentences))]
+        return [[(i, None)] for i in indices]
     runner = entry.loaded_runner()
     by_length: dict[int, list] = {}
-    for i, sentence in enumerate(sentences):
+    for i, sentence in zip(indices, sentences, strict=True):
         ids, tokens = runner.tokenize(sentence)
-        by_length.setdefault(len(ids), []).append((first + i, (ids, tokens)))
+        by_length.setdefault(len(ids), []).append((i, (ids, tokens)))
     out = []
-    for group in by_length.values():
-        out += [group[at : at + BATCH] for at in range(0, len(group), BATCH)]
+    for length, group in by_length.items():
+        size = max(1, min(BATCH, PASS_TOKENS // max(1, length)))
+        out += [group[at : at + size] for at in range(0, len(group), size)]
     return out
 
 
@@ -78,9 +86,15 @@ def run_batch(entry: ModelEntry, batch: Batch, text_of, names: list[str]) -> lis
         except ValueError as exc:
             LOG.info("corpus sentence %d skipped: %s", index, exc)
             return []
-    read = [(index, ids, tokens) for index, (ids, tokens) in batch]
-    if all(t in entry.runner.special_tokens for t in read[0][2]):
-        return []  # nothing but what the tokenizer adds: no text read
+    specials = entry.runner.special_tokens
+    # a sentence of nothing but what the tokenizer adds reads no text: left out alone
+    read = [
+        (index, ids, tokens)
+        for index, (ids, tokens) in batch
+        if not all(t in specials for t in tokens)
+    ]
+    if not read:
+        return []
     ids = torch.tensor([ids for _, ids, _ in read])
     _, capture = runner.model.run_with_capture(ids, names_filter=names)
     return [(i, Read(ids, tokens, capture), b) for b, (i, ids, tokens) in enumerate(read)]

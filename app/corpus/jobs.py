@@ -60,6 +60,8 @@ class Job:
     finished: float | None = None
     error: str | None = None
     statistics: torch.Tensor | None = None  # (N, S, H) float32, NaN where n/a
+    # which sentences have been read (batches run by token length, not in order)
+    read: torch.Tensor | None = None  # (N,) bool
     vectors: dict[Head, Vectors] = field(default_factory=dict)
     cancelled: threading.Event = field(default_factory=threading.Event)
 
@@ -69,9 +71,12 @@ class Job:
 
     @property
     def bytes(self) -> int:
+        """Its results' bytes: the statistics, the kept vectors and the sentences."""
         n = 0 if self.statistics is None else self.statistics.numel() * 4
-        for v in self.vectors.values():
-            n += sum(t.numel() * 4 for t in v.queries + v.keys)
+        n += sum(len(t.encode()) for t in self.sentences)
+        for v in list(self.vectors.values()):
+            count = len(v.sentence)  # (the worker appends to the lists one after another)
+            n += sum(t.numel() * 4 for t in v.queries[:count] + v.keys[:count])
         return n
 
     def rate(self) -> float | None:
@@ -118,6 +123,11 @@ class CorpusRuns:
                 "(ATTNVIZ_RAY_ADDRESS is set)",
             )
         job = Job(uuid.uuid4().hex[:16], entry, sentences, source, keep, heads)
+        job.statistics = torch.full(
+            (job.total, len(STATISTICS), len(heads)), float("nan"), dtype=torch.float32
+        )
+        job.read = torch.zeros(job.total, dtype=torch.bool)
+        job.vectors = {head: Vectors() for head in keep}  # before any reader sees the job
         with self._lock:
             waiting = sum(j.status == "queued" for j in self.jobs.values())
             if waiting >= QUEUED_AT_MOST:
@@ -175,11 +185,16 @@ class CorpusRuns:
                 job.error, status = f"{type(exc).__name__}: {getattr(exc, 'detail', exc)}", "failed"
             with self._lock:
                 job.status, job.finished = status, time.time()
-                self._evict()
+                self._evict(job)
 
-    def _evict(self) -> None:
-        """Drop the oldest finished runs while the kept results pass the budget."""
-        finished = [j for j in self.jobs.values() if j.status in ("done", "cancelled", "failed")]
+    def _evict(self, keep: Job) -> None:
+        """Drop the oldest finished runs while the kept results pass the budget (never
+        `keep`, the run that just finished: a run that alone passes it stopped itself)."""
+        finished = [
+            j
+            for j in self.jobs.values()
+            if j.status in ("done", "cancelled", "failed") and j is not keep
+        ]
         while finished and sum(j.bytes for j in self.jobs.values()) > self.max_bytes:
             oldest = finished.pop(0)
             del self.jobs[oldest.id]
@@ -190,23 +205,26 @@ class CorpusRuns:
         if self.inference.settings.ray_address:
             return self._run_on_ray(job)
         names = compute.names_of(entry, job.keep)
-        for head in job.keep:
-            job.vectors[head] = Vectors()
-        job.statistics = torch.full(
-            (job.total, len(STATISTICS), len(job.heads)), float("nan"), dtype=torch.float32
-        )
         for batch in compute.batches(entry, job.sentences):
             if job.cancelled.is_set():
                 return
             self.inference.threads.submit(self._batch, job, batch, names).result()
             job.done += len(batch)
+            if job.bytes > self.max_bytes:
+                job.error = (f"stopped after {job.done} sentences: its results passed "
+                             f"ATTNVIZ_CORPUS_RESULTS_BYTES ({self.max_bytes:,} bytes); keep "
+                             "fewer heads' vectors or read fewer sentences")  # fmt: skip
+                job.cancelled.set()
+                return
 
     def _batch(self, job: Job, batch: compute.Batch, names: list[str]) -> None:
-        """One batch's pass, in a run slot of its own, and its sentences' results."""
-        with self.inference.limiter.slot():
+        """One batch's pass, in a run slot of its own, and its sentences' results. A
+        background run waits for its slot however busy the server is (never refused)."""
+        with self.inference.limiter.running():
             rows = compute.run_batch(job.entry, batch, job.sentences.__getitem__, names)
         for index, result, row in rows:
             job.statistics[index] = compute.statistics(job.entry, result, row)
+            job.read[index] = True
             for head, kept in job.vectors.items():
                 q, k, query_tokens, key_tokens = compute.vectors(job.entry, head, result, row)
                 kept.queries.append(q)
@@ -221,14 +239,13 @@ class CorpusRuns:
         from .on_ray import statistics_on_ray
 
         settings = self.inference.settings
-        job.statistics = torch.full(
-            (job.total, len(STATISTICS), len(job.heads)), float("nan"), dtype=torch.float32
-        )
         parts = statistics_on_ray(
             settings.ray_address, job.entry.id, job.sentences, settings.model_dump()
         )
         for indices, stats in parts:
-            job.statistics[torch.from_numpy(np.array(indices))] = torch.from_numpy(np.array(stats))
+            at = torch.from_numpy(np.array(indices))
+            job.statistics[at] = torch.from_numpy(np.array(stats))
+            job.read[at] = True
             job.done += len(indices)
             if job.cancelled.is_set():
                 return

@@ -6,7 +6,8 @@ order. Only imported where a Ray address is given (ATTNVIZ_RAY_ADDRESS, or `attn
 
 Each worker needs what a replica needs: the project installed with its `ray` extra (the
 image, with `pip install 'attnviz[ray]'`), and the models of yours on the same path (the
-models volume). A worker loads only the model asked for."""
+models volume). A worker loads the model asked for (and, for a model of yours, the small
+`pronounce`, which the zoo needs as its default)."""
 
 from __future__ import annotations
 
@@ -41,10 +42,9 @@ class Worker:
         texts = {int(i): str(t) for i, t in zip(batch["index"], batch["text"], strict=True)}
         heads = sum(spec.layers * spec.query_heads for spec in self.entry.specs.values())
         out = {i: np.full((len(STATISTICS), heads), np.nan, dtype=np.float32) for i in texts}
-        first = min(texts)
-        ordered = [texts[i] for i in sorted(texts)]
+        indices = sorted(texts)
         with torch.no_grad():
-            for group in compute.batches(self.entry, ordered, first):
+            for group in compute.batches(self.entry, [texts[i] for i in indices], indices):
                 rows = compute.run_batch(self.entry, group, texts.__getitem__, self.names)
                 for index, result, row in rows:
                     out[index] = compute.statistics(self.entry, result, row).numpy()

@@ -22,6 +22,7 @@ from . import schemas as s
 
 WARMING = 20  # seconds a client is told to wait while a projection warms up
 TEXTS_CHARS = 8  # the further sentences' characters, in all, in text lengths
+NONLINEAR_POINTS = 6000  # UMAP and t-SNE: a minute or so here at most
 
 
 def qk_space(ctx: LabContext, req: s.QKSpaceRequest) -> s.QKSpaceResponse:
@@ -47,8 +48,9 @@ def qk_space(ctx: LabContext, req: s.QKSpaceRequest) -> s.QKSpaceResponse:
     for index, (q, k, allowed, weights, rows, columns, text) in enumerate(pieces):
         offset = sum(len(x) for x in keys)
         best = weights.topk(min(req.top, k.size(0)), dim=-1)
-        tops += (best.indices + offset).tolist()
-        top_weights += best.values.tolist()
+        seen = best.values > 0  # keys the mask hides (weight 0) are not listed
+        tops += [(i[s] + offset).tolist() for i, s in zip(best.indices, seen, strict=True)]
+        top_weights += [v[s].tolist() for v, s in zip(best.values, seen, strict=True)]
         for cloud, tokens in ((q_cloud, rows), (k_cloud, columns)):
             cloud["tokens"] += tokens
             cloud["positions"] += list(range(len(tokens)))
@@ -64,6 +66,12 @@ def qk_space(ctx: LabContext, req: s.QKSpaceRequest) -> s.QKSpaceResponse:
         after.append((made.queries[q_at : q_at + len(q)], made.keys[k_at : k_at + len(k)], allowed))
         q_at, k_at = q_at + len(q), k_at + len(k)
     points = torch.cat([made.queries, made.keys])
+    if req.projection != "pca" and len(points) > NONLINEAR_POINTS:
+        raise HTTPException(
+            422,
+            f"{len(points)} points: {req.projection} projects at most {NONLINEAR_POINTS} "
+            "in one request (PCA any number): use fewer sentences",
+        )
     try:
         coords, said = project(points, req.projection, req.dims, req.seed)
     except ValueError as exc:

@@ -20,6 +20,7 @@ from ..corpus.corpora import SHIPPED, read_lines, shipped_sentences
 from ..corpus.jobs import CorpusRuns, Head, Job
 from ..lab.schemas import HeadRef
 from ..runs import read_text
+from ..schemas import ErrorMessage
 from .deps import ERRORS, QUERY_ERRORS, InferenceDep
 
 router = APIRouter(prefix="/api/v1", tags=["corpus"])
@@ -32,7 +33,11 @@ PATTERNS = {
     "induction": "induction",
     "alignment": "alignment",
 }
-RUN_ERRORS = {**QUERY_ERRORS, 404: {"description": "No such corpus run (or it was dropped)."}}
+RUN_ERRORS = {
+    **QUERY_ERRORS,
+    404: {"model": ErrorMessage, "description": "No such corpus run (or it was dropped)."},
+    409: {"model": ErrorMessage, "description": "The run has read no sentence yet."},
+}
 
 
 def runs_of(request: Request) -> CorpusRuns:
@@ -52,7 +57,9 @@ def described(job: Job) -> s.CorpusRun:
         total=job.total,
         rate=round(rate, 3) if rate else None,
         eta_s=round(left / rate, 1) if rate and running else (0.0 if not left else None),
-        elapsed_s=round(((job.finished or time.time()) - (job.started or time.time())), 3),
+        elapsed_s=(
+            0.0 if job.started is None else round((job.finished or time.time()) - job.started, 3)
+        ),
         error=job.error,
         bytes=job.bytes,
         statistics=list(STATISTICS),
@@ -166,17 +173,20 @@ def finite(v: float) -> float | None:
     return None if math.isnan(v) else round(float(v), 6)
 
 
-def read_so_far(job: Job) -> torch.Tensor:
-    if job.statistics is None or job.done == 0:
+def read_so_far(job: Job) -> tuple[torch.Tensor, list[int]]:
+    """The statistics of the sentences read so far (n, S, H), and which sentences they are
+    (batches run by token length, not in order)."""
+    if job.read is None or not bool(job.read.any()):
         raise HTTPException(409, f"corpus run {job.id} has read no sentence yet")
-    return job.statistics[: job.done]
+    read = job.read.clone()
+    return job.statistics[read], read.nonzero().flatten().tolist()
 
 
 @router.get("/corpus-runs/{run_id}/heads", responses=RUN_ERRORS)
 def heads(run_id: str, request: Request) -> s.CorpusHeads:
     """Every head's statistics, each its mean over the sentences read so far."""
     job = runs_of(request).get(run_id)
-    means = corpus_means(read_so_far(job))  # (S, H)
+    means = corpus_means(read_so_far(job)[0])  # (S, H)
     return s.CorpusHeads(
         run=described(job),
         heads=[
@@ -203,7 +213,8 @@ def search(
     does it most: previous (the token before), first (the first token), same (the same
     token elsewhere), special ([CLS], [SEP], <bos>), induction, alignment."""
     job = runs_of(request).get(run_id)
-    per = read_so_far(job)[:, STATISTICS.index(PATTERNS[pattern])]  # (N, H)
+    stats, indices = read_so_far(job)
+    per = stats[:, STATISTICS.index(PATTERNS[pattern])]  # (n, H)
     means = per.nanmean(0)
     ranked = [j for j in means.argsort(descending=True).tolist() if not math.isnan(means[j])]
     out = []
@@ -218,7 +229,11 @@ def search(
                 head=h.head,
                 score=round(float(means[j]), 6),
                 examples=[
-                    s.Example(sentence=i, text=job.sentences[i], score=round(float(per[i, j]), 6))
+                    s.Example(
+                        sentence=indices[i],
+                        text=job.sentences[indices[i]],
+                        score=round(float(per[i, j]), 6),
+                    )
                     for i in best
                     if math.isfinite(column[i])
                 ],
@@ -236,7 +251,8 @@ def download(body: bytes, name: str, media: str) -> Response:
 def statistics_csv(run_id: str, request: Request) -> Response:
     """Per sentence and head, every statistic: one row each (sentence, type, layer, head)."""
     job = runs_of(request).get(run_id)
-    per = read_so_far(job).numpy()
+    stats, indices = read_so_far(job)
+    per = stats.numpy()
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["sentence", "type", "layer", "head", *STATISTICS])
@@ -244,7 +260,7 @@ def statistics_csv(run_id: str, request: Request) -> Response:
         for j, h in enumerate(job.heads):
             writer.writerow(
                 [
-                    i,
+                    indices[i],
                     h.type,
                     h.layer,
                     h.head,
@@ -259,16 +275,18 @@ def vectors_npz(run_id: str, request: Request) -> Response:
     """The kept heads' query and key vectors, with each vector's sentence and token."""
     job = runs_of(request).get(run_id)
     arrays: dict[str, np.ndarray] = {}
-    for h, v in job.vectors.items():
+    for h, v in list(job.vectors.items()):
         name = f"{h.type}.L{h.layer}.H{h.head}"
-        if not v.queries:
+        n = len(v.sentence)  # what is whole: the worker appends the lists one by one
+        if not n:
             continue
-        arrays[f"{name}.queries"] = torch.cat(v.queries).numpy()
-        arrays[f"{name}.keys"] = torch.cat(v.keys).numpy()
-        arrays[f"{name}.query_sentence"] = np.repeat(v.sentence, [len(r) for r in v.rows])
-        arrays[f"{name}.key_sentence"] = np.repeat(v.sentence, [len(c) for c in v.columns])
-        arrays[f"{name}.query_tokens"] = np.array([t for r in v.rows for t in r])
-        arrays[f"{name}.key_tokens"] = np.array([t for c in v.columns for t in c])
+        rows, columns, sentence = v.rows[:n], v.columns[:n], v.sentence[:n]
+        arrays[f"{name}.queries"] = torch.cat(v.queries[:n]).numpy()
+        arrays[f"{name}.keys"] = torch.cat(v.keys[:n]).numpy()
+        arrays[f"{name}.query_sentence"] = np.repeat(sentence, [len(r) for r in rows])
+        arrays[f"{name}.key_sentence"] = np.repeat(sentence, [len(c) for c in columns])
+        arrays[f"{name}.query_tokens"] = np.array([t for r in rows for t in r])
+        arrays[f"{name}.key_tokens"] = np.array([t for c in columns for t in c])
     out = io.BytesIO()
     np.savez(out, **arrays)
     return download(

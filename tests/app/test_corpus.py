@@ -134,6 +134,16 @@ def test_a_shipped_corpus_is_listed_with_its_licence_and_a_run_can_be_cancelled(
     assert stopped["status"] == "cancelled" and 3 <= stopped["done"] < 4354
     heads = client.get(f"/api/v1/corpus-runs/{run['id']}/heads").json()
     assert heads["run"]["done"] == stopped["done"]  # what it read is kept
+    # read by token length, not in order: the results are those of the sentences read
+    table = client.get(f"/api/v1/corpus-runs/{run['id']}/statistics.csv").text
+    rows = list(csv.DictReader(io.StringIO(table)))
+    read = {int(r["sentence"]) for r in rows}
+    assert len(read) == stopped["done"] and len(rows) == 72 * len(read)
+    assert all(r["entropy"] for r in rows)  # each one read, none a NaN placeholder
+    found = client.get(
+        f"/api/v1/corpus-runs/{run['id']}/search", params={"pattern": "first"}
+    ).json()
+    assert {e["sentence"] for h in found["heads"] for e in h["examples"]} <= read
 
 
 def test_bad_corpora_are_refused_and_change_nothing(client):
@@ -238,3 +248,16 @@ def test_an_encoder_decoders_cross_attention_gets_its_alignment(client):
     for h in cross:
         want = expected[(h["layer"], h["head"])]
         assert h["means"]["alignment"] == pytest.approx(sum(want) / len(want), abs=1e-6)
+
+
+def test_a_causal_heads_same_token_weight_counts_earlier_occurrences_only():
+    ids = [5, 6, 5, 7]
+    weights = torch.tensor(
+        [[1, 0, 0, 0], [0.5, 0.5, 0, 0], [0.6, 0.1, 0.3, 0], [0.25, 0.25, 0.25, 0.25]],
+        dtype=torch.float32,
+    )[None]
+    same = sentence_statistics(weights, ids, ids, True, True, [])[STATISTICS.index("same")]
+    # only row 2 has an earlier 5 (row 0 cannot see the later one): its weight on key 0
+    assert same[0].item() == pytest.approx(0.6)
+    encoder = sentence_statistics(weights, ids, ids, True, False, [])[STATISTICS.index("same")]
+    assert encoder[0].item() == pytest.approx((0.0 + 0.6) / 2)  # rows 0 and 2, both ways

@@ -166,6 +166,7 @@ function form(ctx, shipped, status) {
       : [];
     try {
       let started;
+      // (a file's run keeps no vectors: the upload route takes none)
       if (file.files.length) started = await ctx.api.corpusUpload(state.model, max, file.files[0]);
       else if (source.value) {
         started = await ctx.api.corpusRun({

@@ -27,12 +27,14 @@ const STRINGS = {
     qk_apply: "Apply",
     qk_query: "query",
     qk_key: "key",
-    qk_title: "{type} · Layer {layer} · Head {head} · {n} queries and {n} keys ({projection})",
+    qk_title: "{type} · Layer {layer} · Head {head} · {nq} queries and {nk} keys ({projection})",
     qk_faith:
       "Dot product against distance within each query's row, over the keys it may see: r = {before} for the raw vectors, r = {after} as drawn (−1: the nearer a key, the more the query attends it). The keys were moved by |t| = {shift} onto the queries' centroid, queries × {c} and keys ÷ {c}: no weight changes.",
     qk_variance: "The PCA axes explain {share} of the variance.",
     qk_gqa: "These are the keys of key/value head {kv}, which query heads {heads} share.",
     qk_clicked: "Query {pos} “{token}” attends most to: {keys}",
+    qk_no_corpus:
+      "The corpus run in the link kept no vectors of this head of this model: the cloud is the text's (and the sentences below) alone.",
     qk_explain:
       "Circles are queries, diamonds keys; hover one to name its token and sentence, click a query to mark the keys it attends most.",
   },
@@ -51,12 +53,13 @@ const STRINGS = {
     qk_apply: "应用",
     qk_query: "查询",
     qk_key: "键",
-    qk_title: "{type} · 层 {layer} · 头 {head} · {n} 个查询与 {n} 个键（{projection}）",
+    qk_title: "{type} · 层 {layer} · 头 {head} · {nq} 个查询与 {nk} 个键（{projection}）",
     qk_faith:
       "在每个查询可见的键上，点积与距离的行内相关：原始向量 r = {before}，图中 r = {after}（−1 表示键越近，查询越关注它）。键被平移 |t| = {shift} 到查询的质心，查询 × {c}、键 ÷ {c}：所有权重不变。",
     qk_variance: "PCA 的坐标轴解释了 {share} 的方差。",
     qk_gqa: "这些是键/值头 {kv} 的键，查询头 {heads} 共用它们。",
     qk_clicked: "查询 {pos}“{token}”最关注：{keys}",
+    qk_no_corpus: "链接中的语料库运行没有保留此模型这个头的向量：点云只含本文本（及下方句子）。",
     qk_explain: "圆点是查询，菱形是键；悬停可看词元与句子，点击查询可标出它最关注的键。",
   },
 };
@@ -115,6 +118,7 @@ async function drawQk(ctx) {
   elements.grid.hidden = false;
   elements.grid.replaceChildren(controls(ctx, chosen));
   performance.mark("attnviz:qk-asked");
+  const run = await keptRun(ctx);
   const [body, Plotly] = await Promise.all([
     prepared(ctx, {
       model: state.model,
@@ -126,7 +130,7 @@ async function drawQk(ctx) {
       dims: chosen.dims,
       texts: more,
       // a corpus run that kept this head's vectors (the corpus view's): its sentences too
-      ...(state.cr ? { corpus_run: state.cr } : {}),
+      ...(run ? { corpus_run: run.id } : {}),
     }),
     plotlyGl(),
   ]);
@@ -137,7 +141,8 @@ async function drawQk(ctx) {
     .replace("{type}", t(body.type))
     .replace("{layer}", String(body.layer))
     .replace("{head}", String(body.head))
-    .replaceAll("{n}", String(n))
+    .replace("{nq}", String(n))
+    .replace("{nk}", String(body.keys.tokens.length))
     .replace("{projection}", t(`qk_${body.projection}`));
   const data = [
     trace(body, body.queries, "query", chosen, t),
@@ -182,8 +187,22 @@ async function drawQk(ctx) {
         .replace("{heads}", body.shared_with.join(", ")),
     );
   }
+  if (ctx.corpusLeftOut) lines.push(t("qk_no_corpus"));
   elements.convention.textContent = lines.join(" ");
   elements.explain.textContent = t("qk_explain");
+}
+
+// The link's corpus run (cr), where it read this model and kept this head's vectors:
+// its sentences join the cloud; any other run is left out (and the page says so).
+async function keptRun(ctx) {
+  const { state } = ctx;
+  if (!state.cr) return null;
+  const run = await ctx.api.corpusGet(state.cr).catch(() => null);
+  const kept = run?.vectors.some(
+    (v) => v.type === state.type && v.layer === state.layer && v.head === state.head,
+  );
+  ctx.corpusLeftOut = !(run?.model === state.model && kept);
+  return ctx.corpusLeftOut ? null : run;
 }
 
 // the answer; while UMAP or t-SNE warms up (a 503 on its first use), said and asked again
