@@ -189,9 +189,8 @@ class MiniLM(RunnerBase):
     def target_vocabulary(self) -> None:
         return None  # no decoder
 
-    @torch.no_grad()
-    def run(self, text: str, capture: bool = True, names_filter: NamesFilter = None) -> RunResult:
-        """One forward pass (captured if asked) and the sentence embedding."""
+    def encoded_pass(self, text: str, capture: bool, names_filter: NamesFilter) -> tuple:
+        """(encoding, ids (1, T), last hidden state, capture or None) of one pass."""
         encoded = self.encode(text)
         if len(encoded.ids) <= 2:
             raise ValueError("the text has no tokens besides [CLS] and [SEP]")
@@ -200,6 +199,12 @@ class MiniLM(RunnerBase):
             hidden, capture_ = self.model.run_with_capture(ids, names_filter=names_filter)
         else:
             hidden, capture_ = self.model(ids), None
+        return encoded, ids, hidden, capture_
+
+    @torch.no_grad()
+    def run(self, text: str, capture: bool = True, names_filter: NamesFilter = None) -> RunResult:
+        """One forward pass (captured if asked) and the sentence embedding."""
+        encoded, ids, hidden, capture_ = self.encoded_pass(text, capture, names_filter)
         return RunResult(
             text=" ".join(text.split()),
             source_tokens=encoded.tokens,

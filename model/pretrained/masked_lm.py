@@ -153,14 +153,7 @@ class MaskedLM(MiniLM):
     @torch.no_grad()
     def run(self, text: str, capture: bool = True, names_filter: NamesFilter = None) -> RunResult:
         """One forward pass (captured if asked) and the top 5 at each [MASK]."""
-        encoded = self.encode(text)
-        if len(encoded.ids) <= 2:
-            raise ValueError("the text has no tokens besides [CLS] and [SEP]")
-        ids = torch.tensor([encoded.ids])
-        if capture:
-            hidden, capture_ = self.model.run_with_capture(ids, names_filter=names_filter)
-        else:
-            hidden, capture_ = self.model(ids), None
+        encoded, _, hidden, capture_ = self.encoded_pass(text, capture, names_filter)
         positions = [i for i, t in enumerate(encoded.ids) if t == self.mask_id]
         masked: dict[int, list[tuple[int, float]]] = {}
         filled = list(encoded.ids)
