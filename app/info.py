@@ -51,8 +51,17 @@ class StartHead(BaseModel):
     )
 
 
+class RefusedModel(BaseModel):
+    """A model named to the server (ATTNVIZ_MODELS, --model) that it cannot serve."""
+
+    id: str
+    status: Literal["refused"] = "refused"
+    reason: str = Field(description="Why, checked before any weight was read (no paths).")
+
+
 class ModelInfo(BaseModel):
     id: str
+    status: Literal["served"] = "served"
     title: str
     titles: dict[str, str] = Field(
         {}, description="The title in other languages, by ISO 639-1 code (the page's zh)."

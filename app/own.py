@@ -16,10 +16,11 @@ from fastapi import HTTPException
 
 from model.checkpoints import CheckpointError
 from model.config import ModelConfig
+from model.hf.runners import HFEncoder, parameter_count, peek_unit
 from model.pretrained.bert import MiniLM
 from model.pretrained.causal import CausalLM
 from model.pretrained.masked_lm import MaskedLM
-from model.pretrained.sources import Source, load_source, peek_source
+from model.pretrained.sources import Source, cached, load_source, peek_source
 from model.runner import Runner, attention_specs
 from model.runtime import release_free_memory
 from model.transformer import Transformer
@@ -38,7 +39,9 @@ OUTPUT_SAID = {
     "embedding": "Its output is the mean-pooled sentence embedding.",
     "masked": "It predicts the words written as [MASK], the top 5 of each.",
 }
-KINDS: dict[str, type[Runner]] = {"bert": MiniLM, "masked-lm": MaskedLM}  # else CausalLM
+KINDS: dict[str, type[Runner]] = {
+    "bert": MiniLM, "masked-lm": MaskedLM, "hf-encoder-only": HFEncoder,
+}  # else CausalLM  # fmt: skip
 
 
 def parameters_of(config: ModelConfig) -> int:
@@ -83,14 +86,23 @@ class OwnRunner:
     """A model of the user's as a `Runner` whose weights are read when first used: what
     the app lists of it comes from its config and tokenizer; anything else reads it."""
 
-    def __init__(self, name: str, path: str | Path, pool: Pool, max_bytes: int) -> None:
+    def __init__(
+        self, name: str, path: str | Path, pool: Pool, max_bytes: int, backend: str | None = None
+    ) -> None:
         self.name, self.pool, self.max_bytes = name, pool, max_bytes
-        self.path = Path(path)
-        self.config, self.source, kind, specials = peek_source(path, max_bytes)
+        self.path, self.backend = Path(path), backend
+        self.config, self.source, kind, specials = peek_source(path, max_bytes, backend)
         self.kind: type[Runner] = KINDS.get(kind, CausalLM)
         self.special_tokens = specials if specials is not None else self.kind.special_tokens
+        self._unit = self.kind.token_unit
         self.model_config = self.config
-        self.parameter_count = parameters_of(self.config)
+        if kind.startswith("hf-"):  # transformers' classes, counted on the meta device
+            folder = cached(path)
+            self.parameter_count = parameter_count(folder, kind.removeprefix("hf-"))
+            if kind == "hf-encoder-only":
+                self._unit = peek_unit(folder)
+        else:
+            self.parameter_count = parameters_of(self.config)
         self.bytes = 4 * self.parameter_count  # float32
         if self.bytes > pool.max_bytes:
             raise CheckpointError(
@@ -111,7 +123,7 @@ class OwnRunner:
 
     @property
     def token_unit(self):
-        return self.kind.token_unit
+        return self._unit
 
     @property
     def output_kind(self):
@@ -141,7 +153,9 @@ class OwnRunner:
             if self._runner is None:
                 LOG.info("reading model %s from %s", self.name, self.path)
                 try:
-                    self._runner, _ = load_source(self.path, self.name, self.max_bytes)
+                    self._runner, _ = load_source(
+                        self.path, self.name, self.max_bytes, self.backend
+                    )
                 except (CheckpointError, OSError) as exc:
                     self._failed = f"the model {self.name} cannot be read: {exc}"
                     LOG.error("%s", self._failed)
@@ -166,11 +180,27 @@ class OwnRunner:
         return getattr(self.runner(), name)
 
 
-def own_models(settings: Settings, taken: set[str]) -> list[tuple[str, OwnRunner, Source]]:
+def scrub(message: str, path: str | Path) -> str:
+    """A reason as a client may read it: the server's paths of the model replaced."""
+    given = str(path)
+    try:
+        paths = {given, str(Path(given).resolve()), str(cached(given))}
+    except (CheckpointError, OSError):
+        paths = {given}
+    for where in sorted(paths, key=len, reverse=True):
+        if where and where != ".":
+            message = message.replace(where, "<its folder>")
+    return message
+
+
+def own_models(
+    settings: Settings, taken: set[str]
+) -> tuple[list[tuple[str, OwnRunner, Source]], dict[str, str]]:
     """(id, runner, source) of each of the user's models that can be read (checked now
-    without its weights); one that cannot be is logged with its reason and left out."""
+    without its weights), and the reason of each that cannot be (logged too), by id,
+    without the server's paths in it."""
     pool = Pool(settings.own_models_bytes)
-    found = []
+    found, refused = [], {}
     for model_id, path in settings.models.items():
         if model_id in taken:
             raise ValueError(f"the model id {model_id!r} is taken: choose another for {path}")
@@ -179,10 +209,12 @@ def own_models(settings: Settings, taken: set[str]) -> list[tuple[str, OwnRunner
                 f"the model id {model_id!r} is not letters, digits, '.', '_' and '-': "
                 "it names the model in URLs"
             )
+        backend = "transformers" if settings.backend == "transformers" else None
         try:
-            runner = OwnRunner(model_id, path, pool, settings.max_model_bytes)
-        except (CheckpointError, OSError, ValueError) as exc:
+            runner = OwnRunner(model_id, path, pool, settings.max_model_bytes, backend)
+        except Exception as exc:  # (any failure refuses this model, not the server)
             LOG.error("model %s from %s is not served: %s", model_id, path, exc)
+            refused[model_id] = scrub(str(exc), path) or type(exc).__name__
             continue
         found.append((model_id, runner, runner.source))
-    return found
+    return found, refused

@@ -35,9 +35,17 @@ class Settings(BaseSettings):
     models: dict[str, Path] = Field(
         {},
         description='Models of your own, by id (JSON: {"mine": "/models/my-llama"}): a folder '
-        "in Hugging Face's layout (config.json, safetensors, tokenizer.json) of a Llama, "
-        "Qwen2, Mistral, GPT-2 or BERT model, or a Llama .gguf file, or the repo id of one in the "
-        "Hugging Face cache. One that cannot be read is logged and left out.",
+        "in Hugging Face's layout (config.json, safetensors, tokenizer.json) of any "
+        "architecture transformers has whose attention goes through its attention interface "
+        "(Llama, Qwen2, Mistral, GPT-2 and BERT on model/), or a Llama .gguf file, or the "
+        "repo id of one in the Hugging Face cache. One that cannot be read is listed as "
+        "refused, with its reason.",
+    )
+    backend: Literal["auto", "transformers"] = Field(
+        "auto",
+        description="Which code runs your models: auto, the table of "
+        "model/pretrained/backends.py (model/ for the families it reads, transformers' "
+        "own code for the rest); transformers: transformers' code for every folder.",
     )
     own_models_bytes: int = Field(
         3 * 2**29,

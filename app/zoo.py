@@ -158,6 +158,8 @@ def start_head(entry: ModelEntry) -> StartHead:
 class Zoo:
     models: dict[str, ModelEntry]
     default: str
+    # models named in settings.models that cannot be served: id -> why (no server paths)
+    refused: dict[str, str] = field(default_factory=dict)
 
     def ids(self) -> list[str]:
         return list(self.models)
@@ -287,13 +289,19 @@ def load_zoo(settings: Settings) -> Zoo:
                     **about,
                 )
             )
-    for model_id, runner, source in own_models(settings, {e.id for e in entries}):
+    own, refused = own_models(settings, {e.id for e in entries})
+    for model_id, runner, source in own:
+        code = (
+            "transformers' own modeling code"
+            if source.backend == "transformers"
+            else ("this project's model code")
+        )
         entries.append(
             ModelEntry(
                 model_id,
                 f"{model_id} ({source.family}, yours)",
                 f"Your model from {source.path}: {source.family}, weights stored as "
-                f"{source.stored} and computed in float32 on this project's model code, "
+                f"{source.stored} and computed in float32 on {code}, "
                 f"read when first used. {OUTPUT_SAID[runner.output_kind]}",
                 languages=[],
                 runner=runner,
@@ -307,4 +315,4 @@ def load_zoo(settings: Settings) -> Zoo:
         raise ValueError("no model to serve: settings.zoo names none of the registered families")
     ids = [e.id for e in entries]
     default = settings.default_model if settings.default_model in ids else ids[0]
-    return Zoo({e.id: e for e in entries}, default=default)
+    return Zoo({e.id: e for e in entries}, default=default, refused=refused)

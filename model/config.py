@@ -40,6 +40,9 @@ class ModelConfig:
     target_vocab_size: int = 100  # decoder input and output; unused by encoder-only
     d_model: int = 512
     n_heads: int = 8  # query heads
+    # the width of one head where it is not d_model / n_heads (Gemma, Qwen3): only models
+    # run by transformers' own code (model/hf) state one; ours refuse it
+    head_size: int | None = None
     # key/value heads, shared by n_heads / n_kv_heads query heads each (grouped-query
     # attention, Llama's); None: one per query head, as the seed's multi-head attention
     n_kv_heads: int | None = None
@@ -102,7 +105,11 @@ class ModelConfig:
                 or self.rope_high_freq_factor > self.rope_low_freq_factor,
                 "llama3 RoPE needs rope_high_freq_factor > rope_low_freq_factor",
             ),
-            (self.d_model % self.n_heads == 0, "d_model must be divisible by n_heads"),
+            (
+                self.head_size is not None or self.d_model % self.n_heads == 0,
+                "d_model must be divisible by n_heads",
+            ),
+            (self.head_size is None or self.head_size > 0, "head_size must be positive"),
             (
                 self.kv_heads > 0 and self.n_heads % self.kv_heads == 0,
                 "n_heads must be a multiple of n_kv_heads",
@@ -129,7 +136,7 @@ class ModelConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        return self.head_size if self.head_size is not None else self.d_model // self.n_heads
 
     @property
     def kv_heads(self) -> int:

@@ -108,6 +108,12 @@ class _HookContext:
 _ACTIVE: ContextVar[tuple[_HookContext, ...]] = ContextVar("attnviz_active_hooks", default=())
 
 
+def active() -> bool:
+    """Whether any capture or hook function is active in this context (a hook point
+    whose input is costly to make can skip making it otherwise)."""
+    return bool(_ACTIVE.get())
+
+
 def hook_names(root: nn.Module) -> list[str]:
     """Names of all hook points under `root` (their paths from it), in module-tree order."""
     return [name for name, m in root.named_modules() if isinstance(m, HookPoint)]

@@ -134,6 +134,8 @@ class Transformer(HookedModule):
     def __init__(self, config: ModelConfig, init: bool = True) -> None:
         """`init=False` skips the initialisation, for weights loaded right after."""
         super().__init__()
+        if config.head_size is not None and config.head_size * config.n_heads != config.d_model:
+            raise ValueError("model/ builds heads of d_model / n_heads: head_size differs")
         self.config = config
         if config.has_encoder:
             self.encoder = Encoder(config)

@@ -12,6 +12,7 @@ from ..info import (
     CapabilitiesInfo,
     ModelInfo,
     PositionalResponse,
+    RefusedModel,
     StartHead,
 )
 from ..lab import available
@@ -73,10 +74,15 @@ def model_infos(inference: Inference) -> list[ModelInfo]:
     return [model_info(e, e.id == zoo.default, *limits) for e in zoo.models.values()]
 
 
+def refused_infos(inference: Inference) -> list[RefusedModel]:
+    return [RefusedModel(id=i, reason=why) for i, why in inference.zoo.refused.items()]
+
+
 @router.get("", responses=BODY_ERRORS)
-def list_models(inference: InferenceDep) -> list[ModelInfo]:
-    """Every loaded model, with the shapes of its attention."""
-    return model_infos(inference)
+def list_models(inference: InferenceDep) -> list[ModelInfo | RefusedModel]:
+    """Every loaded model, with the shapes of its attention; then each model named to the
+    server that it cannot serve (`status: "refused"`), with the reason."""
+    return [*model_infos(inference), *refused_infos(inference)]
 
 
 @router.get("/{model_id}/positional-encoding", responses=QUERY_ERRORS)

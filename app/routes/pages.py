@@ -17,7 +17,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.middleware.gzip import GZipMiddleware
 
 from .deps import InferenceDep
-from .models import model_infos
+from .models import model_infos, refused_infos
 
 ROOT = Path(__file__).resolve().parents[2]
 # plotly.js's cartesian bundle (heatmap and scatter, the traces the page draws: 1.5 MB
@@ -143,7 +143,12 @@ def index(request: Request, inference: InferenceDep) -> HTMLResponse:
     return templates.TemplateResponse(
         request=request,
         name="index.html",
-        context={"models": models, "default_model": zoo.default, "modules": MODULES},
+        context={
+            "models": models,
+            "refused": [r.model_dump() for r in refused_infos(inference)],
+            "default_model": zoo.default,
+            "modules": MODULES,
+        },
         headers=PAGE_HEADERS,
     )
 

@@ -275,6 +275,13 @@ def load_folder(folder: str | Path, name: str = "", dtypes: set[str] | None = No
     hf = read_json(folder / "config.json")
     family = family_of(hf, folder)
     _, tokenizer, vocabulary, specials, model = mapped(folder, hf, family, dtypes, meta=False)
+    return causal_runner(folder, model, tokenizer, vocabulary, specials, name)
+
+
+def causal_runner(folder: Path, model, tokenizer, vocabulary, specials, name: str) -> CausalLM:
+    """A decoder-only model (of either backend) with its folder's tokenizer, chat template
+    and stop tokens."""
+    hf = read_json(folder / "config.json")
     settings = {}
     if (folder / "tokenizer_config.json").exists():
         settings = read_json(folder / "tokenizer_config.json")

@@ -15,11 +15,12 @@ from safetensors import SafetensorError
 from ..checkpoints import CheckpointError
 from ..config import ModelConfig
 from ..transformer import Transformer
+from .backends import Backend, choose
 from .bert import NOT_MAPPED as BERT_NOT_MAPPED
 from .bert import MiniLM, config_from_bert
 from .bert import our_name as bert_name
 from .causal import CausalLM
-from .hf import family_of, load_folder, mapped, read_json, read_weights
+from .hf import family_of, load_folder, mapped, read_json, read_weights, tokenizer_of
 from .mapping import map_state
 from .masked_lm import MaskedLM, MaskedLMHead, split, tied
 
@@ -31,6 +32,7 @@ class Source:
     path: str
     family: str  # config.json's model_type, or "llama (GGUF)"
     stored: str  # the dtypes its weights were stored in (computed in float32 here)
+    backend: str = "ours"  # which code runs it: "ours" (model/) or "transformers"
 
 
 REPO_ID = re.compile(r"[\w.-]+/[\w.-]+")
@@ -115,11 +117,22 @@ def check_pooling(folder: Path) -> None:
             )
 
 
+def model_type_of(hf: dict, folder: Path) -> str:
+    kind = hf.get("model_type")
+    if not isinstance(kind, str) or not kind:
+        raise CheckpointError(
+            f"{folder}/config.json names no model_type: its architecture is unknown"
+        )
+    return kind
+
+
 def load_source(
-    path: str | Path, name: str = "", max_bytes: int | None = None
+    path: str | Path, name: str = "", max_bytes: int | None = None, backend: Backend | None = None
 ) -> tuple[CausalLM | MiniLM, Source]:
     """A folder in Hugging Face's layout or a Llama-family .gguf file, as a runner and
-    where it came from; one whose weight files pass `max_bytes` is refused unread."""
+    where it came from, read by the backend `backends.choose` names for its architecture
+    (`backend="transformers"` forces transformers' code); one whose weight files pass
+    `max_bytes` is refused unread."""
     given, path = str(path), cached(path)
     check_size(path, max_bytes)
     if path.suffix == ".gguf" and path.is_file():
@@ -129,8 +142,22 @@ def load_source(
         raise CheckpointError(f"{path} is neither a model folder nor a .gguf file")
     dtypes: set[str] = set()
     hf = read_json(path / "config.json")
-    family = family_of(hf, path)
-    runner = load_bert(path, hf, dtypes) if family == "bert" else load_folder(path, name, dtypes)
+    family = model_type_of(hf, path)
+    if choose(family, backend).backend == "transformers":
+        from ..hf.runners import load_transformers
+
+        read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)
+        runner = load_transformers(path, name)
+        where = (
+            str(path.resolve())
+            if given == str(path)
+            else f"{given} (the Hugging Face cache: {path})"
+        )
+        return runner, Source(where, family, ", ".join(sorted(dtypes)), "transformers")
+    elif family == "bert":
+        runner = load_bert(path, hf, dtypes)
+    else:
+        runner = load_folder(path, name, dtypes)
     where = (
         str(path.resolve()) if given == str(path) else f"{given} (the Hugging Face cache: {path})"
     )
@@ -151,10 +178,11 @@ def load_bert(folder: Path, hf: dict, dtypes: set[str]) -> MiniLM:
 
 
 def peek_source(
-    path: str | Path, max_bytes: int | None = None
+    path: str | Path, max_bytes: int | None = None, backend: Backend | None = None
 ) -> tuple[ModelConfig, Source, str, frozenset[str] | None]:
     """A source checked without reading its weights: (its config, where it comes from,
-    its family, its special tokens or None where the runner's own apply)."""
+    its kind (a family of ours, "masked-lm", or "hf-" and the architecture kind of one
+    transformers' code reads), its special tokens or None where the runner's own apply)."""
     given, path = str(path), cached(path)
     check_size(path, max_bytes)
     if path.suffix == ".gguf" and path.is_file():
@@ -174,11 +202,20 @@ def peek_source(
     if not path.is_dir():
         raise CheckpointError(f"{path} is neither a model folder nor a .gguf file")
     hf = read_json(path / "config.json")
-    family = family_of(hf, path)
+    family = model_type_of(hf, path)
     dtypes: set[str] = set()
     where = (
         str(path.resolve()) if given == str(path) else f"{given} (the Hugging Face cache: {path})"
     )
+    if choose(family, backend).backend == "transformers":
+        from ..hf.runners import peek_transformers
+
+        config, kind, _ = peek_transformers(path)
+        read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)
+        _, _, specials = tokenizer_of(path, config.target_vocab_size)
+        source = Source(where, family, ", ".join(sorted(dtypes)), "transformers")
+        return config, source, f"hf-{kind}", specials
+    family = family_of(hf, path)
     if family == "bert":
         kind = check_bert(path, hf)
         tensors = read_weights(path, dtypes, meta=True)

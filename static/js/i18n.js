@@ -124,6 +124,8 @@ const STRINGS = {
     error_413: "The text is too long to send.",
     error_503: "The server is busy; try again in a moment.",
     error_network: "The server cannot be reached.",
+    model_refused: "not served",
+    model_refused_status: "The model {id} is not served: {reason}",
     error_other: "Something went wrong: ",
     mask_padding:
       "Padding mask: keys that are padding (<pad>) are hidden from every query, so they get weight 0.",
@@ -366,6 +368,8 @@ const STRINGS = {
     error_413: "文本太长，无法发送。",
     error_503: "服务器繁忙，请稍后再试。",
     error_network: "无法连接服务器。",
+    model_refused: "无法使用",
+    model_refused_status: "模型 {id} 无法使用：{reason}",
     error_other: "出错了：",
     mask_padding: "填充掩码：填充词元（<pad>）对所有查询不可见，权重为 0。",
     mask_causal: "因果掩码：位置 t 只能关注 ≤ t 的位置，解码器看不到未来。",

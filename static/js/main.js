@@ -11,6 +11,8 @@ import { EXPERIMENT_IDS } from "./views/lab/index.js";
 
 const boot = JSON.parse(document.getElementById("boot").textContent);
 const models = Object.fromEntries(boot.models.map((m) => [m.id, m]));
+// models named to the server that it cannot serve, with why (listed, not selectable)
+const refused = Object.fromEntries((boot.refused || []).map((m) => [m.id, m]));
 const $ = (id) => document.getElementById(id);
 const elements = {
   form: $("input-form"),
@@ -292,7 +294,8 @@ function syncControls() {
   // the models' titles in the page's language, where the server has them
   for (const option of elements.model.options) {
     const m = models[option.value];
-    option.textContent = m.titles?.[state.lang] ?? m.title;
+    if (m) option.textContent = m.titles?.[state.lang] ?? m.title;
+    else option.textContent = `${option.value} (${t("model_refused")})`;
   }
   // the tokens "hide" drops are the ones this model's tokenizer adds
   elements.hideLabel.textContent = t("hide").replace("{specials}", info.special_tokens.join("/"));
@@ -486,6 +489,17 @@ function init() {
     Object.keys(models),
     Object.values(models).map((m) => m.title),
   );
+  for (const m of Object.values(refused)) {
+    const option = document.createElement("option");
+    option.value = m.id;
+    option.disabled = true;
+    option.title = m.reason; // the reason on hover
+    option.textContent = `${m.id} (${t("model_refused")})`;
+    elements.model.append(option);
+  }
+  // a link to a refused model opens the default one, saying why
+  const refusal = refused[state.model];
+  if (refusal) state = withStartHead({ ...state, model: boot.default_model });
   elements.moreTokens.addEventListener("click", () => {
     elements.source.classList.remove("collapsed");
     elements.moreTokens.hidden = true;
@@ -555,7 +569,11 @@ function init() {
   if (!LANGS.includes(state.lang)) state.lang = "en";
   elements.text.value = state.text;
   elements.compare.value = state.compare;
-  render();
+  render().then(() => {
+    if (!refusal) return;
+    const said = t("model_refused_status").replace("{id}", refusal.id);
+    setStatus(said.replace("{reason}", refusal.reason), "error");
+  });
 }
 
 // A model that continues a prompt: Generate streams the continuation token by token, then

@@ -1,9 +1,14 @@
 """Models of the user's own (ATTNVIZ_MODELS, `attnviz serve --model ID=PATH`): a tiny
 Llama folder made with transformers is served beside the shipped models by a real server,
 with what /api/v1/models says of it, its attention and generation equal to transformers';
-a folder that cannot be read is logged with its reason and the rest are served."""
+an architecture model/ does not read (Qwen3) through transformers' own code, equal to it;
+a folder that cannot be read is listed as refused with its reason (no server paths) and
+the rest are served."""
 
 from __future__ import annotations
+
+import json
+import re
 
 import httpx2
 import numpy as np
@@ -16,6 +21,13 @@ from tests.model.test_hf import saved, saved_masked_lm, tiny
 from tests.serving import start_server
 
 
+def tiny_of(model_type: str):
+    """A tiny seeded random model of an architecture, by transformers' own classes."""
+    from tests.model.families import build_model
+
+    return build_model(model_type, "decoder-only")
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("own")
@@ -24,28 +36,73 @@ def served(tmp_path_factory):
     bad = saved(root / "bad", tiny("llama"))
     (bad / "tokenizer.json").unlink()
     saved_masked_lm(root / "mlm")
+    qwen3 = saved(root / "qwen3", tiny_of("qwen3"))
+    bloom = saved(root / "bloom", tiny_of("bloom"))
     proc, base = start_server(
         {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_FORMAT": "text"},
         capture_output=True,
-        args=["--model", f"mine={good}", "--model", f"broken={bad}", "--model", f"mlm={root}/mlm"],
-    )
+        args=["--model", f"mine={good}", "--model", f"broken={bad}", "--model", f"mlm={root}/mlm",
+              "--model", f"q3={qwen3}", "--model", f"bloom={bloom}"],
+    )  # fmt: skip
     try:
         yield theirs, good, base
     finally:
         proc.terminate()
         log = proc.communicate(timeout=30)[0]
     assert f"model broken from {bad} is not served: {bad} has no tokenizer.json" in log
+    assert "model bloom from" in log
 
 
 def test_a_folder_of_yours_is_served_beside_the_shipped_models(served):
     theirs, good, base = served
     infos = {m["id"]: m for m in httpx2.get(f"{base}/api/v1/models").json()}
-    assert set(infos) == {"pronounce", "pronounce-untrained", "mine", "mlm"}  # not "broken"
+    assert set(infos) == {"pronounce", "pronounce-untrained", "mine", "mlm", "q3", "broken",
+                          "bloom"}  # fmt: skip
     mine = infos["mine"]
     assert (mine["source"], mine["family"], mine["stored_as"]) == (str(good), "llama", "float32")
     assert mine["parameters"] == sum(p.numel() for p in theirs.parameters())
     assert mine["architecture"] == "decoder-only" and mine["capabilities"]["generation"]
     assert infos["pronounce"]["source"] == "shipped" and infos["pronounce"]["family"] is None
+
+
+def test_a_model_that_cannot_be_served_is_listed_with_its_reason(served):
+    _, good, base = served
+    infos = {m["id"]: m for m in httpx2.get(f"{base}/api/v1/models").json()}
+    assert infos["broken"] == {
+        "id": "broken", "status": "refused",
+        "reason": "<its folder> has no tokenizer.json: its text cannot be read",
+    }  # fmt: skip
+    assert infos["bloom"]["status"] == "refused"
+    assert "not through transformers' attention interface" in infos["bloom"]["reason"]
+    assert str(good.parent) not in str([infos["broken"], infos["bloom"]])
+    assert infos["mine"]["status"] == "served"
+    page = httpx2.get(f"{base}/").text  # the page lists it, with the reason
+    boot = json.loads(re.search(r'<script id="boot"[^>]*>(.*?)</script>', page, re.S)[1])
+    assert {m["id"]: m["reason"] for m in boot["refused"]} == {
+        "broken": infos["broken"]["reason"], "bloom": infos["bloom"]["reason"],
+    }  # fmt: skip
+
+
+def test_an_architecture_model_does_not_read_runs_on_transformers_own_code(served):
+    _, good, base = served
+    info = {m["id"]: m for m in httpx2.get(f"{base}/api/v1/models").json()}["q3"]
+    assert info["family"] == "qwen3" and "transformers' own modeling code" in info["description"]
+    theirs = tiny_of("qwen3")
+    text = "The quick brown fox"
+    prompt = load_folder(good).tokenize(text)[0]  # the same tokenizer.json, read here
+    body = {"model": "q3", "text": text, "encoding": "f4", "legacy_items": False}
+    blocks = httpx2.post(f"{base}/api/v1/attention", json=body, timeout=60).json()["blocks"]
+    made = httpx2.post(f"{base}/api/v1/generate", json={"model": "q3", "text": text,
+                       "max_new_tokens": 6}, timeout=60).json()  # fmt: skip
+    with torch.no_grad():
+        expected = theirs(torch.tensor([prompt]), output_attentions=True)
+        greedy = theirs.generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False,
+                                 eos_token_id=None, pad_token_id=0)  # fmt: skip
+    assert len(blocks) == 2
+    for block in blocks:
+        got = decode(block["data"])
+        assert np.abs(got - expected.attentions[block["layer"]][0].numpy()).max() <= 1e-5
+    assert made["continuation"] == greedy[0, len(prompt) :].tolist()
 
 
 def test_its_attention_and_generation_are_transformers_own(served):

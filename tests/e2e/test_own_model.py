@@ -22,10 +22,13 @@ def own_server(tmp_path_factory):
     root = tmp_path_factory.mktemp("own")
     folder = saved(root / "llama", tiny("llama"))
     saved_masked_lm(root / "mlm")
+    broken = saved(root / "broken", tiny("llama"))
+    (broken / "tokenizer.json").unlink()
     proc, base = start_server(
         {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_LEVEL": "warning"},
-        args=["--model", f"mine={folder}", "--model", f"mlm={root / 'mlm'}"],
-    )
+        args=["--model", f"mine={folder}", "--model", f"mlm={root / 'mlm'}",
+              "--model", f"broken={broken}"],
+    )  # fmt: skip
     yield base
     proc.terminate()
     proc.wait(timeout=30)
@@ -37,6 +40,19 @@ def own_page(browser, own_server, outside_requests):
     yield page
     assert errors == [], errors
     context.close()
+
+
+def test_a_model_that_cannot_be_served_is_listed_not_selectable_with_why(own_page: Page):
+    page = own_page
+    page.goto("/?model=broken&text=The quick brown fox")
+    ready(page)
+    option = page.locator("#model option[value=broken]")
+    expect(option).to_have_text("broken (not served)")
+    expect(option).to_be_disabled()
+    reason = "<its folder> has no tokenizer.json: its text cannot be read"
+    expect(option).to_have_attribute("title", reason)  # the reason on hover
+    expect(page.locator("#model")).to_have_value("pronounce")  # opened the default instead
+    expect(page.locator("#status")).to_have_text(f"The model broken is not served: {reason}")
 
 
 def test_your_model_is_picked_drawn_and_generates(own_page: Page):

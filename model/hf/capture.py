@@ -1,0 +1,170 @@
+"""A capturing attention function in transformers' attention interface, and the hook points
+it fires: a transformers model loaded with `attn_implementation="attnviz"` computes each
+attention call here, as its eager attention does (q·kᵀ·scaling, the soft-capping, position
+bias and sinks it is passed, the mask it is given, softmax in float32), with every
+intermediate passing one of our hook points, named as model/'s are
+(`decoder.3.self_attn.hook_weights`).
+
+Which hook points a call fires is decided per forward call (a context variable, as
+model/hooks.py's captures): the k-th call of an attention type within one forward pass is
+its layer k, so a layer shared by every depth (ALBERT) is still one layer per call.
+Outside a call of our wrapper the function computes without hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from ..hooks import HookPoint
+
+ATTENTION = "attnviz"  # the name it is registered under (`attn_implementation=`)
+POINTS = ("hook_q", "hook_k", "hook_v", "hook_scores", "hook_mask", "hook_weights",
+          "hook_context")  # fmt: skip
+
+
+class AttentionPoints(nn.Module):
+    """The hook points of one attention call, with model/'s names and shapes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hook_q = HookPoint()  # (B, H, Tq, d_head), as the model passed it (after RoPE)
+        self.hook_k = HookPoint()  # (B, H_kv, Tk, d_head), cached keys included
+        self.hook_v = HookPoint()  # (B, H_kv, Tk, d_head)
+        self.hook_scores = HookPoint()  # (B, H, Tq, Tk), scaled (and capped, biased), unmasked
+        self.hook_mask = HookPoint()  # (B, 1, Tq, Tk) bool, True = may attend
+        self.hook_weights = HookPoint()  # (B, H, Tq, Tk), after softmax
+        self.hook_context = HookPoint()  # (B, H, Tq, d_head), weights @ v per head
+
+
+@dataclass
+class Traced:
+    """One attention call seen while tracing a model: its module and its shapes."""
+
+    module: nn.Module
+    query_heads: int
+    kv_heads: int
+    head_dim: int
+    query_length: int
+    key_length: int
+
+
+@dataclass
+class Call:
+    """The forward call in progress: which hook points each attention call fires
+    (`points[type][layer]`, `kinds[id(module)]`), or, while tracing, what it saw."""
+
+    kinds: dict[int, str]
+    points: dict[str, list[AttentionPoints]]
+    counters: dict[str, int] = field(default_factory=dict)
+    trace: list[Traced] | None = None
+
+    def points_for(self, module: nn.Module, query: Tensor, key: Tensor) -> AttentionPoints | None:
+        if self.trace is not None:
+            q_heads, kv_heads = query.shape[1], key.shape[1]
+            self.trace.append(
+                Traced(module, q_heads, kv_heads, query.shape[-1], query.shape[-2], key.shape[-2])
+            )
+            return None
+        kind = self.kinds.get(id(module))
+        if kind is None:
+            return None
+        layer = self.counters.get(kind, 0)
+        self.counters[kind] = layer + 1
+        layers = self.points[kind]
+        return layers[layer] if layer < len(layers) else None
+
+
+_CALL: ContextVar[Call | None] = ContextVar("attnviz_hf_call", default=None)
+
+
+@contextmanager
+def calling(call: Call) -> Iterator[Call]:
+    """Within this block, attention calls fire `call`'s hook points (or trace into it)."""
+    token = _CALL.set(call)
+    try:
+        yield call
+    finally:
+        _CALL.reset(token)
+
+
+def _identity(x: Tensor) -> Tensor:
+    return x
+
+
+def _shared(x: Tensor, groups: int) -> Tensor:
+    """Key/value heads (B, H_kv, T, d) as one per query head (B, H, T, d) (`repeat_kv`)."""
+    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
+
+
+def capturing_attention(
+    module: nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[Tensor, Tensor]:
+    """What transformers' `eager_attention_forward` computes, through our hook points:
+    returns (output (B, Tq, H, d_head), weights (B, H, Tq, Tk))."""
+    call = _CALL.get()
+    points = call.points_for(module, query, key) if call is not None else None
+    hook = (lambda name: getattr(points, name)) if points is not None else lambda _: _identity
+    query, key, value = hook("hook_q")(query), hook("hook_k")(key), hook("hook_v")(value)
+    groups = query.shape[1] // key.shape[1]
+    keys, values = _shared(key, groups), _shared(value, groups)
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    scores = torch.matmul(query, keys.transpose(2, 3)) * scaling
+    softcap = kwargs.get("softcap")
+    if softcap:  # Gemma 2's soft-capping of the logits
+        scores = torch.tanh(scores / softcap) * softcap
+    position_bias = kwargs.get("position_bias")
+    if position_bias is not None:  # T5's relative position bias
+        scores = scores + position_bias
+    batch, _, q_len, k_len = scores.shape
+    if attention_mask is None:
+        allowed = torch.ones(batch, 1, q_len, k_len, dtype=torch.bool, device=scores.device)
+    else:
+        attention_mask = attention_mask[:, :, :, :k_len]
+        if attention_mask.dtype == torch.bool:
+            allowed = attention_mask
+        else:  # additive: 0 where allowed, the dtype's minimum where not
+            allowed = attention_mask > torch.finfo(attention_mask.dtype).min / 2
+            bias = attention_mask.masked_fill(~allowed, 0.0)
+            if bool(bias.any()):  # a bias the mask carries besides what it hides (ALiBi)
+                scores = scores + bias
+    scores = hook("hook_scores")(scores)
+    # (B, 1, Tq, Tk); a mask per head (Doge's) keeps its heads
+    allowed = hook("hook_mask")(allowed.expand(batch, allowed.shape[1], q_len, k_len))
+    logits = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
+    sinks = kwargs.get("s_aux")
+    if sinks is not None:  # gpt-oss: a learned logit per head that takes weight from all keys
+        column = sinks.reshape(1, -1, 1, 1).expand(batch, -1, q_len, 1).to(logits.dtype)
+        combined = torch.cat([logits, column], dim=-1)
+        combined = combined - combined.max(dim=-1, keepdim=True).values
+        weights = torch.softmax(combined, dim=-1, dtype=torch.float32)[..., :-1]
+    else:
+        weights = torch.softmax(logits, dim=-1, dtype=torch.float32)
+    weights = hook("hook_weights")(weights.to(query.dtype))
+    if dropout and module.training:
+        weights = nn.functional.dropout(weights, p=dropout, training=True)
+    context = hook("hook_context")(torch.matmul(weights, values))
+    return context.transpose(1, 2).contiguous(), weights
+
+
+def register() -> None:
+    """Register the capturing attention (and eager attention's 4-D masks for it) in
+    transformers' interfaces; idempotent."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register(ATTENTION, capturing_attention)
+    AttentionMaskInterface.register(ATTENTION, eager_mask)

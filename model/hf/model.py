@@ -1,0 +1,359 @@
+"""A transformers model as a `HookedModule` that answers as model/'s `Transformer` does
+(`forward`, `encode`, `decode`, `config`, hook names such as
+`decoder.3.self_attn.hook_weights`), so that every view and experiment of the app reads it
+unchanged. Its attention runs in `capture.capturing_attention`; which module is which
+attention type and layer is found by tracing one short forward pass."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from ..config import ModelConfig
+from ..hooks import HookedModule, HookPoint, active
+from ..runner import ATTENTION_TYPES, AttentionSpec
+from ..transformer import DecoderCache
+from .capture import AttentionPoints, Call, Traced, calling
+
+POSITION_NAMES = ("position_embeddings", "wpe", "embed_positions")  # learned tables
+
+
+class BackendError(ValueError):
+    """What a transformers model has that the capture cannot reach, said plainly."""
+
+
+class Stack(nn.Module):
+    """Hook points of one stack, numbered by layer as model/'s are (`decoder.0.self_attn.…`),
+    its `hook_pos`, and `pos`: the positions the model uses (or None)."""
+
+    def __init__(self, layers: int, modules: list[str]) -> None:
+        super().__init__()
+        for i in range(layers):
+            layer = nn.Module()
+            for name in modules:
+                layer.add_module(name, AttentionPoints())
+            self.add_module(str(i), layer)
+        self.hook_pos = HookPoint()  # (T, d) added table, or (T, d_rot/2) rotary angles
+        self.pos: Positions | None = None
+
+
+@dataclass
+class Positions:
+    """The positions a transformers model uses, as model/positional's modules state them."""
+
+    kind: str  # "rotary" or "learned"
+    module: nn.Module
+    formula: str
+
+    @property
+    def adds(self) -> bool:
+        return self.kind == "learned"
+
+    def encoding(self, offset: int, length: int) -> Tensor:
+        """The rotary angles (T, d_rot/2) or the learned table (T, d) of offset.."""
+        if self.kind == "rotary":
+            inv_freq = self.module.inv_freq.float()
+            positions = torch.arange(offset, offset + length, dtype=torch.float32)
+            return positions[:, None] * inv_freq[None]
+        start = offset + int(getattr(self.module, "offset", 0))  # BART's learned offset 2
+        return self.module.weight[start : start + length].detach().float()
+
+
+def rotary_module(hf: nn.Module) -> nn.Module | None:
+    return next((m for _, m in hf.named_modules() if hasattr(m, "inv_freq")), None)
+
+
+def learned_module(hf: nn.Module) -> nn.Module | None:
+    for name, m in hf.named_modules():
+        if isinstance(m, nn.Embedding) and name.rsplit(".", 1)[-1] in POSITION_NAMES:
+            return m
+    return None
+
+
+def positions_of(hf: nn.Module) -> Positions | None:
+    rotary = rotary_module(hf)
+    if rotary is not None:
+        kind = getattr(rotary, "rope_type", "default")
+        formula = (
+            f"RoPE ({kind}): each pair of q and k dimensions i turned by position x θ_i, "
+            "θ_i from the model's own rotary embedding (inv_freq)"
+        )
+        return Positions("rotary", rotary, formula)
+    learned = learned_module(hf)
+    if learned is not None:
+        return Positions("learned", learned, "a learned vector per position, added")
+    return None
+
+
+def hf_kind(config) -> str:
+    """decoder-only, encoder-only or encoder-decoder, from a transformers config."""
+    if getattr(config, "is_encoder_decoder", False):
+        return "encoder-decoder"
+    from transformers.models.auto import modeling_auto as auto
+
+    arch = (getattr(config, "architectures", None) or [""])[0]
+    masked = set(auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES.values())
+    base = set(auto.MODEL_MAPPING_NAMES.values()) if hasattr(auto, "MODEL_MAPPING_NAMES") else ()
+    causal_types = set(auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    if arch.endswith(("ForCausalLM", "LMHeadModel")):
+        return "decoder-only"
+    if arch in masked or (
+        arch in base and config.model_type in auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    ):
+        return "encoder-only"
+    if config.model_type in causal_types and config.model_type not in (
+        auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    ):
+        return "decoder-only"
+    if config.model_type in auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return "encoder-only"
+    raise BackendError(f"{config.model_type!r} is neither a language model nor a text encoder")
+
+
+def trace_inputs(kind: str, device: str | torch.device = "cpu") -> dict[str, Tensor]:
+    """A short input of each side, of different lengths (a cross-attention call is the one
+    whose keys are the source's)."""
+    source = torch.zeros(1, 5, dtype=torch.long, device=device)
+    target = torch.zeros(1, 3, dtype=torch.long, device=device)
+    # (a 2-D mask of ones spares transformers a check that cannot run on the meta device)
+    if kind == "encoder-decoder":
+        return {"input_ids": source, "decoder_input_ids": target,
+                "attention_mask": torch.ones_like(source)}  # fmt: skip
+    ids = target if kind == "decoder-only" else source
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def classify(kind: str, traced: list[Traced], encoder: nn.Module | None) -> dict[str, list[Traced]]:
+    """The calls of one traced pass by attention type, in the order of the forward pass."""
+    in_encoder = {id(m) for m in encoder.modules()} if encoder is not None else set()
+    by_type: dict[str, list[Traced]] = {t: [] for t in ATTENTION_TYPES}
+    for call in traced:
+        if kind == "encoder-only" or id(call.module) in in_encoder:
+            by_type["encoder.self"].append(call)
+        elif kind == "encoder-decoder" and call.key_length != call.query_length:
+            by_type["decoder.cross"].append(call)
+        else:
+            by_type["decoder.self"].append(call)
+    return {t: calls for t, calls in by_type.items() if calls}
+
+
+def specs_of(by_type: dict[str, list[Traced]]) -> list[AttentionSpec]:
+    specs = []
+    for name, calls in by_type.items():
+        shapes = {(c.query_heads, c.kv_heads, c.head_dim) for c in calls}
+        if len(shapes) != 1:
+            raise BackendError(
+                f"its {name} attention has heads of several shapes across layers "
+                f"{sorted(shapes)} (query heads, key/value heads, width): not supported"
+            )
+        ((q_heads, kv_heads, head_dim),) = shapes
+        if q_heads % kv_heads:
+            raise BackendError(f"{q_heads} query heads do not share {kv_heads} key/value heads")
+        stack, module, rows, columns = ATTENTION_TYPES[name]
+        specs.append(
+            AttentionSpec(
+                name, stack, module, len(calls), q_heads, kv_heads, head_dim, rows, columns
+            )
+        )
+    return specs
+
+
+def trace(hf: nn.Module, kind: str) -> dict[str, list[Traced]]:
+    """Every attention call of one short pass, by type; a BackendError where none goes
+    through the attention interface."""
+    call = Call({}, {}, trace=[])
+    device = next(iter(hf.parameters())).device
+    with torch.no_grad(), calling(call):
+        hf(**trace_inputs(kind, device), use_cache=False)
+    if not call.trace:
+        raise BackendError(
+            "its attention does not go through transformers' attention interface "
+            "(attn_implementation): nothing to capture"
+        )
+    encoder = hf.get_encoder() if kind == "encoder-decoder" else None
+    return classify(kind, call.trace, encoder)
+
+
+def summary(hf_config, kind: str, specs: list[AttentionSpec], hf: nn.Module) -> ModelConfig:
+    """Our config stating what the app reads of the model (sizes, ids, positions); the
+    computation itself is transformers'."""
+    by_type = {s.type: s for s in specs}
+    first = specs[0]
+    text = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
+    d_model = int(
+        getattr(text, "hidden_size", 0)
+        or getattr(text, "d_model", 0)
+        or first.query_heads * first.head_dim
+    )
+    positions = positions_of(hf)
+    vocab = hf.get_input_embeddings().num_embeddings
+    out = hf.get_output_embeddings()
+    logits = out.out_features if isinstance(out, nn.Linear) else vocab
+
+    def token(name: str, default: int) -> int:
+        value = getattr(text, name, None)
+        if isinstance(value, list):
+            value = value[0] if value else None
+        return int(value) if isinstance(value, int) and value >= 0 else default
+
+    encoder = by_type.get("encoder.self")
+    decoder = by_type.get("decoder.self")
+    theta = 10000.0
+    params = getattr(text, "rope_parameters", None) or {}
+    if isinstance(params, dict) and params.get("rope_theta"):
+        theta = float(params["rope_theta"])
+    return ModelConfig(
+        architecture=kind,
+        source_vocab_size=vocab,
+        target_vocab_size=logits if kind != "encoder-only" else vocab,
+        d_model=d_model,
+        n_heads=first.query_heads,
+        n_kv_heads=first.kv_heads,
+        head_size=None if d_model == first.query_heads * first.head_dim else first.head_dim,
+        n_layers=(encoder or decoder or first).layers,
+        n_decoder_layers=decoder.layers if decoder is not None and encoder is not None else None,
+        d_ff=int(getattr(text, "intermediate_size", 0) or 1),
+        max_seq_len=int(getattr(text, "max_position_embeddings", 0) or 4096),
+        dropout=0.0,
+        positional=positions.kind if positions is not None else "none",
+        rope_theta=theta,
+        pad_id=token("pad_token_id", -1) if kind == "decoder-only" else token("pad_token_id", 0),
+        bos_id=token("bos_token_id", 1),
+        eos_id=token("eos_token_id", 2),
+    )
+
+
+class HFTransformer(HookedModule):
+    """A transformers model (loaded with attn_implementation="attnviz") with model/'s
+    interface: forward(input_ids) -> last hidden state (encoder-only) or logits
+    (decoder-only), forward(input_ids, target) -> logits (encoder-decoder)."""
+
+    rotary_layout = "rotate_half"  # transformers' RoPE pairs dim i with i + d/2
+
+    def __init__(self, hf: nn.Module, kind: str | None = None) -> None:
+        super().__init__()
+        self.hf = hf.eval()
+        self.kind = kind or hf_kind(hf.config)
+        by_type = trace(self.hf, self.kind)
+        self.specs = specs_of(by_type)
+        self.config = summary(hf.config, self.kind, self.specs, self.hf)
+        kinds: dict[int, str] = {}
+        for name, calls in by_type.items():
+            for c in calls:
+                if kinds.setdefault(id(c.module), name) != name:
+                    raise BackendError("one attention module serves two kinds of attention")
+        self._kinds = kinds
+        modules = {}
+        for spec in self.specs:
+            modules.setdefault(spec.stack, []).append(spec.module)
+        for stack, names in modules.items():
+            layers = max(s.layers for s in self.specs if s.stack == stack)
+            self.add_module(stack, Stack(layers, names))
+        self._points = {
+            spec.type: [getattr(getattr(self, spec.stack), str(i)).get_submodule(spec.module)
+                        for i in range(spec.layers)]
+            for spec in self.specs
+        }  # fmt: skip
+        positions = positions_of(self.hf)
+        main = getattr(self, "encoder" if self.config.has_encoder else "decoder")
+        main.pos = positions
+        if positions is not None:
+            self._hook_positions(positions, main.hook_pos)
+        if self.config.has_decoder:
+            self.hook_logits = HookPoint()  # (B, T, V)
+
+    def _hook_positions(self, positions: Positions, point: HookPoint) -> None:
+        """Show the positions to `hook_pos` as they are made; what a hook returns replaces
+        them (zeros: no positions; for RoPE, angles of 0 are the identity rotation)."""
+        if positions.kind == "learned":
+            positions.module.register_forward_hook(lambda m, args, out: point(out))
+            return
+
+        def rotary(module, args, out):
+            if not active() or not (isinstance(out, tuple) and len(out) == 2):
+                return out  # (Llama 4's complex frequencies are not shown)
+            cos, sin = out
+            half = cos.shape[-1] // 2
+            angles = torch.atan2(sin[0, :, :half], cos[0, :, :half]).float()  # (T, d_rot/2)
+            seen = point(angles)
+            if seen is angles:
+                return out
+            scale = float(getattr(module, "attention_scaling", 1.0))
+            turned = torch.cat([seen, seen], dim=-1)[None].expand_as(cos)
+            return (torch.cos(turned) * scale).to(cos.dtype), (torch.sin(turned) * scale).to(
+                sin.dtype
+            )
+
+        positions.module.register_forward_hook(rotary)
+
+    def _call(self) -> Call:
+        return Call(self._kinds, self._points)
+
+    def forward(self, input_ids: Tensor, target: Tensor | None = None, **kwargs) -> Tensor:
+        with calling(self._call()):
+            if self.kind == "encoder-only":
+                return self.hf(input_ids=input_ids, **kwargs).last_hidden_state
+            if self.kind == "decoder-only":
+                out = self.hf(input_ids=input_ids, use_cache=False, **kwargs)
+            else:
+                if target is None:
+                    raise ValueError("an encoder-decoder model needs both input_ids and target")
+                out = self.hf(input_ids=input_ids, decoder_input_ids=target, use_cache=False)
+        return self.hook_logits(out.logits)
+
+    def encode(self, src: Tensor, src_mask: Tensor | None = None, **kwargs) -> Tensor:
+        with calling(self._call()):
+            encoder = self.hf if self.kind == "encoder-only" else self.hf.get_encoder()
+            return encoder(input_ids=src).last_hidden_state
+
+    def decode(
+        self,
+        target: Tensor,
+        memory: Tensor | None = None,
+        src_mask: Tensor | None = None,
+        target_mask: Tensor | None = None,
+        cache: DecoderCache | None = None,
+    ) -> Tensor:
+        """The logits of a decoder-only model for `target` (with a cache: the new tokens
+        only, through transformers' own KV cache kept on `cache`). Its head runs inside the
+        model's forward (with any soft-capping or scaling of its logits), so `logits` of
+        what this returns is the same tensor."""
+        if self.kind != "decoder-only":
+            raise BackendError("step-by-step decoding reaches decoder-only models only")
+        with calling(self._call()):
+            if cache is None:
+                out = self.hf(input_ids=target, use_cache=False)
+            else:
+                past = getattr(cache, "hf", None)
+                out = self.hf(input_ids=target, cache=past, use_cache=True)
+                cache.hf = out.cache
+                cache.ids = target if cache.ids is None else torch.cat([cache.ids, target], 1)
+                self._mirror(cache)
+        return self.hook_logits(out.logits)
+
+    @staticmethod
+    def _mirror(cache: DecoderCache) -> None:
+        """Each layer's keys and values of transformers' cache on ours (the lab counts
+        their bytes); the same tensors, not copies."""
+        layers = getattr(cache.hf, "layers", [])
+        for i, layer in enumerate(layers[: len(cache.layers)]):
+            keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
+            if isinstance(keys, Tensor) and isinstance(values, Tensor):
+                cache.layers[i]["self"].k, cache.layers[i]["self"].v = keys, values
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """`decode` already gives logits (see there)."""
+        return hidden
+
+    def scaling(self) -> float | None:
+        """The scaling of the scores where every layer states one (Gemma's
+        query_pre_attn_scalar, Granite's multiplier), else None: 1/sqrt(d_head)."""
+        values = {getattr(m, "scaling", None) for m in self.hf.modules() if id(m) in self._kinds}
+        if len(values) == 1:
+            (value,) = values
+            if isinstance(value, float) and not math.isclose(value, self.specs[0].head_dim ** -0.5):
+                return value
+        return None

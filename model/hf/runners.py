@@ -1,0 +1,226 @@
+"""Runners over transformers' own modeling code: a folder (or HF-cache snapshot) of any
+architecture transformers has, checked from its config without its weights
+(`peek_transformers`) and read (`load_transformers`) with the capturing attention. A
+decoder-only model is a `CausalLM` and an encoder a `MiniLM` (mean-pooled embedding), as
+the models of model/ are: only their `model` differs."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer
+
+from ..checkpoints import CheckpointError
+from ..config import ModelConfig
+from ..pretrained.bert import MiniLM
+from ..pretrained.causal import CausalLM
+from ..pretrained.hf import causal_runner, tokenizer_of
+from ..runner import ATTENTION_TYPES, AttentionSpec
+from .capture import ATTENTION, register
+from .model import BackendError, HFTransformer, hf_kind
+
+LOG = logging.getLogger("attnviz")
+
+
+def quiet_transformers() -> None:
+    """transformers' progress bars and warnings off: the server's log says what it reads."""
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def hf_config(folder: Path):
+    """The folder's config as transformers reads it; CheckpointError where it cannot."""
+    import transformers
+
+    quiet_transformers()
+    try:
+        return transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
+    except (ValueError, KeyError, OSError, TypeError) as exc:
+        raise CheckpointError(f"transformers cannot read its config.json: {exc}") from None
+
+
+def stated_specs(config, kind: str) -> list[AttentionSpec]:
+    """The attention types a config states (before any weight is read): its layers, query
+    and key/value heads and head width, by transformers' common names."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+
+    def first(*names: str, default=None):
+        for name in names:
+            value = getattr(text, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        if default is None:
+            raise CheckpointError(f"its config states none of {', '.join(names)}")
+        return default
+
+    heads = first("num_attention_heads", "encoder_attention_heads", "num_heads", "n_head")
+    kv_heads = first("num_key_value_heads", default=heads)
+    hidden = first("hidden_size", "d_model", "n_embd")
+    head_dim = first("head_dim", "d_kv", default=hidden // heads)
+    layers = first("num_hidden_layers", "encoder_layers", "num_layers", "n_layer")
+    decoder_layers = first("decoder_layers", "num_decoder_layers", default=layers)
+    present = {
+        "encoder-only": ["encoder.self"],
+        "decoder-only": ["decoder.self"],
+        "encoder-decoder": ["encoder.self", "decoder.self", "decoder.cross"],
+    }[kind]
+    specs = []
+    for name in present:
+        stack, module, rows, columns = ATTENTION_TYPES[name]
+        n = layers if stack == "encoder" else (decoder_layers if kind != "decoder-only" else layers)
+        specs.append(
+            AttentionSpec(name, stack, module, n, heads, kv_heads, head_dim, rows, columns)
+        )
+    return specs
+
+
+def stated_config(config, kind: str, specs: list[AttentionSpec]) -> ModelConfig:
+    """Our summary config of a transformers config, before its weights are read."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    first = specs[0]
+    hidden = int(getattr(text, "hidden_size", 0) or getattr(text, "d_model", 0) or 0)
+    hidden = hidden or first.query_heads * first.head_dim
+    vocab = int(getattr(text, "vocab_size", 0) or 1)
+    by_type = {s.type: s for s in specs}
+    decoder = by_type.get("decoder.self")
+    rotary = getattr(text, "rope_parameters", None) is not None or hasattr(text, "rope_theta")
+    positions = (
+        "rotary" if rotary else ("learned" if hasattr(text, "max_position_embeddings") else "none")
+    )
+    return ModelConfig(
+        architecture=kind,
+        source_vocab_size=vocab,
+        target_vocab_size=vocab,
+        d_model=hidden,
+        n_heads=first.query_heads,
+        n_kv_heads=first.kv_heads,
+        head_size=None if hidden == first.query_heads * first.head_dim else first.head_dim,
+        n_layers=first.layers,
+        n_decoder_layers=decoder.layers if kind == "encoder-decoder" and decoder else None,
+        max_seq_len=int(getattr(text, "max_position_embeddings", 0) or 4096),
+        dropout=0.0,
+        positional=positions,
+        pad_id=-1 if kind == "decoder-only" else 0,
+    )
+
+
+def model_class(kind: str):
+    import transformers
+
+    return {
+        "decoder-only": transformers.AutoModelForCausalLM,
+        "encoder-only": transformers.AutoModel,
+        "encoder-decoder": transformers.AutoModelForSeq2SeqLM,
+    }[kind]
+
+
+def check_reachable(kind: str) -> None:
+    if kind == "encoder-decoder":
+        raise CheckpointError(
+            "encoder-decoders through transformers' code are not served yet (their "
+            "greedy decoding and cross-attention views are the next step)"
+        )
+
+
+def peek_transformers(folder: Path) -> tuple[ModelConfig, str, list[AttentionSpec]]:
+    """(our summary config, its kind, its attention types) from config.json alone."""
+    config = hf_config(folder)
+    try:
+        kind = hf_kind(config)
+    except BackendError as exc:
+        raise CheckpointError(str(exc)) from None
+    check_reachable(kind)
+    if not (folder / "tokenizer.json").exists():
+        raise CheckpointError(f"{folder} has no tokenizer.json: its text cannot be read")
+    specs = stated_specs(config, kind)
+    return stated_config(config, kind, specs), kind, specs
+
+
+def wrapped(hf, kind: str) -> HFTransformer:
+    """The model with its attention traced; a CheckpointError where that fails (its own
+    forward pass included: such a model is refused, never a 500 later)."""
+    try:
+        return HFTransformer(hf, kind)
+    except BackendError as exc:
+        raise CheckpointError(str(exc)) from None
+    except Exception as exc:  # (transformers' own code raises what it raises)
+        raise CheckpointError(
+            f"its forward pass fails in transformers' code: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def load_model(folder: Path, kind: str) -> HFTransformer:
+    """The folder's weights in transformers' class for its kind, float32, capturing."""
+    register()
+    quiet_transformers()
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            hf = model_class(kind).from_pretrained(
+                folder,
+                attn_implementation=ATTENTION,
+                dtype=torch.float32,
+                local_files_only=True,
+                use_safetensors=True,
+            )
+    except (ValueError, KeyError, OSError, TypeError, RuntimeError) as exc:
+        raise CheckpointError(f"transformers cannot read it: {exc}") from None
+    return wrapped(hf, kind)
+
+
+def token_unit_of(tokenizer: Tokenizer) -> str:
+    kind = type(tokenizer.model).__name__
+    if kind == "WordPiece":
+        return "wordpiece"
+    if kind == "BPE" and "ByteLevel" in repr(tokenizer.pre_tokenizer):
+        return "byte-bpe"
+    return "sentencepiece"
+
+
+class HFEncoder(MiniLM):
+    """An encoder run by transformers' code: its output the mean-pooled last hidden state
+    (as MiniLM's), its special tokens and token unit its tokenizer's."""
+
+    def __init__(
+        self, model: HFTransformer, tokenizer: Tokenizer, specials: frozenset[str], unit: str
+    ) -> None:
+        super().__init__(model, tokenizer)
+        self.special_tokens = specials
+        self.token_unit = unit  # type: ignore[misc]
+        self.unknown_token = str(getattr(tokenizer.model, "unk_token", None) or "[UNK]")
+
+    def with_model(self, model) -> HFEncoder:
+        return HFEncoder(model, self.tokenizer, self.special_tokens, self.token_unit)
+
+
+def load_transformers(folder: Path, name: str = "") -> CausalLM | HFEncoder:
+    """A folder as a runner over transformers' code, checked on the way in."""
+    _, kind, _ = peek_transformers(folder)
+    model = load_model(folder, kind)
+    tokenizer, vocabulary, specials = tokenizer_of(folder, model.config.target_vocab_size)
+    if kind == "encoder-only":
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        runner = HFEncoder(model, tokenizer, specials, token_unit_of(tokenizer))
+        runner.max_tokens = min(runner.max_tokens, model.config.max_seq_len)
+        return runner
+    return causal_runner(folder, model, tokenizer, vocabulary, specials, name)
+
+
+def parameter_count(folder: Path, kind: str) -> int:
+    """The parameters its transformers class builds (a tied matrix once), counted on the
+    meta device: nothing is allocated or read."""
+    config = hf_config(folder)
+    with torch.device("meta"), contextlib.redirect_stderr(io.StringIO()):
+        model = model_class(kind).from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def peek_unit(folder: Path) -> str:
+    """The token unit of the folder's tokenizer.json."""
+    return token_unit_of(Tokenizer.from_file(str(folder / "tokenizer.json")))

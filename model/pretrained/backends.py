@@ -1,0 +1,106 @@
+"""Which backend reads each architecture (config.json's `model_type`): one table, as
+transformers' ALL_ATTENTION_FUNCTIONS and TransformerLens's adapter factory are.
+
+- `OURS`: the families model/ reads through a checked mapping, and why ours serves them.
+- `REFUSED`: architectures transformers has that the capture cannot serve, and why.
+- Any other architecture transformers has is read by its own modeling code (model/hf)
+  where its attention goes through the attention interface; otherwise it is refused,
+  saying so. `backend="transformers"` (ATTNVIZ_BACKEND) sends the families of `OURS` there
+  too, so that each is tested equal both ways.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..checkpoints import CheckpointError
+
+Backend = Literal["ours", "transformers"]
+WHY_OURS = (
+    "model/ reads it through a checked mapping (every tensor once, shapes equal), tested "
+    "equal to transformers; it also reads its GGUF files, rotates q and k back for the "
+    "neuron view and replays the KV cache in the lab"
+)
+OURS: dict[str, str] = {
+    "llama": WHY_OURS,
+    "mistral": WHY_OURS + " (its sliding window too)",
+    "qwen2": WHY_OURS + " (its Q/K/V biases too)",
+    "gpt2": WHY_OURS + " (its fused c_attn split per head)",
+    "bert": "model/ reads it as MiniLM is (the default encoder), its masked-LM head too",
+}
+# What the capture cannot serve among the architectures transformers has, and why (found
+# by the architecture matrix, tests/model/families.py: served, they would be wrong).
+SINK_SCALE = (
+    "its attention sinks are scaled by a learned sigmoid inside its own eager attention, "
+    "which the capture does not reproduce (its weights would differ by up to 1.0)"
+)
+REFUSED: dict[str, str] = {
+    "diffllama": "it subtracts two softmax maps per layer (differential attention); the "
+    "capture would show each map as a layer of its own",
+    "granite_swa": SINK_SCALE,
+    "granitemoe_swa": SINK_SCALE,
+    "minimax": "its lightning (linear) attention layers compute no softmax weights and do "
+    "not go through the attention interface: only some layers could be captured",
+}
+ALWAYS_OURS = {"llama (GGUF)": "GGUF files are read and dequantized by model/ (gguf)"}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The backend that reads an architecture, and why."""
+
+    backend: Backend
+    reason: str
+
+
+@functools.cache
+def modeling_source(model_type: str) -> str | None:
+    """The text of transformers' modeling module for a model_type, or None where it has
+    none (read as text: nothing is imported)."""
+    from transformers.models.auto.configuration_auto import (
+        CONFIG_MAPPING_NAMES,
+        model_type_to_module_name,
+    )
+
+    if model_type not in CONFIG_MAPPING_NAMES:
+        return None
+    module = model_type_to_module_name(model_type)
+    spec = importlib.util.find_spec(f"transformers.models.{module}")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / f"modeling_{module}.py"
+    return path.read_text(encoding="utf-8") if path.exists() else None
+
+
+def uses_attention_interface(model_type: str) -> bool:
+    source = modeling_source(model_type)
+    return source is not None and "ALL_ATTENTION_FUNCTIONS" in source
+
+
+def choose(model_type: str, forced: Backend | None = None) -> Choice:
+    """The backend of an architecture; a CheckpointError saying why where none serves it."""
+    if model_type in ALWAYS_OURS:
+        return Choice("ours", ALWAYS_OURS[model_type])
+    if model_type in OURS and forced != "transformers":
+        return Choice("ours", OURS[model_type])
+    if model_type in REFUSED:
+        raise CheckpointError(
+            f"the architecture {model_type!r} is not served: {REFUSED[model_type]}"
+        )
+    if modeling_source(model_type) is None:
+        raise CheckpointError(
+            f"the architecture {model_type!r} is not one transformers has (nor model/): "
+            "nothing can read it"
+        )
+    if not uses_attention_interface(model_type):
+        raise CheckpointError(
+            f"the architecture {model_type!r} computes its attention in its own code, not "
+            "through transformers' attention interface: its heads cannot be captured"
+        )
+    return Choice(
+        "transformers", "transformers' own modeling code, captured in its attention interface"
+    )

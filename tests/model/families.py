@@ -1,0 +1,252 @@
+"""The architecture matrix: every text architecture the installed transformers has (from
+its own auto mappings, not a hand list), each as a tiny random model made from its config
+class (seeded), saved with `save_pretrained`, read back by our loader as the server reads a
+model of yours, and compared with the same model run by transformers: every head's
+weights with its eager attention (`output_attentions=True`), its logits (or last hidden
+state) with its default forward, its greedy continuation with its `generate`.
+
+Used by tests/model/test_families.py and bench/bench_families.py (the README's table)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from model.checkpoints import CheckpointError
+from model.pretrained.backends import OURS, choose, uses_attention_interface
+from model.pretrained.sources import load_source
+
+VOCAB = 320  # tests/model/test_hf.py's byte-level BPE tokenizer
+PROMPT = "The quick brown fox jumps over the lazy dog. The quick brown"
+CONTINUATION = 8
+SIZES = {  # what a tiny model has, by transformers' common attribute names
+    "vocab_size": VOCAB, "hidden_size": 64, "d_model": 64, "n_embd": 64,
+    "num_hidden_layers": 2, "num_layers": 2, "n_layer": 2, "num_attention_heads": 4,
+    "n_head": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 96,
+    "ffn_dim": 96, "d_ff": 96, "max_position_embeddings": 256, "n_positions": 256,
+    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32, "n_shared_experts": 1,
+    "first_k_dense_replace": 1, "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 8, "v_head_dim": 16, "rotary_dim": 8, "embedding_size": 64,
+}  # fmt: skip
+
+
+@dataclass
+class Row:
+    """One architecture of the matrix: served and equal, or why not."""
+
+    model_type: str
+    kind: str  # decoder-only, encoder-only, encoder-decoder
+    backend: str  # ours, transformers, or "-" where refused
+    served: bool
+    reason: str = ""
+    weights: float = float("nan")  # largest difference of a head's weights
+    output: float = float("nan")  # of the logits (last hidden state)
+    greedy: bool | None = None  # the same greedy continuation
+    ratio: float = float("nan")  # capture pass / transformers' eager with output_attentions
+
+    @property
+    def equal(self) -> bool:
+        return (
+            self.served
+            and self.weights <= 1e-5
+            and self.output <= 1e-4
+            and self.greedy is not False
+        )
+
+
+def text_architectures() -> dict[str, str]:
+    """model_type -> kind of every text architecture transformers' auto mappings name for
+    language modelling (a config with sub-configs is multimodal and left out)."""
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto import modeling_auto as auto
+
+    kinds: dict[str, str] = {}
+    for model_type in auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES:
+        kinds[model_type] = "encoder-decoder"
+    for model_type in auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        kinds.setdefault(model_type, "encoder-only")
+    for model_type in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        kinds.setdefault(model_type, "decoder-only")
+    text = {}
+    for model_type, kind in sorted(kinds.items()):
+        try:
+            config_class = CONFIG_MAPPING[model_type]
+        except KeyError:
+            continue
+        if getattr(config_class, "sub_configs", None):
+            continue  # multimodal (text_config, vision_config, ...)
+        text[model_type] = kind
+    return text
+
+
+def interface_architectures() -> dict[str, str]:
+    """The text architectures whose attention goes through the attention interface."""
+    return {t: k for t, k in text_architectures().items() if uses_attention_interface(t)}
+
+
+def tiny_config(model_type: str):
+    """The architecture's default config made tiny: the sizes SIZES names that it has,
+    passed to its constructor (so that what it derives from them, per-layer lists
+    included, follows), no dropout, special ids within the vocabulary."""
+    from transformers import AutoConfig
+
+    default = AutoConfig.for_model(model_type)
+    sizes = {k: v for k, v in SIZES.items() if hasattr(default, k)}
+    if "qk_rope_head_dim" in sizes and "head_dim" in sizes:  # MLA: head_dim is RoPE's part
+        sizes["head_dim"] = sizes["qk_rope_head_dim"]
+    for value in vars(default).values():  # a hybrid's first attention layer kept
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            found = [i for i, v in enumerate(value) if "attention" in v and "linear" not in v]
+            if found and found[0] >= sizes.get("num_hidden_layers", 2):
+                sizes["num_hidden_layers"] = found[0] + 1
+    if getattr(default, "sliding_window", None):
+        sizes["sliding_window"] = 6  # shorter than the prompt: the window hides keys
+    for name, value in vars(default).items():
+        if ("dropout" in name or name.endswith("_pdrop")) and isinstance(value, float):
+            sizes[name] = 0.0
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+        value = getattr(default, name, None)
+        if (isinstance(value, int) and value >= VOCAB) or isinstance(value, list):
+            sizes[name] = 0
+    try:
+        return AutoConfig.for_model(model_type, **sizes)
+    except (ValueError, TypeError):  # sizes its validation refuses: set them afterwards
+        config = AutoConfig.for_model(model_type)
+        for name, value in sizes.items():
+            setattr(config, name, value)
+        return config
+
+
+def reference(model_type: str, kind: str, folder: Path, eager: bool):
+
+    from model.hf.runners import model_class
+
+    implementation = {"attn_implementation": "eager"} if eager else {}
+    with contextlib.redirect_stderr(io.StringIO()):
+        return model_class(kind).from_pretrained(folder, **implementation).eval()
+
+
+def build_model(model_type: str, kind: str):
+    """A tiny seeded random model of the architecture (eager attention, float32)."""
+    from model.hf.runners import model_class, quiet_transformers
+
+    quiet_transformers()
+    config = tiny_config(model_type)
+    torch.manual_seed(0)
+    with contextlib.redirect_stderr(io.StringIO()):
+        model = model_class(kind).from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():  # away from the initialisation's near-uniform attention
+        for name, p in model.named_parameters():
+            if p.dim() >= 2 and "embed" not in name:
+                p.normal_(0, 0.15)
+    return model
+
+
+def build(model_type: str, kind: str, folder: Path) -> None:
+    """A tiny seeded random model of the architecture, saved with its tokenizer."""
+    from tests.model.test_hf import tokenizer
+
+    model = build_model(model_type, kind)
+    model.save_pretrained(folder)
+    tokenizer().save(str(folder / "tokenizer.json"))
+
+
+def timed(fn, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def compare(model_type: str, kind: str, backend: str | None = None, speed: bool = False) -> Row:
+    """One architecture through the matrix (`backend="transformers"` forces that path)."""
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    try:
+        chosen = choose(model_type, backend).backend
+    except CheckpointError as exc:
+        return Row(model_type, kind, "-", False, str(exc))
+    with tempfile.TemporaryDirectory() as root:
+        folder = Path(root) / model_type
+        try:
+            build(model_type, kind, folder)
+        except Exception as exc:  # (the matrix lists what it cannot build)
+            return Row(
+                model_type, kind, chosen, False, f"no tiny model: {type(exc).__name__}: {exc}"[:300]
+            )
+        try:
+            runner, _ = load_source(folder, model_type, backend=backend)  # type: ignore[arg-type]
+        except CheckpointError as exc:
+            return Row(model_type, kind, chosen, False, str(exc).replace(str(folder), "<folder>"))
+        try:
+            return measured(model_type, kind, folder, runner, chosen, speed)
+        except Exception as exc:  # (listed: transformers' own run fails too)
+            return Row(
+                model_type,
+                kind,
+                chosen,
+                False,
+                f"fails when run: {type(exc).__name__}: {exc}"[:300],
+            )
+
+
+def measured(model_type: str, kind: str, folder: Path, runner, chosen: str, speed: bool) -> Row:
+    """One architecture's differences and speed, read back by our loader as `runner`."""
+    eager = reference(model_type, kind, folder, eager=True)
+    default = reference(model_type, kind, folder, eager=False)
+    ids, _ = runner.tokenize(PROMPT)
+    batch = torch.tensor([ids])
+    with torch.no_grad():
+        expected = eager(batch, output_attentions=True)
+        plain = default(batch)
+    out, capture = runner.model.run_with_capture(
+        batch, names_filter=lambda n: n.endswith("hook_weights")
+    )
+    stack = "encoder" if kind == "encoder-only" else "decoder"
+    theirs_weights = [a for a in expected.attentions if a is not None]
+    names = [f"{stack}.{i}.self_attn.hook_weights" for i in range(len(theirs_weights))]
+    diffs = [
+        (capture[n] - w).abs().max().item() if n in capture else float("inf")
+        for n, w in zip(names, theirs_weights, strict=True)
+    ]
+    wanted = plain.last_hidden_state if kind == "encoder-only" else plain.logits
+    row = Row(model_type, kind, chosen, True, weights=max(diffs),
+              output=(out - wanted).abs().max().item())  # fmt: skip
+    if len(diffs) != runner.attention[0].layers:
+        row.reason = (
+            f"{len(diffs)} layers' weights from transformers, {runner.attention[0].layers} captured"
+        )
+        row.weights = float("inf")
+    if kind == "decoder-only":
+        with torch.no_grad():
+            theirs = default.generate(batch, max_new_tokens=CONTINUATION, do_sample=False)
+        ours = [s.token_id for s in runner.generate(ids, CONTINUATION)]
+        row.greedy = ours == theirs[0, len(ids) :].tolist()
+    if speed:
+        with torch.no_grad():
+            theirs_s = timed(lambda: eager(batch, output_attentions=True))
+        ours_s = timed(lambda: runner.model.run_with_capture(batch))
+        row.ratio = ours_s / theirs_s
+    return row
+
+
+def matrix(backend: str | None = None, speed: bool = False) -> list[Row]:
+    rows = []
+    for model_type, kind in interface_architectures().items():
+        rows.append(compare(model_type, kind, backend, speed))
+    return rows
+
+
+def forced_families() -> list[str]:
+    """The families model/ reads, to run through transformers' path as well."""
+    return sorted(OURS)
