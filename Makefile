@@ -104,6 +104,7 @@ bench-llm: $(STAMP)
 
 bench-families: $(STAMP)
 	$(BIN)/python bench/bench_families.py
+	$(BIN)/python bench/bench_families.py --matrix
 
 bench-corpus: $(STAMP) e2e-deps
 	$(BIN)/python bench/bench_corpus.py

@@ -115,10 +115,36 @@ def encoder_row(root: Path, name: str) -> tuple[float, float, str]:
     return attention, output, said
 
 
+def print_matrix(backend: str | None) -> None:
+    """The architecture matrix (tests/model/families.py) as a table, with the capture
+    pass's time over transformers' eager forward with output_attentions (best of 3)."""
+    from tests.model.families import matrix
+
+    rows = matrix(backend, speed=True)
+    print("| architecture | kind | backend | served | weights, max abs diff | output | greedy | "
+          "capture / eager | reason |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        said = "equal" if r.equal else ("served, differs" if r.served else "no")
+        greedy = "-" if r.greedy is None else ("same" if r.greedy else "differs")
+        reason = r.reason.replace("|", "/").replace("\n", " ")[:160]
+        print(f"| {r.model_type} | {r.kind} | {r.backend} | {said} | {r.weights:.1e} | "
+              f"{r.output:.1e} | {greedy} | {r.ratio:.2f} | {reason} |", flush=True)  # fmt: skip
+    equal = sum(r.equal for r in rows)
+    print(
+        f"\n{equal} of {len(rows)} architectures through the attention interface served and equal"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--families", nargs="*", help="row names to run (default: all)")
+    parser.add_argument("--matrix", action="store_true", help="every architecture transformers has")
+    parser.add_argument("--backend", choices=["transformers"], help="with --matrix: force it")
     args = parser.parse_args()
+    if args.matrix:
+        print_matrix(args.backend)
+        return
     rows = [*CAUSAL, *ENCODERS]
     chosen = [r for r in rows if not args.families or any(f in r for f in args.families)]
     print(f"torch {torch.__version__}; tiny random models, float32, eager attention")

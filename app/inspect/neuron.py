@@ -26,6 +26,18 @@ def side(q: torch.Tensor, keys: torch.Tensor, scale: float) -> s.VectorSide:
     )
 
 
+def unrotate_half(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """x (T, d) turned back by -angle in transformers' RoPE layout (dimension i paired
+    with i + d_rot/2; dimensions past d_rot, as partial rotary leaves them, unchanged)."""
+    d_rot = 2 * angles.size(-1)
+    turned, kept = x[..., :d_rot], x[..., d_rot:]
+    cos = torch.cat([torch.cos(angles), torch.cos(angles)], dim=-1)
+    sin = torch.cat([torch.sin(angles), torch.sin(angles)], dim=-1)
+    half = d_rot // 2
+    rotated = torch.cat([-turned[..., half:], turned[..., :half]], dim=-1)
+    return torch.cat([turned * cos - rotated * sin, kept], dim=-1)
+
+
 def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
     spec = ctx.spec(req.type)
     ctx.check_head(spec, req.layer, req.head)
@@ -40,10 +52,12 @@ def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
     if rotary:
         names.append(f"{spec.stack}.hook_pos")
     _, capture = ctx.forward(names=names)
+    rotary = rotary and f"{spec.stack}.hook_pos" in capture  # (not shown: Llama 4's)
     kv_head = req.head // (spec.query_heads // spec.kv_heads)
     q = capture[spec.hook(req.layer, "hook_q")][0, req.head]  # (Tq, d), after RoPE
     k = capture[spec.hook(req.layer, "hook_k")][0, kv_head]  # (Tk, d)
-    scale = 1.0 / math.sqrt(spec.head_dim)
+    stated = getattr(ctx.model, "scaling", None)  # transformers' models state their own
+    scale = (stated() if callable(stated) else None) or 1.0 / math.sqrt(spec.head_dim)
     mask_name = spec.hook(req.layer, "hook_mask")
     visible = (
         capture[mask_name][0, 0, req.query].tolist() if mask_name in capture else [True] * len(k)
@@ -51,8 +65,12 @@ def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
     before = None
     if rotary:
         angles = capture[f"{spec.stack}.hook_pos"]  # (T, d/2): rotating back by -angle
-        q0 = apply_rotary(q[None, None], -angles[: q.size(0)])[0, 0]
-        k0 = apply_rotary(k[None, None], -angles[: k.size(0)])[0, 0]
+        if getattr(ctx.model, "rotary_layout", None) == "rotate_half":
+            q0 = unrotate_half(q, angles[: q.size(0)])
+            k0 = unrotate_half(k, angles[: k.size(0)])
+        else:
+            q0 = apply_rotary(q[None, None], -angles[: q.size(0)])[0, 0]
+            k0 = apply_rotary(k[None, None], -angles[: k.size(0)])[0, 0]
         before = side(q0[req.query], k0, scale)
     predicted = ctx.predicted(spec)
     return s.NeuronResponse(

@@ -52,3 +52,35 @@ def test_our_families_are_equal_through_transformers_path_too(family):
     ours, theirs = compare(family, kind), compare(family, kind, backend="transformers")
     assert (ours.backend, theirs.backend) == ("ours", "transformers")
     assert ours.equal and theirs.equal, (ours, theirs)
+
+
+@pytest.mark.parametrize("model_type", ["llama", "phi", "gpt_neox"])  # full, partial RoPE
+def test_the_neuron_views_before_is_the_query_projection_itself(tmp_path, model_type):
+    """q turned back by the captured angles (transformers' rotate_half layout) equals what
+    the model's own query projection made, read by a forward hook on it."""
+    import torch
+    import transformers
+
+    from app.inspect.neuron import unrotate_half
+    from model.hf.capture import ATTENTION, register
+    from model.hf.model import HFTransformer
+    from tests.model.families import build_model
+
+    register()
+    build_model(model_type, "decoder-only").save_pretrained(tmp_path)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation=ATTENTION)
+    model = HFTransformer(hf)
+    attention = next(m for n, m in hf.named_modules() if n.endswith(("0.self_attn", "0.attention")))
+    projection = getattr(attention, "q_proj", None) or attention.query_key_value
+    seen = {}
+    hook = projection.register_forward_hook(lambda m, args, out: seen.update(q=out[0]))
+    ids = torch.randint(0, 300, (1, 9))
+    _, capture = model.run_with_capture(
+        ids, names_filter=["decoder.0.self_attn.hook_q", "decoder.hook_pos"]
+    )
+    hook.remove()
+    q = capture["decoder.0.self_attn.hook_q"][0]  # (H, T, d), after RoPE
+    heads, length, width = q.shape
+    raw = seen["q"].view(length, heads, -1)[..., :width]  # (NeoX: q, k, v per head)
+    back = unrotate_half(q, capture["decoder.hook_pos"])
+    assert (back - raw.transpose(0, 1)).abs().max() <= 1e-5
