@@ -45,14 +45,17 @@ def own_page(browser, own_server, outside_requests):
 def test_a_model_that_cannot_be_served_is_listed_not_selectable_with_why(own_page: Page):
     page = own_page
     page.goto("/?model=broken&text=The quick brown fox")
-    ready(page)
+    # the status line says why, once the default model is drawn (instead of "Ready.")
+    reason = "<its folder> has no tokenizer.json: its text cannot be read"
+    expect(page.locator("#status")).to_have_text(
+        f"The model broken is not served: {reason}", timeout=60_000
+    )
     option = page.locator("#model option[value=broken]")
     expect(option).to_have_text("broken (not served)")
     expect(option).to_be_disabled()
-    reason = "<its folder> has no tokenizer.json: its text cannot be read"
     expect(option).to_have_attribute("title", reason)  # the reason on hover
     expect(page.locator("#model")).to_have_value("pronounce")  # opened the default instead
-    expect(page.locator("#status")).to_have_text(f"The model broken is not served: {reason}")
+    expect(page.locator("#plot")).to_contain_text("Layer")  # and drew it
 
 
 def test_your_model_is_picked_drawn_and_generates(own_page: Page):
