@@ -84,7 +84,7 @@ class ModelInfo(BaseModel):
     encoder_layers: int = Field(description="0 for a decoder-only model.")
     decoder_layers: int = Field(description="0 for an encoder-only model.")
     d_model: int
-    positional: Literal["sinusoidal", "learned", "rotary", "none"]
+    positional: Literal["sinusoidal", "learned", "rotary", "relative", "none"]
     languages: list[str] = Field(description="ISO 639-1 codes of the text it reads.")
     max_tokens: int = Field(description="Source tokens read; longer input is truncated.")
     max_text_chars: int = Field(description="Characters per text this server accepts.")
@@ -116,7 +116,7 @@ class ModelInfo(BaseModel):
 
 class PositionalResponse(BaseModel):
     model: str
-    kind: Literal["sinusoidal", "learned", "rotary", "none"]
+    kind: Literal["sinusoidal", "learned", "rotary", "relative", "none"]
     formula: str
     positions: int
     dims: int

@@ -16,7 +16,7 @@ from fastapi import HTTPException
 
 from model.checkpoints import CheckpointError
 from model.config import ModelConfig
-from model.hf.runners import HFEncoder, parameter_count, peek_unit
+from model.hf.runners import HFEncoder, HFSeq2Seq, parameter_count, peek_unit
 from model.pretrained.bert import MiniLM
 from model.pretrained.causal import CausalLM
 from model.pretrained.masked_lm import MaskedLM
@@ -38,9 +38,12 @@ OUTPUT_SAID = {
     "continuation": "It continues a prompt.",
     "embedding": "Its output is the mean-pooled sentence embedding.",
     "masked": "It predicts the words written as [MASK], the top 5 of each.",
+    "transcription": "It writes its output token by token (greedy decoding); its "
+    "cross-attention shows what each output token reads of the input.",
 }
 KINDS: dict[str, type[Runner]] = {
     "bert": MiniLM, "masked-lm": MaskedLM, "hf-encoder-only": HFEncoder,
+    "hf-encoder-decoder": HFSeq2Seq,
 }  # else CausalLM  # fmt: skip
 
 
@@ -99,7 +102,7 @@ class OwnRunner:
         if kind.startswith("hf-"):  # transformers' classes, counted on the meta device
             folder = cached(path)
             self.parameter_count = parameter_count(folder, kind.removeprefix("hf-"))
-            if kind == "hf-encoder-only":
+            if kind in ("hf-encoder-only", "hf-encoder-decoder"):
                 self._unit = peek_unit(folder)
         else:
             self.parameter_count = parameters_of(self.config)

@@ -30,6 +30,10 @@ OWN_EXAMPLES = {
     "continuation": ("The capital of France is", "def fibonacci(n):"),
     "embedding": ("The animal didn't cross the street because it was too tired.",),
     "masked": ("The capital of France is [MASK].", "The man went to the [MASK] to buy milk."),
+    "transcription": (
+        "translate English to German: The house is wonderful.",
+        "The quick brown fox jumps over the lazy dog.",
+    ),
 }
 TWIN_DESCRIPTION = "The same configuration with fixed-seed random weights, for comparison."
 TWIN_TITLES = {"zh": "{}（未训练的孪生模型）"}
@@ -96,7 +100,8 @@ class ModelEntry:
         flags = dataclasses.asdict(self.runner.capabilities) | {
             "encoder": cfg.has_encoder,
             "decoder": cfg.has_decoder,
-            "positions": cfg.positional != "none",
+            # (a relative bias has no encoding to switch off at hook_pos)
+            "positions": cfg.positional in ("sinusoidal", "learned", "rotary"),
             # decodes through a KV cache: an encoder-decoder's pieces or a generating model
             "cached_decoding": self.runner.capabilities.kv_cache
             or self.runner.capabilities.generation,

@@ -11,14 +11,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 Architecture = Literal["encoder-decoder", "encoder-only", "decoder-only"]
-Positional = Literal["sinusoidal", "learned", "rotary", "none"]
+# relative: a learned bias per head and distance bucket added to the scores (T5's; read by
+# transformers' code only)
+Positional = Literal["sinusoidal", "learned", "rotary", "relative", "none"]
 NormPlacement = Literal["post", "pre"]
 Activation = Literal["relu", "gelu", "silu"]
 Norm = Literal["layernorm", "rmsnorm"]
 RopeType = Literal["default", "linear", "llama3"]
 
 ARCHITECTURES: tuple[str, ...] = ("encoder-decoder", "encoder-only", "decoder-only")
-POSITIONALS: tuple[str, ...] = ("sinusoidal", "learned", "rotary", "none")
+POSITIONALS: tuple[str, ...] = ("sinusoidal", "learned", "rotary", "relative", "none")
 NORM_PLACEMENTS: tuple[str, ...] = ("post", "pre")
 # gelu: the exact (erf) form, as BERT's; silu (x * sigmoid(x)): Llama's, in the gated SwiGLU
 ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "gelu_tanh", "silu")

@@ -149,6 +149,8 @@ def positions_module(config: ModelConfig) -> nn.Module | None:
                 "original_max_positions": config.rope_original_max_positions,
             }
         return RotaryPositions(config.head_dim, config.max_seq_len, config.rope_theta, scaling)
+    if config.positional == "relative":
+        raise ValueError("model/ has no relative position bias (T5's runs on transformers' code)")
     return None
 
 

@@ -44,7 +44,7 @@ class Stack(nn.Module):
 class Positions:
     """The positions a transformers model uses, as model/positional's modules state them."""
 
-    kind: str  # "rotary" or "learned"
+    kind: str  # "rotary", "learned" or "relative"
     module: nn.Module
     formula: str
 
@@ -53,7 +53,12 @@ class Positions:
         return self.kind == "learned"
 
     def encoding(self, offset: int, length: int) -> Tensor:
-        """The rotary angles (T, d_rot/2) or the learned table (T, d) of offset.."""
+        """The rotary angles (T, d_rot/2), the learned table (T, d), or a relative bias's
+        value per head for each distance from the first key (T, H), of offset.."""
+        if self.kind == "relative":
+            with torch.no_grad():
+                bias = self.module.compute_bias(offset + length, offset + length)  # (1, H, T, T)
+            return bias[0, :, offset:, 0].T.float()
         if self.kind == "rotary":
             inv_freq = self.module.inv_freq.float()
             positions = torch.arange(offset, offset + length, dtype=torch.float32)
@@ -85,6 +90,21 @@ def positions_of(hf: nn.Module) -> Positions | None:
     learned = learned_module(hf)
     if learned is not None:
         return Positions("learned", learned, "a learned vector per position, added")
+    relative = next(
+        (
+            m
+            for m in hf.modules()
+            if hasattr(m, "compute_bias") and getattr(m, "has_relative_attention_bias", False)
+        ),
+        None,
+    )
+    if relative is not None:
+        formula = (
+            "no vector is added: each score gets a learned bias per head for the distance "
+            "between query and key, in log-spaced buckets (T5's relative attention). The "
+            "table shows each head's bias for the distance from the first key."
+        )
+        return Positions("relative", relative, formula)
     return None
 
 
@@ -174,7 +194,15 @@ def trace(hf: nn.Module, kind: str) -> dict[str, list[Traced]]:
             "(attn_implementation): nothing to capture"
         )
     encoder = hf.get_encoder() if kind == "encoder-decoder" else None
-    return classify(kind, call.trace, encoder)
+    by_type = classify(kind, call.trace, encoder)
+    if kind == "encoder-decoder":
+        missing = [t for t in ATTENTION_TYPES if t not in by_type]
+        if missing:
+            raise BackendError(
+                f"its {' and '.join(missing)} attention does not go through transformers' "
+                "attention interface (its own sparse or local attention): it cannot be captured"
+            )
+    return by_type
 
 
 def summary(hf_config, kind: str, specs: list[AttentionSpec], hf: nn.Module) -> ModelConfig:
@@ -271,6 +299,8 @@ class HFTransformer(HookedModule):
         if positions.kind == "learned":
             positions.module.register_forward_hook(lambda m, args, out: point(out))
             return
+        if positions.kind != "rotary":
+            return  # (a relative bias is added to the scores: seen in hook_scores)
 
         def rotary(module, args, out):
             if not active() or not (isinstance(out, tuple) and len(out) == 2):
@@ -317,19 +347,33 @@ class HFTransformer(HookedModule):
         target_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
     ) -> Tensor:
-        """The logits of a decoder-only model for `target` (with a cache: the new tokens
-        only, through transformers' own KV cache kept on `cache`). Its head runs inside the
-        model's forward (with any soft-capping or scaling of its logits), so `logits` of
-        what this returns is the same tensor."""
-        if self.kind != "decoder-only":
-            raise BackendError("step-by-step decoding reaches decoder-only models only")
+        """The logits of the decoder for `target` (an encoder-decoder's: over the encoder's
+        `memory`; with a cache: the new tokens only, through transformers' own KV cache
+        kept on `cache`). Its head runs inside the model's forward (with any soft-capping
+        or scaling of its logits), so `logits` of what this returns is the same tensor."""
+        inputs: dict = {
+            "decoder_input_ids" if self.kind == "encoder-decoder" else "input_ids": target
+        }
+        if self.kind == "encoder-decoder":
+            if memory is None:
+                raise ValueError("an encoder-decoder model decodes over encoder memory")
+            from transformers.modeling_outputs import BaseModelOutput
+
+            inputs["encoder_outputs"] = BaseModelOutput(last_hidden_state=memory)
+        elif self.kind != "decoder-only":
+            raise BackendError("an encoder-only model does not decode")
         with calling(self._call()):
             if cache is None:
-                out = self.hf(input_ids=target, use_cache=False)
+                out = self.hf(**inputs, use_cache=False)
+            elif getattr(cache, "stateless", False):  # a model that returns no cache:
+                ids = torch.cat([cache.ids, target], 1)  # the whole sequence again
+                out = self.hf(**{**inputs, next(iter(inputs)): ids}, use_cache=False)
+                cache.ids = ids
+                return self.hook_logits(out.logits[:, -target.size(1) :])
             else:
-                past = getattr(cache, "hf", None)
-                out = self.hf(input_ids=target, cache=past, use_cache=True)
-                cache.hf = out.cache
+                out = self.hf(**inputs, cache=getattr(cache, "hf", None), use_cache=True)
+                cache.hf = getattr(out, "cache", None)
+                cache.stateless = cache.hf is None  # (RecurrentGemma keeps its state inside)
                 cache.ids = target if cache.ids is None else torch.cat([cache.ids, target], 1)
                 self._mirror(cache)
         return self.hook_logits(out.logits)
@@ -338,11 +382,20 @@ class HFTransformer(HookedModule):
     def _mirror(cache: DecoderCache) -> None:
         """Each layer's keys and values of transformers' cache on ours (the lab counts
         their bytes); the same tensors, not copies."""
-        layers = getattr(cache.hf, "layers", [])
-        for i, layer in enumerate(layers[: len(cache.layers)]):
-            keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
-            if isinstance(keys, Tensor) and isinstance(values, Tensor):
-                cache.layers[i]["self"].k, cache.layers[i]["self"].v = keys, values
+        kinds = {"self": getattr(cache.hf, "self_attention_cache", cache.hf),
+                 "cross": getattr(cache.hf, "cross_attention_cache", None)}  # fmt: skip
+        for kind, held in kinds.items():
+            for i, layer in enumerate(getattr(held, "layers", [])[: len(cache.layers)]):
+                keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
+                if isinstance(keys, Tensor) and isinstance(values, Tensor):
+                    cache.layers[i][kind].k, cache.layers[i][kind].v = keys, values
+
+    @torch.no_grad()
+    def greedy(self, source: Tensor, max_new_tokens: int) -> list[int]:
+        """An encoder-decoder's greedy output for one source (1, S) by transformers'
+        `generate`, from its decoder start token to its end token (or the limit)."""
+        out = self.hf.generate(source, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
+        return out[0].tolist()
 
     def logits(self, hidden: Tensor) -> Tensor:
         """`decode` already gives logits (see there)."""

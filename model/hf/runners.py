@@ -16,10 +16,19 @@ from tokenizers import Tokenizer
 
 from ..checkpoints import CheckpointError
 from ..config import ModelConfig
+from ..hooks import NamesFilter
 from ..pretrained.bert import MiniLM
+from ..pretrained.bytelevel import readable
 from ..pretrained.causal import CausalLM
 from ..pretrained.hf import causal_runner, tokenizer_of
-from ..runner import ATTENTION_TYPES, AttentionSpec
+from ..runner import (
+    ATTENTION_TYPES,
+    AttentionSpec,
+    Capabilities,
+    DecodedPiece,
+    RunnerBase,
+    RunResult,
+)
 from .capture import ATTENTION, register
 from .model import BackendError, HFTransformer, hf_kind
 
@@ -60,6 +69,12 @@ def stated_specs(config, kind: str) -> list[AttentionSpec]:
         return default
 
     heads = first("num_attention_heads", "encoder_attention_heads", "num_heads", "n_head")
+    decoder_heads = first("decoder_attention_heads", default=heads)
+    if kind == "encoder-decoder" and decoder_heads != heads:
+        raise CheckpointError(
+            f"its encoder has {heads} heads and its decoder {decoder_heads}: one head count "
+            "for both is supported"
+        )
     kv_heads = first("num_key_value_heads", default=heads)
     hidden = first("hidden_size", "d_model", "n_embd")
     head_dim = first("head_dim", "d_kv", default=hidden // heads)
@@ -90,9 +105,12 @@ def stated_config(config, kind: str, specs: list[AttentionSpec]) -> ModelConfig:
     by_type = {s.type: s for s in specs}
     decoder = by_type.get("decoder.self")
     rotary = getattr(text, "rope_parameters", None) is not None or hasattr(text, "rope_theta")
-    positions = (
-        "rotary" if rotary else ("learned" if hasattr(text, "max_position_embeddings") else "none")
-    )
+    if rotary:
+        positions = "rotary"
+    elif hasattr(text, "relative_attention_num_buckets"):  # T5's relative bias
+        positions = "relative"
+    else:
+        positions = "learned" if hasattr(text, "max_position_embeddings") else "none"
     return ModelConfig(
         architecture=kind,
         source_vocab_size=vocab,
@@ -120,14 +138,6 @@ def model_class(kind: str):
     }[kind]
 
 
-def check_reachable(kind: str) -> None:
-    if kind == "encoder-decoder":
-        raise CheckpointError(
-            "encoder-decoders through transformers' code are not served yet (their "
-            "greedy decoding and cross-attention views are the next step)"
-        )
-
-
 def peek_transformers(folder: Path) -> tuple[ModelConfig, str, list[AttentionSpec]]:
     """(our summary config, its kind, its attention types) from config.json alone."""
     config = hf_config(folder)
@@ -135,7 +145,6 @@ def peek_transformers(folder: Path) -> tuple[ModelConfig, str, list[AttentionSpe
         kind = hf_kind(config)
     except BackendError as exc:
         raise CheckpointError(str(exc)) from None
-    check_reachable(kind)
     if not (folder / "tokenizer.json").exists():
         raise CheckpointError(f"{folder} has no tokenizer.json: its text cannot be read")
     specs = stated_specs(config, kind)
@@ -198,7 +207,103 @@ class HFEncoder(MiniLM):
         return HFEncoder(model, self.tokenizer, self.special_tokens, self.token_unit)
 
 
-def load_transformers(folder: Path, name: str = "") -> CausalLM | HFEncoder:
+class HFSeq2Seq(RunnerBase):
+    """An encoder-decoder run by transformers' code (T5, BART, Marian, ...): its output is
+    its greedy decoding (transformers' `generate`, one beam), and the capture one pass
+    over the source and the tokens it fed its decoder: a decoder row is the step fed its
+    token, predicting the next (as `pronounce`'s)."""
+
+    output_kind = "transcription"
+    capabilities = Capabilities(kv_cache=True)
+    max_tokens = 512
+    token_unit = "sentencepiece"  # (each instance: its tokenizer's)
+    special_tokens: frozenset[str] = frozenset()
+
+    def __init__(
+        self,
+        model: HFTransformer,
+        tokenizer: Tokenizer,
+        vocabulary: list[str],
+        specials: frozenset[str],
+        unit: str,
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.vocabulary = vocabulary
+        self.special_tokens = specials
+        self.token_unit = unit  # type: ignore[misc]
+        self.unknown_token = str(getattr(tokenizer.model, "unk_token", None) or "<unk>")
+        self._shown: list[str] | None = None
+
+    def with_model(self, model: HFTransformer) -> HFSeq2Seq:
+        return HFSeq2Seq(model, self.tokenizer, self.vocabulary, self.special_tokens,
+                         self.token_unit)  # fmt: skip
+
+    def shown(self, ids: list[int]) -> list[str]:
+        tokens = [self.vocabulary[i] for i in ids]
+        return readable(tokens, self.special_tokens) if self.token_unit == "byte-bpe" else tokens
+
+    def target_vocabulary(self) -> list[str]:
+        if self._shown is None:
+            self._shown = [self.shown([i])[0] for i in range(len(self.vocabulary))]
+        return self._shown
+
+    def encode(self, text: str) -> tuple[list[int], bool, int]:
+        """The source ids (the tokens its tokenizer adds kept), cut to max_tokens keeping
+        the last (the end token)."""
+        ids = self.tokenizer.encode(text).ids
+        if not ids:
+            raise ValueError("the text has no tokens")
+        if len(ids) <= self.max_tokens:
+            return ids, False, len(ids)
+        return [*ids[: self.max_tokens - 1], ids[-1]], True, len(ids)
+
+    def tokenize(self, text: str) -> tuple[list[int], list[str]]:
+        ids, _, _ = self.encode(text)
+        return ids, self.shown(ids)
+
+    def decoded_pieces(self, result: RunResult) -> list[DecodedPiece]:
+        return result.pieces or [self.decode_piece(result.source_ids)]
+
+    def decode_piece(self, ids: list[int]) -> DecodedPiece:
+        """The source decoded greedily: the decoder's input (its start token and the
+        output, without the end token) and whether the output ended."""
+        source = torch.tensor([ids])
+        room = self.model.config.max_seq_len - 1
+        made = self.model.greedy(source, min(3 * len(ids) + 10, room))
+        ended = len(made) > 1 and made[-1] == self.model.config.eos_id
+        return DecodedPiece(source, made[:-1] if ended else made, ended)
+
+    @torch.no_grad()
+    def run(self, text: str, capture: bool = True, names_filter: NamesFilter = None) -> RunResult:
+        ids, cut, length = self.encode(text)
+        piece = self.decode_piece(ids)
+        target = torch.tensor([piece.target_ids])
+        capture_, predicted = None, []
+        if capture:
+            logits, capture_ = self.model.run_with_capture(
+                piece.source, target, names_filter=names_filter
+            )
+            vocab = self.target_vocabulary()
+            predicted = [vocab[i] for i in logits[0].argmax(-1).tolist()]
+        output = piece.target_ids[1:]
+        return RunResult(
+            text=" ".join(text.split()),
+            source_tokens=self.shown(ids),
+            source_ids=ids,
+            target_tokens=self.shown(piece.target_ids),
+            target_ids=piece.target_ids,
+            output_tokens=self.shown(output),
+            truncated=cut,
+            source_length=length,
+            capture=capture_,
+            predicted_tokens=predicted,
+            pieces=[piece],
+            output_text=self.tokenizer.decode(output, skip_special_tokens=True),
+        )
+
+
+def load_transformers(folder: Path, name: str = "") -> CausalLM | HFEncoder | HFSeq2Seq:
     """A folder as a runner over transformers' code, checked on the way in."""
     _, kind, _ = peek_transformers(folder)
     model = load_model(folder, kind)
@@ -209,6 +314,12 @@ def load_transformers(folder: Path, name: str = "") -> CausalLM | HFEncoder:
         runner = HFEncoder(model, tokenizer, specials, token_unit_of(tokenizer))
         runner.max_tokens = min(runner.max_tokens, model.config.max_seq_len)
         return runner
+    if kind == "encoder-decoder":
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        seq2seq = HFSeq2Seq(model, tokenizer, vocabulary, specials, token_unit_of(tokenizer))
+        seq2seq.max_tokens = min(seq2seq.max_tokens, model.config.max_seq_len)
+        return seq2seq
     return causal_runner(folder, model, tokenizer, vocabulary, specials, name)
 
 

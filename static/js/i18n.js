@@ -142,6 +142,12 @@ const STRINGS = {
       "Cross-attention mask: every output position may look at every source token that is not padding.",
     pe_table: "The vector added to each position (positions × dims)",
     pe_similarity: "Cosine similarity of positions: nearby positions look alike",
+    pe_table_relative:
+      "Each head's bias on the score, by distance from the first key (distances × heads)",
+    pe_similarity_relative: "Cosine similarity of distances, by their biases across heads",
+    pe_rows_columns_relative:
+      "Table: rows are distances from the first key, columns heads. Similarity: distances against distances.",
+    pe_explain_relative: "Nothing is added to the tokens:",
     pe_curves: "A few dimensions across positions: sines and cosines of different frequencies",
     pe_curves_learned: "A few dimensions across positions: learned values, no formula behind them",
     pe_curves_rotary:
@@ -155,6 +161,8 @@ const STRINGS = {
     pe_explain_rotary:
       "Self-attention alone does not see order; RoPE adds nothing to the embeddings but rotates each query and key by its position, so q · k depends on how far apart two tokens are.",
     pe_curves_none: "This model adds no positional encoding",
+    pe_curves_relative:
+      "No vector is added: each head's learned bias on the score, by distance from the first key",
     dim: "dim",
     pair: "pair",
     kv_group: "KV {g}: H{first}–H{last}",
@@ -382,6 +390,10 @@ const STRINGS = {
     mask_cross: "交叉注意力掩码：每个输出位置可以关注所有非填充的输入词元。",
     pe_table: "每个位置加上的向量（位置 × 维度）",
     pe_similarity: "位置之间的余弦相似度：相邻位置更相似",
+    pe_table_relative: "每个头按到第一个键的距离给分数加的偏置（距离 × 头）",
+    pe_similarity_relative: "距离之间的余弦相似度（按各头的偏置）",
+    pe_rows_columns_relative: "表：行是到第一个键的距离，列是头。相似度：距离对距离。",
+    pe_explain_relative: "不给词元加任何向量：",
     pe_curves: "几个维度随位置的变化：不同频率的正弦和余弦",
     pe_curves_learned: "几个维度随位置的变化：训练学到的数值，没有公式",
     pe_curves_rotary: "几对维度随位置的变化：每对以自己的速率旋转（角度折回到 ±π）",
@@ -392,6 +404,7 @@ const STRINGS = {
     pe_explain_rotary:
       "自注意力本身感知不到顺序；RoPE 不往嵌入上加任何东西，而是按位置旋转每个查询和键，于是 q · k 取决于两个词元相距多远。",
     pe_curves_none: "该模型不加位置编码",
+    pe_curves_relative: "不加位置向量：每个头按到第一个键的距离给分数加上学到的偏置",
     dim: "维度",
     pair: "维度对",
     kv_group: "KV {g}：H{first}–H{last}",

@@ -8,9 +8,16 @@ async function drawPositional(ctx) {
   // what the encoding has per position: d_model values added, or RoPE's angle per pair of
   // a head's dims (head_dim / 2)
   const rotary = info.positional === "rotary";
-  const width = rotary ? info.attention[0].head_dim / 2 : info.d_model;
+  // T5's relative bias: a value per head and distance, added to the scores
+  const relative = info.positional === "relative";
+  const width = rotary
+    ? info.attention[0].head_dim / 2
+    : relative
+      ? info.attention[0].query_heads
+      : info.d_model;
   const dims = Math.min(width, 64);
-  const kind = (key) => t(rotary ? `${key}_rotary` : key); // what the plots show, by kind
+  const suffix = rotary ? "_rotary" : relative ? "_relative" : "";
+  const kind = (key) => t(`${key}${suffix}`); // what the plots show, by kind
   const pe = await ctx.positional(positions, dims);
   if (ctx.stale()) return;
   const posLabels = Array.from({ length: pe.positions }, (_, i) => String(i));
@@ -20,7 +27,7 @@ async function drawPositional(ctx) {
     rows: posLabels,
     columns: dimLabels,
     title: kind("pe_table"),
-    valueLabel: rotary ? "rad" : "PE",
+    valueLabel: rotary ? "rad" : relative ? "bias" : "PE",
   });
   await heatmap(elements.extra, {
     z: pe.similarity,
@@ -41,7 +48,7 @@ async function drawPositional(ctx) {
   const traces = shown.map((d) => ({
     type: "scatter",
     mode: "lines",
-    name: `${t(rotary ? "pair" : "dim")} ${d}`,
+    name: relative ? `${t("head")} ${d}` : `${t(rotary ? "pair" : "dim")} ${d}`,
     x: posLabels.map(Number),
     y: pe.table.map((row) => row[d]),
   }));

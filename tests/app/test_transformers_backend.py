@@ -1,0 +1,110 @@
+"""Models run by transformers' own code through every route: an encoder-decoder (T5, with
+its relative position bias; BART), a decoder-only model model/ does not read (Qwen3,
+Gemma 2's soft-capping) and an encoder (RoBERTa), each a tiny random model made with
+transformers' classes; every view, inspection and lab experiment answers, and the
+numbers are transformers' own."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from tests.app.test_api import decode
+from tests.model.families import build
+
+ARCHITECTURES = {"t5": "encoder-decoder", "bart": "encoder-decoder", "qwen3": "decoder-only",
+                 "gemma2": "decoder-only", "roberta": "encoder-only"}  # fmt: skip
+TEXT = "The quick brown fox jumps"
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf")
+    for model_type, kind in ARCHITECTURES.items():
+        build(model_type, kind, root / model_type)
+    settings = Settings(zoo=["pronounce"], torch_threads=1,
+                        models={m: root / m for m in ARCHITECTURES})  # fmt: skip
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        yield c, root
+
+
+def reference(root, model_type: str):
+    from tests.model.families import reference as made
+
+    return made(model_type, ARCHITECTURES[model_type], root / model_type, eager=True)
+
+
+@pytest.mark.parametrize("model_type", ARCHITECTURES)
+def test_every_route_answers_for_a_model_on_transformers_code(client, model_type):
+    c, _ = client
+    info = {m["id"]: m for m in c.get("/api/v1/models").json()}[model_type]
+    assert info["status"] == "served" and "transformers' own modeling code" in info["description"]
+    types = info["attention_types"]
+    calls = [("analyze", {}), ("attention", {"legacy_items": False}), ("export", {})]
+    for kind in types:
+        calls += [(p, {"type": kind, "layer": 1, "head": 3}) for p in ("neuron", "qk-space")]
+    for experiment in info["capabilities"]["experiments"]:
+        body = {"ablate": [{"type": types[0], "layer": 0, "head": 0}]}
+        calls.append((f"lab/{experiment}", body if experiment == "ablation" else {}))
+    for path, body in calls:
+        answer = c.post(f"/api/v1/{path}", json={"model": model_type, "text": TEXT, **body})
+        assert answer.status_code == 200, (path, answer.text)
+    answer = c.get(f"/api/v1/models/{model_type}/positional-encoding?positions=8&dims=4")
+    assert answer.status_code == 200, answer.text
+
+
+def test_an_encoder_decoders_output_and_every_attention_are_transformers_own(client):
+    c, root = client
+    theirs = reference(root, "t5")
+    run = c.post("/api/v1/analyze", json={"model": "t5", "text": TEXT}).json()
+    blocks = c.post("/api/v1/attention", json={"model": "t5", "text": TEXT, "encoding": "f4",
+                    "legacy_items": False}).json()["blocks"]  # fmt: skip
+    ids = theirs_ids(c, "t5")
+    assert len(run["target_tokens"]) == len(ids["target"])
+    source, target = torch.tensor([ids["source"]]), torch.tensor([ids["target"]])
+    with torch.no_grad():
+        greedy = theirs.generate(source, max_new_tokens=len(ids["target"]) + 4, do_sample=False,
+                                 num_beams=1)[0].tolist()  # fmt: skip
+        expected = theirs(source, decoder_input_ids=target, output_attentions=True)
+    assert greedy[: len(ids["target"])] == ids["target"]  # the decoder was fed its greedy output
+    by_type = {"encoder.self": expected.encoder_attentions,
+               "decoder.self": expected.decoder_attentions,
+               "decoder.cross": expected.cross_attentions}  # fmt: skip
+    assert {b["type"] for b in blocks} == set(by_type)
+    for block in blocks:
+        want = by_type[block["type"]][block["layer"]][0].numpy()
+        assert np.abs(decode(block["data"]) - want).max() <= 1e-5
+
+
+def theirs_ids(c, model_type: str) -> dict[str, list[int]]:
+    """The source ids and the decoder's input of a run (the same folder read again)."""
+    from model.hf.runners import load_transformers
+
+    entry_root = c.app.state.inference.zoo.models[model_type].runner.path
+    runner = load_transformers(entry_root, model_type)
+    result = runner.run(TEXT, capture=False)
+    return {"source": result.source_ids, "target": result.target_ids}
+
+
+def test_t5s_relative_bias_is_shown_as_transformers_computes_it(client):
+    c, root = client
+    theirs = reference(root, "t5")
+    answer = c.get("/api/v1/models/t5/positional-encoding?positions=8&dims=4").json()
+    assert answer["kind"] == "relative" and "T5's relative attention" in answer["formula"]
+    block = theirs.encoder.block[0].layer[0].SelfAttention
+    with torch.no_grad():
+        bias = block.compute_bias(8, 8)[0, :, :, 0].T  # (distance, head)
+    assert np.abs(np.array(answer["table"]) - bias[:, :4].numpy()).max() <= 1e-5
+    info = {m["id"]: m for m in c.get("/api/v1/models").json()}["t5"]
+    assert "positions" not in info["capabilities"]["experiments"]  # nothing to switch off
+
+
+def test_the_kv_cache_replays_an_encoder_decoder_exactly(client):
+    c, _ = client
+    answer = c.post("/api/v1/lab/kv-cache", json={"model": "bart", "text": TEXT}).json()
+    assert answer["steps"] and max(s["max_abs_diff"] for s in answer["steps"]) <= 1e-5
+    assert all(s["cache_bytes"][0] > 0 for s in answer["steps"])
