@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-families bench-corpus bench-page e2e-deps \
+.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-families bench-capture bench-corpus bench-page e2e-deps \
 	hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy
 
 $(STAMP): pyproject.toml
@@ -83,7 +83,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) node_modules .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(PEERS) node_modules .pytest_cache .ruff_cache *.egg-info
 
 # Long runs, outside `make test`.
 TRAIN_OUT ?= out/pronounce
@@ -105,6 +105,19 @@ bench-llm: $(STAMP)
 bench-families: $(STAMP)
 	$(BIN)/python bench/bench_families.py
 	$(BIN)/python bench/bench_families.py --matrix
+
+# the transformers backend's capture pass against transformers' eager forward with
+# output_attentions (bench/bench_capture.py)
+# TransformerLens 4.3, the peer, lives in its own environment (not a dependency of ours)
+PEERS := .venv-peers
+$(PEERS)/.installed:
+	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet --disable-pip-version-check \
+	  torch==2.13.0 transformer-lens==4.3.0 transformers==5.24.0
+	touch $(PEERS)/.installed
+
+bench-capture: $(STAMP) $(PEERS)/.installed
+	$(BIN)/python bench/bench_capture.py
 
 bench-corpus: $(STAMP) e2e-deps
 	$(BIN)/python bench/bench_corpus.py

@@ -95,7 +95,7 @@ class ModelInfo(BaseModel):
     )
     token_unit: TokenUnit = Field(
         description="What a source token is: a character, a WordPiece piece (the word view "
-        "merges them), a byte-level BPE piece."
+        "merges them), a byte-level BPE piece, or a SentencePiece piece."
     )
     special_tokens: list[str] = Field(description="Tokens the tokenizer adds, such as [CLS].")
     unknown_token: str = Field(description="The token of what the tokenizer cannot read.")

@@ -156,9 +156,14 @@ class OwnRunner:
             if self._runner is None:
                 LOG.info("reading model %s from %s", self.name, self.path)
                 try:
-                    self._runner, _ = load_source(
-                        self.path, self.name, self.max_bytes, self.backend
-                    )
+                    loaded, _ = load_source(self.path, self.name, self.max_bytes, self.backend)
+                    if loaded.attention != self.attention:  # what its config stated
+                        raise CheckpointError(
+                            "its attention, traced when read, differs from what its config "
+                            f"states: {describe(loaded.attention)} against "
+                            f"{describe(self.attention)}"
+                        )
+                    self._runner = loaded
                 except (CheckpointError, OSError) as exc:
                     self._failed = f"the model {self.name} cannot be read: {exc}"
                     LOG.error("%s", self._failed)
@@ -181,6 +186,13 @@ class OwnRunner:
         if name.startswith("_") or name not in self.__dict__.get("_forwarded", ()):
             raise AttributeError(name)
         return getattr(self.runner(), name)
+
+
+def describe(specs) -> str:
+    return ", ".join(
+        f"{s.type} {s.layers} layers x {s.query_heads}/{s.kv_heads} heads of {s.head_dim}"
+        for s in specs
+    )
 
 
 def scrub(message: str, path: str | Path) -> str:

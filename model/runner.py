@@ -16,8 +16,9 @@ from .hooks import Capture, NamesFilter
 from .transformer import Transformer
 
 # What one token of the input is: a character (the pronouncer), a WordPiece piece (BERT:
-# pieces merge into words), or a byte-level BPE piece (GPT-2, Llama-family LLMs).
-TokenUnit = Literal["characters", "wordpiece", "byte-bpe"]
+# pieces merge into words), a byte-level BPE piece (GPT-2, Llama-family LLMs), or a
+# SentencePiece piece (T5, Marian, Gemma: "▁" marks the start of a word).
+TokenUnit = Literal["characters", "wordpiece", "byte-bpe", "sentencepiece"]
 # What a run gives: a transcription (the decoder's greedy output), a sentence embedding
 # (comparable between two inputs), or a next-token continuation of the prompt.
 OutputKind = Literal["transcription", "embedding", "continuation", "masked"]

@@ -4,6 +4,7 @@ weights both ways, and every head's entropy and largest weight both ways."""
 from __future__ import annotations
 
 import torch
+from fastapi import HTTPException
 
 from model.analysis import focus, without_scaling
 
@@ -17,7 +18,18 @@ def scaling(ctx: LabContext, req: s.HeadRequest) -> s.ScalingResponse:
     ctx.check_head(spec, req.layer, req.head)
     layers = range(spec.layers)
     names = [spec.hook(i, "hook_weights") for i in layers]
-    hooks = ctx.hooks_on(".hook_scores", without_scaling(spec.head_dim))
+    undo = without_scaling(spec.head_dim)
+    stated = getattr(ctx.model, "score_scaling", None)  # transformers' models: their own
+    if callable(stated):
+        factor = stated()
+        if factor is None:
+            raise HTTPException(
+                422,
+                f"{ctx.entry.id} soft-caps its scores or adds a position bias or sinks to "
+                "them: undoing the scaling alone is not what the experiment shows",
+            )
+        undo = lambda scores, name: scores / factor  # noqa: E731
+    hooks = ctx.hooks_on(".hook_scores", undo)
     _, scaled = ctx.forward(names=names)
     _, unscaled = ctx.forward(hooks, names=names)
     rows, columns = ctx.tokens(spec)

@@ -52,6 +52,8 @@ class Traced:
     head_dim: int
     query_length: int
     key_length: int
+    scaling: float | None = None  # as the module passed it (None: 1/sqrt(d_head))
+    extras: bool = False  # soft-capping, a position bias or sinks besides the scaling
 
 
 @dataclass
@@ -64,12 +66,15 @@ class Call:
     counters: dict[str, int] = field(default_factory=dict)
     trace: list[Traced] | None = None
 
-    def points_for(self, module: nn.Module, query: Tensor, key: Tensor) -> AttentionPoints | None:
+    def points_for(
+        self, module: nn.Module, query: Tensor, key: Tensor, scaling=None, extras: bool = False
+    ) -> AttentionPoints | None:
         if self.trace is not None:
             q_heads, kv_heads = query.shape[1], key.shape[1]
             self.trace.append(
-                Traced(module, q_heads, kv_heads, query.shape[-1], query.shape[-2], key.shape[-2])
-            )
+                Traced(module, q_heads, kv_heads, query.shape[-1], query.shape[-2],
+                       key.shape[-2], scaling, extras)
+            )  # fmt: skip
             return None
         kind = self.kinds.get(id(module))
         if kind is None:
@@ -115,7 +120,10 @@ def capturing_attention(
     """What transformers' `eager_attention_forward` computes, through our hook points:
     returns (output (B, Tq, H, d_head), weights (B, H, Tq, Tk))."""
     call = _CALL.get()
-    points = call.points_for(module, query, key) if call is not None else None
+    points = None
+    if call is not None:
+        extras = any(kwargs.get(k) is not None for k in ("softcap", "position_bias", "s_aux"))
+        points = call.points_for(module, query, key, scaling, extras)
     hook = (lambda name: getattr(points, name)) if points is not None else lambda _: _identity
     query, key, value = hook("hook_q")(query), hook("hook_k")(key), hook("hook_v")(value)
     groups = query.shape[1] // key.shape[1]

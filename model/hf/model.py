@@ -266,6 +266,7 @@ class HFTransformer(HookedModule):
         self.hf = hf.eval()
         self.kind = kind or hf_kind(hf.config)
         by_type = trace(self.hf, self.kind)
+        self._traced = [c for calls in by_type.values() for c in calls]
         self.specs = specs_of(by_type)
         self.config = summary(hf.config, self.kind, self.specs, self.hf)
         kinds: dict[int, str] = {}
@@ -402,11 +403,22 @@ class HFTransformer(HookedModule):
         return hidden
 
     def scaling(self) -> float | None:
-        """The scaling of the scores where every layer states one (Gemma's
-        query_pre_attn_scalar, Granite's multiplier), else None: 1/sqrt(d_head)."""
-        values = {getattr(m, "scaling", None) for m in self.hf.modules() if id(m) in self._kinds}
+        """The scaling of the scores where every call passes one other than 1/sqrt(d_head)
+        (Gemma's query_pre_attn_scalar, Granite's multiplier, T5's 1), else None."""
+        values = {c.scaling for c in self._traced}
         if len(values) == 1:
             (value,) = values
-            if isinstance(value, float) and not math.isclose(value, self.specs[0].head_dim ** -0.5):
-                return value
+            if value is not None and not math.isclose(value, self.specs[0].head_dim ** -0.5):
+                return float(value)
         return None
+
+    def score_scaling(self) -> float | None:
+        """The one factor every score is multiplied by, where that is all that is done to
+        them before the mask (no soft-capping, position bias or sinks); else None."""
+        if any(c.extras for c in self._traced):
+            return None
+        values = {c.scaling for c in self._traced}
+        if len(values) != 1:
+            return None
+        (value,) = values
+        return float(value) if value is not None else self.specs[0].head_dim ** -0.5

@@ -79,6 +79,12 @@ def stated_specs(config, kind: str) -> list[AttentionSpec]:
     hidden = first("hidden_size", "d_model", "n_embd")
     head_dim = first("head_dim", "d_kv", default=hidden // heads)
     layers = first("num_hidden_layers", "encoder_layers", "num_layers", "n_layer")
+    types = getattr(text, "layer_types", None)
+    if kind == "decoder-only" and isinstance(types, list) and types:
+        # a hybrid's attention layers only (the others are linear attention or state space)
+        attention = [t for t in types if isinstance(t, str) and "attention" in t
+                     and "linear" not in t]  # fmt: skip
+        layers = len(attention) or layers
     decoder_layers = first("decoder_layers", "num_decoder_layers", default=layers)
     present = {
         "encoder-only": ["encoder.self"],
@@ -335,3 +341,37 @@ def parameter_count(folder: Path, kind: str) -> int:
 def peek_unit(folder: Path) -> str:
     """The token unit of the folder's tokenizer.json."""
     return token_unit_of(Tokenizer.from_file(str(folder / "tokenizer.json")))
+
+
+def load_gguf_transformers(path: Path, name: str = "") -> CausalLM:
+    """A Llama-family .gguf file dequantized by transformers' own GGUF loader and run by
+    its modeling code; its tokenizer, special tokens and chat template read from the file
+    as model/ reads them."""
+    from gguf import GGUFReader
+
+    from ..pretrained.llama import byte_level_tokenizer, config_from_gguf, field
+
+    register()
+    quiet_transformers()
+    import transformers
+
+    reader = GGUFReader(str(path))
+    config = config_from_gguf(reader)
+    tokenizer, tokens, control = byte_level_tokenizer(reader)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            hf = transformers.AutoModelForCausalLM.from_pretrained(
+                path.parent, gguf_file=path.name, attn_implementation=ATTENTION,
+                dtype=torch.float32, local_files_only=True,
+            )  # fmt: skip
+    except (ValueError, KeyError, OSError, TypeError, RuntimeError, ImportError) as exc:
+        raise CheckpointError(f"transformers cannot read it: {exc}") from None
+    ends = {config.eos_id}
+    if "<|endoftext|>" in tokens:
+        ends.add(tokens.index("<|endoftext|>"))
+    runner = CausalLM(
+        wrapped(hf, "decoder-only"), tokenizer, tokens, frozenset(control), frozenset(ends),
+        field(reader, "tokenizer.chat_template"), name or field(reader, "general.name", path.stem),
+    )  # fmt: skip
+    runner.max_tokens = min(runner.max_tokens, runner.model.config.max_seq_len)
+    return runner

@@ -46,7 +46,10 @@ REFUSED: dict[str, str] = {
     "minimax": "its lightning (linear) attention layers compute no softmax weights and do "
     "not go through the attention interface: only some layers could be captured",
 }
-ALWAYS_OURS = {"llama (GGUF)": "GGUF files are read and dequantized by model/ (gguf)"}
+ALWAYS_OURS = {
+    "llama (GGUF)": "GGUF files are read and dequantized by model/ (gguf); with "
+    "backend=transformers, by transformers' own GGUF loader",
+}
 
 
 @dataclass(frozen=True)

@@ -136,8 +136,13 @@ def load_source(
     given, path = str(path), cached(path)
     check_size(path, max_bytes)
     if path.suffix == ".gguf" and path.is_file():
-        runner = CausalLM.read(path)
-        return runner, Source(str(path.resolve()), "llama (GGUF)", "GGUF (dequantized to float32)")
+        stored = "GGUF (dequantized to float32)"
+        if backend == "transformers":  # its own GGUF loader and modeling code
+            from ..hf.runners import load_gguf_transformers
+
+            runner = load_gguf_transformers(path, name)
+            return runner, Source(str(path.resolve()), "llama (GGUF)", stored, "transformers")
+        return CausalLM.read(path), Source(str(path.resolve()), "llama (GGUF)", stored)
     if not path.is_dir():
         raise CheckpointError(f"{path} is neither a model folder nor a .gguf file")
     dtypes: set[str] = set()

@@ -19,6 +19,7 @@ from tests.model.families import build
 ARCHITECTURES = {"t5": "encoder-decoder", "bart": "encoder-decoder", "qwen3": "decoder-only",
                  "gemma2": "decoder-only", "roberta": "encoder-only"}  # fmt: skip
 TEXT = "The quick brown fox jumps"
+CAPPED_OR_BIASED = {"t5", "gemma2"}  # T5's relative bias, Gemma 2's soft-capping
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +53,10 @@ def test_every_route_answers_for_a_model_on_transformers_code(client, model_type
         calls.append((f"lab/{experiment}", body if experiment == "ablation" else {}))
     for path, body in calls:
         answer = c.post(f"/api/v1/{path}", json={"model": model_type, "text": TEXT, **body})
+        if path == "lab/scaling" and model_type in CAPPED_OR_BIASED:
+            assert answer.status_code == 422, answer.text  # not the experiment it claims
+            assert "soft-caps its scores or adds a position bias" in answer.json()["detail"]
+            continue
         assert answer.status_code == 200, (path, answer.text)
     answer = c.get(f"/api/v1/models/{model_type}/positional-encoding?positions=8&dims=4")
     assert answer.status_code == 200, answer.text
@@ -101,6 +106,22 @@ def test_t5s_relative_bias_is_shown_as_transformers_computes_it(client):
     assert np.abs(np.array(answer["table"]) - bias[:, :4].numpy()).max() <= 1e-5
     info = {m["id"]: m for m in c.get("/api/v1/models").json()}["t5"]
     assert "positions" not in info["capabilities"]["experiments"]  # nothing to switch off
+
+
+def test_without_the_scaling_a_transformers_model_divides_by_its_own(client):
+    """Qwen3's scores without their scaling are q·kᵀ itself, as transformers' eager
+    attention computes them with scaling=1 in every layer (checked on one head)."""
+    c, root = client
+    answer = c.post("/api/v1/lab/scaling", json={"model": "qwen3", "text": TEXT, "layer": 1,
+                    "head": 2}).json()  # fmt: skip
+    theirs = reference(root, "qwen3")
+    ids = torch.tensor([c.app.state.inference.zoo.models["qwen3"].runner.tokenize(TEXT)[0]])
+    for layer in theirs.model.layers:  # the experiment unscales every layer at once
+        layer.self_attn.scaling = 1.0  # eager attention with scaling 1: softmax of q·kᵀ
+    with torch.no_grad():
+        unscaled = theirs(ids, output_attentions=True).attentions[1][0, 2]
+    got = np.array(answer["matrices"]["second"])
+    assert np.abs(got - unscaled.numpy()).max() <= 1e-5
 
 
 def test_the_kv_cache_replays_an_encoder_decoder_exactly(client):

@@ -4,10 +4,19 @@ random model read back by our loader, against transformers' own forward."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from model.pretrained.backends import OURS
-from tests.model.families import compare, interface_architectures, matrix, text_architectures
+from tests.model.families import (
+    compare,
+    interface_architectures,
+    matrix,
+    readme_section,
+    readme_table,
+    text_architectures,
+)
 
 # Measured on transformers 5.24: 135 of the 165 are served and equal (the others: those
 # the matrix cannot make tiny, those whose own code fails on a tiny model, encoder-
@@ -46,6 +55,14 @@ def test_most_architectures_are_served_equal_and_the_rest_say_why(rows):
                    "marian", "mt5", "albert", "jamba", "recurrent_gemma"):  # fmt: skip
         assert by_type[served].equal, by_type[served]
     assert "sigmoid" in by_type["granite_swa"].reason  # refused: it would be wrong
+
+
+def test_the_readmes_table_is_the_matrix(rows):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert readme_section(readme) == readme_table(rows), (
+        "the README's architecture table differs from the matrix: "
+        "run .venv/bin/python bench/bench_families.py --matrix --readme"
+    )
 
 
 @pytest.mark.parametrize("family", sorted(OURS))

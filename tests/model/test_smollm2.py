@@ -239,3 +239,23 @@ def test_the_chat_template_makes_one_user_turn(lm):
     )
     ids = lm.tokenize(prompt)[0]
     assert ids.count(lm.tokenizer.token_to_id("<|im_start|>")) == 3
+
+
+def test_both_backends_read_smollm2s_gguf_alike(lm):
+    """The GGUF through transformers' own loader and modeling code (backend=transformers)
+    captures what model/ does: every head's weights, the logits, a greedy continuation."""
+    from model.pretrained.sources import load_source
+
+    theirs, source = load_source(PATH, "smollm2-hf", backend="transformers")
+    assert source.backend == "transformers"
+    assert (theirs.vocabulary, theirs.stop_ids) == (lm.vocabulary, lm.stop_ids)
+    ids = lm.tokenize("The capital of France is Paris, and the capital of Spain is")[0]
+    batch = torch.tensor([ids])
+    names = lambda n: n.endswith("hook_weights")  # noqa: E731
+    logits, capture = lm.model.run_with_capture(batch, names_filter=names)
+    their_logits, their_capture = theirs.model.run_with_capture(batch, names_filter=names)
+    assert set(capture) == set(their_capture) and len(capture) == LAYERS
+    assert max(float((capture[n] - their_capture[n]).abs().max()) for n in capture) <= 1e-5
+    assert float((logits - their_logits).abs().max()) <= 1e-4
+    ours = [s.token_id for s in lm.generate(ids, 8)]
+    assert [s.token_id for s in theirs.generate(ids, 8)] == ours

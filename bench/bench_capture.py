@@ -1,0 +1,122 @@
+"""The transformers backend's capture pass against transformers' own eager forward with
+`output_attentions=True`, on the same model in the same run: GPT-2-small- and
+SmolLM2-shaped random models (float32, CPU), every head captured, at 128 and 512 tokens.
+
+    .venv/bin/python bench/bench_capture.py [--repeat 5] [--threads 2]
+
+Ours: `HFTransformer.run_with_capture` with every hook point but the logits (the app's
+default run: q, k, v, scores, mask, weights and context of every layer); theirs: the same
+weights loaded with attn_implementation="eager". Median of --repeat runs each, after one
+warm-up. Where .venv-peers holds TransformerLens 4.3 (`make bench-capture` makes it), its
+`run_with_cache` filtered to the attention patterns on the same saved folder is timed too
+(bench/tl_peer.py, in that environment, one model at a time, the same threads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from model.hf.capture import ATTENTION, register
+from model.hf.model import HFTransformer
+from model.hf.runners import quiet_transformers
+
+SHAPES = {  # random models shaped as the real ones (vocabulary cut to keep the logits small)
+    "GPT-2 small": ("gpt2", dict(n_embd=768, n_layer=12, n_head=12, n_positions=1024,
+                                 vocab_size=8192)),
+    "SmolLM2-135M": ("llama", dict(hidden_size=576, intermediate_size=1536,
+                                   num_hidden_layers=30, num_attention_heads=9,
+                                   num_key_value_heads=3, max_position_embeddings=2048,
+                                   vocab_size=8192, tie_word_embeddings=True)),
+}  # fmt: skip
+
+
+def median_time(fn, repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def timings(theirs, ours, vocab: int, length: int, repeat: int) -> tuple[float, float]:
+    """(transformers' eager forward with output_attentions, our capture pass), seconds."""
+    ids = torch.randint(0, vocab, (1, length))
+    with torch.no_grad():
+        t_theirs = median_time(lambda: theirs(ids, output_attentions=True), repeat)
+        t_ours = median_time(
+            lambda: ours.run_with_capture(ids, names_filter=lambda n: n != "hook_logits"), repeat
+        )
+    return t_theirs, t_ours
+
+
+PEER = Path(__file__).resolve().parents[1] / ".venv-peers" / "bin" / "python"
+
+
+def transformer_lens(folder: str, lengths: list[int], repeat: int, threads: int) -> dict:
+    """TransformerLens's seconds by length on the saved folder, or {} without its venv."""
+    if not PEER.exists():
+        return {}
+    script = Path(__file__).with_name("tl_peer.py")
+    args = [str(PEER), str(script), folder, "--repeat", str(repeat), "--threads", str(threads),
+            "--lengths", *map(str, lengths)]  # fmt: skip
+    out = subprocess.run(args, capture_output=True, text=True, check=True, timeout=3600).stdout
+    return {row["length"]: row["seconds"] for row in map(json.loads, out.splitlines())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--lengths", type=int, nargs="*", default=[128, 512])
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    quiet_transformers()
+    register()
+    import transformers
+
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
+          f"{args.threads} threads, median of {args.repeat}")  # fmt: skip
+    if not PEER.exists():
+        print("(TransformerLens not measured: .venv-peers is missing; make bench-capture makes it)")
+    print("| model | tokens | transformers eager + output_attentions, s | capture pass, s | "
+          "ours / theirs | TransformerLens run_with_cache (patterns), s | ours / TL |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, (model_type, shape) in SHAPES.items():
+        config = transformers.AutoConfig.for_model(model_type, **shape)
+        torch.manual_seed(0)
+        made = transformers.AutoModelForCausalLM.from_config(config).eval()
+        with tempfile.TemporaryDirectory() as root:
+            made.save_pretrained(Path(root))
+            theirs = transformers.AutoModelForCausalLM.from_pretrained(
+                root, attn_implementation="eager"
+            ).eval()
+            hf = transformers.AutoModelForCausalLM.from_pretrained(
+                root, attn_implementation=ATTENTION
+            ).eval()
+            ours = HFTransformer(hf)
+            rows = [(n, *timings(theirs, ours, shape["vocab_size"], n, args.repeat))
+                    for n in args.lengths]  # fmt: skip
+            del theirs, ours, hf  # (TransformerLens gets the cores and the memory)
+            lens = transformer_lens(root, args.lengths, args.repeat, args.threads)
+        for length, t_theirs, t_ours in rows:
+            t_lens = lens.get(length)
+            peer = f"{t_lens:.3f} | {t_ours / t_lens:.2f}" if t_lens else "- | -"
+            print(f"| {name} | {length} | {t_theirs:.3f} | {t_ours:.3f} | "
+                  f"{t_ours / t_theirs:.2f} | {peer} |", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
