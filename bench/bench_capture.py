@@ -51,15 +51,20 @@ def median_time(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
-def timings(theirs, ours, vocab: int, length: int, repeat: int) -> tuple[float, float]:
-    """(transformers' eager forward with output_attentions, our capture pass), seconds."""
+def timings(theirs, ours, vocab: int, length: int, repeat: int) -> tuple[float, float, float]:
+    """(transformers' eager forward with output_attentions, our capture pass of every hook
+    point, of the weights alone), seconds."""
     ids = torch.randint(0, vocab, (1, length))
     with torch.no_grad():
         t_theirs = median_time(lambda: theirs(ids, output_attentions=True), repeat)
         t_ours = median_time(
             lambda: ours.run_with_capture(ids, names_filter=lambda n: n != "hook_logits"), repeat
         )
-    return t_theirs, t_ours
+        t_weights = median_time(
+            lambda: ours.run_with_capture(ids, names_filter=lambda n: n.endswith("hook_weights")),
+            repeat,
+        )
+    return t_theirs, t_ours, t_weights
 
 
 PEER = Path(__file__).resolve().parents[1] / ".venv-peers" / "bin" / "python"
@@ -91,9 +96,10 @@ def main() -> None:
           f"{args.threads} threads, median of {args.repeat}")  # fmt: skip
     if not PEER.exists():
         print("(TransformerLens not measured: .venv-peers is missing; make bench-capture makes it)")
-    print("| model | tokens | transformers eager + output_attentions, s | capture pass, s | "
-          "ours / theirs | TransformerLens run_with_cache (patterns), s | ours / TL |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| model | tokens | transformers eager + output_attentions, s | capture pass (every "
+          "hook), s | ours / theirs | capture pass (weights), s | TransformerLens run_with_cache "
+          "(patterns), s | ours (weights) / TL |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, (model_type, shape) in SHAPES.items():
         config = transformers.AutoConfig.for_model(model_type, **shape)
         torch.manual_seed(0)
@@ -111,11 +117,11 @@ def main() -> None:
                     for n in args.lengths]  # fmt: skip
             del theirs, ours, hf  # (TransformerLens gets the cores and the memory)
             lens = transformer_lens(root, args.lengths, args.repeat, args.threads)
-        for length, t_theirs, t_ours in rows:
+        for length, t_theirs, t_ours, t_weights in rows:
             t_lens = lens.get(length)
-            peer = f"{t_lens:.3f} | {t_ours / t_lens:.2f}" if t_lens else "- | -"
+            peer = f"{t_lens:.3f} | {t_weights / t_lens:.2f}" if t_lens else "- | -"
             print(f"| {name} | {length} | {t_theirs:.3f} | {t_ours:.3f} | "
-                  f"{t_ours / t_theirs:.2f} | {peer} |", flush=True)  # fmt: skip
+                  f"{t_ours / t_theirs:.2f} | {t_weights:.3f} | {peer} |", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
