@@ -5,6 +5,7 @@ kept in a least-recently-used set bounded by the bytes of their float32 weights
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -97,15 +98,16 @@ class OwnRunner:
         self.config, self.source, kind, specials = peek_source(path, max_bytes, backend)
         self.kind: type[Runner] = KINDS.get(kind, CausalLM)
         self.special_tokens = specials if specials is not None else self.kind.special_tokens
-        self._unit = self.kind.token_unit
-        self.model_config = self.config
+        self._unit, self._unknown = self.kind.token_unit, self.kind.unknown_token
+        folder = cached(path)
         if kind.startswith("hf-"):  # transformers' classes, counted on the meta device
-            folder = cached(path)
             self.parameter_count = parameter_count(folder, kind.removeprefix("hf-"))
-            if kind in ("hf-encoder-only", "hf-encoder-decoder"):
-                self._unit = peek_unit(folder)
         else:
             self.parameter_count = parameters_of(self.config)
+        if folder.is_dir() and kind not in ("bert", "masked-lm"):  # its tokenizer.json's
+            self._unit, unknown = peek_unit(folder)
+            if self._unit != "byte-bpe":  # (byte-level: every text has tokens)
+                self._unknown = unknown
         self.bytes = 4 * self.parameter_count  # float32
         if self.bytes > pool.max_bytes:
             raise CheckpointError(
@@ -118,6 +120,12 @@ class OwnRunner:
         # what the loaded runner has that the app may read: anything else is not there
         # (probing a name it lacks, e.g. hasattr(runner, "card"), reads no weights)
         self._forwarded = {n for n in dir(self.kind) if not n.startswith("_")} | INSTANCE_NAMES
+
+    @property
+    def model_config(self) -> ModelConfig:
+        """What its config states; once read, what the loaded model states (traced)."""
+        loaded = self.__dict__.get("_runner")
+        return loaded.model.config if loaded is not None else self.config
 
     # what the app reads of a model before it runs it: no weights needed
     @property
@@ -138,11 +146,13 @@ class OwnRunner:
 
     @property
     def unknown_token(self):
-        return self.kind.unknown_token
+        return self._unknown
 
     @property
     def attention(self):
-        return attention_specs(self.config)
+        """What its config states; once read, what tracing its forward pass found."""
+        loaded = self.__dict__.get("_runner")
+        return loaded.attention if loaded is not None else attention_specs(self.config)
 
     def runner(self) -> Runner:
         """The loaded runner, read now if it is not (one thread reads; the others wait). A
@@ -158,14 +168,21 @@ class OwnRunner:
                 try:
                     loaded, _ = load_source(self.path, self.name, self.max_bytes, self.backend)
                     if loaded.attention != self.attention:  # what its config stated
-                        raise CheckpointError(
-                            "its attention, traced when read, differs from what its config "
-                            f"states: {describe(loaded.attention)} against "
-                            f"{describe(self.attention)}"
-                        )
+                        LOG.warning(
+                            "model %s: its attention, traced when read, is %s (its config "
+                            "stated %s): the traced one is served",
+                            self.name, describe(loaded.attention), describe(self.attention),
+                        )  # fmt: skip
                     self._runner = loaded
-                except (CheckpointError, OSError) as exc:
-                    self._failed = f"the model {self.name} cannot be read: {exc}"
+                except MemoryError:
+                    raise HTTPException(
+                        503, f"the model {self.name} does not fit in memory now: try later"
+                    ) from None
+                except Exception as exc:  # (transformers' code raises what it raises)
+                    said = (
+                        scrub(str(exc), self.path) if not isinstance(exc, CheckpointError) else exc
+                    )
+                    self._failed = f"the model {self.name} cannot be read: {said}"
                     LOG.error("%s", self._failed)
                     raise HTTPException(503, self._failed) from None
             runner = self._runner
@@ -196,12 +213,16 @@ def describe(specs) -> str:
 
 
 def scrub(message: str, path: str | Path) -> str:
-    """A reason as a client may read it: the server's paths of the model replaced."""
+    """A reason as a client may read it: the server's paths of the model replaced (a repo
+    id is the user's own words, kept; its snapshot's path is not)."""
     given = str(path)
-    try:
-        paths = {given, str(Path(given).resolve()), str(cached(given))}
-    except (CheckpointError, OSError):
-        paths = {given}
+    local = Path(given)
+    on_disk = local.exists() or local.is_absolute()
+    paths = {given, str(local.resolve())} if on_disk else set()
+    with contextlib.suppress(Exception):  # (a refusal must never stop the server)
+        paths.add(str(cached(given)))
+    if not on_disk:
+        paths.discard(given)
     for where in sorted(paths, key=len, reverse=True):
         if where and where != ".":
             message = message.replace(where, "<its folder>")

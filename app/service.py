@@ -260,9 +260,11 @@ def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:
         full, formula = torch.zeros(positions, 0), NO_POSITIONS_FORMULA
     else:
         full, formula = encoding.encoding(0, positions).detach(), encoding.formula
+    if cfg.positional == "rotary" and full.size(1) < dims <= cfg.head_dim // 2:
+        dims = full.size(1)  # partial rotary (Phi, Pythia) turns fewer pairs than a head has
     if dims > max(1, full.size(1)) and full.size(1):
         raise HTTPException(422, f"dims must be at most {full.size(1)} for this model")
-    if cfg.positional == "rotary":
+    if cfg.positional == "rotary" and full.size(1):
         # RoPE adds nothing: it rotates each pair of q and k dims by pos * theta_i. What it
         # makes of two positions is the mean cosine of their angle differences (q . k of
         # rotated unit pairs depends on m - n only); the angles are shown wrapped to ±pi

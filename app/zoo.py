@@ -88,14 +88,18 @@ class ModelEntry:
     start: StartHead | None = None  # None: chosen by start_head when the entry is made
     titles: dict[str, str] = field(default_factory=dict)  # by language, besides `title`
     source: Source | None = None  # a model of the user's (settings.models): where from
-    specs: dict[str, AttentionSpec] = field(init=False)
-    # what the model has and can do, as the lab's experiments name their needs: its
-    # capabilities that hold, "encoder", "decoder", "positions" (an encoding that can
-    # be switched off) and "cached_decoding"
-    features: frozenset[str] = field(init=False)
 
-    def __post_init__(self) -> None:
-        self.specs = {spec.type: spec for spec in self.runner.attention}
+    @property
+    def specs(self) -> dict[str, AttentionSpec]:
+        """Its attention types (a model of yours: as its config states them until it is
+        read, then as tracing its forward pass found them)."""
+        return {spec.type: spec for spec in self.runner.attention}
+
+    @property
+    def features(self) -> frozenset[str]:
+        """What the model has and can do, as the lab's experiments name their needs: its
+        capabilities that hold, "encoder", "decoder", "positions" (an encoding that can
+        be switched off) and "cached_decoding"."""
         cfg = self.config
         flags = dataclasses.asdict(self.runner.capabilities) | {
             "encoder": cfg.has_encoder,
@@ -106,7 +110,9 @@ class ModelEntry:
             "cached_decoding": self.runner.capabilities.kv_cache
             or self.runner.capabilities.generation,
         }
-        self.features = frozenset(name for name, on in flags.items() if on)
+        return frozenset(name for name, on in flags.items() if on)
+
+    def __post_init__(self) -> None:
         if self.start is None:
             self.start = start_head(self)
 

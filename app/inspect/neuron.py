@@ -46,7 +46,9 @@ def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
         raise HTTPException(
             422, f"query {req.query} out of range: {spec.type} has rows 0..{len(rows) - 1}"
         )
-    rotary = ctx.config.positional == "rotary" and spec.self_attention
+    # model/'s layout, transformers' rotate_half, or None: one the view cannot undo
+    layout = getattr(ctx.model, "rotary_layout", "ours")
+    rotary = ctx.config.positional == "rotary" and spec.self_attention and layout is not None
     points = ["hook_q", "hook_k", "hook_scores", "hook_weights", "hook_mask"]
     names = [spec.hook(req.layer, p) for p in points]
     if rotary:
@@ -65,7 +67,7 @@ def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
     before = None
     if rotary:
         angles = capture[f"{spec.stack}.hook_pos"]  # (T, d/2): rotating back by -angle
-        if getattr(ctx.model, "rotary_layout", None) == "rotate_half":
+        if layout == "rotate_half":
             q0 = unrotate_half(q, angles[: q.size(0)])
             k0 = unrotate_half(k, angles[: k.size(0)])
         else:

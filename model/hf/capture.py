@@ -24,6 +24,13 @@ from torch import Tensor, nn
 from ..hooks import HookPoint
 
 ATTENTION = "attnviz"  # the name it is registered under (`attn_implementation=`)
+# keyword arguments the capture reads (softcap, position_bias, s_aux) or that change nothing
+# eager attention computes (varlen and cache bookkeeping); another tensor passed in is
+# something of the model's own the capture would not reproduce: its trace refuses it
+READ = {"softcap", "position_bias", "s_aux"}
+BOOKKEEPING = {"sliding_window", "is_causal", "position_ids", "cu_seq_lens_q", "cu_seq_lens_k",
+               "max_length_q", "max_length_k", "output_attentions", "cache_position",
+               "position_embeddings", "deterministic"}  # fmt: skip
 POINTS = ("hook_q", "hook_k", "hook_v", "hook_scores", "hook_mask", "hook_weights",
           "hook_context")  # fmt: skip
 
@@ -54,6 +61,7 @@ class Traced:
     key_length: int
     scaling: float | None = None  # as the module passed it (None: 1/sqrt(d_head))
     extras: bool = False  # soft-capping, a position bias or sinks besides the scaling
+    unknown: tuple[str, ...] = ()  # tensors passed that the capture does not read
 
 
 @dataclass
@@ -67,13 +75,17 @@ class Call:
     trace: list[Traced] | None = None
 
     def points_for(
-        self, module: nn.Module, query: Tensor, key: Tensor, scaling=None, extras: bool = False
+        self, module: nn.Module, query: Tensor, key: Tensor, scaling=None, kwargs=None
     ) -> AttentionPoints | None:
         if self.trace is not None:
+            kwargs = kwargs or {}
             q_heads, kv_heads = query.shape[1], key.shape[1]
+            extras = any(kwargs.get(k) is not None for k in READ)
+            unknown = tuple(sorted(k for k, v in kwargs.items() if isinstance(v, Tensor)
+                                   and k not in READ | BOOKKEEPING))  # fmt: skip
             self.trace.append(
                 Traced(module, q_heads, kv_heads, query.shape[-1], query.shape[-2],
-                       key.shape[-2], scaling, extras)
+                       key.shape[-2], scaling, extras, unknown)
             )  # fmt: skip
             return None
         kind = self.kinds.get(id(module))
@@ -120,10 +132,7 @@ def capturing_attention(
     """What transformers' `eager_attention_forward` computes, through our hook points:
     returns (output (B, Tq, H, d_head), weights (B, H, Tq, Tk))."""
     call = _CALL.get()
-    points = None
-    if call is not None:
-        extras = any(kwargs.get(k) is not None for k in ("softcap", "position_bias", "s_aux"))
-        points = call.points_for(module, query, key, scaling, extras)
+    points = call.points_for(module, query, key, scaling, kwargs) if call is not None else None
     hook = (lambda name: getattr(points, name)) if points is not None else lambda _: _identity
     query, key, value = hook("hook_q")(query), hook("hook_k")(key), hook("hook_v")(value)
     groups = query.shape[1] // key.shape[1]

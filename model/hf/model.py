@@ -6,7 +6,9 @@ attention type and layer is found by tracing one short forward pass."""
 
 from __future__ import annotations
 
+import inspect
 import math
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -44,68 +46,94 @@ class Stack(nn.Module):
 class Positions:
     """The positions a transformers model uses, as model/positional's modules state them."""
 
-    kind: str  # "rotary", "learned" or "relative"
+    kind: str  # "rotary", "learned", "sinusoidal" or "relative"
     module: nn.Module
     formula: str
-
-    @property
-    def adds(self) -> bool:
-        return self.kind == "learned"
+    frequencies: str = "inv_freq"  # the rotary module's buffer (Gemma 3: one per layer type)
 
     def encoding(self, offset: int, length: int) -> Tensor:
-        """The rotary angles (T, d_rot/2), the learned table (T, d), or a relative bias's
+        """The rotary angles (T, d_rot/2), the added table (T, d), or a relative bias's
         value per head for each distance from the first key (T, H), of offset.."""
         if self.kind == "relative":
-            with torch.no_grad():
-                bias = self.module.compute_bias(offset + length, offset + length)  # (1, H, T, T)
+            with torch.no_grad():  # (T, 1) keys: the first only, never a T x T table
+                bias = self.module.compute_bias(offset + length, 1)  # (1, H, T, 1)
             return bias[0, :, offset:, 0].T.float()
         if self.kind == "rotary":
-            inv_freq = self.module.inv_freq.float()
+            inv_freq = getattr(self.module, self.frequencies).float()
             positions = torch.arange(offset, offset + length, dtype=torch.float32)
             return positions[:, None] * inv_freq[None]
+        table = getattr(self.module, "weight", None)
+        if table is None:  # (M2M-100's sinusoidal table is a buffer, `weights`)
+            table = self.module.weights
         start = offset + int(getattr(self.module, "offset", 0))  # BART's learned offset 2
-        return self.module.weight[start : start + length].detach().float()
+        return table[start : start + length].detach().float()
 
 
-def rotary_module(hf: nn.Module) -> nn.Module | None:
-    return next((m for _, m in hf.named_modules() if hasattr(m, "inv_freq")), None)
+def rotary_module(hf: nn.Module) -> tuple[nn.Module, str] | None:
+    """The rotary embedding module and its frequencies' buffer (a full-attention layer's
+    where it has one per layer type)."""
+    for _, m in hf.named_modules():
+        names = [n for n, _ in m.named_buffers(recurse=False) if n.endswith("inv_freq")]
+        names = [n for n in names if "original" not in n]
+        if names:
+            full = [n for n in names if n.startswith("full")]
+            return m, (full or sorted(names))[0]
+    return None
 
 
-def learned_module(hf: nn.Module) -> nn.Module | None:
+def table_module(hf: nn.Module) -> nn.Module | None:
+    """The module that adds a position table (learned, or a fixed sinusoidal one)."""
     for name, m in hf.named_modules():
-        if isinstance(m, nn.Embedding) and name.rsplit(".", 1)[-1] in POSITION_NAMES:
+        if name.rsplit(".", 1)[-1] in POSITION_NAMES and (
+            isinstance(m, nn.Embedding) or isinstance(getattr(m, "weights", None), Tensor)
+        ):
             return m
     return None
 
 
 def positions_of(hf: nn.Module) -> Positions | None:
-    rotary = rotary_module(hf)
-    if rotary is not None:
-        kind = getattr(rotary, "rope_type", "default")
+    found = rotary_module(hf)
+    if found is not None:
+        rotary, frequencies = found
+        kind = getattr(rotary, "rope_type", None) or "default"
+        if isinstance(kind, dict):
+            kind = ", ".join(sorted(set(map(str, kind.values()))))
         formula = (
             f"RoPE ({kind}): each pair of q and k dimensions i turned by position x θ_i, "
-            "θ_i from the model's own rotary embedding (inv_freq)"
+            f"θ_i from the model's own rotary embedding ({frequencies})"
         )
-        return Positions("rotary", rotary, formula)
-    learned = learned_module(hf)
-    if learned is not None:
-        return Positions("learned", learned, "a learned vector per position, added")
+        return Positions("rotary", rotary, formula, frequencies)
+    table = table_module(hf)
+    if table is not None:
+        if "sinusoidal" in type(table).__name__.lower():
+            return Positions("sinusoidal", table, "sin and cos of position x 10000^(-2i/d), added")
+        return Positions("learned", table, "a learned vector per position, added")
     relative = next(
-        (
-            m
-            for m in hf.modules()
-            if hasattr(m, "compute_bias") and getattr(m, "has_relative_attention_bias", False)
-        ),
+        (m for m in hf.modules()
+         if hasattr(m, "compute_bias") and getattr(m, "has_relative_attention_bias", False)),
         None,
-    )
+    )  # fmt: skip
     if relative is not None:
         formula = (
             "no vector is added: each score gets a learned bias per head for the distance "
             "between query and key, in log-spaced buckets (T5's relative attention). The "
-            "table shows each head's bias for the distance from the first key."
+            "table shows each head's bias for the distance from the first key (its first "
+            "layer's where each layer has its own)."
         )
         return Positions("relative", relative, formula)
     return None
+
+
+def halves_rotated(hf: nn.Module) -> bool:
+    """Whether the model's modeling code turns dimension i with i + d/2, as
+    transformers' usual `rotate_half` does (read from its source)."""
+    module = sys.modules.get(type(hf).__module__)
+    try:
+        source = inspect.getsource(module) if module is not None else ""
+    except (OSError, TypeError):
+        return False
+    standard = "x1 = x[..., : x.shape[-1] // 2]" in source
+    return standard and "interleave" not in source and "[..., ::2]" not in source
 
 
 def hf_kind(config) -> str:
@@ -188,6 +216,12 @@ def trace(hf: nn.Module, kind: str) -> dict[str, list[Traced]]:
     device = next(iter(hf.parameters())).device
     with torch.no_grad(), calling(call):
         hf(**trace_inputs(kind, device), use_cache=False)
+    unknown = sorted({name for c in call.trace for name in c.unknown})
+    if unknown:
+        raise BackendError(
+            f"its attention is passed {', '.join(unknown)}, which its own eager attention "
+            "uses and the capture does not reproduce"
+        )
     if not call.trace:
         raise BackendError(
             "its attention does not go through transformers' attention interface "
@@ -205,7 +239,9 @@ def trace(hf: nn.Module, kind: str) -> dict[str, list[Traced]]:
     return by_type
 
 
-def summary(hf_config, kind: str, specs: list[AttentionSpec], hf: nn.Module) -> ModelConfig:
+def summary(
+    hf_config, kind: str, specs: list[AttentionSpec], hf: nn.Module, positions: Positions | None
+) -> ModelConfig:
     """Our config stating what the app reads of the model (sizes, ids, positions); the
     computation itself is transformers'."""
     by_type = {s.type: s for s in specs}
@@ -216,7 +252,6 @@ def summary(hf_config, kind: str, specs: list[AttentionSpec], hf: nn.Module) -> 
         or getattr(text, "d_model", 0)
         or first.query_heads * first.head_dim
     )
-    positions = positions_of(hf)
     vocab = hf.get_input_embeddings().num_embeddings
     out = hf.get_output_embeddings()
     logits = out.out_features if isinstance(out, nn.Linear) else vocab
@@ -259,8 +294,6 @@ class HFTransformer(HookedModule):
     interface: forward(input_ids) -> last hidden state (encoder-only) or logits
     (decoder-only), forward(input_ids, target) -> logits (encoder-decoder)."""
 
-    rotary_layout = "rotate_half"  # transformers' RoPE pairs dim i with i + d/2
-
     def __init__(self, hf: nn.Module, kind: str | None = None) -> None:
         super().__init__()
         self.hf = hf.eval()
@@ -268,7 +301,14 @@ class HFTransformer(HookedModule):
         by_type = trace(self.hf, self.kind)
         self._traced = [c for calls in by_type.values() for c in calls]
         self.specs = specs_of(by_type)
-        self.config = summary(hf.config, self.kind, self.specs, self.hf)
+        positions = positions_of(self.hf)
+        # transformers' usual RoPE pairs dim i with i + d/2 (rotate_half); where a family
+        # pairs them otherwise (Cohere, GLM, DeepSeek's MLA), the neuron view shows no
+        # "before" rather than a wrong one
+        self.rotary_layout = "rotate_half" if halves_rotated(self.hf) else None
+        self.config = summary(hf.config, self.kind, self.specs, self.hf, positions)
+        pad = getattr(hf.config, "pad_token_id", None)
+        self.pad_id = pad if isinstance(pad, int) and pad >= 0 else None  # (None: no padding)
         kinds: dict[int, str] = {}
         for name, calls in by_type.items():
             for c in calls:
@@ -286,7 +326,6 @@ class HFTransformer(HookedModule):
                         for i in range(spec.layers)]
             for spec in self.specs
         }  # fmt: skip
-        positions = positions_of(self.hf)
         main = getattr(self, "encoder" if self.config.has_encoder else "decoder")
         main.pos = positions
         if positions is not None:
@@ -297,7 +336,7 @@ class HFTransformer(HookedModule):
     def _hook_positions(self, positions: Positions, point: HookPoint) -> None:
         """Show the positions to `hook_pos` as they are made; what a hook returns replaces
         them (zeros: no positions; for RoPE, angles of 0 are the identity rotation)."""
-        if positions.kind == "learned":
+        if positions.kind in ("learned", "sinusoidal"):  # the table it adds, as it adds it
             positions.module.register_forward_hook(lambda m, args, out: point(out))
             return
         if positions.kind != "rotary":
@@ -323,22 +362,38 @@ class HFTransformer(HookedModule):
     def _call(self) -> Call:
         return Call(self._kinds, self._points)
 
+    def padding(self, ids: Tensor, mask: Tensor | None = None) -> Tensor | None:
+        """transformers' 2-D attention mask (1 = a token, 0 = padding) of a padded batch:
+        from our boolean padding mask (B, 1, 1, S) where given, else from the padding id;
+        None where nothing is padded."""
+        if mask is not None:
+            keep = mask.reshape(mask.size(0), -1)[:, -ids.size(1) :].long()
+        elif self.pad_id is not None and self.kind != "decoder-only":
+            keep = (ids != self.pad_id).long()
+        else:
+            return None
+        return None if bool(keep.all()) else keep
+
     def forward(self, input_ids: Tensor, target: Tensor | None = None, **kwargs) -> Tensor:
+        padding = self.padding(input_ids)
         with calling(self._call()):
             if self.kind == "encoder-only":
-                return self.hf(input_ids=input_ids, **kwargs).last_hidden_state
+                out = self.hf(input_ids=input_ids, attention_mask=padding, **kwargs)
+                return out.last_hidden_state
             if self.kind == "decoder-only":
                 out = self.hf(input_ids=input_ids, use_cache=False, **kwargs)
             else:
                 if target is None:
                     raise ValueError("an encoder-decoder model needs both input_ids and target")
-                out = self.hf(input_ids=input_ids, decoder_input_ids=target, use_cache=False)
+                out = self.hf(input_ids=input_ids, attention_mask=padding,
+                              decoder_input_ids=target, use_cache=False)  # fmt: skip
         return self.hook_logits(out.logits)
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None, **kwargs) -> Tensor:
+        padding = self.padding(src, src_mask)
         with calling(self._call()):
             encoder = self.hf if self.kind == "encoder-only" else self.hf.get_encoder()
-            return encoder(input_ids=src).last_hidden_state
+            return encoder(input_ids=src, attention_mask=padding).last_hidden_state
 
     def decode(
         self,
@@ -361,6 +416,10 @@ class HFTransformer(HookedModule):
             from transformers.modeling_outputs import BaseModelOutput
 
             inputs["encoder_outputs"] = BaseModelOutput(last_hidden_state=memory)
+            if src_mask is not None:  # the source's padding, for the cross-attention
+                padding = src_mask.reshape(src_mask.size(0), -1)[:, -memory.size(1) :].long()
+                if not bool(padding.all()):
+                    inputs["attention_mask"] = padding
         elif self.kind != "decoder-only":
             raise BackendError("an encoder-only model does not decode")
         with calling(self._call()):
@@ -381,21 +440,30 @@ class HFTransformer(HookedModule):
 
     @staticmethod
     def _mirror(cache: DecoderCache) -> None:
-        """Each layer's keys and values of transformers' cache on ours (the lab counts
-        their bytes); the same tensors, not copies."""
+        """Each attention layer's keys and values of transformers' cache on ours (the lab
+        counts their bytes); the same tensors, not copies. A hybrid's cache also holds
+        its other layers' states: its attention layers are the ones with keys, in order."""
         kinds = {"self": getattr(cache.hf, "self_attention_cache", cache.hf),
                  "cross": getattr(cache.hf, "cross_attention_cache", None)}  # fmt: skip
         for kind, held in kinds.items():
-            for i, layer in enumerate(getattr(held, "layers", [])[: len(cache.layers)]):
-                keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
-                if isinstance(keys, Tensor) and isinstance(values, Tensor):
-                    cache.layers[i][kind].k, cache.layers[i][kind].v = keys, values
+            pairs = [(getattr(layer, "keys", None), getattr(layer, "values", None))
+                     for layer in getattr(held, "layers", [])]  # fmt: skip
+            pairs = [(k, v) for k, v in pairs if isinstance(k, Tensor) and isinstance(v, Tensor)
+                     and k.numel()]  # fmt: skip
+            for ours, (keys, values) in zip(cache.layers, pairs, strict=False):
+                ours[kind].k, ours[kind].v = keys, values
 
     @torch.no_grad()
     def greedy(self, source: Tensor, max_new_tokens: int) -> list[int]:
         """An encoder-decoder's greedy output for one source (1, S) by transformers'
-        `generate`, from its decoder start token to its end token (or the limit)."""
-        out = self.hf.generate(source, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
+        `generate`, from its decoder start token to its end token (or the limit): the
+        likeliest token at each step (one beam, no minimum length, no n-gram or
+        repetition penalty), but for the tokens its generation config forces or bans."""
+        out = self.hf.generate(
+            source, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, min_length=0,
+            min_new_tokens=0, no_repeat_ngram_size=0, repetition_penalty=1.0,
+            encoder_no_repeat_ngram_size=0, length_penalty=1.0,
+        )  # fmt: skip
         return out[0].tolist()
 
     def logits(self, hidden: Tensor) -> Tensor:

@@ -20,7 +20,7 @@ from ..hooks import NamesFilter
 from ..pretrained.bert import MiniLM
 from ..pretrained.bytelevel import readable
 from ..pretrained.causal import CausalLM
-from ..pretrained.hf import causal_runner, tokenizer_of
+from ..pretrained.hf import causal_runner, token_unit_of, tokenizer_of, unknown_of
 from ..runner import (
     ATTENTION_TYPES,
     AttentionSpec,
@@ -188,15 +188,6 @@ def load_model(folder: Path, kind: str) -> HFTransformer:
     return wrapped(hf, kind)
 
 
-def token_unit_of(tokenizer: Tokenizer) -> str:
-    kind = type(tokenizer.model).__name__
-    if kind == "WordPiece":
-        return "wordpiece"
-    if kind == "BPE" and "ByteLevel" in repr(tokenizer.pre_tokenizer):
-        return "byte-bpe"
-    return "sentencepiece"
-
-
 class HFEncoder(MiniLM):
     """An encoder run by transformers' code: its output the mean-pooled last hidden state
     (as MiniLM's), its special tokens and token unit its tokenizer's."""
@@ -207,7 +198,14 @@ class HFEncoder(MiniLM):
         super().__init__(model, tokenizer)
         self.special_tokens = specials
         self.token_unit = unit  # type: ignore[misc]
-        self.unknown_token = str(getattr(tokenizer.model, "unk_token", None) or "[UNK]")
+        self.unknown_token = unknown_of(tokenizer, "[UNK]")
+
+    def encode(self, text: str):
+        """MiniLM's encoding, its byte-level tokens as people read them (RoBERTa's)."""
+        encoding = super().encode(text)
+        if self.token_unit == "byte-bpe":
+            encoding.tokens = readable(encoding.tokens, self.special_tokens)
+        return encoding
 
     def with_model(self, model) -> HFEncoder:
         return HFEncoder(model, self.tokenizer, self.special_tokens, self.token_unit)
@@ -238,7 +236,7 @@ class HFSeq2Seq(RunnerBase):
         self.vocabulary = vocabulary
         self.special_tokens = specials
         self.token_unit = unit  # type: ignore[misc]
-        self.unknown_token = str(getattr(tokenizer.model, "unk_token", None) or "<unk>")
+        self.unknown_token = unknown_of(tokenizer, "<unk>")
         self._shown: list[str] | None = None
 
     def with_model(self, model: HFTransformer) -> HFSeq2Seq:
@@ -338,9 +336,10 @@ def parameter_count(folder: Path, kind: str) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def peek_unit(folder: Path) -> str:
-    """The token unit of the folder's tokenizer.json."""
-    return token_unit_of(Tokenizer.from_file(str(folder / "tokenizer.json")))
+def peek_unit(folder: Path) -> tuple[str, str]:
+    """The token unit of the folder's tokenizer.json, and its unknown token."""
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    return token_unit_of(tokenizer), unknown_of(tokenizer, "<unk>")
 
 
 def load_gguf_transformers(path: Path, name: str = "") -> CausalLM:

@@ -46,10 +46,6 @@ REFUSED: dict[str, str] = {
     "minimax": "its lightning (linear) attention layers compute no softmax weights and do "
     "not go through the attention interface: only some layers could be captured",
 }
-ALWAYS_OURS = {
-    "llama (GGUF)": "GGUF files are read and dequantized by model/ (gguf); with "
-    "backend=transformers, by transformers' own GGUF loader",
-}
 
 
 @dataclass(frozen=True)
@@ -86,8 +82,6 @@ def uses_attention_interface(model_type: str) -> bool:
 
 def choose(model_type: str, forced: Backend | None = None) -> Choice:
     """The backend of an architecture; a CheckpointError saying why where none serves it."""
-    if model_type in ALWAYS_OURS:
-        return Choice("ours", ALWAYS_OURS[model_type])
     if model_type in OURS and forced != "transformers":
         return Choice("ours", OURS[model_type])
     if model_type in REFUSED:

@@ -139,7 +139,7 @@ class CausalLM(RunnerBase):
         )
 
     def with_model(self, model: Transformer) -> CausalLM:
-        return CausalLM(
+        twin = CausalLM(
             model,
             self.tokenizer,
             self.vocabulary,
@@ -150,17 +150,22 @@ class CausalLM(RunnerBase):
             self.add_special_tokens,
             self.template_tokens,
         )
+        twin.token_unit, twin.max_tokens = self.token_unit, self.max_tokens  # (instance's)
+        return twin
 
     def target_vocabulary(self) -> list[str]:
         """Each id's token as people read it on its own (see bytelevel.readable)."""
         if self._shown is None:
-            self._shown = [readable([t], self.special_tokens)[0] for t in self.vocabulary]
+            self._shown = [self.shown([i])[0] for i in range(len(self.vocabulary))]
         return self._shown
 
     def shown(self, ids: list[int]) -> list[str]:
-        """The tokens of a sequence as people read them (characters split between tokens
-        named in each)."""
-        return readable([self.vocabulary[i] for i in ids], self.special_tokens)
+        """The tokens of a sequence as people read them: byte-level ones with characters
+        split between tokens named in each; SentencePiece ones as spelled."""
+        tokens = [self.vocabulary[i] for i in ids]
+        if self.token_unit != "byte-bpe":
+            return tokens
+        return readable(tokens, self.special_tokens)
 
     def decode(self, ids: list[int]) -> str:
         """Ids as text, special tokens kept; an id the tokenizer has no token for (an

@@ -278,6 +278,23 @@ def load_folder(folder: str | Path, name: str = "", dtypes: set[str] | None = No
     return causal_runner(folder, model, tokenizer, vocabulary, specials, name)
 
 
+def token_unit_of(tokenizer: Tokenizer) -> str:
+    """What a token of a tokenizer.json is: a WordPiece piece, a byte-level BPE piece, or
+    a SentencePiece one (Unigram, or BPE over "▁"-marked words)."""
+    kind = type(tokenizer.model).__name__
+    if kind == "WordPiece":
+        return "wordpiece"
+    if kind == "BPE" and "ByteLevel" in repr(tokenizer.pre_tokenizer):
+        return "byte-bpe"
+    return "sentencepiece"
+
+
+def unknown_of(tokenizer: Tokenizer, default: str) -> str:
+    """The token a tokenizer.json writes for what it cannot read."""
+    unk = getattr(tokenizer.model, "unk_token", None)
+    return unk if isinstance(unk, str) and unk else default
+
+
 def causal_runner(folder: Path, model, tokenizer, vocabulary, specials, name: str) -> CausalLM:
     """A decoder-only model (of either backend) with its folder's tokenizer, chat template
     and stop tokens."""
@@ -296,6 +313,7 @@ def causal_runner(folder: Path, model, tokenizer, vocabulary, specials, name: st
         template_tokens={k: v for k, v in named.items() if v is not None},
     )  # fmt: skip
     runner.max_tokens = min(runner.max_tokens, model.config.max_seq_len)
+    runner.token_unit = token_unit_of(tokenizer)  # (a SentencePiece one is shown as spelled)
     return runner
 
 

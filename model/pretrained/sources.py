@@ -200,7 +200,7 @@ def peek_source(
         stored = "GGUF (dequantized to float32)"
         return (
             config_from_gguf(reader),
-            Source(str(path.resolve()), "llama (GGUF)", stored),
+            Source(str(path.resolve()), "llama (GGUF)", stored, backend or "ours"),
             "llama",
             frozenset(control),
         )
