@@ -17,7 +17,8 @@ from tests.app.test_api import decode
 from tests.model.families import build
 
 ARCHITECTURES = {"t5": "encoder-decoder", "bart": "encoder-decoder", "qwen3": "decoder-only",
-                 "gemma2": "decoder-only", "roberta": "encoder-only"}  # fmt: skip
+                 "gemma2": "decoder-only", "roberta": "encoder-only",
+                 "gemma3_text": "decoder-only", "phi": "decoder-only"}  # fmt: skip
 TEXT = "The quick brown fox jumps"
 CAPPED_OR_BIASED = {"t5", "gemma2"}  # T5's relative bias, Gemma 2's soft-capping
 
@@ -27,8 +28,8 @@ def client(tmp_path_factory):
     root = tmp_path_factory.mktemp("hf")
     for model_type, kind in ARCHITECTURES.items():
         build(model_type, kind, root / model_type)
-    settings = Settings(zoo=["pronounce"], torch_threads=1,
-                        models={m: root / m for m in ARCHITECTURES})  # fmt: skip
+    models = {m: root / m for m in ARCHITECTURES} | {"bad-id": "org/a--b"}  # not a repo id
+    settings = Settings(zoo=["pronounce"], torch_threads=1, models=models)
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         yield c, root
 
@@ -37,6 +38,44 @@ def reference(root, model_type: str):
     from tests.model.families import reference as made
 
     return made(model_type, ARCHITECTURES[model_type], root / model_type, eager=True)
+
+
+def test_a_name_that_is_no_repo_id_is_refused_and_the_rest_served(client):
+    c, _ = client
+    infos = {m["id"]: m for m in c.get("/api/v1/models").json()}
+    assert infos["bad-id"]["status"] == "refused" and "org/a--b" in infos["bad-id"]["reason"]
+    assert all(infos[m]["status"] == "served" for m in ARCHITECTURES)
+
+
+@pytest.mark.parametrize("model_type", ["roberta", "bart"])
+def test_padding_is_masked_in_an_encoder_on_transformers_code(client, model_type):
+    c, _ = client
+    body = {"model": model_type, "text": TEXT, "type": "encoder.self", "layer": 1, "head": 2}
+    padded = c.post("/api/v1/lab/masks", json=body).json()["padding"]
+    assert padded["pad_weight"] == 0.0
+    assert padded["max_abs_diff_alone"] <= 1e-5
+
+
+def test_per_layer_type_and_partial_rope_are_shown_as_the_model_turns(client):
+    """Gemma 3's full-attention frequencies, and Phi's partial rotary (fewer pairs than a
+    head has), as the models' own rotary embeddings hold them."""
+    c, root = client
+    for model_type in ("gemma3_text", "phi"):
+        theirs = reference(root, model_type)
+        held = dict(theirs.model.rotary_emb.named_buffers())
+        # (Gemma 3: one per layer type; the full-attention layers' where it has them)
+        buffer = next(n for n in ("full_attention_inv_freq", "sliding_attention_inv_freq",
+                                  "inv_freq") if n in held)  # fmt: skip
+        width = {m["id"]: m for m in c.get("/api/v1/models").json()}[model_type]["attention"][0]
+        asked = width["head_dim"] // 2
+        answer = c.get(f"/api/v1/models/{model_type}/positional-encoding?positions=6&dims={asked}")
+        assert answer.status_code == 200, answer.text
+        answer = answer.json()
+        frequencies = held[buffer]
+        assert answer["kind"] == "rotary" and answer["dims"] == min(asked, frequencies.numel())
+        angles = torch.arange(6.0)[:, None] * frequencies[None, : answer["dims"]]
+        wrapped = torch.atan2(torch.sin(angles), torch.cos(angles))
+        assert np.abs(np.array(answer["table"]) - wrapped.numpy()).max() <= 1e-5
 
 
 @pytest.mark.parametrize("model_type", ARCHITECTURES)
