@@ -313,7 +313,8 @@ def load_zoo(settings: Settings) -> Zoo:
                 f"{model_id} ({source.family}, yours)",
                 f"Your model from {source.path}: {source.family}, weights stored as "
                 f"{source.stored} and computed in float32 on {code}, "
-                f"read when first used. {OUTPUT_SAID[runner.output_kind]}",
+                f"read when first used. {OUTPUT_SAID[runner.output_kind]}"
+                + (f" {source.note}" if source.note else ""),
                 languages=[],
                 runner=runner,
                 examples=OWN_EXAMPLES[runner.output_kind],

@@ -33,6 +33,7 @@ class Source:
     family: str  # config.json's model_type, or "llama (GGUF)"
     stored: str  # the dtypes its weights were stored in (computed in float32 here)
     backend: str = "ours"  # which code runs it: "ours" (model/) or "transformers"
+    note: str = ""  # what else a reader of its views should know (a hybrid's layer numbers)
 
 
 REPO_ID = re.compile(r"[\w.-]+/[\w.-]+")
@@ -115,6 +116,14 @@ def check_pooling(folder: Path) -> None:
                 f"{folder}: its sentence-transformers pooling is {modes or 'none'}; only "
                 "the mean of the tokens (mean_tokens) is read"
             )
+
+
+def hf_depth(folder: Path) -> int | None:
+    """The number of layers config.json states (num_hidden_layers), if it states one."""
+    hf = read_json(folder / "config.json")
+    text = hf.get("text_config") if isinstance(hf.get("text_config"), dict) else hf
+    depth = text.get("num_hidden_layers")
+    return depth if isinstance(depth, int) and depth > 0 else None
 
 
 def model_type_of(hf: dict, folder: Path) -> str:
@@ -218,7 +227,20 @@ def peek_source(
         config, kind, _ = peek_transformers(path)
         read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)
         _, _, specials = tokenizer_of(path, config.target_vocab_size)
-        source = Source(where, family, ", ".join(sorted(dtypes)), "transformers")
+        depth = hf_depth(path)
+        note = ""
+        attending = config.decoder_layers
+        if kind == "decoder-only" and depth and attending < depth:
+            which = (
+                "its attention layer is numbered 0" if attending == 1
+                else f"its attention layers are numbered 0 to {attending - 1} among themselves"
+            )  # fmt: skip
+            verb = "attends" if attending == 1 else "attend"
+            note = (
+                f"Only {attending} of its {depth} layers {verb} (the others are "
+                f"linear-attention or state-space layers): {which}."
+            )
+        source = Source(where, family, ", ".join(sorted(dtypes)), "transformers", note)
         return config, source, f"hf-{kind}", specials
     family = family_of(hf, path)
     if family == "bert":

@@ -18,7 +18,8 @@ from tests.model.families import build
 
 ARCHITECTURES = {"t5": "encoder-decoder", "bart": "encoder-decoder", "qwen3": "decoder-only",
                  "gemma2": "decoder-only", "roberta": "encoder-only",
-                 "gemma3_text": "decoder-only", "phi": "decoder-only"}  # fmt: skip
+                 "gemma3_text": "decoder-only", "phi": "decoder-only",
+                 "qwen3_next": "decoder-only"}  # fmt: skip
 TEXT = "The quick brown fox jumps"
 CAPPED_OR_BIASED = {"t5", "gemma2"}  # T5's relative bias, Gemma 2's soft-capping
 
@@ -45,6 +46,14 @@ def test_a_name_that_is_no_repo_id_is_refused_and_the_rest_served(client):
     infos = {m["id"]: m for m in c.get("/api/v1/models").json()}
     assert infos["bad-id"]["status"] == "refused" and "org/a--b" in infos["bad-id"]["reason"]
     assert all(infos[m]["status"] == "served" for m in ARCHITECTURES)
+
+
+def test_a_hybrid_says_its_attention_layers_are_numbered_among_themselves(client):
+    c, _ = client
+    info = {m["id"]: m for m in c.get("/api/v1/models").json()}["qwen3_next"]
+    assert info["attention"][0]["layers"] == 1  # of its 4: 3 linear-attention layers
+    assert "Only 1 of its 4 layers attends" in info["description"]
+    assert "its attention layer is numbered 0" in info["description"]
 
 
 @pytest.mark.parametrize("model_type", ["roberta", "bart"])
@@ -85,8 +94,10 @@ def test_every_route_answers_for_a_model_on_transformers_code(client, model_type
     assert info["status"] == "served" and "transformers' own modeling code" in info["description"]
     types = info["attention_types"]
     calls = [("analyze", {}), ("attention", {"legacy_items": False}), ("export", {})]
+    layers = {a["type"]: a["layers"] for a in info["attention"]}
     for kind in types:
-        calls += [(p, {"type": kind, "layer": 1, "head": 3}) for p in ("neuron", "qk-space")]
+        head = {"type": kind, "layer": min(1, layers[kind] - 1), "head": 3}
+        calls += [(p, head) for p in ("neuron", "qk-space")]
     for experiment in info["capabilities"]["experiments"]:
         body = {"ablate": [{"type": types[0], "layer": 0, "head": 0}]}
         calls.append((f"lab/{experiment}", body if experiment == "ablation" else {}))
