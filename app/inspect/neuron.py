@@ -5,8 +5,6 @@ rotation too, which shows what the position adds."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 from fastapi import HTTPException
 
@@ -58,8 +56,7 @@ def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
     kv_head = req.head // (spec.query_heads // spec.kv_heads)
     q = capture[spec.hook(req.layer, "hook_q")][0, req.head]  # (Tq, d), after RoPE
     k = capture[spec.hook(req.layer, "hook_k")][0, kv_head]  # (Tk, d)
-    stated = getattr(ctx.model, "scaling", None)  # transformers' models state their own
-    scale = (stated() if callable(stated) else None) or 1.0 / math.sqrt(spec.head_dim)
+    scale = ctx.score_scale(spec)  # (a 422 where q·k times it is not the score)
     mask_name = spec.hook(req.layer, "hook_mask")
     visible = (
         capture[mask_name][0, 0, req.query].tolist() if mask_name in capture else [True] * len(k)

@@ -7,8 +7,6 @@ cloud of one query head shows the keys every head of its group reads."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 from fastapi import HTTPException
 
@@ -159,7 +157,7 @@ def corpus_pieces(ctx: LabContext, req: s.QKSpaceRequest, spec) -> list[Piece]:
             f"corpus run {job.id} kept no vectors of {spec.type} L{req.layer} "
             f"H{req.head} (it kept: {said}): name the head in its `vectors`",
         )
-    scale = 1.0 / math.sqrt(spec.head_dim)
+    scale = ctx.score_scale(spec)
     out = []
     for q, k, rows, columns, index in zip(
         kept.queries, kept.keys, kept.rows, kept.columns, kept.sentence, strict=False

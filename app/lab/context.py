@@ -3,6 +3,7 @@ and forward passes of the same model with hook functions."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import torch
@@ -66,6 +67,23 @@ class LabContext:
             raise HTTPException(
                 422, f"head {head} out of range: {spec.type} has 0..{spec.query_heads - 1}"
             )
+
+    def score_scale(self, spec: AttentionSpec) -> float:
+        """The one factor the model's scores are q·k times (model/'s: 1/sqrt(d_head); a
+        transformers model's: its own); a 422 where its scores are also soft-capped, or
+        get a position bias or sinks (Gemma 2, T5, gpt-oss): what needs q·k alone to be
+        the score cannot be shown for them."""
+        stated = getattr(self.model, "score_scaling", None)
+        if not callable(stated):
+            return 1.0 / math.sqrt(spec.head_dim)
+        scale = stated()
+        if scale is None:
+            raise HTTPException(
+                422,
+                f"{self.entry.id} soft-caps its scores or adds a position bias or sinks to "
+                "them: they are not its q·k times one factor, which this needs",
+            )
+        return scale
 
     def tokens(self, spec: AttentionSpec) -> tuple[list[str], list[str]]:
         return tokens_of(self.result, spec)

@@ -4,7 +4,6 @@ weights both ways, and every head's entropy and largest weight both ways."""
 from __future__ import annotations
 
 import torch
-from fastapi import HTTPException
 
 from model.analysis import focus, without_scaling
 
@@ -19,16 +18,9 @@ def scaling(ctx: LabContext, req: s.HeadRequest) -> s.ScalingResponse:
     layers = range(spec.layers)
     names = [spec.hook(i, "hook_weights") for i in layers]
     undo = without_scaling(spec.head_dim)
-    stated = getattr(ctx.model, "score_scaling", None)  # transformers' models: their own
-    if callable(stated):
-        factor = stated()
-        if factor is None:
-            raise HTTPException(
-                422,
-                f"{ctx.entry.id} soft-caps its scores or adds a position bias or sinks to "
-                "them: undoing the scaling alone is not what the experiment shows",
-            )
-        undo = lambda scores, name: scores / factor  # noqa: E731
+    if callable(getattr(ctx.model, "score_scaling", None)):  # a transformers model's own
+        scale = ctx.score_scale(spec)
+        undo = lambda scores, name: scores / scale  # noqa: E731
     hooks = ctx.hooks_on(".hook_scores", undo)
     _, scaled = ctx.forward(names=names)
     _, unscaled = ctx.forward(hooks, names=names)

@@ -7,7 +7,6 @@ attention type and layer is found by tracing one short forward pass."""
 from __future__ import annotations
 
 import inspect
-import math
 import sys
 from dataclasses import dataclass
 
@@ -469,16 +468,6 @@ class HFTransformer(HookedModule):
     def logits(self, hidden: Tensor) -> Tensor:
         """`decode` already gives logits (see there)."""
         return hidden
-
-    def scaling(self) -> float | None:
-        """The scaling of the scores where every call passes one other than 1/sqrt(d_head)
-        (Gemma's query_pre_attn_scalar, Granite's multiplier, T5's 1), else None."""
-        values = {c.scaling for c in self._traced}
-        if len(values) == 1:
-            (value,) = values
-            if value is not None and not math.isclose(value, self.specs[0].head_dim ** -0.5):
-                return float(value)
-        return None
 
     def score_scaling(self) -> float | None:
         """The one factor every score is multiplied by, where that is all that is done to
