@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import logging
 from pathlib import Path
 
 import torch
@@ -31,8 +30,6 @@ from ..runner import (
 )
 from .capture import ATTENTION, register
 from .model import BackendError, HFTransformer, hf_kind
-
-LOG = logging.getLogger("attnviz")
 
 
 def quiet_transformers() -> None:
