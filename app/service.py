@@ -255,6 +255,7 @@ def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:
             422, f"positions must be at most {cfg.max_seq_len}, this model's max_seq_len"
         )
     model = entry.runner.model
+    cfg = entry.config  # (a model of yours, read now: as its loaded model states it)
     encoding = (model.encoder if cfg.has_encoder else model.decoder).pos
     if encoding is None:
         full, formula = torch.zeros(positions, 0), NO_POSITIONS_FORMULA
