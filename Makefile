@@ -83,7 +83,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(PEERS) node_modules .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) node_modules .pytest_cache .ruff_cache *.egg-info
 
 # Long runs, outside `make test`.
 TRAIN_OUT ?= out/pronounce
@@ -109,7 +109,8 @@ bench-families: $(STAMP)
 # the transformers backend's capture pass against transformers' eager forward with
 # output_attentions (bench/bench_capture.py)
 # TransformerLens 4.3, the peer, lives in its own environment (not a dependency of ours)
-PEERS := .venv-peers
+# (inside .venv: removed with it by make clean, outside what the project ships)
+PEERS := $(VENV)/peers
 $(PEERS)/.installed:
 	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
 	$(PEERS)/bin/python -m pip install --quiet --disable-pip-version-check \

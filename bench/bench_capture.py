@@ -7,7 +7,7 @@ SmolLM2-shaped random models (float32, CPU), every head captured, at 128 and 512
 Ours: `HFTransformer.run_with_capture` with every hook point but the logits (the app's
 default run: q, k, v, scores, mask, weights and context of every layer); theirs: the same
 weights loaded with attn_implementation="eager". Median of --repeat runs each, after one
-warm-up. Where .venv-peers holds TransformerLens 4.3 (`make bench-capture` makes it), its
+warm-up. Where .venv/peers holds TransformerLens 4.3 (`make bench-capture` makes it), its
 `run_with_cache` filtered to the attention patterns on the same saved folder is timed too
 (bench/tl_peer.py, in that environment, one model at a time, the same threads).
 """
@@ -17,19 +17,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from bench.bench_llm import median_time as timed_runs
 from model.hf.capture import ATTENTION, register
 from model.hf.model import HFTransformer
 from model.hf.runners import quiet_transformers
+
+
+def median_time(fn, repeat: int) -> float:
+    """One warm-up, then bench_llm's median of `repeat` runs."""
+    fn()
+    return timed_runs(fn, repeat)
+
 
 SHAPES = {  # random models shaped as the real ones (vocabulary cut to keep the logits small)
     "GPT-2 small": ("gpt2", dict(n_embd=768, n_layer=12, n_head=12, n_positions=1024,
@@ -39,16 +45,6 @@ SHAPES = {  # random models shaped as the real ones (vocabulary cut to keep the 
                                    num_key_value_heads=3, max_position_embeddings=2048,
                                    vocab_size=8192, tie_word_embeddings=True)),
 }  # fmt: skip
-
-
-def median_time(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def timings(theirs, ours, vocab: int, length: int, repeat: int) -> tuple[float, float, float]:
@@ -67,7 +63,7 @@ def timings(theirs, ours, vocab: int, length: int, repeat: int) -> tuple[float, 
     return t_theirs, t_ours, t_weights
 
 
-PEER = Path(__file__).resolve().parents[1] / ".venv-peers" / "bin" / "python"
+PEER = Path(__file__).resolve().parents[1] / ".venv" / "peers" / "bin" / "python"
 
 
 def transformer_lens(folder: str, lengths: list[int], repeat: int, threads: int) -> dict:
@@ -95,7 +91,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
           f"{args.threads} threads, median of {args.repeat}")  # fmt: skip
     if not PEER.exists():
-        print("(TransformerLens not measured: .venv-peers is missing; make bench-capture makes it)")
+        print("(TransformerLens not measured: .venv/peers is missing; make bench-capture makes it)")
     print("| model | tokens | transformers eager + output_attentions, s | capture pass (every "
           "hook), s | ours / theirs | capture pass (weights), s | TransformerLens run_with_cache "
           "(patterns), s | ours (weights) / TL |")  # fmt: skip

@@ -6,10 +6,6 @@ attention type and layer is found by tracing one short forward pass."""
 
 from __future__ import annotations
 
-import inspect
-import sys
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor, nn
 
@@ -18,8 +14,7 @@ from ..hooks import HookedModule, HookPoint, active
 from ..runner import ATTENTION_TYPES, AttentionSpec
 from ..transformer import DecoderCache
 from .capture import AttentionPoints, Call, Traced, calling
-
-POSITION_NAMES = ("position_embeddings", "wpe", "embed_positions")  # learned tables
+from .positions import Positions, halves_rotated, positions_of
 
 
 class BackendError(ValueError):
@@ -39,100 +34,6 @@ class Stack(nn.Module):
             self.add_module(str(i), layer)
         self.hook_pos = HookPoint()  # (T, d) added table, or (T, d_rot/2) rotary angles
         self.pos: Positions | None = None
-
-
-@dataclass
-class Positions:
-    """The positions a transformers model uses, as model/positional's modules state them."""
-
-    kind: str  # "rotary", "learned", "sinusoidal" or "relative"
-    module: nn.Module
-    formula: str
-    frequencies: str = "inv_freq"  # the rotary module's buffer (Gemma 3: one per layer type)
-
-    def encoding(self, offset: int, length: int) -> Tensor:
-        """The rotary angles (T, d_rot/2), the added table (T, d), or a relative bias's
-        value per head for each distance from the first key (T, H), of offset.."""
-        if self.kind == "relative":
-            with torch.no_grad():  # (T, 1) keys: the first only, never a T x T table
-                bias = self.module.compute_bias(offset + length, 1)  # (1, H, T, 1)
-            return bias[0, :, offset:, 0].T.float()
-        if self.kind == "rotary":
-            inv_freq = getattr(self.module, self.frequencies).float()
-            positions = torch.arange(offset, offset + length, dtype=torch.float32)
-            return positions[:, None] * inv_freq[None]
-        table = getattr(self.module, "weight", None)
-        if table is None:  # (M2M-100's sinusoidal table is a buffer, `weights`)
-            table = self.module.weights
-        start = offset + int(getattr(self.module, "offset", 0))  # BART's learned offset 2
-        return table[start : start + length].detach().float()
-
-
-def rotary_module(hf: nn.Module) -> tuple[nn.Module, str] | None:
-    """The rotary embedding module and its frequencies' buffer (a full-attention layer's
-    where it has one per layer type)."""
-    for _, m in hf.named_modules():
-        names = [n for n, _ in m.named_buffers(recurse=False) if n.endswith("inv_freq")]
-        names = [n for n in names if "original" not in n]
-        if names:
-            full = [n for n in names if n.startswith("full")]
-            return m, (full or sorted(names))[0]
-    return None
-
-
-def table_module(hf: nn.Module) -> nn.Module | None:
-    """The module that adds a position table (learned, or a fixed sinusoidal one)."""
-    for name, m in hf.named_modules():
-        if name.rsplit(".", 1)[-1] in POSITION_NAMES and (
-            isinstance(m, nn.Embedding) or isinstance(getattr(m, "weights", None), Tensor)
-        ):
-            return m
-    return None
-
-
-def positions_of(hf: nn.Module) -> Positions | None:
-    found = rotary_module(hf)
-    if found is not None:
-        rotary, frequencies = found
-        kind = getattr(rotary, "rope_type", None) or "default"
-        if isinstance(kind, dict):
-            kind = ", ".join(sorted(set(map(str, kind.values()))))
-        formula = (
-            f"RoPE ({kind}): each pair of q and k dimensions i turned by position x θ_i, "
-            f"θ_i from the model's own rotary embedding ({frequencies})"
-        )
-        return Positions("rotary", rotary, formula, frequencies)
-    table = table_module(hf)
-    if table is not None:
-        if "sinusoidal" in type(table).__name__.lower():
-            return Positions("sinusoidal", table, "sin and cos of position x 10000^(-2i/d), added")
-        return Positions("learned", table, "a learned vector per position, added")
-    relative = next(
-        (m for m in hf.modules()
-         if hasattr(m, "compute_bias") and getattr(m, "has_relative_attention_bias", False)),
-        None,
-    )  # fmt: skip
-    if relative is not None:
-        formula = (
-            "no vector is added: each score gets a learned bias per head for the distance "
-            "between query and key, in log-spaced buckets (T5's relative attention). The "
-            "table shows each head's bias for the distance from the first key (its first "
-            "layer's where each layer has its own)."
-        )
-        return Positions("relative", relative, formula)
-    return None
-
-
-def halves_rotated(hf: nn.Module) -> bool:
-    """Whether the model's modeling code turns dimension i with i + d/2, as
-    transformers' usual `rotate_half` does (read from its source)."""
-    module = sys.modules.get(type(hf).__module__)
-    try:
-        source = inspect.getsource(module) if module is not None else ""
-    except (OSError, TypeError):
-        return False
-    standard = "x1 = x[..., : x.shape[-1] // 2]" in source
-    return standard and "interleave" not in source and "[..., ::2]" not in source
 
 
 def hf_kind(config) -> str:
@@ -239,10 +140,16 @@ def trace(hf: nn.Module, kind: str) -> dict[str, list[Traced]]:
 
 
 def summary(
-    hf_config, kind: str, specs: list[AttentionSpec], hf: nn.Module, positions: Positions | None
+    hf_config,
+    kind: str,
+    specs: list[AttentionSpec],
+    positional: str,
+    vocab: int | None = None,
+    logits: int | None = None,
 ) -> ModelConfig:
-    """Our config stating what the app reads of the model (sizes, ids, positions); the
-    computation itself is transformers'."""
+    """Our config stating what the app reads of a transformers model (sizes, ids,
+    positions; the computation itself is transformers'): from its config alone before
+    its weights are read, with the loaded model's `vocab` and `logits` sizes after."""
     by_type = {s.type: s for s in specs}
     first = specs[0]
     text = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
@@ -251,9 +158,7 @@ def summary(
         or getattr(text, "d_model", 0)
         or first.query_heads * first.head_dim
     )
-    vocab = hf.get_input_embeddings().num_embeddings
-    out = hf.get_output_embeddings()
-    logits = out.out_features if isinstance(out, nn.Linear) else vocab
+    vocab = vocab or int(getattr(text, "vocab_size", 0) or 1)
 
     def token(name: str, default: int) -> int:
         value = getattr(text, name, None)
@@ -270,7 +175,7 @@ def summary(
     return ModelConfig(
         architecture=kind,
         source_vocab_size=vocab,
-        target_vocab_size=logits if kind != "encoder-only" else vocab,
+        target_vocab_size=(logits or vocab) if kind != "encoder-only" else vocab,
         d_model=d_model,
         n_heads=first.query_heads,
         n_kv_heads=first.kv_heads,
@@ -280,7 +185,7 @@ def summary(
         d_ff=int(getattr(text, "intermediate_size", 0) or 1),
         max_seq_len=int(getattr(text, "max_position_embeddings", 0) or 4096),
         dropout=0.0,
-        positional=positions.kind if positions is not None else "none",
+        positional=positional,
         rope_theta=theta,
         pad_id=token("pad_token_id", -1) if kind == "decoder-only" else token("pad_token_id", 0),
         bos_id=token("bos_token_id", 1),
@@ -305,7 +210,11 @@ class HFTransformer(HookedModule):
         # pairs them otherwise (Cohere, GLM, DeepSeek's MLA), the neuron view shows no
         # "before" rather than a wrong one
         self.rotary_layout = "rotate_half" if halves_rotated(self.hf) else None
-        self.config = summary(hf.config, self.kind, self.specs, self.hf, positions)
+        vocab = self.hf.get_input_embeddings().num_embeddings
+        out = self.hf.get_output_embeddings()
+        logits = out.out_features if isinstance(out, nn.Linear) else vocab
+        positional = positions.kind if positions is not None else "none"
+        self.config = summary(hf.config, self.kind, self.specs, positional, vocab, logits)
         pad = getattr(hf.config, "pad_token_id", None)
         self.pad_id = pad if isinstance(pad, int) and pad >= 0 else None  # (None: no padding)
         kinds: dict[int, str] = {}

@@ -29,7 +29,7 @@ from ..runner import (
     RunResult,
 )
 from .capture import ATTENTION, register
-from .model import BackendError, HFTransformer, hf_kind
+from .model import BackendError, HFTransformer, hf_kind, summary
 
 
 def quiet_transformers() -> None:
@@ -99,36 +99,16 @@ def stated_specs(config, kind: str) -> list[AttentionSpec]:
 
 
 def stated_config(config, kind: str, specs: list[AttentionSpec]) -> ModelConfig:
-    """Our summary config of a transformers config, before its weights are read."""
+    """Our summary config of a transformers config, before its weights are read (its
+    positions as the config suggests them; the loaded model states what it has)."""
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    first = specs[0]
-    hidden = int(getattr(text, "hidden_size", 0) or getattr(text, "d_model", 0) or 0)
-    hidden = hidden or first.query_heads * first.head_dim
-    vocab = int(getattr(text, "vocab_size", 0) or 1)
-    by_type = {s.type: s for s in specs}
-    decoder = by_type.get("decoder.self")
-    rotary = getattr(text, "rope_parameters", None) is not None or hasattr(text, "rope_theta")
-    if rotary:
-        positions = "rotary"
+    if getattr(text, "rope_parameters", None) is not None or hasattr(text, "rope_theta"):
+        positional = "rotary"
     elif hasattr(text, "relative_attention_num_buckets"):  # T5's relative bias
-        positions = "relative"
+        positional = "relative"
     else:
-        positions = "learned" if hasattr(text, "max_position_embeddings") else "none"
-    return ModelConfig(
-        architecture=kind,
-        source_vocab_size=vocab,
-        target_vocab_size=vocab,
-        d_model=hidden,
-        n_heads=first.query_heads,
-        n_kv_heads=first.kv_heads,
-        head_size=None if hidden == first.query_heads * first.head_dim else first.head_dim,
-        n_layers=first.layers,
-        n_decoder_layers=decoder.layers if kind == "encoder-decoder" and decoder else None,
-        max_seq_len=int(getattr(text, "max_position_embeddings", 0) or 4096),
-        dropout=0.0,
-        positional=positions,
-        pad_id=-1 if kind == "decoder-only" else 0,
-    )
+        positional = "learned" if hasattr(text, "max_position_embeddings") else "none"
+    return summary(config, kind, specs, positional)
 
 
 def model_class(kind: str):

@@ -1,0 +1,108 @@
+"""The positions a transformers model uses, found in its own modules: a rotary embedding
+(its `inv_freq`, or one per layer type), a table it adds (learned, or a fixed sinusoidal
+one), or T5's relative bias; and whether its RoPE turns dimension i with i + d/2."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+POSITION_NAMES = ("position_embeddings", "wpe", "embed_positions")  # tables it adds
+
+
+@dataclass
+class Positions:
+    """The positions a transformers model uses, as model/positional's modules state them."""
+
+    kind: str  # "rotary", "learned", "sinusoidal" or "relative"
+    module: nn.Module
+    formula: str
+    frequencies: str = "inv_freq"  # the rotary module's buffer (Gemma 3: one per layer type)
+
+    def encoding(self, offset: int, length: int) -> Tensor:
+        """The rotary angles (T, d_rot/2), the added table (T, d), or a relative bias's
+        value per head for each distance from the first key (T, H), of offset.."""
+        if self.kind == "relative":
+            with torch.no_grad():  # (T, 1) keys: the first only, never a T x T table
+                bias = self.module.compute_bias(offset + length, 1)  # (1, H, T, 1)
+            return bias[0, :, offset:, 0].T.float()
+        if self.kind == "rotary":
+            inv_freq = getattr(self.module, self.frequencies).float()
+            positions = torch.arange(offset, offset + length, dtype=torch.float32)
+            return positions[:, None] * inv_freq[None]
+        table = getattr(self.module, "weight", None)
+        if table is None:  # (M2M-100's sinusoidal table is a buffer, `weights`)
+            table = self.module.weights
+        start = offset + int(getattr(self.module, "offset", 0))  # BART's learned offset 2
+        return table[start : start + length].detach().float()
+
+
+def rotary_module(hf: nn.Module) -> tuple[nn.Module, str] | None:
+    """The rotary embedding module and its frequencies' buffer (a full-attention layer's
+    where it has one per layer type)."""
+    for _, m in hf.named_modules():
+        names = [n for n, _ in m.named_buffers(recurse=False) if n.endswith("inv_freq")]
+        names = [n for n in names if "original" not in n]
+        if names:
+            full = [n for n in names if n.startswith("full")]
+            return m, (full or sorted(names))[0]
+    return None
+
+
+def table_module(hf: nn.Module) -> nn.Module | None:
+    """The module that adds a position table (learned, or a fixed sinusoidal one)."""
+    for name, m in hf.named_modules():
+        if name.rsplit(".", 1)[-1] in POSITION_NAMES and (
+            isinstance(m, nn.Embedding) or isinstance(getattr(m, "weights", None), Tensor)
+        ):
+            return m
+    return None
+
+
+def positions_of(hf: nn.Module) -> Positions | None:
+    found = rotary_module(hf)
+    if found is not None:
+        rotary, frequencies = found
+        kind = getattr(rotary, "rope_type", None) or "default"
+        if isinstance(kind, dict):
+            kind = ", ".join(sorted(set(map(str, kind.values()))))
+        formula = (
+            f"RoPE ({kind}): each pair of q and k dimensions i turned by position x θ_i, "
+            f"θ_i from the model's own rotary embedding ({frequencies})"
+        )
+        return Positions("rotary", rotary, formula, frequencies)
+    table = table_module(hf)
+    if table is not None:
+        if "sinusoidal" in type(table).__name__.lower():
+            return Positions("sinusoidal", table, "sin and cos of position x 10000^(-2i/d), added")
+        return Positions("learned", table, "a learned vector per position, added")
+    relative = next(
+        (m for m in hf.modules()
+         if hasattr(m, "compute_bias") and getattr(m, "has_relative_attention_bias", False)),
+        None,
+    )  # fmt: skip
+    if relative is not None:
+        formula = (
+            "no vector is added: each score gets a learned bias per head for the distance "
+            "between query and key, in log-spaced buckets (T5's relative attention). The "
+            "table shows each head's bias for the distance from the first key (its first "
+            "layer's where each layer has its own)."
+        )
+        return Positions("relative", relative, formula)
+    return None
+
+
+def halves_rotated(hf: nn.Module) -> bool:
+    """Whether the model's modeling code turns dimension i with i + d/2, as
+    transformers' usual `rotate_half` does (read from its source)."""
+    module = sys.modules.get(type(hf).__module__)
+    try:
+        source = inspect.getsource(module) if module is not None else ""
+    except (OSError, TypeError):
+        return False
+    standard = "x1 = x[..., : x.shape[-1] // 2]" in source
+    return standard and "interleave" not in source and "[..., ::2]" not in source
