@@ -72,7 +72,7 @@ kubectl:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubectl; \
 	  else echo "make k8s-check needs kubectl: apt-get install kubectl (as root)"; exit 1; fi; }
 
-# Schema fuzzing at length: 5000 examples per route (`make test` runs 200); FUZZ_SEED=n
+# Schema fuzzing at length: 5000 examples per route (`make test` runs 50); FUZZ_SEED=n
 # picks another fixed seed.
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)

@@ -104,8 +104,8 @@ class ModelEntry:
         flags = dataclasses.asdict(self.runner.capabilities) | {
             "encoder": cfg.has_encoder,
             "decoder": cfg.has_decoder,
-            # (a relative bias has no encoding to switch off at hook_pos)
-            "positions": cfg.positional in ("sinusoidal", "learned", "rotary"),
+            # (T5's relative bias: switched off at hook_pos too)
+            "positions": cfg.positional in ("sinusoidal", "learned", "rotary", "relative"),
             # decodes through a KV cache: an encoder-decoder's pieces or a generating model
             "cached_decoding": self.runner.capabilities.kv_cache
             or self.runner.capabilities.generation,

@@ -133,15 +133,16 @@ def print_matrix(backend: str | None) -> None:
     from tests.model.families import matrix
 
     rows = matrix(backend, speed=True)
-    print("| architecture | kind | backend | served | weights, max abs diff | output | greedy | "
-          "capture / eager | reason |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| architecture | kind | backend | served | weights, max abs diff | output vs its "
+          "default forward | vs its eager one | greedy | capture / eager | reason |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         said = "equal" if r.equal else ("served, differs" if r.served else "no")
         greedy = "-" if r.greedy is None else ("same" if r.greedy else "differs")
         reason = r.reason.replace("|", "/").replace("\n", " ")[:160]
         print(f"| {r.model_type} | {r.kind} | {r.backend} | {said} | {r.weights:.1e} | "
-              f"{r.output:.1e} | {greedy} | {r.ratio:.2f} | {reason} |", flush=True)  # fmt: skip
+              f"{r.output:.1e} | {r.eager:.1e} | {greedy} | {r.ratio:.2f} | {reason} |",
+              flush=True)  # fmt: skip
     equal = sum(r.equal for r in rows)
     print(
         f"\n{equal} of {len(rows)} architectures through the attention interface served and equal"

@@ -24,10 +24,12 @@ from torch import Tensor, nn
 from ..hooks import HookPoint
 
 ATTENTION = "attnviz"  # the name it is registered under (`attn_implementation=`)
-# keyword arguments the capture reads (softcap, position_bias, s_aux) or that change nothing
-# eager attention computes (varlen and cache bookkeeping); another tensor passed in is
-# something of the model's own the capture would not reproduce: its trace refuses it
-READ = {"softcap", "position_bias", "s_aux"}
+# keyword arguments the capture reads (softcap, position_bias, s_aux, sinks, indices) or
+# that change nothing eager attention computes (varlen and cache bookkeeping); another
+# tensor passed in is something of the model's own the capture would not reproduce: its
+# trace refuses it
+EXTRAS = {"softcap", "position_bias", "s_aux", "sinks"}  # besides the scaling, on the scores
+READ = EXTRAS | {"indices"}
 BOOKKEEPING = {"sliding_window", "is_causal", "position_ids", "cu_seq_lens_q", "cu_seq_lens_k",
                "max_length_q", "max_length_k", "output_attentions", "cache_position",
                "position_embeddings", "deterministic"}  # fmt: skip
@@ -80,7 +82,7 @@ class Call:
         if self.trace is not None:
             kwargs = kwargs or {}
             q_heads, kv_heads = query.shape[1], key.shape[1]
-            extras = any(kwargs.get(k) is not None for k in READ)
+            extras = any(kwargs.get(k) is not None for k in EXTRAS)
             unknown = tuple(sorted(k for k, v in kwargs.items() if isinstance(v, Tensor)
                                    and k not in READ | BOOKKEEPING))  # fmt: skip
             self.trace.append(
@@ -161,6 +163,12 @@ def capturing_attention(
                 scores = scores + bias
             else:
                 additive = attention_mask
+    indices = kwargs.get("indices")
+    if indices is not None:  # DeepSeek's sparse attention: each query's top-k keys only,
+        # which the model hides by its mask where it runs eager attention
+        chosen = torch.zeros(batch, q_len, k_len, dtype=torch.bool, device=scores.device)
+        chosen = chosen.scatter(-1, indices.long(), True).unsqueeze(1)
+        allowed, additive = allowed & chosen, None
     scores = hook("hook_scores")(scores)
     # (B, 1, Tq, Tk); a mask per head (Doge's) keeps its heads
     given = allowed.expand(batch, allowed.shape[1], q_len, k_len)
@@ -169,10 +177,13 @@ def capturing_attention(
         logits = scores + additive  # what eager attention does (3x faster than a fill)
     else:
         logits = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
-    sinks = kwargs.get("s_aux")
-    if sinks is not None:  # gpt-oss: a learned logit per head that takes weight from all keys
-        column = sinks.reshape(1, -1, 1, 1).expand(batch, -1, q_len, 1).to(logits.dtype)
-        combined = torch.cat([logits, column], dim=-1)
+    column = None  # a sink: one more logit per row that takes weight from all keys
+    if kwargs.get("s_aux") is not None:  # gpt-oss: learned, one per head
+        column = kwargs["s_aux"].reshape(1, -1, 1, 1).expand(batch, -1, q_len, 1)
+    elif kwargs.get("sinks") is not None:  # Inkling 2: made from each token, (B, H, Tq, 1)
+        column = kwargs["sinks"].expand(batch, logits.shape[1], q_len, 1)
+    if column is not None:
+        combined = torch.cat([logits, column.to(logits.dtype)], dim=-1)
         combined = combined - combined.max(dim=-1, keepdim=True).values
         weights = torch.softmax(combined, dim=-1, dtype=torch.float32)[..., :-1]
     else:

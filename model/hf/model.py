@@ -6,6 +6,8 @@ attention type and layer is found by tracing one short forward pass."""
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import Tensor, nn
 
@@ -32,7 +34,8 @@ class Stack(nn.Module):
             for name in modules:
                 layer.add_module(name, AttentionPoints())
             self.add_module(str(i), layer)
-        self.hook_pos = HookPoint()  # (T, d) added table, or (T, d_rot/2) rotary angles
+        # (T, d) added table, (T, d_rot/2) rotary angles, or (Tq, Tk, H) a relative bias
+        self.hook_pos = HookPoint()
         self.pos: Positions | None = None
 
 
@@ -139,6 +142,11 @@ def trace(hf: nn.Module, kind: str) -> dict[str, list[Traced]]:
     return by_type
 
 
+def widest(width) -> int:
+    """A feed-forward width, the widest where a config gives one per layer (Gemma 3n)."""
+    return int(max(width) if isinstance(width, list) and width else width or 1)
+
+
 def summary(
     hf_config,
     kind: str,
@@ -182,7 +190,7 @@ def summary(
         head_size=None if d_model == first.query_heads * first.head_dim else first.head_dim,
         n_layers=(encoder or decoder or first).layers,
         n_decoder_layers=decoder.layers if decoder is not None and encoder is not None else None,
-        d_ff=int(getattr(text, "intermediate_size", 0) or 1),
+        d_ff=widest(getattr(text, "intermediate_size", 0)),
         max_seq_len=int(getattr(text, "max_position_embeddings", 0) or 4096),
         dropout=0.0,
         positional=positional,
@@ -223,6 +231,9 @@ class HFTransformer(HookedModule):
                 if kinds.setdefault(id(c.module), name) != name:
                     raise BackendError("one attention module serves two kinds of attention")
         self._kinds = kinds
+        self._positions_given = self.kind == "decoder-only" and (
+            "position_ids" in inspect.signature(self.hf.forward).parameters
+        )
         modules = {}
         for spec in self.specs:
             modules.setdefault(spec.stack, []).append(spec.module)
@@ -236,6 +247,12 @@ class HFTransformer(HookedModule):
         }  # fmt: skip
         main = getattr(self, "encoder" if self.config.has_encoder else "decoder")
         main.pos = positions
+        encoder = (
+            self.hf
+            if self.kind == "encoder-only"
+            else (self.hf.get_encoder() if self.kind == "encoder-decoder" else None)
+        )
+        self._encoder_modules = {id(m) for m in encoder.modules()} if encoder else set()
         if positions is not None:
             self._hook_positions(positions, main.hook_pos)
         if self.config.has_decoder:
@@ -247,8 +264,21 @@ class HFTransformer(HookedModule):
         if positions.kind in ("learned", "sinusoidal"):  # the table it adds, as it adds it
             positions.module.register_forward_hook(lambda m, args, out: point(out))
             return
+        if positions.kind == "relative":  # T5's bias per distance bucket and head, as its
+            # table gives it ((Tq, Tk, H)); zeros: no bias, so nothing says where a token is
+            for module in self.hf.modules():
+                table = getattr(module, "relative_attention_bias", None)
+                if getattr(module, "has_relative_attention_bias", False) and isinstance(
+                    table, nn.Embedding
+                ):
+                    stack = "encoder" if id(module) in self._encoder_modules else "decoder"
+                    point_of = getattr(self, stack).hook_pos
+                    table.register_forward_hook(
+                        lambda m, args, out, point_of=point_of: point_of(out) if active() else out
+                    )
+            return
         if positions.kind != "rotary":
-            return  # (a relative bias is added to the scores: seen in hook_scores)
+            return
 
         def rotary(module, args, out):
             if not active() or not (isinstance(out, tuple) and len(out) == 2):
@@ -339,6 +369,11 @@ class HFTransformer(HookedModule):
                 cache.ids = ids
                 return self.hook_logits(out.logits[:, -target.size(1) :])
             else:
+                if self._positions_given:  # (a hybrid whose first layer keeps no keys
+                    # counts its cache's length wrong: transformers' generate says them too)
+                    past = 0 if cache.ids is None else cache.ids.size(1)
+                    steps = torch.arange(past, past + target.size(1), device=target.device)
+                    inputs["position_ids"] = steps[None].expand(target.size(0), -1)
                 out = self.hf(**inputs, cache=getattr(cache, "hf", None), use_cache=True)
                 cache.hf = getattr(out, "cache", None)
                 cache.stateless = cache.hf is None  # (RecurrentGemma keeps its state inside)

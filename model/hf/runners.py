@@ -58,7 +58,13 @@ def stated_specs(config, kind: str) -> list[AttentionSpec]:
 
     def first(*names: str, default=None):
         for name in names:
-            value = getattr(text, name, None)
+            try:
+                value = getattr(text, name, None)
+            except Exception as exc:  # transformers' per-layer attributes (Gemma 4)
+                raise CheckpointError(
+                    f"its config states {name} per layer ({type(exc).__name__}): attention "
+                    "whose heads change shape from layer to layer is not supported"
+                ) from None
             if isinstance(value, int) and value > 0:
                 return value
         if default is None:
@@ -323,15 +329,13 @@ def load_gguf_transformers(path: Path, name: str = "") -> CausalLM:
     """A Llama-family .gguf file dequantized by transformers' own GGUF loader and run by
     its modeling code; its tokenizer, special tokens and chat template read from the file
     as model/ reads them."""
-    from gguf import GGUFReader
-
-    from ..pretrained.llama import byte_level_tokenizer, config_from_gguf, field
+    from ..pretrained.llama import GGUFFile, byte_level_tokenizer, config_from_gguf, field
 
     register()
     quiet_transformers()
     import transformers
 
-    reader = GGUFReader(str(path))
+    reader = GGUFFile(str(path))
     config = config_from_gguf(reader)
     tokenizer, tokens, control = byte_level_tokenizer(reader)
     try:

@@ -43,8 +43,6 @@ REFUSED: dict[str, str] = {
     "capture would show each map as a layer of its own",
     "granite_swa": SINK_SCALE,
     "granitemoe_swa": SINK_SCALE,
-    "minimax": "its lightning (linear) attention layers compute no softmax weights and do "
-    "not go through the attention interface: only some layers could be captured",
 }
 
 

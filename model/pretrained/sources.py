@@ -200,11 +200,9 @@ def peek_source(
     given, path = str(path), cached(path)
     check_size(path, max_bytes)
     if path.suffix == ".gguf" and path.is_file():
-        from gguf import GGUFReader
+        from .llama import GGUFFile, byte_level_tokenizer, config_from_gguf
 
-        from .llama import byte_level_tokenizer, config_from_gguf
-
-        reader = GGUFReader(str(path))
+        reader = GGUFFile(str(path))
         _, _, control = byte_level_tokenizer(reader)
         stored = "GGUF (dequantized to float32)"
         return (

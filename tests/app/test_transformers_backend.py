@@ -155,7 +155,25 @@ def test_t5s_relative_bias_is_shown_as_transformers_computes_it(client):
         bias = block.compute_bias(8, 8)[0, :, :, 0].T  # (distance, head)
     assert np.abs(np.array(answer["table"]) - bias[:, :4].numpy()).max() <= 1e-5
     info = {m["id"]: m for m in c.get("/api/v1/models").json()}["t5"]
-    assert "positions" not in info["capabilities"]["experiments"]  # nothing to switch off
+    assert "positions" in info["capabilities"]["experiments"]  # its bias can be switched off
+
+
+def test_t5_without_its_relative_bias_is_t5_with_that_table_zeroed(client):
+    """The positions experiment on T5 switches its relative bias off: its encoder's
+    weights are then transformers' own with the bias table zeroed, and a permuted input's
+    weights are the permuted weights."""
+    c, root = client
+    answer = c.post("/api/v1/lab/positions", json={"model": "t5", "text": TEXT, "layer": 1,
+                    "head": 2}).json()  # fmt: skip
+    theirs = reference(root, "t5")
+    ids = torch.tensor([c.app.state.inference.zoo.models["t5"].runner.tokenize(TEXT)[0]])
+    with torch.no_grad():
+        theirs.encoder.block[0].layer[0].SelfAttention.relative_attention_bias.weight.zero_()
+        weights = theirs.encoder(ids, output_attentions=True).attentions[1][0, 2]
+    got = np.array(answer["without_positions"]["original"])
+    assert np.abs(got - weights.numpy()).max() <= 1e-5
+    assert answer["without_positions"]["max_abs_diff"] <= 1e-5
+    assert answer["with_positions"]["max_abs_diff"] > 1e-3
 
 
 def test_without_the_scaling_a_transformers_model_divides_by_its_own(client):

@@ -33,11 +33,37 @@ SIZES = {  # what a tiny model has, by transformers' common attribute names
     "ffn_dim": 96, "d_ff": 96, "max_position_embeddings": 256, "n_positions": 256,
     "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
     "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32, "n_shared_experts": 1,
-    "first_k_dense_replace": 1, "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8,
-    "qk_nope_head_dim": 8, "v_head_dim": 16, "rotary_dim": 8, "embedding_size": 64,
+    "first_k_dense_replace": 1, "n_group": 2, "topk_group": 1, "kv_lora_rank": 16,
+    "q_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+    # DeepSeek's sparse attention: each query's 4 keys (fewer than the prompt has)
+    "index_topk": 4, "index_n_heads": 2, "index_head_dim": 16,
+    "v_head_dim": 16, "rotary_dim": 8, "embedding_size": 64,
     "encoder_layers": 2, "decoder_layers": 2, "num_decoder_layers": 2,
     "encoder_attention_heads": 4, "decoder_attention_heads": 4, "num_heads": 4, "d_kv": 16,
     "encoder_ffn_dim": 96, "decoder_ffn_dim": 96,
+}  # fmt: skip
+# What an architecture's default config needs besides SIZES to make a tiny model its own
+# code accepts (a hybrid's attention layer where its default has none, sizes its
+# validation ties together, a setting its forward pass requires)
+OVERRIDES: dict[str, dict] = {
+    "bamba": {"attn_layer_indices": [1]},  # (its default: state-space layers only)
+    "bert-generation": {"is_decoder": True},  # (as its decoders' checkpoints state)
+    "granitemoehybrid": {"layer_types": ["linear_attention", "attention"],
+                         "mamba_n_heads": 8, "mamba_d_state": 16, "mamba_chunk_size": 16},
+    "lfm2_moe": {"layer_types": ["conv", "full_attention"]},
+    "cohere_compass_text": {"rope_parameters": {"full_attention": {
+        "rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2]}}},
+    "qwen4_exp_text": {"indexer_budget": 8, "indexer_compress_ratio": 2, "indexer_n_heads": 2,
+                       "indexer_kv_heads": 1, "indexer_head_dim": 16},
+    "esmc": {"num_key_value_heads": 4},  # (no grouped-query attention)
+    "zaya": {"num_experts_per_tok": 1},
+    "xmod": {"default_language": "en_XX"},  # (its adapters' language)
+    **{t: {"unpadded_vocab_size": VOCAB, "swa_num_attention_heads": 4, "swa_head_dim": 16,
+           "swa_num_key_value_heads": 2}  # (as its full layers, as in its default)
+       for t in ("inkling2_text", "inkling2_loop_text")},
+    "gemma3n_text": {"vocab_size_per_layer_input": VOCAB, "hidden_size_per_layer_input": 16,
+                     "num_hidden_layers": 4, "num_kv_shared_layers": 2,
+                     "layer_types": ["sliding_attention", "full_attention"] * 2},
 }  # fmt: skip
 
 
@@ -54,6 +80,8 @@ class Row:
     output: float = float("nan")  # of the logits (last hidden state)
     greedy: bool | None = None  # the same greedy continuation
     ratio: float = float("nan")  # capture pass / transformers' eager with output_attentions
+    eager: float = float("nan")  # of the logits from transformers' eager forward
+    theirs: float = float("nan")  # between transformers' own eager and default forwards
 
     @property
     def equal(self) -> bool:
@@ -121,9 +149,7 @@ def tiny_config(model_type: str, keep_layers: bool | int = False):
     from transformers import AutoConfig
 
     default = AutoConfig.for_model(model_type)
-    sizes = {
-        k: v for k, v in SIZES.items() if stated(default, k) is not None or hasattr(default, k)
-    }
+    sizes = {k: v for k, v in SIZES.items() if has(default, k)}
     if keep_layers:
         for name in ("num_hidden_layers", "num_layers", "n_layer"):
             sizes.pop(name, None)
@@ -136,6 +162,7 @@ def tiny_config(model_type: str, keep_layers: bool | int = False):
             found = [i for i, v in enumerate(value) if "attention" in v and "linear" not in v]
             if found and found[0] >= sizes.get("num_hidden_layers", 2):
                 sizes["num_hidden_layers"] = found[0] + 1
+    sizes.update(OVERRIDES.get(model_type, {}))
     if stated(default, "sliding_window"):
         sizes["sliding_window"] = 6  # shorter than the prompt: the window hides keys
     for name, value in vars(default).items():
@@ -244,7 +271,17 @@ def compare(model_type: str, kind: str, backend: str | None = None, speed: bool 
             )
 
 
-def weight_pairs(kind: str, expected, capture) -> list[float]:
+def softmax_layers(config, layers: tuple) -> list:
+    """The layers of transformers' `attentions` that are softmax weights: where a hybrid
+    also returns its linear-attention layers' states there (MiniMax), the ones its
+    `layer_types` names as linear are left out."""
+    types = stated(config, "layer_types")
+    if isinstance(types, list) and len(types) == len(layers):
+        layers = tuple(a for a, t in zip(layers, types, strict=True) if "linear" not in str(t))
+    return [a for a in layers if a is not None]
+
+
+def weight_pairs(kind: str, expected, capture, config=None) -> list[float]:
     """The largest difference of each layer's weights, per attention type; inf where a
     layer transformers gives was not captured."""
     if kind == "encoder-decoder":
@@ -256,7 +293,7 @@ def weight_pairs(kind: str, expected, capture) -> list[float]:
         theirs = {stack + ".{}.self_attn": expected.attentions}
     diffs = []
     for pattern, layers in theirs.items():
-        for i, w in enumerate(a for a in layers if a is not None):
+        for i, w in enumerate(softmax_layers(config, layers)):
             name = pattern.format(i) + ".hook_weights"
             diffs.append(
                 (capture[name] - w).abs().max().item() if name in capture else float("inf")
@@ -282,10 +319,16 @@ def measured(model_type: str, kind: str, folder: Path, runner, chosen: str, spee
     out, capture = runner.model.run_with_capture(
         *inputs, names_filter=lambda n: n.endswith("hook_weights")
     )
-    diffs = weight_pairs(kind, expected, capture)
-    wanted = plain.last_hidden_state if kind == "encoder-only" else plain.logits
+    diffs = weight_pairs(kind, expected, capture, eager.config)
+
+    def outputs(o):
+        return o.last_hidden_state if kind == "encoder-only" else o.logits
+
+    wanted, eager_out = outputs(plain), outputs(expected)
     row = Row(model_type, kind, chosen, True, weights=max(diffs),
-              output=(out - wanted).abs().max().item())  # fmt: skip
+              output=(out - wanted).abs().max().item(),
+              eager=(out - eager_out).abs().max().item(),
+              theirs=(eager_out - wanted).abs().max().item())  # fmt: skip
     captured = sum(spec.layers for spec in runner.attention)
     if len(diffs) != captured:
         row.reason = f"{len(diffs)} layers' weights from transformers, {captured} captured"
@@ -345,7 +388,10 @@ def differs(r: Row) -> str:
     if r.weights > 1e-5:
         return f"weights differ by {r.weights:.1e}"
     if r.output > 1e-4:
-        return f"weights equal; its default forward differs from eager by {r.output:.1e}"
+        return (
+            f"weights equal; output {r.output:.1e} from its default forward, {r.eager:.1e} "
+            f"from eager (transformers' eager and default differ by {r.theirs:.1e})"
+        )
     return "weights equal; its greedy continuation differs"
 
 
