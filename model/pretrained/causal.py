@@ -66,7 +66,9 @@ def choose(logits: Tensor, sampling: Sampling, generator: torch.Generator | None
     """The next token from one step's logits (V,)."""
     if sampling.greedy:
         return int(logits.argmax())
-    scaled = logits / sampling.temperature
+    # from the likeliest logit down, in float64: a temperature as small as 5e-324 sends the
+    # others to -inf and leaves the likeliest at 0, never 0/0 (NaN)
+    scaled = (logits.double() - logits.max()) / sampling.temperature
     if 0 < sampling.top_k < scaled.numel():
         kth = scaled.topk(sampling.top_k).values[-1]
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))

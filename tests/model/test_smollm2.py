@@ -196,6 +196,8 @@ def test_sampling_is_seeded_and_cut_as_asked(lm):
     assert [s.token_id for s in lm.generate(ids, 12, Sampling(temperature=1.0, top_k=1))] == greedy
     for step in lm.generate(ids, 4, Sampling(temperature=1.0, top_p=5e-324, seed=1)):
         assert step.token_id == step.top[0][0]  # top-p this small keeps the likeliest only
+    for tiny in (1e-40, 1.6e-266, 5e-324):  # logits / T overflow: the likeliest, no NaN
+        assert [s.token_id for s in lm.generate(ids, 3, Sampling(temperature=tiny))] == greedy[:3]
 
 
 def test_the_tokenizer_is_transformers_with_smollms_digit_split(lm, hf_tokenizer):
