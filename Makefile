@@ -7,12 +7,10 @@ STAMP := $(VENV)/.installed
 .PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-families bench-capture bench-corpus bench-page e2e-deps \
 	hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy
 
-# --no-compile: Python compiles what is imported when it is first imported, not every module
-# of every package at install (half of the install's time here)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -e '.[dev,ray]'
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile --no-deps \
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,ray]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
 	  $$($(BIN)/python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['tool']['attnviz']['no-deps'])")
 	touch $(STAMP)
 

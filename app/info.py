@@ -102,7 +102,12 @@ class ModelInfo(BaseModel):
     output: OutputKind = Field(
         description="What the model gives: a transcription, a sentence embedding (which "
         "analyze can compare with a second sentence), a continuation of the prompt, or "
-        "(masked) the likeliest tokens at each [MASK] of the text."
+        "(masked) the likeliest tokens at each mask token ([MASK]) of the text."
+    )
+    mask_token: str | None = Field(
+        None,
+        description="A masked-language model: the token to write where a word is missing "
+        "([MASK], RoBERTa's <mask>, ...); null for the others.",
     )
     attention_types: list[AttentionType]
     attention: list[AttentionInfo] = Field(description="Layers and heads of each type.")

@@ -17,10 +17,10 @@ from fastapi import HTTPException
 
 from model.checkpoints import CheckpointError
 from model.config import ModelConfig
-from model.hf.runners import HFEncoder, HFSeq2Seq, parameter_count, peek_unit
+from model.hf.runners import HFEncoder, HFMaskedLM, HFSeq2Seq, parameter_count, peek_unit
 from model.pretrained.bert import MiniLM
 from model.pretrained.causal import CausalLM
-from model.pretrained.masked_lm import MaskedLM
+from model.pretrained.masked_lm import MaskedLM, mask_token_of
 from model.pretrained.sources import Source, cached, load_source, peek_source
 from model.runner import Runner, attention_specs
 from model.runtime import release_free_memory
@@ -38,13 +38,13 @@ MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 OUTPUT_SAID = {
     "continuation": "It continues a prompt.",
     "embedding": "Its output is the mean-pooled sentence embedding.",
-    "masked": "It predicts the words written as [MASK], the top 5 of each.",
+    "masked": "It predicts the words written as {mask}, the top 5 of each.",
     "transcription": "It writes its output token by token (greedy decoding); its "
     "cross-attention shows what each output token reads of the input.",
 }
 KINDS: dict[str, type[Runner]] = {
     "bert": MiniLM, "masked-lm": MaskedLM, "hf-encoder-only": HFEncoder,
-    "hf-encoder-decoder": HFSeq2Seq,
+    "hf-masked-lm": HFMaskedLM, "hf-encoder-decoder": HFSeq2Seq,
 }  # else CausalLM  # fmt: skip
 
 
@@ -139,6 +139,13 @@ class OwnRunner:
     @property
     def output_kind(self):
         return self.kind.output_kind
+
+    @property
+    def mask_token(self) -> str | None:
+        """A masked-language model's mask token, as its tokenizer writes it."""
+        if self.kind.output_kind != "masked":
+            return None
+        return mask_token_of(self.special_tokens) or getattr(self.kind, "mask_token", None)
 
     @property
     def max_tokens(self):

@@ -35,6 +35,14 @@ OWN_EXAMPLES = {
         "The quick brown fox jumps over the lazy dog.",
     ),
 }
+
+
+def own_examples(runner) -> list[str]:
+    """A model of yours' examples for its output, written with its own mask token."""
+    mask = getattr(runner, "mask_token", None) or "[MASK]"
+    return [e.replace("[MASK]", mask) for e in OWN_EXAMPLES[runner.output_kind]]
+
+
 TWIN_DESCRIPTION = "The same configuration with fixed-seed random weights, for comparison."
 TWIN_TITLES = {"zh": "{}（未训练的孪生模型）"}
 
@@ -313,11 +321,12 @@ def load_zoo(settings: Settings) -> Zoo:
                 f"{model_id} ({source.family}, yours)",
                 f"Your model from {source.path}: {source.family}, weights stored as "
                 f"{source.stored} and computed in float32 on {code}, "
-                f"read when first used. {OUTPUT_SAID[runner.output_kind]}"
+                f"read when first used. "
+                + OUTPUT_SAID[runner.output_kind].format(mask=runner.mask_token)
                 + (f" {source.note}" if source.note else ""),
                 languages=[],
                 runner=runner,
-                examples=OWN_EXAMPLES[runner.output_kind],
+                examples=own_examples(runner),
                 # not run yet: the first head (choosing one would read the weights now)
                 start=StartHead(runner.attention[0].type, 0, 0, None, "first head"),
                 source=source,

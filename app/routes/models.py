@@ -55,6 +55,7 @@ def model_info(
         special_tokens=sorted(runner.special_tokens),
         unknown_token=getattr(runner, "unknown_token", "<unk>"),
         output=runner.output_kind,
+        mask_token=getattr(runner, "mask_token", None) if runner.output_kind == "masked" else None,
         attention_types=entry.attention_types(),
         attention=attention,
         capabilities=CapabilitiesInfo(

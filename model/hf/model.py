@@ -64,6 +64,17 @@ def hf_kind(config) -> str:
     raise BackendError(f"{config.model_type!r} is neither a language model nor a text encoder")
 
 
+def has_masked_lm_head(config) -> bool:
+    """Whether a config's architecture is an encoder with its masked-LM head (its
+    `architectures` name a ...ForMaskedLM class transformers maps for masked LM)."""
+    from transformers.models.auto import modeling_auto as auto
+
+    arch = (getattr(config, "architectures", None) or [""])[0]
+    return arch.endswith("ForMaskedLM") and arch in set(
+        auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES.values()
+    )
+
+
 def trace_inputs(kind: str, device: str | torch.device = "cpu") -> dict[str, Tensor]:
     """A short input of each side, of different lengths (a cross-attention call is the one
     whose keys are the source's)."""
@@ -312,12 +323,17 @@ class HFTransformer(HookedModule):
             return None
         return None if bool(keep.all()) else keep
 
+    @property
+    def masked(self) -> bool:
+        """An encoder with its masked-language-model head (RobertaForMaskedLM, ...)."""
+        return self.kind == "encoder-only" and self.hf is not self.hf.base_model
+
     def forward(self, input_ids: Tensor, target: Tensor | None = None, **kwargs) -> Tensor:
         padding = self.padding(input_ids)
         with calling(self._call()):
-            if self.kind == "encoder-only":
+            if self.kind == "encoder-only":  # (with its head: the head's logits)
                 out = self.hf(input_ids=input_ids, attention_mask=padding, **kwargs)
-                return out.last_hidden_state
+                return out.logits if self.masked else out.last_hidden_state
             if self.kind == "decoder-only":
                 out = self.hf(input_ids=input_ids, use_cache=False, **kwargs)
             else:
@@ -330,7 +346,7 @@ class HFTransformer(HookedModule):
     def encode(self, src: Tensor, src_mask: Tensor | None = None, **kwargs) -> Tensor:
         padding = self.padding(src, src_mask)
         with calling(self._call()):
-            encoder = self.hf if self.kind == "encoder-only" else self.hf.get_encoder()
+            encoder = self.hf.base_model if self.kind == "encoder-only" else self.hf.get_encoder()
             return encoder(input_ids=src, attention_mask=padding).last_hidden_state
 
     def decode(

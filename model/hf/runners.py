@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer
+from torch import nn
 
 from ..checkpoints import CheckpointError
 from ..config import ModelConfig
@@ -20,6 +21,7 @@ from ..pretrained.bert import MiniLM
 from ..pretrained.bytelevel import readable
 from ..pretrained.causal import CausalLM
 from ..pretrained.hf import causal_runner, token_unit_of, tokenizer_of, unknown_of
+from ..pretrained.masked_lm import MASK_TOKENS, MaskedLM, mask_token_of
 from ..runner import (
     ATTENTION_TYPES,
     AttentionSpec,
@@ -29,7 +31,7 @@ from ..runner import (
     RunResult,
 )
 from .capture import ATTENTION, register
-from .model import BackendError, HFTransformer, hf_kind, summary
+from .model import BackendError, HFTransformer, has_masked_lm_head, hf_kind, summary
 
 
 def quiet_transformers() -> None:
@@ -118,17 +120,20 @@ def stated_config(config, kind: str, specs: list[AttentionSpec]) -> ModelConfig:
 
 
 def model_class(kind: str):
+    """transformers' auto class of a kind ("masked-lm": an encoder with its head)."""
     import transformers
 
     return {
         "decoder-only": transformers.AutoModelForCausalLM,
         "encoder-only": transformers.AutoModel,
+        "masked-lm": transformers.AutoModelForMaskedLM,
         "encoder-decoder": transformers.AutoModelForSeq2SeqLM,
     }[kind]
 
 
 def peek_transformers(folder: Path) -> tuple[ModelConfig, str, list[AttentionSpec]]:
-    """(our summary config, its kind, its attention types) from config.json alone."""
+    """(our summary config, its kind, its attention types) from config.json alone; the
+    kind is "masked-lm" for an encoder with its masked-LM head."""
     config = hf_config(folder)
     try:
         kind = hf_kind(config)
@@ -137,7 +142,10 @@ def peek_transformers(folder: Path) -> tuple[ModelConfig, str, list[AttentionSpe
     if not (folder / "tokenizer.json").exists():
         raise CheckpointError(f"{folder} has no tokenizer.json: its text cannot be read")
     specs = stated_specs(config, kind)
-    return stated_config(config, kind, specs), kind, specs
+    summary_ = stated_config(config, kind, specs)
+    if kind == "encoder-only" and has_masked_lm_head(config):
+        return summary_, "masked-lm", specs
+    return summary_, kind, specs
 
 
 def wrapped(hf, kind: str) -> HFTransformer:
@@ -154,7 +162,8 @@ def wrapped(hf, kind: str) -> HFTransformer:
 
 
 def load_model(folder: Path, kind: str) -> HFTransformer:
-    """The folder's weights in transformers' class for its kind, float32, capturing."""
+    """The folder's weights in transformers' class for its kind ("masked-lm": an encoder
+    with its head), float32, capturing."""
     register()
     quiet_transformers()
     try:
@@ -168,7 +177,7 @@ def load_model(folder: Path, kind: str) -> HFTransformer:
             )
     except (ValueError, KeyError, OSError, TypeError, RuntimeError) as exc:
         raise CheckpointError(f"transformers cannot read it: {exc}") from None
-    return wrapped(hf, kind)
+    return wrapped(hf, "encoder-only" if kind == "masked-lm" else kind)
 
 
 class HFEncoder(MiniLM):
@@ -192,6 +201,32 @@ class HFEncoder(MiniLM):
 
     def with_model(self, model) -> HFEncoder:
         return HFEncoder(model, self.tokenizer, self.special_tokens, self.token_unit)
+
+
+class HFMaskedLM(HFEncoder):
+    """An encoder with its masked-LM head run by transformers' code (RobertaForMaskedLM,
+    DistilBertForMaskedLM, ModernBertForMaskedLM, ...): the words written as its mask
+    token predicted, the top 5 of each, as MaskedLM's (the head is transformers': the
+    model's output is already its logits)."""
+
+    output_kind = "masked"
+    capabilities = Capabilities(word_view=True)
+    run, token, text, logits = MaskedLM.run, MaskedLM.token, MaskedLM.text, MaskedLM.logits
+
+    def __init__(
+        self, model: HFTransformer, tokenizer: Tokenizer, specials: frozenset[str], unit: str
+    ) -> None:
+        super().__init__(model, tokenizer, specials, unit)
+        self.head = nn.Identity()
+        self.mask_token = mask_token_of(specials) or ""
+        self.mask_id = tokenizer.token_to_id(self.mask_token) if self.mask_token else None
+        if self.mask_id is None:
+            raise CheckpointError(
+                f"its tokenizer.json has no mask token ({', '.join(MASK_TOKENS)}) to predict"
+            )
+
+    def with_model(self, model) -> HFMaskedLM:
+        return HFMaskedLM(model, self.tokenizer, self.special_tokens, self.token_unit)
 
 
 class HFSeq2Seq(RunnerBase):
@@ -295,10 +330,11 @@ def load_transformers(folder: Path, name: str = "") -> CausalLM | HFEncoder | HF
     _, kind, _ = peek_transformers(folder)
     model = load_model(folder, kind)
     tokenizer, vocabulary, specials = tokenizer_of(folder, model.config.target_vocab_size)
-    if kind == "encoder-only":
+    if kind in ("encoder-only", "masked-lm"):
         tokenizer.no_padding()
         tokenizer.no_truncation()
-        runner = HFEncoder(model, tokenizer, specials, token_unit_of(tokenizer))
+        encoder = HFMaskedLM if kind == "masked-lm" else HFEncoder
+        runner = encoder(model, tokenizer, specials, token_unit_of(tokenizer))
         runner.max_tokens = min(runner.max_tokens, model.config.max_seq_len)
         return runner
     if kind == "encoder-decoder":

@@ -22,6 +22,14 @@ from ..transformer import Transformer
 from .bert import MiniLM, config_from_bert, map_bert_state, read_safetensors
 
 TOP = 5  # predictions reported per [MASK]
+MASK_TOKENS = ("[MASK]", "<mask>", "<MASK>")  # BERT's, RoBERTa's and BART's, ...
+
+
+def mask_token_of(tokens) -> str | None:
+    """The token a masked-language model's tokenizer writes where a word is missing."""
+    return next((t for t in MASK_TOKENS if t in tokens), None)
+
+
 PREFIX = "bert."
 HEAD = "cls.predictions."
 HEAD_NAMES = ("transform.dense.weight", "transform.dense.bias", "transform.LayerNorm.weight",
@@ -118,6 +126,7 @@ class MaskedLM(MiniLM):
 
     output_kind = "masked"
     capabilities = Capabilities(word_view=True)
+    mask_token = "[MASK]"
 
     def __init__(self, model: Transformer, tokenizer: Tokenizer, head: MaskedLMHead) -> None:
         self.model, self.tokenizer, self.head = model.eval(), tokenizer, head.eval()

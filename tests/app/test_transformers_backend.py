@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from app.main import create_app
 from app.settings import Settings
 from tests.app.test_api import decode
-from tests.model.families import build
+from tests.model.families import build, save_masked_roberta
 
 ARCHITECTURES = {"t5": "encoder-decoder", "bart": "encoder-decoder", "qwen3": "decoder-only",
                  "gemma2": "decoder-only", "roberta": "encoder-only",
@@ -29,7 +29,9 @@ def client(tmp_path_factory):
     root = tmp_path_factory.mktemp("hf")
     for model_type, kind in ARCHITECTURES.items():
         build(model_type, kind, root / model_type)
+    masked = save_masked_roberta(root / "roberta-mlm")  # its tokenizer's <mask> included
     models = {m: root / m for m in ARCHITECTURES} | {"bad-id": "org/a--b"}  # not a repo id
+    models["roberta-mlm"] = masked
     settings = Settings(zoo=["pronounce"], torch_threads=1, models=models)
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         yield c, root
@@ -197,3 +199,42 @@ def test_the_kv_cache_replays_an_encoder_decoder_exactly(client):
     answer = c.post("/api/v1/lab/kv-cache", json={"model": "bart", "text": TEXT}).json()
     assert answer["steps"] and max(s["max_abs_diff"] for s in answer["steps"]) <= 1e-5
     assert all(s["cache_bytes"][0] > 0 for s in answer["steps"])
+
+
+def test_a_masked_lm_on_transformers_code_predicts_each_mask_as_transformers_does(client):
+    """A RobertaForMaskedLM folder: its head's predictions at each <mask> (RoBERTa's mask
+    token, which the page and the examples name) are transformers' own."""
+    import transformers
+
+    c, root = client
+    info = {m["id"]: m for m in c.get("/api/v1/models").json()}["roberta-mlm"]
+    assert (info["output"], info["mask_token"], info["architecture"]) == (
+        "masked", "<mask>", "encoder-only")  # fmt: skip
+    assert (
+        all("<mask>" in e for e in info["examples"])
+        and "written as <mask>" in (info["description"])
+    )
+    text = "The quick <mask> fox jumps over the <mask> dog"
+    body = c.post("/api/v1/analyze", json={"model": "roberta-mlm", "text": text}).json()
+    theirs = transformers.AutoModelForMaskedLM.from_pretrained(
+        root / "roberta-mlm", attn_implementation="eager"
+    ).eval()
+    ids = torch.tensor([c.app.state.inference.zoo.models["roberta-mlm"].runner.tokenize(text)[0]])
+    with torch.no_grad():
+        probs = torch.softmax(theirs(ids).logits[0], dim=-1)
+    masks = [i for i, t in enumerate(ids[0].tolist()) if t == tokenizer_mask_id(root)]
+    assert len(masks) == 2 and [m["position"] for m in body["masked"]] == masks
+    for m in body["masked"]:
+        top = probs[m["position"]].topk(5)
+        assert [a["id"] for a in m["top"]] == top.indices.tolist()
+        got = np.array([a["probability"] for a in m["top"]])
+        assert np.abs(got - top.values.numpy()).max() <= 1e-5
+    assert body["output"] == [m["top"][0]["token"] for m in body["masked"]]
+    plain = c.post("/api/v1/analyze", json={"model": "roberta", "text": text}).json()
+    assert plain["embedding"] and not plain.get("masked")  # its encoder alone: an embedding
+
+
+def tokenizer_mask_id(root) -> int:
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(root / "roberta-mlm" / "tokenizer.json")).token_to_id("<mask>")

@@ -10,6 +10,7 @@ import httpx2
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.model.families import save_masked_roberta
 from tests.model.test_hf import saved, saved_masked_lm, tiny
 from tests.serving import start_server
 
@@ -22,12 +23,13 @@ def own_server(tmp_path_factory):
     root = tmp_path_factory.mktemp("own")
     folder = saved(root / "llama", tiny("llama"))
     saved_masked_lm(root / "mlm")
+    save_masked_roberta(root / "roberta")  # transformers' RobertaForMaskedLM: <mask>
     broken = saved(root / "broken", tiny("llama"))
     (broken / "tokenizer.json").unlink()
     proc, base = start_server(
         {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_LEVEL": "warning"},
         args=["--model", f"mine={folder}", "--model", f"mlm={root / 'mlm'}",
-              "--model", f"broken={broken}"],
+              "--model", f"broken={broken}", "--model", f"roberta={root / 'roberta'}"],
     )  # fmt: skip
     yield base
     proc.terminate()
@@ -103,3 +105,22 @@ def test_a_masked_lm_of_yours_shows_its_top_5_at_each_mask(own_page: Page, own_s
     expect(page.locator("#output-text")).to_contain_text("write [MASK] where a word is missing")
     page.click("[data-lang=zh]")
     expect(page.locator("#output-text")).to_contain_text("在缺词处写 [MASK]")
+
+
+def test_robertas_mask_token_is_the_one_the_page_asks_for(own_page: Page, own_server):
+    """A RobertaForMaskedLM on transformers' code writes <mask>, not [MASK]: the page's
+    examples, hint and prediction lines name the model's own token."""
+    page = own_page
+    text = "The quick <mask> fox jumps"
+    page.goto(f"/?model=roberta&text={text}")
+    ready(page)
+    body = httpx2.post(
+        f"{own_server}/api/v1/analyze", json={"model": "roberta", "text": text}
+    ).json()
+    line = page.locator("#output-text .masked")
+    expect(line).to_have_count(1)
+    assert line.inner_text().startswith(f"<mask> 1: {body['masked'][0]['top'][0]['token']} ")
+    page.fill("#text", "no mask here")
+    page.click("#run")
+    ready(page)
+    expect(page.locator("#output-text")).to_contain_text("write <mask> where a word is missing")

@@ -217,6 +217,16 @@ def build(model_type: str, kind: str, folder: Path, keep_layers: bool | int = Fa
     tokenizer().save(str(folder / "tokenizer.json"))
 
 
+def save_masked_roberta(folder: Path) -> Path:
+    """A tiny RobertaForMaskedLM with a tokenizer that has RoBERTa's specials (<s> 0,
+    <pad> 1, </s> 2, <mask>)."""
+    from tests.model.test_hf import tokenizer
+
+    build_model("roberta", "masked-lm").save_pretrained(folder)
+    tokenizer(("<s>", "<pad>", "</s>", "<mask>")).save(str(folder / "tokenizer.json"))
+    return folder
+
+
 def timed(fn, repeat: int = 3) -> float:
     best = float("inf")
     for _ in range(repeat):

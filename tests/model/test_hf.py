@@ -29,13 +29,13 @@ CORPUS = [
 PROMPTS = ["The quick brown fox", "def add(a, b):", "猫追狗 and the lazy dog " * 6]
 
 
-def tokenizer() -> Tokenizer:
+def tokenizer(specials: tuple[str, ...] = ("<|endoftext|>",)) -> Tokenizer:
     made = Tokenizer(models.BPE())
     made.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     made.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=VOCAB,
-        special_tokens=["<|endoftext|>"],
+        special_tokens=list(specials),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     made.train_from_iterator(CORPUS, trainer)
