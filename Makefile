@@ -118,7 +118,7 @@ $(PEERS)/.installed:
 	touch $(PEERS)/.installed
 
 bench-capture: $(STAMP) $(PEERS)/.installed
-	$(BIN)/python bench/bench_capture.py
+	$(BIN)/python bench/bench_capture.py --repeat 7
 
 bench-corpus: $(STAMP) e2e-deps
 	$(BIN)/python bench/bench_corpus.py

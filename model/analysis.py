@@ -24,7 +24,8 @@ def without_scaling(head_dim: int) -> HookFn:
 
 
 def without_positions(table: Tensor, name: str) -> Tensor:
-    """For `hook_pos`: add nothing (sinusoidal or learned tables; rotary angles of 0)."""
+    """For `hook_pos`: add nothing (sinusoidal or learned tables; rotary angles of 0; a
+    relative bias of 0, T5's)."""
     return torch.zeros_like(table)
 
 

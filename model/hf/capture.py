@@ -1,7 +1,8 @@
 """A capturing attention function in transformers' attention interface, and the hook points
 it fires: a transformers model loaded with `attn_implementation="attnviz"` computes each
 attention call here, as its eager attention does (q·kᵀ·scaling, the soft-capping, position
-bias and sinks it is passed, the mask it is given, softmax in float32), with every
+bias and sinks it is passed, the mask it is given and the top-k keys of a sparse attention's
+`indices`, softmax in float32), with every
 intermediate passing one of our hook points, named as model/'s are
 (`decoder.3.self_attn.hook_weights`).
 
@@ -64,6 +65,7 @@ class Traced:
     scaling: float | None = None  # as the module passed it (None: 1/sqrt(d_head))
     extras: bool = False  # soft-capping, a position bias or sinks besides the scaling
     unknown: tuple[str, ...] = ()  # tensors passed that the capture does not read
+    sees_later: bool = False  # a query may attend to a key after its own position
 
 
 @dataclass
@@ -75,10 +77,14 @@ class Call:
     points: dict[str, list[AttentionPoints]]
     counters: dict[str, int] = field(default_factory=dict)
     trace: list[Traced] | None = None
+    # the mask each layer is given, read once a forward pass (every full-attention layer
+    # gets the same tensor): (the tensor, its key length) -> what `read_mask` makes of it
+    masks: dict[tuple[int, int], tuple] = field(default_factory=dict)
 
     def points_for(
-        self, module: nn.Module, query: Tensor, key: Tensor, scaling=None, kwargs=None
-    ) -> AttentionPoints | None:
+        self, module: nn.Module, query: Tensor, key: Tensor, scaling=None, kwargs=None,
+        mask: Tensor | None = None,
+    ) -> AttentionPoints | None:  # fmt: skip
         if self.trace is not None:
             kwargs = kwargs or {}
             q_heads, kv_heads = query.shape[1], key.shape[1]
@@ -87,7 +93,7 @@ class Call:
                                    and k not in READ | BOOKKEEPING))  # fmt: skip
             self.trace.append(
                 Traced(module, q_heads, kv_heads, query.shape[-1], query.shape[-2],
-                       key.shape[-2], scaling, extras, unknown)
+                       key.shape[-2], scaling, extras, unknown, sees_later(query, key, mask))
             )  # fmt: skip
             return None
         kind = self.kinds.get(id(module))
@@ -121,6 +127,35 @@ def _shared(x: Tensor, groups: int) -> Tensor:
     return x if groups == 1 else x.repeat_interleave(groups, dim=1)
 
 
+def sees_later(query: Tensor, key: Tensor, mask: Tensor | None) -> bool:
+    """Whether a query of a self-attention call (its keys its own tokens and those
+    before: the last query is the last key) may attend to a key after its own position,
+    as eager attention applies `mask` (none: every key)."""
+    q_len, k_len = query.shape[-2], key.shape[-2]
+    if q_len < 2 or q_len > k_len:
+        return False
+    if mask is None:
+        return True
+    if mask.device.type == "meta":
+        return False
+    allowed = read_mask(mask[:, :, -q_len:, :k_len])[0]
+    later = torch.ones(q_len, k_len, dtype=torch.bool).triu(k_len - q_len + 1)
+    return bool((allowed & later.to(allowed.device)).any())
+
+
+def read_mask(mask: Tensor) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """(where a query may attend (bool), the mask to add as eager attention adds it or
+    None, a bias it carries besides what it hides or None) of the mask a layer is given:
+    boolean, or additive (0 where allowed, the dtype's minimum where not)."""
+    if mask.dtype == torch.bool:
+        return mask, None, None
+    allowed = mask > torch.finfo(mask.dtype).min / 2
+    bias = mask.masked_fill(~allowed, 0.0)
+    if bool(bias.any()):
+        return allowed, None, bias
+    return allowed, mask, None
+
+
 def capturing_attention(
     module: nn.Module,
     query: Tensor,
@@ -134,7 +169,11 @@ def capturing_attention(
     """What transformers' `eager_attention_forward` computes, through our hook points:
     returns (output (B, Tq, H, d_head), weights (B, H, Tq, Tk))."""
     call = _CALL.get()
-    points = call.points_for(module, query, key, scaling, kwargs) if call is not None else None
+    points = (
+        call.points_for(module, query, key, scaling, kwargs, attention_mask)
+        if call is not None
+        else None
+    )
     hook = (lambda name: getattr(points, name)) if points is not None else lambda _: _identity
     query, key, value = hook("hook_q")(query), hook("hook_k")(key), hook("hook_v")(value)
     groups = query.shape[1] // key.shape[1]
@@ -149,20 +188,19 @@ def capturing_attention(
     if position_bias is not None:  # T5's relative position bias
         scores = scores + position_bias
     batch, _, q_len, k_len = scores.shape
-    additive = None  # the mask as the model gave it, where it is added (eager's own op)
     if attention_mask is None:
         allowed = torch.ones(batch, 1, q_len, k_len, dtype=torch.bool, device=scores.device)
+        additive = bias = None
     else:
-        attention_mask = attention_mask[:, :, :, :k_len]
-        if attention_mask.dtype == torch.bool:
-            allowed = attention_mask
-        else:  # additive: 0 where allowed, the dtype's minimum where not
-            allowed = attention_mask > torch.finfo(attention_mask.dtype).min / 2
-            bias = attention_mask.masked_fill(~allowed, 0.0)
-            if bool(bias.any()):  # a bias the mask carries besides what it hides (ALiBi)
-                scores = scores + bias
-            else:
-                additive = attention_mask
+        slot = (id(attention_mask), k_len)
+        read = call.masks.get(slot) if call is not None else None
+        if read is None or read[0] is not attention_mask:
+            read = (attention_mask, *read_mask(attention_mask[:, :, :, :k_len]))
+            if call is not None:
+                call.masks[slot] = read
+        _, allowed, additive, bias = read
+        if bias is not None:  # a bias the mask carries besides what it hides (ALiBi)
+            scores = scores + bias
     indices = kwargs.get("indices")
     if indices is not None:  # DeepSeek's sparse attention: each query's top-k keys only,
         # which the model hides by its mask where it runs eager attention

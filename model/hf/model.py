@@ -143,6 +143,12 @@ def trace(hf: nn.Module, kind: str) -> dict[str, list[Traced]]:
         )
     encoder = hf.get_encoder() if kind == "encoder-decoder" else None
     by_type = classify(kind, call.trace, encoder)
+    if any(c.sees_later for c in by_type.get("decoder.self", [])):
+        raise BackendError(
+            "its decoder's tokens attend to later tokens (as a config with is_decoder "
+            "false or bidirectional attention makes them): it cannot continue a prompt "
+            "token by token"
+        )
     if kind == "encoder-decoder":
         missing = [t for t in ATTENTION_TYPES if t not in by_type]
         if missing:
@@ -323,17 +329,13 @@ class HFTransformer(HookedModule):
             return None
         return None if bool(keep.all()) else keep
 
-    @property
-    def masked(self) -> bool:
-        """An encoder with its masked-language-model head (RobertaForMaskedLM, ...)."""
-        return self.kind == "encoder-only" and self.hf is not self.hf.base_model
-
     def forward(self, input_ids: Tensor, target: Tensor | None = None, **kwargs) -> Tensor:
         padding = self.padding(input_ids)
         with calling(self._call()):
-            if self.kind == "encoder-only":  # (with its head: the head's logits)
+            if self.kind == "encoder-only":  # (with a masked-LM head: the head's logits)
                 out = self.hf(input_ids=input_ids, attention_mask=padding, **kwargs)
-                return out.logits if self.masked else out.last_hidden_state
+                logits = getattr(out, "logits", None)
+                return logits if logits is not None else out.last_hidden_state
             if self.kind == "decoder-only":
                 out = self.hf(input_ids=input_ids, use_cache=False, **kwargs)
             else:

@@ -1,8 +1,9 @@
 """Runners over transformers' own modeling code: a folder (or HF-cache snapshot) of any
 architecture transformers has, checked from its config without its weights
 (`peek_transformers`) and read (`load_transformers`) with the capturing attention. A
-decoder-only model is a `CausalLM` and an encoder a `MiniLM` (mean-pooled embedding), as
-the models of model/ are: only their `model` differs."""
+decoder-only model is a `CausalLM`, an encoder a `MiniLM` (mean-pooled embedding) or, with
+its masked-LM head, a `MaskedLM`, as the models of model/ are: only their `model` differs;
+an encoder-decoder is an `HFSeq2Seq`."""
 
 from __future__ import annotations
 
@@ -62,10 +63,12 @@ def stated_specs(config, kind: str) -> list[AttentionSpec]:
         for name in names:
             try:
                 value = getattr(text, name, None)
-            except Exception as exc:  # transformers' per-layer attributes (Gemma 4)
+            except Exception as exc:  # (transformers' per-layer attributes: Gemma 4's)
+                if "PerLayer" not in type(exc).__name__:
+                    raise CheckpointError(f"its config's {name} cannot be read: {exc}") from None
                 raise CheckpointError(
-                    f"its config states {name} per layer ({type(exc).__name__}): attention "
-                    "whose heads change shape from layer to layer is not supported"
+                    f"its config states {name} per layer: attention whose heads change shape "
+                    "from layer to layer is not supported"
                 ) from None
             if isinstance(value, int) and value > 0:
                 return value
@@ -211,7 +214,12 @@ class HFMaskedLM(HFEncoder):
 
     output_kind = "masked"
     capabilities = Capabilities(word_view=True)
-    run, token, text, logits = MaskedLM.run, MaskedLM.token, MaskedLM.text, MaskedLM.logits
+    run, piece, text, logits = MaskedLM.run, MaskedLM.piece, MaskedLM.text, MaskedLM.logits
+
+    def token(self, token_id: int) -> str:
+        """An id's token as people read it (RoBERTa's byte-level `Ġword` as ` word`)."""
+        piece = self.piece(token_id)
+        return readable([piece], self.special_tokens)[0] if self.token_unit == "byte-bpe" else piece
 
     def __init__(
         self, model: HFTransformer, tokenizer: Tokenizer, specials: frozenset[str], unit: str

@@ -193,7 +193,7 @@ class MiniLM(RunnerBase):
         """(encoding, ids (1, T), last hidden state, capture or None) of one pass."""
         encoded = self.encode(text)
         if len(encoded.ids) <= 2:
-            raise ValueError("the text has no tokens besides [CLS] and [SEP]")
+            raise ValueError("the text has no tokens besides the two its tokenizer adds")
         ids = torch.tensor([encoded.ids])
         if capture:
             hidden, capture_ = self.model.run_with_capture(ids, names_filter=names_filter)

@@ -189,15 +189,20 @@ class MaskedLM(MiniLM):
             masked=masked,
         )
 
-    def token(self, token_id: int) -> str:
-        """An id's token; an embedding row past the tokenizer's vocabulary by its name."""
+    def piece(self, token_id: int) -> str:
+        """An id's token as the tokenizer stores it; an embedding row past the tokenizer's
+        vocabulary by its name."""
         return self.tokenizer.id_to_token(token_id) or f"<unused {token_id}>"
+
+    def token(self, token_id: int) -> str:
+        """An id's token as people read it (WordPiece's pieces are)."""
+        return self.piece(token_id)
 
     def text(self, ids: list[int], filled: list[int]) -> str:
         """The ids as text, as the tokenizer's decoder joins them: the tokenizer's [CLS]
         and [SEP] left out, what fills a position (`filled`) kept whatever it is."""
-        tokens = [self.token(t) for i, t in enumerate(ids)
-                  if i in filled or self.token(t) not in self.special_tokens]  # fmt: skip
+        tokens = [self.piece(t) for i, t in enumerate(ids)
+                  if i in filled or self.piece(t) not in self.special_tokens]  # fmt: skip
         decoder = self.tokenizer.decoder
         return decoder.decode(tokens) if decoder is not None else " ".join(tokens)
 

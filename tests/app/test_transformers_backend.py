@@ -230,8 +230,19 @@ def test_a_masked_lm_on_transformers_code_predicts_each_mask_as_transformers_doe
         got = np.array([a["probability"] for a in m["top"]])
         assert np.abs(got - top.values.numpy()).max() <= 1e-5
     assert body["output"] == [m["top"][0]["token"] for m in body["masked"]]
+    from tokenizers import Tokenizer
+
+    bpe = Tokenizer.from_file(str(root / "roberta-mlm" / "tokenizer.json"))
+    shown = {" ": "Ġ", "\n": "↵", "\t": "⇥"}  # as the page shows every byte-level token
+    for m in body["masked"]:  # its text, not its bytes' alphabet (no mojibake)
+        for a in m["top"]:
+            said = bpe.decode([a["id"]], skip_special_tokens=False)
+            if "\ufffd" in said:  # part of a character: its bytes named
+                assert a["token"].startswith("‹"), a
+            else:
+                assert a["token"] == "".join(shown.get(c, c) for c in said), a
     plain = c.post("/api/v1/analyze", json={"model": "roberta", "text": text}).json()
-    assert plain["embedding"] and not plain.get("masked")  # its encoder alone: an embedding
+    assert plain.get("embedding") and not plain.get("masked"), plain  # its encoder alone
 
 
 def tokenizer_mask_id(root) -> int:

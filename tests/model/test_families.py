@@ -130,3 +130,22 @@ def test_per_token_sinks_are_computed_as_inkling2s_eager_attention():
     assert (ours[1] - theirs[1]).abs().max() <= 1e-6  # weights: the sink's share left out
     assert (ours[0] - theirs[0]).abs().max() <= 1e-6
     assert float(ours[1].sum(-1).max()) < 1.0
+
+
+def test_a_decoder_whose_tokens_see_later_ones_is_refused(tmp_path):
+    """BertGeneration with its config's is_decoder false attends in both directions: as
+    a decoder-only model its continuation would not be what it computes, so it is
+    refused when read, saying why."""
+    import transformers
+
+    from model.checkpoints import CheckpointError
+    from model.pretrained.sources import load_source
+    from tests.model.families import tiny_config
+    from tests.model.test_hf import tokenizer
+
+    config = tiny_config("bert-generation")
+    config.is_decoder = False
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    tokenizer().save(str(tmp_path / "tokenizer.json"))
+    with pytest.raises(CheckpointError, match="attend to later tokens"):
+        load_source(tmp_path, "bidirectional")

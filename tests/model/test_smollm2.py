@@ -261,3 +261,23 @@ def test_both_backends_read_smollm2s_gguf_alike(lm):
     assert float((logits - their_logits).abs().max()) <= 1e-4
     ours = [s.token_id for s in lm.generate(ids, 8)]
     assert [s.token_id for s in theirs.generate(ids, 8)] == ours
+
+
+def test_our_gguf_reader_reads_what_the_gguf_librarys_own_reads():
+    """GGUFFile only reads the metadata from a plain array instead of memmap slices: every
+    field (its types, parts and data) and every tensor are the library's own."""
+    from gguf import GGUFReader
+
+    from model.pretrained.llama import GGUFFile
+
+    ours, theirs = GGUFFile(str(PATH)), GGUFReader(str(PATH))
+    assert list(ours.fields) == list(theirs.fields)
+    for name, field in theirs.fields.items():
+        mine = ours.fields[name]
+        assert (mine.offset, mine.types, mine.data) == (field.offset, field.types, field.data)
+        assert [bytes(p) for p in mine.parts] == [bytes(p) for p in field.parts], name
+    assert [t.name for t in ours.tensors] == [t.name for t in theirs.tensors]
+    for mine, tensor in zip(ours.tensors, theirs.tensors, strict=True):
+        assert (mine.tensor_type, mine.data_offset) == (tensor.tensor_type, tensor.data_offset)
+        assert np.array_equal(mine.shape, tensor.shape)
+        assert np.array_equal(mine.data, tensor.data)
