@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import multiprocessing
 import shutil
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -360,11 +362,24 @@ def measured(model_type: str, kind: str, folder: Path, runner, chosen: str, spee
     return row
 
 
-def matrix(backend: str | None = None, speed: bool = False) -> list[Row]:
-    rows = []
-    for model_type, kind in interface_architectures().items():
-        rows.append(compare(model_type, kind, backend, speed))
-    return rows
+def one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def compared(args: tuple[str, str, str | None]) -> Row:
+    return compare(*args)
+
+
+def matrix(backend: str | None = None, speed: bool = False, workers: int = 2) -> list[Row]:
+    """Every architecture's row, in the order of `interface_architectures`: on `workers`
+    processes of one thread each (tiny models: each pass is mostly Python, one core's
+    work), or one at a time where speed is measured."""
+    types = [(t, k, backend) for t, k in interface_architectures().items()]
+    if speed or workers <= 1:
+        return [compare(t, k, backend, speed) for t, k, _ in types]
+    context = multiprocessing.get_context("spawn")  # (no forked torch threads)
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=one_thread) as pool:
+        return list(pool.map(compared, types, chunksize=4))
 
 
 def forced_families() -> list[str]:
