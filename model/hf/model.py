@@ -269,7 +269,7 @@ class HFTransformer(HookedModule):
             if self.kind == "encoder-only"
             else (self.hf.get_encoder() if self.kind == "encoder-decoder" else None)
         )
-        self._encoder_modules = {id(m) for m in encoder.modules()} if encoder else set()
+        self._encoder_modules = {id(m) for m in encoder.modules()} if encoder is not None else set()
         if positions is not None:
             self._hook_positions(positions, main.hook_pos)
         if self.config.has_decoder:
