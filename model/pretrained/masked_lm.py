@@ -30,6 +30,16 @@ def mask_token_of(tokens) -> str | None:
     return next((t for t in MASK_TOKENS if t in tokens), None)
 
 
+def required_mask_token(tokens) -> str:
+    """The mask token among a tokenizer's special tokens; a CheckpointError without one."""
+    token = mask_token_of(tokens)
+    if token is None:
+        raise CheckpointError(
+            f"its tokenizer.json has no mask token ({', '.join(MASK_TOKENS)}) to predict"
+        )
+    return token
+
+
 PREFIX = "bert."
 HEAD = "cls.predictions."
 HEAD_NAMES = ("transform.dense.weight", "transform.dense.bias", "transform.LayerNorm.weight",

@@ -22,7 +22,7 @@ from .bert import our_name as bert_name
 from .causal import CausalLM
 from .hf import family_of, load_folder, mapped, read_json, read_weights, tokenizer_of
 from .mapping import map_state
-from .masked_lm import MASK_TOKENS, MaskedLM, MaskedLMHead, mask_token_of, split, tied
+from .masked_lm import MaskedLM, MaskedLMHead, required_mask_token, split, tied
 
 
 @dataclass(frozen=True)
@@ -225,10 +225,8 @@ def peek_source(
         config, kind, _ = peek_transformers(path)
         read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)
         _, _, specials = tokenizer_of(path, config.target_vocab_size)
-        if kind == "masked-lm" and mask_token_of(specials) is None:
-            raise CheckpointError(
-                f"its tokenizer.json has no mask token ({', '.join(MASK_TOKENS)}) to predict"
-            )
+        if kind == "masked-lm":
+            required_mask_token(specials)
         depth = hf_depth(path)
         note = ""
         attending = config.decoder_layers

@@ -420,9 +420,7 @@ function showTokens() {
     }
   }
   if (modelInfo().output === "masked")
-    elements.output.replaceChildren(
-      ...maskedOutput(analysis, t, modelInfo().mask_token || "[MASK]"),
-    );
+    elements.output.replaceChildren(...maskedOutput(analysis, t, modelInfo().mask_token));
   else elements.output.textContent = output;
   elements.truncated.hidden = !analysis.truncated;
   // tokens the tokenizer could not read: say so, with the languages the model reads

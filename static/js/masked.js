@@ -20,8 +20,8 @@ const percent = (p) => `${(100 * p).toFixed(p >= 0.1 ? 1 : 2)}%`;
 
 // The output line's nodes for a masked-LM analysis: the filled-in text, then one line per
 // mask token with its predictions (token and probability), most likely first.
-export function maskedOutput(analysis, t, mask = "[MASK]") {
-  const said = (key) => t(key).replaceAll("{mask}", mask);
+export function maskedOutput(analysis, t, mask) {
+  const said = (key) => t(key).replaceAll("{mask}", mask || "[MASK]");
   if (!analysis.masked.length) return [said("masked_none")];
   const lines = analysis.masked.map((m, i) => {
     const line = document.createElement("div");

@@ -1,0 +1,136 @@
+"""Which attention calls a transformers model makes, found by tracing one short forward
+pass through the capturing attention: its kind (decoder-only, encoder-only,
+encoder-decoder), each call's attention type, layer and head shapes, and what the capture
+cannot reproduce (refused, saying why)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ..runner import ATTENTION_TYPES, AttentionSpec
+from .capture import Call, Traced, calling
+
+
+class BackendError(ValueError):
+    """What a transformers model has that the capture cannot reach, said plainly."""
+
+
+def hf_kind(config) -> str:
+    """decoder-only, encoder-only or encoder-decoder, from a transformers config."""
+    if getattr(config, "is_encoder_decoder", False):
+        return "encoder-decoder"
+    from transformers.models.auto import modeling_auto as auto
+
+    arch = (getattr(config, "architectures", None) or [""])[0]
+    masked = set(auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES.values())
+    base = set(auto.MODEL_MAPPING_NAMES.values()) if hasattr(auto, "MODEL_MAPPING_NAMES") else ()
+    causal_types = set(auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    if arch.endswith(("ForCausalLM", "LMHeadModel")):
+        return "decoder-only"
+    if arch in masked or (
+        arch in base and config.model_type in auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    ):
+        return "encoder-only"
+    if config.model_type in causal_types and config.model_type not in (
+        auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    ):
+        return "decoder-only"
+    if config.model_type in auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return "encoder-only"
+    raise BackendError(f"{config.model_type!r} is neither a language model nor a text encoder")
+
+
+def has_masked_lm_head(config) -> bool:
+    """Whether a config's architecture is an encoder with its masked-LM head (its
+    `architectures` name a ...ForMaskedLM class transformers maps for masked LM)."""
+    from transformers.models.auto import modeling_auto as auto
+
+    arch = (getattr(config, "architectures", None) or [""])[0]
+    return arch.endswith("ForMaskedLM") and arch in set(
+        auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES.values()
+    )
+
+
+def trace_inputs(kind: str, device: str | torch.device = "cpu") -> dict[str, Tensor]:
+    """A short input of each side, of different lengths (a cross-attention call is the one
+    whose keys are the source's)."""
+    source = torch.zeros(1, 5, dtype=torch.long, device=device)
+    target = torch.zeros(1, 3, dtype=torch.long, device=device)
+    # (a 2-D mask of ones spares transformers a check that cannot run on the meta device)
+    if kind == "encoder-decoder":
+        return {"input_ids": source, "decoder_input_ids": target,
+                "attention_mask": torch.ones_like(source)}  # fmt: skip
+    ids = target if kind == "decoder-only" else source
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def classify(kind: str, traced: list[Traced], encoder: nn.Module | None) -> dict[str, list[Traced]]:
+    """The calls of one traced pass by attention type, in the order of the forward pass."""
+    in_encoder = {id(m) for m in encoder.modules()} if encoder is not None else set()
+    by_type: dict[str, list[Traced]] = {t: [] for t in ATTENTION_TYPES}
+    for call in traced:
+        if kind == "encoder-only" or id(call.module) in in_encoder:
+            by_type["encoder.self"].append(call)
+        elif kind == "encoder-decoder" and call.key_length != call.query_length:
+            by_type["decoder.cross"].append(call)
+        else:
+            by_type["decoder.self"].append(call)
+    return {t: calls for t, calls in by_type.items() if calls}
+
+
+def specs_of(by_type: dict[str, list[Traced]]) -> list[AttentionSpec]:
+    specs = []
+    for name, calls in by_type.items():
+        shapes = {(c.query_heads, c.kv_heads, c.head_dim) for c in calls}
+        if len(shapes) != 1:
+            raise BackendError(
+                f"its {name} attention has heads of several shapes across layers "
+                f"{sorted(shapes)} (query heads, key/value heads, width): not supported"
+            )
+        ((q_heads, kv_heads, head_dim),) = shapes
+        if q_heads % kv_heads:
+            raise BackendError(f"{q_heads} query heads do not share {kv_heads} key/value heads")
+        stack, module, rows, columns = ATTENTION_TYPES[name]
+        specs.append(
+            AttentionSpec(
+                name, stack, module, len(calls), q_heads, kv_heads, head_dim, rows, columns
+            )
+        )
+    return specs
+
+
+def trace(hf: nn.Module, kind: str) -> dict[str, list[Traced]]:
+    """Every attention call of one short pass, by type; a BackendError where none goes
+    through the attention interface."""
+    call = Call({}, {}, trace=[])
+    device = next(iter(hf.parameters())).device
+    with torch.no_grad(), calling(call):
+        hf(**trace_inputs(kind, device), use_cache=False)
+    unknown = sorted({name for c in call.trace for name in c.unknown})
+    if unknown:
+        raise BackendError(
+            f"its attention is passed {', '.join(unknown)}, which its own eager attention "
+            "uses and the capture does not reproduce"
+        )
+    if not call.trace:
+        raise BackendError(
+            "its attention does not go through transformers' attention interface "
+            "(attn_implementation): nothing to capture"
+        )
+    encoder = hf.get_encoder() if kind == "encoder-decoder" else None
+    by_type = classify(kind, call.trace, encoder)
+    if any(c.sees_later for c in by_type.get("decoder.self", [])):
+        raise BackendError(
+            "its decoder's tokens attend to later tokens (as a config with is_decoder "
+            "false or bidirectional attention makes them): it cannot continue a prompt "
+            "token by token"
+        )
+    if kind == "encoder-decoder":
+        missing = [t for t in ATTENTION_TYPES if t not in by_type]
+        if missing:
+            raise BackendError(
+                f"its {' and '.join(missing)} attention does not go through transformers' "
+                "attention interface (its own sparse or local attention): it cannot be captured"
+            )
+    return by_type
