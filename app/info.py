@@ -69,8 +69,9 @@ class ModelInfo(BaseModel):
     description: str
     source: str = Field(
         "shipped",
-        description="Where it comes from: shipped with the server, or the path of "
-        "a model of yours (ATTNVIZ_MODELS).",
+        description="Where it comes from: shipped with the server; or, for a model of yours "
+        "(ATTNVIZ_MODELS), the repo id as given or its folder's or file's name (no path of the "
+        "server's disk).",
     )
     family: str | None = Field(
         None, description="A model of yours: its family (config.json's model_type, or GGUF)."
@@ -115,8 +116,6 @@ class ModelInfo(BaseModel):
     start_head: StartHead
     examples: list[str] = Field(description="Sentences in the languages it reads.")
     default: bool
-    heads: int = Field(description="Deprecated (one release): attention[].query_heads.")
-    tokens: TokenUnit = Field(description="Deprecated (one release): token_unit.")
 
 
 class PositionalResponse(BaseModel):

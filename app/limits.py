@@ -1,20 +1,36 @@
-"""Request body limit, enforced before the body is parsed."""
+"""Bounds on one request's connection, enforced around the application: the body's size
+before it is parsed, how long a send may wait for a client that does not read, and the
+work of a client that goes away."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+LOG = logging.getLogger("attnviz")
+# an answer is sent in pieces of this size, each within the send timeout: a client that
+# stops reading holds at most one piece in the server's socket buffers, not the answer
+CHUNK = 64 * 1024
+
 
 class BodyLimit:
-    """Answer 413 to a body over `max_bytes`, whether or not it declares its length.
+    """Answer 413 to a body over `max_bytes`, whether or not it declares its length; give
+    each piece of the answer `send_timeout` seconds to leave; cancel the request's work
+    when its client disconnects.
 
     A client that sends its whole body before it reads the answer (Python's urllib, curl
     without Expect) would find the connection reset if the server answered and closed
     while the body was still coming: so, as Go's net/http does, the rest of an over-limit
     body is read and thrown away, up to `drain_bytes` in all, before the 413 is sent. A body
-    declared larger than that is refused at once and its connection closed."""
+    declared larger than that is refused at once and its connection closed.
+
+    Once the body is read, the connection is watched: a disconnect cancels the application
+    (a request waiting for a tensor thread never runs; one running is told to stop,
+    `app.runs.cancelled`). A send that waits past `send_timeout` (the client stopped
+    reading) ends the request the same way, and uvicorn closes its connection."""
 
     def __init__(
         self,
@@ -22,11 +38,13 @@ class BodyLimit:
         max_bytes: int,
         drain_bytes: int = 10 * 2**20,
         larger: dict[str, int] | None = None,
+        send_timeout: float = 30.0,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.drain_bytes = drain_bytes
         self.larger = larger or {}  # paths whose bodies have a limit of their own
+        self.send_timeout = send_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -38,7 +56,7 @@ class BodyLimit:
             whole = int(declared) <= self.drain_bytes and await self._drain(receive, 0)
             await self._refuse(send, limit, close=not whole)
             return
-        body = b""
+        body = bytearray()  # (bytes += bytes copies the whole body again for every piece)
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
@@ -51,16 +69,64 @@ class BodyLimit:
                 return
             if not message.get("more_body", False):
                 break
-        replayed = False
+        await self._watched(scope, bytes(body), receive, send)
+
+    async def _watched(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
+        """The application on this body, cancelled if the client disconnects or stops
+        reading."""
+        gone = asyncio.Event()
+        replayed = answered = False
 
         async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
                 return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+            await gone.wait()
+            return {"type": "http.disconnect"}
 
-        await self.app(scope, replay, send)
+        async def timed_send(message: Message) -> None:
+            nonlocal answered
+            body_part = message["type"] == "http.response.body"
+            answered = body_part and not message.get("more_body", False)
+            data = message.get("body", b"") if body_part else b""
+            if len(data) <= CHUNK:
+                async with asyncio.timeout(self.send_timeout):
+                    await send(message)
+                return
+            more = message.get("more_body", False)
+            for at in range(0, len(data), CHUNK):
+                piece = data[at : at + CHUNK]
+                last = at + CHUNK >= len(data)
+                async with asyncio.timeout(self.send_timeout):
+                    await send(
+                        {"type": "http.response.body", "body": piece, "more_body": more or not last}
+                    )
+
+        work = asyncio.create_task(self.app(scope, replay, timed_send))
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+            if not answered:  # (after the whole answer, a client may close at once)
+                work.cancel()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            await work
+        except asyncio.CancelledError:
+            if not gone.is_set() or answered:
+                raise  # the server's own cancellation (shutting down)
+            LOG.info("%s %s: the client went away; its work was cancelled", *_what(scope))
+        except TimeoutError:
+            LOG.info(
+                "%s %s: the client read nothing for %g s; dropped",
+                *_what(scope),
+                self.send_timeout,
+            )
+        finally:
+            watcher.cancel()
 
     async def _drain(self, receive: Receive, read: int) -> bool:
         """Read and discard the rest of the body while it stays within `drain_bytes` in
@@ -85,3 +151,7 @@ class BodyLimit:
             headers.append((b"connection", b"close"))
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
+
+
+def _what(scope: Scope) -> tuple[str, str]:
+    return scope.get("method", ""), scope.get("path", "")

@@ -51,6 +51,24 @@ def read_text(text: str, limit: int, field: str = "text") -> str:
     return text
 
 
+# set for the work of a request whose client has gone (Inference.on_tensor_thread)
+_STOP: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "attnviz_stop", default=None
+)
+
+
+class ClientGone(Exception):
+    """The request this work is for was cancelled: nobody will read its answer."""
+
+
+def stop_if_cancelled() -> None:
+    """Raise ClientGone where the request of the work on this thread was cancelled; the
+    work calls it before each step worth skipping (a model run)."""
+    stop = _STOP.get()
+    if stop is not None and stop.is_set():
+        raise ClientGone
+
+
 class RunLimiter:
     """At most `concurrent` model runs at once and `queued` waiting; past that, 503."""
 
@@ -173,10 +191,19 @@ class Inference:
 
     async def on_tensor_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """fn(*args, **kwargs) on a tensor thread (in this request's context), or a 503
-        when as many requests as runs may queue are already there."""
-        call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+        when as many requests as runs may queue are already there. Cancelled (its client
+        went away), it never starts if it was still waiting for a thread, and is told to
+        stop (`cancelled`) if it was running."""
+        stop = threading.Event()
+        context = contextvars.copy_context()
+        context.run(_STOP.set, stop)
+        call = functools.partial(context.run, fn, *args, **kwargs)
         with self._admitted.admission():
-            return await asyncio.get_running_loop().run_in_executor(self.threads, call)
+            try:
+                return await asyncio.get_running_loop().run_in_executor(self.threads, call)
+            except asyncio.CancelledError:
+                stop.set()
+                raise
 
     def prompt_options(
         self, entry: ModelEntry, chat: bool, continuation: Sequence[int]
@@ -223,6 +250,7 @@ class Inference:
         """The run of `text` with every hook point captured, from the run cache if this
         (model, text) was run before. A model that continues a prompt may read it as a
         chat turn, and run it with tokens generated after it (`continuation`)."""
+        stop_if_cancelled()
         text = read_text(text, self.settings.max_text_chars)
         prompt = self.prompt_options(entry, chat, continuation)
         extra = f"\0{int(chat)}\0{','.join(map(str, continuation))}" if prompt else ""
@@ -237,6 +265,11 @@ class Inference:
         if running is not None:
             return running.result()  # that run's result, or its error (503, 422)
         try:
+            if chat:  # the template rendered before a run slot is taken (bounded, causal.py)
+                try:
+                    entry.runner.chat_prompt(text)
+                except ValueError as exc:
+                    raise HTTPException(422, f"text cannot be read: {exc}") from exc
             with self.limiter.slot():
                 try:
                     result = entry.runner.run(text, **prompt)

@@ -11,6 +11,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     StrictBool,
     StrictInt,
 )
@@ -222,6 +223,17 @@ class AnalyzeResponse(BaseModel):
     summaries: list[HeadSummary]
 
 
+class ExportRequest(TextRequest):
+    layers: list[Index] | None = Field(
+        None,
+        min_length=1,
+        max_length=1000,
+        description="Only these layers' tensors (of every stack), with the embeddings and "
+        "positions; default: every layer. An export over ATTNVIZ_MAX_RESPONSE_BYTES (float32, "
+        "before compression) is a 422 that says so.",
+    )
+
+
 class AttentionRequest(TextRequest):
     types: list[AttentionType] | None = Field(None, min_length=1, description="Default: all.")
     layers: list[Index] | None = Field(None, min_length=1, description="Default: every layer.")
@@ -246,11 +258,6 @@ class AttentionRequest(TextRequest):
         description="json: nested lists; u1/f2/f4: plotly.js typed arrays "
         '{"dtype", "bdata" (base64), "shape"}. u1 (value x 255) only for weights and mask.',
     )
-    legacy_items: StrictBool = Field(
-        True,
-        description="Also list the blocks under their deprecated name `items` (one release); "
-        "send false to get `blocks` only.",
-    )
     repeat_tokens: StrictBool = Field(
         True,
         description="false: a block whose rows or columns are the response's source_tokens "
@@ -268,6 +275,9 @@ class TypedArray(BaseModel):
 
 class Block(BaseModel):
     """The requested heads of one attention type, layer and kind, stacked: one array."""
+
+    # encoding json: the array itself, written into `data` in pieces (service.attention_json)
+    _floats: Any = PrivateAttr(None)
 
     type: AttentionType
     layer: int
@@ -315,6 +325,3 @@ class AttentionResponse(BaseModel):
     truncated: bool
     encoding: Encoding
     blocks: list[Block] = Field(description="One block per requested type, layer and kind.")
-    items: list[Block] | None = Field(
-        None, description="Deprecated (one release): the same blocks; see legacy_items."
-    )

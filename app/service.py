@@ -6,13 +6,18 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import math
 import re
+import secrets
 
 import numpy as np
+import pydantic_core
 import torch
 from fastapi import HTTPException
+from pydantic import BaseModel
 
 from model.analysis import head_metrics, head_roles, layer_weights
+from model.lean import LeanCapture
 from model.positional import NO_POSITIONS_FORMULA
 from model.runner import AttentionSpec, RunResult
 
@@ -119,17 +124,12 @@ def attention_blocks(
             # the data, and each block's fields with its two token lists
             size += stacked * entries * BYTES_PER_ENTRY[req.encoding]
             size += 200 + (12 * (len(rows) + len(columns)) if req.repeat_tokens else 0)
-    if req.legacy_items:
-        size *= 2  # the blocks again under their deprecated name
     if size > max_bytes:
-        copy = (
-            " or send legacy_items: false (the blocks are sent twice)" if req.legacy_items else ""
-        )
         raise HTTPException(
             422,
             f"the response would take about {_bytes(size)}, over the limit of "
             f"{_bytes(max_bytes)}: ask for fewer types, layers, heads or kinds, "
-            f"or use encoding u1 or f2{copy}",
+            "or use encoding u1 or f2",
         )
 
     blocks = []
@@ -165,9 +165,11 @@ def attention_blocks(
                     columns=columns,
                     **sides,
                     shape=list(stack.shape),
-                    data=encode(stack, req.encoding),
+                    data=[] if req.encoding == "json" else encode(stack, req.encoding),
                 )
             )
+            if req.encoding == "json":  # written by attention_json, a few rows a call
+                blocks[-1]._floats = stack.numpy()
     return blocks
 
 
@@ -207,6 +209,40 @@ def regroup(
     return (member / member.sum(0)).T @ summed, labels
 
 
+FLOATS_A_CALL = 1 << 16  # floats float_json writes in one call: a few ms of the GIL
+
+
+def float_json(array: np.ndarray) -> bytes:
+    """The JSON of `np.round(array, 6).tolist()` (NaN and infinities as null, as pydantic
+    writes them), a few rows a call: one call over a 2,000-position table held the GIL,
+    and with it the event loop, for half a second."""
+    if array.ndim > 1 and array.size > FLOATS_A_CALL:
+        return b"[" + b",".join(float_json(part) for part in array) + b"]"
+    rounded = np.round(np.asarray(array, dtype=np.float64), 6).tolist()
+    return pydantic_core.to_json(rounded, inf_nan_mode="null")
+
+
+def json_with_arrays(body: BaseModel, slots: list[tuple[BaseModel, str, np.ndarray]]) -> bytes:
+    """`body.model_dump_json()` where each (model, field) of `slots` holds its array's
+    float_json: pydantic writes the rest around a marker put in the field's place (a
+    random one: no text of a request can forge it)."""
+    nonce = secrets.token_hex(12)
+    kept = [getattr(holder, field) for holder, field, _ in slots]
+    try:
+        for i, (holder, field, _) in enumerate(slots):
+            setattr(holder, field, f"{nonce}:{i}")
+        text = body.model_dump_json(warnings=False).encode()
+    finally:
+        for (holder, field, _), value in zip(slots, kept, strict=True):
+            setattr(holder, field, value)
+    parts, at = [], 0
+    for found in re.finditer(rb'"' + nonce.encode() + rb':(\d+)"', text):
+        parts += [text[at : found.start()], float_json(slots[int(found.group(1))][2])]
+        at = found.end()
+    parts.append(text[at:])
+    return b"".join(parts)
+
+
 def encode(stack: torch.Tensor, encoding: str) -> list | TypedArray:
     """Nested lists (rounded to 6 decimals) or a plotly.js typed array, row-major."""
     if encoding == "json":
@@ -223,19 +259,19 @@ def encode(stack: torch.Tensor, encoding: str) -> list | TypedArray:
 _MARKER = re.compile(rb'"bdata":"(\d+)"')
 
 
-def attention_json(body: AttentionResponse, exclude: set[str] | None = None) -> bytes:
-    """`body.model_dump_json(exclude=...)`, with each typed array's base64 put in as bytes:
+def attention_json(body: AttentionResponse) -> bytes:
+    """`body.model_dump_json()`, with each typed array's base64 put in as bytes:
     base64 needs no JSON escaping, and pydantic's copy of a large answer took 0.13-0.19 s
     of the 1.4 s of all 270 heads of a 512-token SmolLM2 run as u1 (94 MB; measured). Each
     array's bdata is its index while pydantic writes the rest; `"bdata":"` with its quotes
     unescaped is found only where a field starts, never inside a string."""
-    arrays = list({id(b.data): b.data for b in [*body.blocks, *(body.items or [])]
-                   if isinstance(b.data, TypedArray)}.values())  # fmt: skip
+    arrays = [b.data for b in body.blocks if isinstance(b.data, TypedArray)]
     payloads = [a.bdata for a in arrays]
+    floats = [(b, "data", b._floats) for b in body.blocks if b._floats is not None]
     try:
         for i, array in enumerate(arrays):
             array.bdata = str(i)
-        text = body.model_dump_json(exclude=exclude).encode()
+        text = json_with_arrays(body, floats)
     finally:
         for array, payload in zip(arrays, payloads, strict=True):
             array.bdata = payload
@@ -283,17 +319,49 @@ def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:
         "formula": formula,
         "positions": positions,
         "dims": min(dims, full.size(1)),
-        "table": encode(full[:, :dims], "json"),
-        "similarity": encode(similarity, "json"),
+        "table": full[:, :dims].double().numpy(),
+        "similarity": similarity.double().numpy(),
     }
 
 
-def export_npz(entry: ModelEntry, text: str, result: RunResult) -> tuple[bytes, str]:
-    """Every captured tensor as float32 in an .npz, and its file name."""
-    arrays = {name: t.float().numpy() for name, t in result.capture.items()}
+def export_npz(
+    entry: ModelEntry, text: str, result: RunResult, layers: list[int] | None, max_bytes: int
+) -> tuple[bytes, str]:
+    """The captured tensors (of `layers` only, where given) as float32 in an .npz, and its
+    file name; a 422 first where they pass `max_bytes`."""
+    if layers is not None:
+        layers = _check_choice("layers", layers, max(s.layers for s in entry.specs.values()))
+    capture = result.capture
+    names = [n for n in capture if layers is None or layer_of(n) in (None, *layers)]
+    size = sum(4 * math.prod(shape_of(capture, n)) for n in names)
+    if size > max_bytes:
+        raise HTTPException(
+            422,
+            f"these captured tensors take {_bytes(size)} as float32, over the "
+            f"{_bytes(max_bytes)} an answer may have (ATTNVIZ_MAX_RESPONSE_BYTES): ask for "
+            "fewer layers (`layers`, e.g. [0]) or send a shorter text",
+        )
+    arrays = {name: capture[name].float().numpy() for name in names}
     arrays["source_tokens"] = np.array(result.source_tokens, dtype=str)
     arrays["target_tokens"] = np.array(result.target_tokens, dtype=str)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     return buffer.getvalue(), f"{entry.id}-{digest}.npz"
+
+
+def layer_of(name: str) -> int | None:
+    """The layer of a hook point's name (`decoder.3.self_attn.hook_q`: 3), None for the
+    stack's own (`encoder.hook_embed`)."""
+    parts = name.split(".")
+    return int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else None
+
+
+def shape_of(capture, name: str) -> tuple[int, ...]:
+    """A captured tensor's shape, without recomputing a lean capture's weights: (batch,
+    query heads, queries, keys) from its queries and keys."""
+    if isinstance(capture, LeanCapture) and name in capture.recomputed:
+        prefix = name.rpartition(".")[0]
+        q, k = capture[f"{prefix}.hook_q"], capture[f"{prefix}.hook_k"]
+        return (*q.shape[:3], k.shape[2])
+    return tuple(capture[name].shape)

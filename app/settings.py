@@ -96,6 +96,29 @@ class Settings(BaseSettings):
         "runs than that slow every run down, see app.runs.tensor_threads).",
     )
     max_queued_runs: int = Field(16, ge=0, description="Runs waiting; past that: 503.")
+    client_requests: int = Field(
+        8,
+        ge=0,
+        description="API requests one client (address) may have in flight at once; more: "
+        "429. 0: no limit.",
+    )
+    client_cost_per_minute: int = Field(
+        1200,
+        ge=0,
+        description="Cost of API requests one client may spend a minute (a GET 1, a model "
+        "run 2, an experiment 5, an export 10, a corpus run 20); more: 429. 0: no limit.",
+    )
+    trusted_proxies: list[str] = Field(
+        [],
+        description='Proxies (addresses or networks, JSON: ["10.0.0.0/8"]) whose '
+        "X-Forwarded-For names the client; from anyone else the header is ignored.",
+    )
+    send_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds a piece of an answer may wait for a client that does not "
+        "read; past it the request is dropped and its work cancelled.",
+    )
     corpus_max_bytes: int = Field(
         4 * 2**20, ge=1024, description="Bytes of a text file a corpus run reads (upload)."
     )
@@ -106,6 +129,15 @@ class Settings(BaseSettings):
         None,
         description="Run corpus runs on this Ray cluster (Ray Data; the `ray` extra). Unset: "
         "in this process, and nothing of Ray is imported.",
+    )
+    corpus_runs_per_client: int = Field(
+        2, ge=1, description="Corpus runs one client may have waiting or running; more: 429."
+    )
+    corpus_keep_s: float = Field(
+        3600.0,
+        gt=0,
+        description="Seconds a finished corpus run is kept from other clients' runs: before "
+        "that, only its owner's newer runs drop it.",
     )
     corpus_results_bytes: int = Field(
         512 * 2**20,

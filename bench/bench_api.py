@@ -44,7 +44,7 @@ def measure(client: TestClient, n: int, runs: int) -> dict:
     row["transcribe_ms"] = median_ms(lambda: pronouncer.run(text, capture=False), runs)
     row["analyze_ms"] = median_ms(lambda: client.post("/api/v1/analyze", json={"text": text}), runs)
     for encoding in ("json", "u1"):
-        body = {"text": text, "encoding": encoding, "legacy_items": False}
+        body = {"text": text, "encoding": encoding}
         response = client.post("/api/v1/attention", json=body)
         entries = sum(math.prod(b["shape"]) for b in response.json()["blocks"])
         row[f"{encoding}_ms"] = median_ms(

@@ -64,7 +64,7 @@ def attention_request(base: str, text: str) -> tuple[float, int]:
     """(seconds, bytes) of one all-heads u1 request, read whole by http.client."""
     host, port = base.removeprefix("http://").split(":")
     body = json.dumps(
-        {"model": "smollm2", "text": text, "encoding": "u1", "legacy_items": False,
+        {"model": "smollm2", "text": text, "encoding": "u1",
          "repeat_tokens": False}
     )  # fmt: skip
     connection = http.client.HTTPConnection(host, int(port), timeout=600)

@@ -110,7 +110,7 @@ def row(address: str, minilm, reference, format_attention, n: int) -> str:
         )
 
     def ours(encoding: str) -> bytes | None:
-        body = {"model": "minilm", "text": text, "encoding": encoding, "legacy_items": False}
+        body = {"model": "minilm", "text": text, "encoding": encoding}
         headers = {"Content-Type": "application/json"}
         # a connection per request: uvicorn closes idle ones after 5 s
         server = http.client.HTTPConnection(address, timeout=120)

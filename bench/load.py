@@ -167,7 +167,7 @@ def run_level(server: Server, clients: int, duration: int, seed: int, folder: Pa
 
 def print_table(rows: list[dict]) -> None:
     header = (
-        f"{'clients':>7} {'requests':>8} {'served':>6} {'req/s':>6} {'503':>5} {'503 %':>6} "
+        f"{'clients':>7} {'requests':>8} {'served':>6} {'req/s':>6} {'busy':>5} {'busy %':>6} "
         f"{'errors':>6} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} "
         f"{'healthz p50':>11} {'p99':>6} {'max':>6} {'in app':>6} {'threads':>7} {'RSS MiB':>7}"
     )
@@ -225,7 +225,8 @@ def main() -> int:
     print()
     print_table(rows)
     print(
-        "served: 200s; 503: run queue full, answered with Retry-After (documented); errors: "
+        "served: 200s; busy: 503 (run queue full) or 429 (the one client's share spent: every "
+        "user is on one address), each with Retry-After (documented); errors: "
         "any other status or connection error, a server 5xx or error line, a failed probe.\n"
         "p50/p95/p99: latency of served model requests; healthz: probed every 100 ms on a new "
         "connection (p50, p99, max; in app: p99 of the part the server's access log times);\n"

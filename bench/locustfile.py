@@ -4,9 +4,11 @@ bench/load.py runs this headless in its own process; run by hand:
 
     .venv/bin/locust -f bench/locustfile.py --headless -u 8 -r 8 -t 30s --host http://127.0.0.1:8000
 
-A 503 with Retry-After (the run queue is full) is the documented answer to overload: it
-counts as such, and the client waits Retry-After (plus up to half a second of jitter, so
-the refused clients do not come back in one wave) before its next request. Any other
+A 503 with Retry-After (the run queue is full) or a 429 with Retry-After (this client's
+share of the server is spent: every locust user comes from one address) is the documented
+answer to overload: it counts as such, and the client waits Retry-After (plus up to half a
+second of jitter, so the refused clients do not come back in one wave) before its next
+request. Any other
 status, or a connection error, is an error. With ATTNVIZ_LOAD_SAMPLES set, every request's
 (name, start time, seconds, status, outcome) is written there as JSON when locust quits.
 """
@@ -44,13 +46,14 @@ class Visitor(FastHttpUser):
         ) as response:
             seconds = time.perf_counter() - clock
             status = response.status_code or 0
-            retry_after = response.headers.get("Retry-After") if status == 503 else None
+            overloaded = status in (429, 503)
+            retry_after = response.headers.get("Retry-After") if overloaded else None
             if status in call.expect:
                 outcome = "ok"
                 response.success()
             elif retry_after is not None:
                 outcome = "overload"
-                response.failure("503 with Retry-After (overload)")
+                response.failure(f"{status} with Retry-After (overload)")
             else:
                 outcome = "error"
                 detail = response.error or (response.text or "")[:200]

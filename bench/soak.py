@@ -60,7 +60,7 @@ class Client:
         if not hasattr(self.local, "client"):
             self.local.client = httpx2.Client(base_url=self.base, timeout=120)
         client = self.local.client
-        for _ in range(10):  # a 503 with Retry-After is retried, as a client should
+        for _ in range(10):  # a 429 or 503 with Retry-After is retried, as a client should
             started = time.perf_counter()
             try:
                 if call.raw is not None:
@@ -74,7 +74,7 @@ class Client:
             except httpx2.HTTPError as exc:
                 status, detail = 0, repr(exc)
             seconds = time.perf_counter() - started
-            if status == 503 and response.headers.get("retry-after"):
+            if status in (429, 503) and response.headers.get("retry-after"):
                 with self.lock:
                     self.retries += 1
                 time.sleep(float(response.headers["retry-after"]))

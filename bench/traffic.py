@@ -136,7 +136,6 @@ class Mix:
             "layers": [rng.randrange(3 if model == "pronounce" else 6)],
             "kinds": [kind],
             "encoding": "f4" if kind == "scores" else "u1",
-            "legacy_items": False,  # as the page asks: the blocks once
         }
         if model == "minilm" and kind == "weights" and rng.random() < 0.5:
             body |= {"granularity": "word", "hide_special": True}

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -26,11 +24,6 @@ NORM_PLACEMENTS: tuple[str, ...] = ("post", "pre")
 ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "gelu_tanh", "silu")
 NORMS: tuple[str, ...] = ("layernorm", "rmsnorm")
 ROPE_TYPES: tuple[str, ...] = ("default", "linear", "llama3")
-# Names an older config.json may use, read as the current ones (saved under the new name).
-DEPRECATED_FIELDS = {
-    "src_vocab_size": "source_vocab_size",
-    "tgt_vocab_size": "target_vocab_size",
-}
 
 
 @dataclass(frozen=True)
@@ -159,21 +152,10 @@ class ModelConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def __getattr__(self, name: str) -> Any:  # only for names not found otherwise
-        if name in DEPRECATED_FIELDS:
-            warnings.warn(
-                f"{name} is deprecated: use {DEPRECATED_FIELDS[name]}",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return getattr(self, DEPRECATED_FIELDS[name])
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
         if not isinstance(data, dict):
             raise ValueError(f"invalid ModelConfig: a JSON object, not {type(data).__name__}")
-        data = {DEPRECATED_FIELDS.get(key, key): value for key, value in data.items()}  # silent
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -186,20 +168,3 @@ class ModelConfig:
     @classmethod
     def load(cls, path: str | Path) -> ModelConfig:
         return cls.from_dict(json.loads(Path(path).read_text()))
-
-
-_dataclass_init = ModelConfig.__init__
-
-
-@functools.wraps(_dataclass_init)
-def _init(self: ModelConfig, *args: Any, **kwargs: Any) -> None:
-    """The dataclass's __init__, also taking the earlier release's field names (with a
-    warning) for one more release."""
-    for old, new in DEPRECATED_FIELDS.items():
-        if old in kwargs:
-            warnings.warn(f"{old} is deprecated: use {new}", DeprecationWarning, stacklevel=2)
-            kwargs[new] = kwargs.pop(old)
-    _dataclass_init(self, *args, **kwargs)
-
-
-ModelConfig.__init__ = _init  # type: ignore[method-assign]

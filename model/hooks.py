@@ -10,7 +10,6 @@ to one root module: other models run inside its block are not seen.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -22,27 +21,6 @@ from torch import Tensor, nn
 # A hook function gets the tensor and the hook's name; returning a tensor replaces it.
 HookFn = Callable[[Tensor, str], Tensor | None]
 NamesFilter = str | Iterable[str] | Callable[[str], bool] | None
-
-
-# Hook names of an earlier release, read as the current ones (with a warning) for one more.
-DEPRECATED_HOOKS = {"hook_pattern": "hook_weights"}
-FORMER = {new: old for old, new in DEPRECATED_HOOKS.items()}
-
-
-def former(name: str) -> str:
-    """`name` as an earlier release called it (the same name if it was not renamed)."""
-    stem, dot, leaf = name.rpartition(".")
-    return stem + dot + FORMER.get(leaf, leaf)
-
-
-def renamed(name: str) -> str:
-    """`name` with a deprecated hook point's name replaced by the current one."""
-    stem, _, leaf = name.rpartition(".")
-    if leaf not in DEPRECATED_HOOKS:
-        return name
-    new = DEPRECATED_HOOKS[leaf]
-    warnings.warn(f"{leaf} is deprecated: use {new}", DeprecationWarning, stacklevel=3)
-    return f"{stem}.{new}" if stem else new
 
 
 class HookPoint(nn.Module):
@@ -67,7 +45,7 @@ class Capture(Mapping[str, Tensor]):
         self._store: dict[str, list[Tensor]] = {}
 
     def __getitem__(self, name: str) -> Tensor:
-        return self._store[renamed(name)][-1]
+        return self._store[name][-1]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._store)
@@ -76,7 +54,7 @@ class Capture(Mapping[str, Tensor]):
         return len(self._store)
 
     def all(self, name: str) -> list[Tensor]:
-        return list(self._store[renamed(name)])
+        return list(self._store[name])
 
     def add(self, name: str, tensor: Tensor) -> None:
         self._store.setdefault(name, []).append(tensor.detach())
@@ -124,18 +102,8 @@ def resolve_names(available: list[str], names_filter: NamesFilter) -> frozenset[
     if names_filter is None:
         return frozenset(available)
     if callable(names_filter):
-        chosen = {n for n in available if names_filter(n)}
-        by_old_name = {n for n in available if n not in chosen and names_filter(former(n))}
-        if by_old_name:
-            warnings.warn(
-                f"the names filter selects {sorted(by_old_name)[0]} by a deprecated name "
-                f"({', '.join(sorted(DEPRECATED_HOOKS))}): use {', '.join(FORMER)}",
-                DeprecationWarning,
-                stacklevel=3,
-            )
-        return frozenset(chosen | by_old_name)
+        return frozenset(n for n in available if names_filter(n))
     wanted = [names_filter] if isinstance(names_filter, str) else list(names_filter)
-    wanted = [renamed(name) for name in wanted]
     unknown = sorted(set(wanted) - set(available))
     if unknown:
         raise KeyError(f"unknown hook names: {unknown}")
@@ -158,7 +126,7 @@ def hooked(
     available = list(points.values())
     by_name: dict[str, list[HookFn]] = {}
     for name, fn in fwd_hooks:
-        by_name.setdefault(renamed(name), []).append(fn)
+        by_name.setdefault(name, []).append(fn)
     unknown = sorted(set(by_name) - set(available))
     if unknown:
         raise KeyError(f"unknown hook names: {unknown}")
@@ -185,13 +153,6 @@ class HookedModule(nn.Module):
         with torch.no_grad(), hooked(self, names_filter) as capture:
             out = self(*args, **kwargs)
         return out, capture
-
-    def run_with_cache(self, *args: Any, **kwargs: Any) -> tuple[Any, Capture]:
-        """Deprecated alias of `run_with_capture` (TransformerLens' name), for one release."""
-        warnings.warn(
-            "run_with_cache is deprecated: use run_with_capture", DeprecationWarning, stacklevel=2
-        )
-        return self.run_with_capture(*args, **kwargs)
 
     def run_with_hooks(
         self, *args: Any, fwd_hooks: Iterable[tuple[str, HookFn]], **kwargs: Any

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from torch import Tensor
 
 from .attention import attention_scores, masked_softmax
-from .hooks import Capture, renamed
+from .hooks import Capture
 
 DERIVED = ("hook_scores", "hook_weights")
 RECENT = 4  # recomputed tensors kept (a request reads one layer's, often twice)
@@ -94,7 +94,6 @@ class LeanCapture(Capture):
         return list(self._recipes)
 
     def __getitem__(self, name: str) -> Tensor:
-        name = renamed(name)
         if name not in self._recipes:
             return self._store[name][-1]
         with self._lock:
@@ -115,10 +114,9 @@ class LeanCapture(Capture):
         return len(self._names)
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and renamed(name) in self._names
+        return isinstance(name, str) and name in self._names
 
     def all(self, name: str) -> list[Tensor]:
-        name = renamed(name)
         return [self[name]] if name in self._recipes else list(self._store[name])
 
     def add(self, name: str, tensor: Tensor) -> None:

@@ -4,7 +4,6 @@ from its attributes."""
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -100,8 +99,7 @@ class DecodedPiece:
 
 @dataclass
 class RunResult:
-    """One run of a model on one text: its tokens, its output, and the capture. (The
-    fields before `capture` are in the order of the earlier `Transcription`'s.)"""
+    """One run of a model on one text: its tokens, its output, and the capture."""
 
     text: str  # the input as the model read it (whitespace collapsed, case folded)
     source_tokens: list[str]  # one per encoder position (a decoder-only model: the prompt)
@@ -135,14 +133,6 @@ class RunResult:
 
     def tokens(self, side: Side) -> list[str]:
         return self.source_tokens if side == "source" else self.target_tokens
-
-    @property
-    def decoder_tokens(self) -> list[str]:
-        """Deprecated alias of `target_tokens` (one release)."""
-        warnings.warn(
-            "decoder_tokens is deprecated: use target_tokens", DeprecationWarning, stacklevel=2
-        )
-        return self.target_tokens
 
 
 @runtime_checkable
@@ -192,27 +182,13 @@ class StepwiseRunner(Runner, Protocol):
 
 
 class RunnerBase:
-    """What runners share: their attention types from their model's config, and the names
-    they had in the earlier release, kept for one more (with a warning)."""
+    """What runners share: their attention types from their model's config."""
 
     unknown_token = "<unk>"  # the source token of what the tokenizer cannot read
 
     @property
     def attention(self) -> list[AttentionSpec]:
         return attention_specs(self.model.config)  # type: ignore[attr-defined]
-
-    def transcribe(self, *args, **kwargs) -> RunResult:
-        """Deprecated alias of `run`."""
-        warnings.warn("transcribe is deprecated: use run", DeprecationWarning, stacklevel=2)
-        return self.run(*args, **kwargs)  # type: ignore[attr-defined]
-
-    @property
-    def max_source_tokens(self) -> int:
-        """Deprecated alias of `max_tokens`."""
-        warnings.warn(
-            "max_source_tokens is deprecated: use max_tokens", DeprecationWarning, stacklevel=2
-        )
-        return self.max_tokens  # type: ignore[attr-defined]
 
 
 def model_inputs(config: ModelConfig, source: Tensor | None, target: Tensor | None) -> tuple:

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from typing import IO
 
 import httpx2
 
@@ -23,17 +24,18 @@ def start_server(
     timeout: float = 90,
     args: list[str] | None = None,
     cwd: str | os.PathLike | None = None,
+    stdout: IO[str] | None = None,
 ) -> tuple[subprocess.Popen, str]:
-    """The process (`attnviz serve` with `args`, in `cwd`) and its base URL, once /healthz
-    answers."""
+    """The process (`attnviz serve` with `args`, in `cwd`; its output piped, or written to
+    `stdout`) and its base URL, once /healthz answers."""
     port = free_port()
     full_env = {**os.environ, "ATTNVIZ_PORT": str(port), **(env or {})}
-    output = subprocess.PIPE if capture_output else None
+    output = subprocess.PIPE if capture_output else stdout
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", *(args or [])],
         env=full_env,
         stdout=output,
-        stderr=subprocess.STDOUT if capture_output else None,
+        stderr=subprocess.STDOUT if capture_output or stdout else None,
         text=True,
         cwd=cwd,
     )

@@ -6,7 +6,9 @@ kept within a byte budget (ATTNVIZ_CORPUS_RESULTS_BYTES), the oldest dropped pas
 
 from __future__ import annotations
 
+import functools
 import logging
+import secrets
 import threading
 import time
 import uuid
@@ -24,7 +26,7 @@ from ..zoo import ModelEntry
 from . import compute
 
 LOG = logging.getLogger("attnviz")
-QUEUED_AT_MOST = 4  # jobs waiting behind the running one; past it: 503
+QUEUED_AT_MOST = 16  # jobs waiting behind the running one, every client's; past it: 503
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class Job:
     source: str  # the shipped corpus's id, or "yours"
     keep: list[Head]  # the heads whose vectors are kept
     heads: list[Head]  # the statistics' columns
+    owner: str = ""  # the owner's token: cancels the run; its newer runs may drop it
+    client: str = ""  # the address it came from (runs waiting per client are bounded)
     status: str = "queued"  # queued, running, done, cancelled, failed
     done: int = 0
     created: float = field(default_factory=time.time)
@@ -73,11 +77,15 @@ class Job:
     def bytes(self) -> int:
         """Its results' bytes: the statistics, the kept vectors and the sentences."""
         n = 0 if self.statistics is None else self.statistics.numel() * 4
-        n += sum(len(t.encode()) for t in self.sentences)
+        n += self.text_bytes
         for v in list(self.vectors.values()):
             count = len(v.sentence)  # (the worker appends to the lists one after another)
             n += sum(t.numel() * 4 for t in v.queries[:count] + v.keys[:count])
         return n
+
+    @functools.cached_property
+    def text_bytes(self) -> int:
+        return sum(len(t.encode()) for t in self.sentences)
 
     def rate(self) -> float | None:
         if self.started is None or self.done == 0:
@@ -107,7 +115,19 @@ class CorpusRuns:
         self._thread = threading.Thread(target=self._work, name="attnviz-corpus", daemon=True)
         self._thread.start()
 
-    def submit(self, entry: ModelEntry, sentences: list[str], source: str, keep: list[Head]) -> Job:
+    def submit(
+        self,
+        entry: ModelEntry,
+        sentences: list[str],
+        source: str,
+        keep: list[Head],
+        owner: str | None = None,
+        client: str = "",
+    ) -> Job:
+        """A new run, queued. `owner`: the token of an earlier run of this client's (its
+        runs are then one owner's; a new token otherwise). A client with as many runs
+        waiting or running as it may have gets a 429; a full queue, or results kept for
+        other clients that leave no room for this one's, a 503."""
         heads = heads_of(entry)
         estimate = len(sentences) * len(STATISTICS) * len(heads) * 4
         if estimate > self.max_bytes:
@@ -123,22 +143,46 @@ class CorpusRuns:
                 "(ATTNVIZ_RAY_ADDRESS is set)",
             )
         job = Job(uuid.uuid4().hex[:16], entry, sentences, source, keep, heads)
+        job.owner = owner if owner and self._owns(owner) else secrets.token_urlsafe(18)
+        job.client = client
         job.statistics = torch.full(
             (job.total, len(STATISTICS), len(heads)), float("nan"), dtype=torch.float32
         )
         job.read = torch.zeros(job.total, dtype=torch.bool)
         job.vectors = {head: Vectors() for head in keep}  # before any reader sees the job
+        per_client = self.inference.settings.corpus_runs_per_client
         with self._lock:
-            waiting = sum(j.status == "queued" for j in self.jobs.values())
+            active = [j for j in self.jobs.values() if j.status in ("queued", "running")]
+            mine = sum(j.client == client for j in active)
+            if mine >= per_client:
+                raise HTTPException(
+                    429,
+                    f"this client has {mine} corpus runs waiting or running, the most one "
+                    "client may (ATTNVIZ_CORPUS_RUNS_PER_CLIENT): wait for one or cancel it",
+                    headers={"Retry-After": "30"},
+                )
+            waiting = sum(j.status == "queued" for j in active)
             if waiting >= QUEUED_AT_MOST:
                 raise HTTPException(
                     503,
                     f"{waiting} corpus runs are waiting already; retry when one is done",
                     headers={"Retry-After": "30"},
                 )
+            if not self._make_room(job, 0):  # (its statistics are allocated: job.bytes)
+                raise HTTPException(
+                    503,
+                    "the results the server keeps for other runs leave no room for this one "
+                    f"(ATTNVIZ_CORPUS_RESULTS_BYTES, {self.max_bytes:,} bytes): send fewer "
+                    "sentences or retry later",
+                    headers={"Retry-After": "60"},
+                )
             self.jobs[job.id] = job
             self._wake.notify()
         return job
+
+    def _owns(self, owner: str) -> bool:
+        with self._lock:
+            return any(secrets.compare_digest(j.owner, owner) for j in self.jobs.values())
 
     def get(self, job_id: str) -> Job:
         with self._lock:
@@ -151,8 +195,15 @@ class CorpusRuns:
             )
         return job
 
-    def cancel(self, job_id: str) -> Job:
+    def cancel(self, job_id: str, owner: str | None) -> Job:
+        """Stop a run: its owner's token only (403 otherwise)."""
         job = self.get(job_id)
+        if not owner or not secrets.compare_digest(owner.encode(), job.owner.encode()):
+            raise HTTPException(
+                403,
+                "only the run's owner may cancel it: send the owner token its creation "
+                "answered, as X-Owner-Token",
+            )
         job.cancelled.set()
         with self._lock:
             if job.status == "queued":
@@ -185,20 +236,31 @@ class CorpusRuns:
                 job.error, status = f"{type(exc).__name__}: {getattr(exc, 'detail', exc)}", "failed"
             with self._lock:
                 job.status, job.finished = status, time.time()
-                self._evict(job)
+                self._make_room(job, 0)
 
-    def _evict(self, keep: Job) -> None:
-        """Drop the oldest finished runs while the kept results pass the budget (never
-        `keep`, the run that just finished: a run that alone passes it stopped itself)."""
-        finished = [
+    def _make_room(self, job: Job, more: int) -> bool:
+        """Drop finished runs, the oldest first, while the kept results and `more` bytes
+        pass the budget: only `job`'s owner's older runs, and runs finished longer ago than
+        ATTNVIZ_CORPUS_KEEP_S (another client's newer runs never drop one's results).
+        Whether they fit now. (Called holding the lock.)"""
+        aged = time.time() - self.inference.settings.corpus_keep_s
+        droppable = [
             j
             for j in self.jobs.values()
-            if j.status in ("done", "cancelled", "failed") and j is not keep
+            if j is not job
+            and j.finished is not None
+            and j.status in ("done", "cancelled", "failed")
+            and ((j.owner == job.owner and j.created <= job.created) or j.finished < aged)
         ]
-        while finished and sum(j.bytes for j in self.jobs.values()) > self.max_bytes:
-            oldest = finished.pop(0)
+        while sum(j.bytes for j in self.jobs.values() if j is not job) + job.bytes + more > (
+            self.max_bytes
+        ):
+            if not droppable:
+                return False
+            oldest = droppable.pop(0)
             del self.jobs[oldest.id]
             LOG.info("corpus run %s dropped: past ATTNVIZ_CORPUS_RESULTS_BYTES", oldest.id)
+        return True
 
     def _run(self, job: Job) -> None:
         entry = job.entry
@@ -210,9 +272,12 @@ class CorpusRuns:
                 return
             self.inference.threads.submit(self._batch, job, batch, names).result()
             job.done += len(batch)
-            if job.bytes > self.max_bytes:
-                job.error = (f"stopped after {job.done} sentences: its results passed "
-                             f"ATTNVIZ_CORPUS_RESULTS_BYTES ({self.max_bytes:,} bytes); keep "
+            with self._lock:
+                fits = self._make_room(job, 0)
+            if not fits:
+                job.error = (f"stopped after {job.done} sentences: the results kept, its and "
+                             "other runs', passed ATTNVIZ_CORPUS_RESULTS_BYTES "
+                             f"({self.max_bytes:,} bytes); keep "
                              "fewer heads' vectors or read fewer sentences")  # fmt: skip
                 job.cancelled.set()
                 return

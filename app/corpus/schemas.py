@@ -58,6 +58,15 @@ class CorpusRun(Strict):
     vectors: list[HeadRef] = Field(description="The heads whose vectors are kept.")
 
 
+class CorpusRunStarted(CorpusRun):
+    owner_token: str = Field(
+        description="The run's owner token, answered here only: send it as X-Owner-Token to "
+        "cancel the run, and with your next runs (they are then the same owner's, and may "
+        "drop this one's results once it is finished; other clients' runs never do before "
+        "ATTNVIZ_CORPUS_KEEP_S)."
+    )
+
+
 class HeadStatistics(Strict):
     type: str
     layer: int

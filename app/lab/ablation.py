@@ -46,7 +46,6 @@ def ablation(ctx: LabContext, req: s.AblationRequest) -> s.AblationResponse:
     return s.AblationResponse(
         model=ctx.entry.id,
         ablated=req.ablate,
-        heads=req.ablate,
         output=output,
         ablated_output=ablated_output,
         probability_tokens=labels,

@@ -10,7 +10,7 @@ from model.hooks import hooked
 from model.masks import padding_mask
 from model.transformer import DecoderCache
 
-from ..service import encode
+from ..service import BYTES_PER_ENTRY, encode
 from . import schemas as s
 from .context import LabContext
 
@@ -27,6 +27,23 @@ def kv_cache(ctx: LabContext, req: s.KVCacheRequest) -> s.KVCacheResponse:
     if ctx.runner.capabilities.generation:
         return causal(ctx, layers)
     return pieces(ctx, layers)
+
+
+JSON_TOKEN = 16  # bytes of one key's token in the answer (a weight: BYTES_PER_ENTRY)
+
+
+def check_size(ctx: LabContext, steps: int, keys: int, rows: int) -> None:
+    """A 422 before any step is run where the answer (steps x keys, a row of weights per
+    layer and head, the keys' tokens) would pass ATTNVIZ_MAX_RESPONSE_BYTES."""
+    size = steps * keys * (rows * BYTES_PER_ENTRY["json"] + JSON_TOKEN)
+    limit = ctx.inference.settings.max_response_bytes
+    if size > limit:
+        raise HTTPException(
+            422,
+            f"{steps} steps over up to {keys} keys, in {rows} rows each, make an answer of "
+            f"about {size / 1e6:.0f} MB, over the {limit / 1e6:.0f} MB an answer may have "
+            "(ATTNVIZ_MAX_RESPONSE_BYTES): ask for one layer (`layer`) or a shorter prompt",
+        )
 
 
 def cache_bytes(cache: DecoderCache) -> list[int]:
@@ -51,6 +68,7 @@ def pieces(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
         src, tokens = first.source, first.target_ids
         steps_total = len(tokens)
         tokens = tokens[:MAX_STEPS]
+        check_size(ctx, steps=len(tokens), keys=len(tokens), rows=len(layers) * spec.query_heads)
         src_mask = padding_mask(src, cfg.pad_id)
         memory = model.encode(src, src_mask)
         cache = DecoderCache(cfg.decoder_layers)
@@ -101,6 +119,7 @@ def causal(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
         raise HTTPException(422, "the prompt has no tokens")
     room = model.config.max_seq_len - len(prompt)
     limit = min(len(given) if given else MAX_GENERATED, MAX_STEPS, room)
+    check_size(ctx, steps=limit + 1, keys=len(prompt) + limit, rows=len(layers) * spec.query_heads)
     shown = runner.target_vocabulary()
     fed, steps, ended = list(prompt), [], False
     cached_logits = []

@@ -54,7 +54,6 @@ def scaling(ctx: LabContext, req: s.HeadRequest) -> s.ScalingResponse:
             second=encode(ctx.weights(unscaled, spec, req.layer)[req.head], "json"),
         ),
         head_stats=stats_of_heads,
-        heads=stats_of_heads,
         mean_entropy_scaled=round(float(torch.cat(entropies[True]).mean()), 6),
         mean_entropy_unscaled=round(float(torch.cat(entropies[False]).mean()), 6),
     )

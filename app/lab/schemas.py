@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, BaseModel, Field, StrictFloat
+from pydantic import BaseModel, Field, StrictFloat
 
 from ..schemas import AttentionType, Index, Strict, Text, TextRequest
 
@@ -42,7 +42,6 @@ class ScalingResponse(BaseModel):
     head_dim: int
     matrices: HeadPair = Field(description="first: scaled (the model); second: unscaled.")
     head_stats: list[ScalingHead] = Field(description="Every layer x head of the type.")
-    heads: list[ScalingHead] = Field(description="Deprecated (one release): head_stats.")
     mean_entropy_scaled: float
     mean_entropy_unscaled: float
 
@@ -217,15 +216,13 @@ class HeadRef(Strict):
 class AblationRequest(TextRequest):
     ablate: list[HeadRef] = Field(
         max_length=1000,
-        validation_alias=AliasChoices("ablate", "heads"),
-        description="Heads to switch off (the deprecated name `heads` is read too, one release).",
+        description="Heads to switch off.",
     )
 
 
 class AblationResponse(BaseModel):
     model: str
     ablated: list[HeadRef] = Field(description="The heads switched off.")
-    heads: list[HeadRef] = Field(description="Deprecated (one release): the same as ablated.")
     output: list[str] = Field(
         description="The model's output (transcription) as it is; a model that generates: "
         "its prediction at each step of the continuation and the next token."

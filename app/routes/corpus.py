@@ -7,14 +7,19 @@ import csv
 import io
 import math
 import time
+from collections.abc import Iterator
 from typing import Annotated
 
 import numpy as np
 import torch
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Header, HTTPException, Query, Request
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from model.corpus_stats import STATISTICS, corpus_means
 
+from ..clients import CLIENT
+from ..corpus import npz
 from ..corpus import schemas as s
 from ..corpus.corpora import SHIPPED, read_lines, shipped_sentences
 from ..corpus.jobs import CorpusRuns, Head, Job
@@ -33,6 +38,7 @@ PATTERNS = {
     "induction": "induction",
     "alignment": "alignment",
 }
+OWNER_HEADER = "X-Owner-Token"
 RUN_ERRORS = {
     **QUERY_ERRORS,
     404: {"model": ErrorMessage, "description": "No such corpus run (or it was dropped)."},
@@ -99,7 +105,9 @@ def kept_heads(inference, entry, vectors: list[HeadRef]) -> list[Head]:
     return list(dict.fromkeys(heads))
 
 
-def start(request: Request, inference, model, sentences, source, limit, vectors) -> s.CorpusRun:
+def start(
+    request: Request, inference, model, sentences, source, limit, vectors
+) -> s.CorpusRunStarted:
     entry = inference.entry(model)
     settings = inference.settings
     if limit is not None:
@@ -110,12 +118,21 @@ def start(request: Request, inference, model, sentences, source, limit, vectors)
             f"{len(sentences)} sentences; a run may read "
             f"{settings.corpus_max_sentences} (ATTNVIZ_CORPUS_MAX_SENTENCES)",
         )
-    job = runs_of(request).submit(entry, sentences, source, kept_heads(inference, entry, vectors))
-    return described(job)
+    job = runs_of(request).submit(
+        entry,
+        sentences,
+        source,
+        kept_heads(inference, entry, vectors),
+        owner=request.headers.get(OWNER_HEADER),
+        client=CLIENT.get(),
+    )
+    return s.CorpusRunStarted(**described(job).model_dump(), owner_token=job.owner)
 
 
 @router.post("/corpus-runs", responses=ERRORS, status_code=202)
-def submit(req: s.CorpusRunRequest, request: Request, inference: InferenceDep) -> s.CorpusRun:
+def submit(
+    req: s.CorpusRunRequest, request: Request, inference: InferenceDep
+) -> s.CorpusRunStarted:
     """Start a corpus run over a shipped corpus or your sentences: answered at once with
     its id; follow it with GET /api/v1/corpus-runs/{id}."""
     if (req.corpus is None) == (req.sentences is None):
@@ -148,13 +165,17 @@ async def upload(
     inference: InferenceDep,
     model: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int | None, Query(ge=1)] = None,
-) -> s.CorpusRun:
+) -> s.CorpusRunStarted:
     """Start a corpus run over a text file of yours (the body, one sentence a line): a
     line that is not UTF-8 or is too long is a 422 naming it."""
     body = await request.body()
     settings = inference.settings
-    sentences = read_lines(body, settings.corpus_max_sentences, settings.max_text_chars)
-    return start(request, inference, model, sentences, "yours", limit, [])
+
+    def started() -> s.CorpusRunStarted:  # (normalising 4 MB of text takes seconds)
+        sentences = read_lines(body, settings.corpus_max_sentences, settings.max_text_chars)
+        return start(request, inference, model, sentences, "yours", limit, [])
+
+    return await run_in_threadpool(started)
 
 
 @router.get("/corpus-runs/{run_id}", responses=RUN_ERRORS)
@@ -163,10 +184,18 @@ def progress(run_id: str, request: Request) -> s.CorpusRun:
     return described(runs_of(request).get(run_id))
 
 
-@router.post("/corpus-runs/{run_id}/cancel", responses=RUN_ERRORS)
-def cancel(run_id: str, request: Request) -> s.CorpusRun:
-    """Stop a run (it ends after its current sentence; what it read so far is kept)."""
-    return described(runs_of(request).cancel(run_id))
+@router.post(
+    "/corpus-runs/{run_id}/cancel",
+    responses={**RUN_ERRORS, 403: {"model": ErrorMessage, "description": "Not its owner."}},
+)
+def cancel(
+    run_id: str,
+    request: Request,
+    owner: Annotated[str | None, Header(alias=OWNER_HEADER, max_length=100)] = None,
+) -> s.CorpusRun:
+    """Stop a run (it ends after its current sentence; what it read so far is kept): its
+    owner's only, by the token its creation answered."""
+    return described(runs_of(request).cancel(run_id, owner))
 
 
 def finite(v: float) -> float | None:
@@ -242,53 +271,72 @@ def search(
     return s.HeadSearch(run=described(job), pattern=pattern, statistic=PATTERNS[pattern], heads=out)
 
 
-def download(body: bytes, name: str, media: str) -> Response:
+def download(body: Iterator[bytes], name: str, media: str) -> StreamingResponse:
+    """An answer streamed as it is made (pieces of a few hundred kB, each made on the
+    thread pool, never the whole file in memory)."""
     headers = {"Content-Disposition": f'attachment; filename="{name}"'}
-    return Response(body, media_type=media, headers=headers)
+    return StreamingResponse(body, media_type=media, headers=headers)
 
 
-@router.get("/corpus-runs/{run_id}/statistics.csv", responses=RUN_ERRORS)
-def statistics_csv(run_id: str, request: Request) -> Response:
+ROWS_A_PIECE = 4096
+
+
+@router.get(
+    "/corpus-runs/{run_id}/statistics.csv",
+    responses={**RUN_ERRORS, 200: {"content": {"text/csv": {}}, "description": "The table."}},
+    response_class=StreamingResponse,
+)
+def statistics_csv(run_id: str, request: Request) -> StreamingResponse:
     """Per sentence and head, every statistic: one row each (sentence, type, layer, head)."""
     job = runs_of(request).get(run_id)
     stats, indices = read_so_far(job)
     per = stats.numpy()
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["sentence", "type", "layer", "head", *STATISTICS])
-    for i in range(per.shape[0]):
-        for j, h in enumerate(job.heads):
-            writer.writerow(
-                [
-                    indices[i],
-                    h.type,
-                    h.layer,
-                    h.head,
-                    *("" if np.isnan(v) else f"{v:.6g}" for v in per[i, :, j]),
-                ]
-            )
-    return download(out.getvalue().encode(), f"attnviz-corpus-{job.id}.csv", "text/csv")
+
+    def rows() -> Iterator[bytes]:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(["sentence", "type", "layer", "head", *STATISTICS])
+        count = 0
+        for i in range(per.shape[0]):
+            for j, h in enumerate(job.heads):
+                values = ("" if np.isnan(v) else f"{v:.6g}" for v in per[i, :, j])
+                writer.writerow([indices[i], h.type, h.layer, h.head, *values])
+                count += 1
+                if count % ROWS_A_PIECE == 0:
+                    yield out.getvalue().encode()
+                    out.seek(0)
+                    out.truncate()
+        yield out.getvalue().encode()
+
+    return download(rows(), f"attnviz-corpus-{job.id}.csv", "text/csv")
 
 
-@router.get("/corpus-runs/{run_id}/vectors.npz", responses=RUN_ERRORS)
-def vectors_npz(run_id: str, request: Request) -> Response:
-    """The kept heads' query and key vectors, with each vector's sentence and token."""
+@router.get(
+    "/corpus-runs/{run_id}/vectors.npz",
+    responses={
+        **RUN_ERRORS,
+        200: {"content": {"application/zip": {}}, "description": "NumPy's .npz (a zip)."},
+    },
+    response_class=StreamingResponse,
+)
+def vectors_npz(run_id: str, request: Request) -> StreamingResponse:
+    """The kept heads' query and key vectors, with each vector's sentence and token (an
+    .npz that numpy.load reads), streamed sentence by sentence."""
     job = runs_of(request).get(run_id)
-    arrays: dict[str, np.ndarray] = {}
+    members: list[npz.Member] = []
     for h, v in list(job.vectors.items()):
         name = f"{h.type}.L{h.layer}.H{h.head}"
         n = len(v.sentence)  # what is whole: the worker appends the lists one by one
         if not n:
             continue
         rows, columns, sentence = v.rows[:n], v.columns[:n], v.sentence[:n]
-        arrays[f"{name}.queries"] = torch.cat(v.queries[:n]).numpy()
-        arrays[f"{name}.keys"] = torch.cat(v.keys[:n]).numpy()
-        arrays[f"{name}.query_sentence"] = np.repeat(sentence, [len(r) for r in rows])
-        arrays[f"{name}.key_sentence"] = np.repeat(sentence, [len(c) for c in columns])
-        arrays[f"{name}.query_tokens"] = np.array([t for r in rows for t in r])
-        arrays[f"{name}.key_tokens"] = np.array([t for c in columns for t in c])
-    out = io.BytesIO()
-    np.savez(out, **arrays)
-    return download(
-        out.getvalue(), f"attnviz-corpus-{job.id}-vectors.npz", "application/octet-stream"
-    )
+        queries, keys = v.queries[:n], v.keys[:n]
+        members += [
+            npz.floats(f"{name}.queries", queries),
+            npz.floats(f"{name}.keys", keys),
+            npz.repeated(f"{name}.query_sentence", sentence, [len(r) for r in rows]),
+            npz.repeated(f"{name}.key_sentence", sentence, [len(c) for c in columns]),
+            npz.strings(f"{name}.query_tokens", rows),
+            npz.strings(f"{name}.key_tokens", columns),
+        ]
+    return download(npz.stream(members), f"attnviz-corpus-{job.id}-vectors.npz", "application/zip")

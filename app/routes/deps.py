@@ -7,7 +7,8 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Response
+from pydantic import TypeAdapter
 
 from ..runs import Inference
 from ..schemas import ErrorMessage
@@ -22,16 +23,28 @@ def get_inference(request: Request) -> Inference:
 InferenceDep = Annotated[Inference, Depends(get_inference)]
 
 
-def on_tensor_thread(endpoint: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+def on_tensor_thread(endpoint: Callable[..., T]) -> Callable[..., Awaitable[Response]]:
     """A sync endpoint with an `inference` parameter, run on the tensor threads
-    (`Inference.on_tensor_thread`) instead of the request thread pool: FastAPI reads the
-    same signature, with its annotations resolved."""
+    (`Inference.on_tensor_thread`) instead of the request thread pool, its answer
+    serialised to JSON there too: FastAPI would serialise an async endpoint's answer on
+    the event loop, where a large one holds every other request. FastAPI reads the same
+    signature, with its annotations resolved (the return type documents the answer)."""
+    signature = inspect.signature(endpoint, eval_str=True)
+    returns = signature.return_annotation
+    plain = isinstance(returns, type) and issubclass(returns, Response)
+    adapter = None if plain or returns is inspect.Signature.empty else TypeAdapter(returns)
+
+    def answered(*args: Any, **kwargs: Any) -> Response:
+        value = endpoint(*args, **kwargs)
+        if isinstance(value, Response) or adapter is None:
+            return value  # type: ignore[return-value]
+        return Response(adapter.dump_json(value, by_alias=True), media_type="application/json")
 
     @functools.wraps(endpoint)
-    async def run(*args: Any, **kwargs: Any) -> T:
-        return await kwargs["inference"].on_tensor_thread(endpoint, *args, **kwargs)
+    async def run(*args: Any, **kwargs: Any) -> Response:
+        return await kwargs["inference"].on_tensor_thread(answered, *args, **kwargs)
 
-    run.__signature__ = inspect.signature(endpoint, eval_str=True)  # type: ignore[attr-defined]
+    run.__signature__ = signature  # type: ignore[attr-defined]
     return run
 
 
@@ -41,13 +54,20 @@ def _error(description: str) -> dict:
 
 TOO_LARGE = _error("Request body too large (checked with or without Content-Length).")
 UNKNOWN_MODEL = _error("Unknown model.")
+TOO_MANY = _error(
+    "This client's share is spent: as many requests in flight as one client may have "
+    "(ATTNVIZ_CLIENT_REQUESTS), its cost of the minute (ATTNVIZ_CLIENT_COST_PER_MINUTE), or "
+    "for a corpus run, as many runs waiting (ATTNVIZ_CORPUS_RUNS_PER_CLIENT); retry after "
+    "Retry-After seconds."
+)
 
-# Any route: the body limit is enforced before routing, whatever the method.
-BODY_ERRORS: dict[int | str, dict] = {413: TOO_LARGE}
+# Any API route: the body limit and the client's share are enforced before routing.
+BODY_ERRORS: dict[int | str, dict] = {413: TOO_LARGE, 429: TOO_MANY}
 # GET routes with a model and parameters.
 QUERY_ERRORS: dict[int | str, dict] = {
     404: UNKNOWN_MODEL,
     413: TOO_LARGE,
+    429: TOO_MANY,
     422: _error(
         "Invalid parameter (wrong type, out of range for the model): the message says "
         "what to change."
@@ -63,5 +83,6 @@ ERRORS: dict[int | str, dict] = {
         "Invalid input (not JSON, a wrong field, a value out of range for the model): "
         "the message says what to change."
     ),
+    429: TOO_MANY,
     503: _error("Too many requests running; retry after Retry-After seconds."),
 }

@@ -13,6 +13,7 @@ from fastapi.responses import StreamingResponse
 from model.pretrained.causal import Step
 
 from ..generation import GeneratedStep, GenerateRequest, GenerateResponse, Generation
+from ..runs import stop_if_cancelled
 from .deps import ERRORS, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1", tags=["generation"])
@@ -26,8 +27,11 @@ def generate(req: GenerateRequest, inference: InferenceDep) -> GenerateResponse:
     with its token's probability and the 10 likeliest. Send `continuation` back with the
     text to see the whole sequence's attention. /generate/stream sends the steps as made."""
     generation = Generation(inference, req)
+    steps = []
     with inference.limiter.slot():
-        steps = [generation.step_answer(step) for step in generation.steps()]
+        for step in generation.steps():
+            steps.append(generation.step_answer(step))
+            stop_if_cancelled()  # its client went away: no step more
     return generation.answer(steps)
 
 

@@ -13,9 +13,9 @@ from ..schemas import (
     AnalyzeResponse,
     AttentionRequest,
     AttentionResponse,
+    ExportRequest,
     MaskedTokens,
     NextTokens,
-    TextRequest,
 )
 from ..service import attention_blocks, attention_json, export_npz, summaries
 from ..zoo import ModelEntry
@@ -89,11 +89,9 @@ def attention(req: AttentionRequest, inference: InferenceDep) -> Response:
         truncated=result.truncated,
         encoding=req.encoding,
         blocks=blocks,
-        items=blocks if req.legacy_items else None,
     )
     # serialised here, in the thread pool: a large answer must not hold the event loop
-    exclude = None if req.legacy_items else {"items"}
-    return Response(attention_json(body, exclude), media_type="application/json")
+    return Response(attention_json(body), media_type="application/json")
 
 
 @router.post(
@@ -102,11 +100,13 @@ def attention(req: AttentionRequest, inference: InferenceDep) -> Response:
     response_class=Response,
 )
 @on_tensor_thread
-def export(req: TextRequest, inference: InferenceDep) -> Response:
-    """Every captured tensor of one input (float32) and its tokens, as an .npz download."""
+def export(req: ExportRequest, inference: InferenceDep) -> Response:
+    """Every captured tensor of one input (float32; of `layers` only, where given) and its
+    tokens, as an .npz download (numpy.load reads it)."""
     entry = inference.entry(req.model)
     result = inference.run(entry, req.text, req.chat, req.continuation)
-    data, filename = export_npz(entry, req.text, result)
+    max_bytes = inference.settings.max_response_bytes
+    data, filename = export_npz(entry, req.text, result, req.layers, max_bytes)
     return Response(
         data,
         media_type="application/octet-stream",

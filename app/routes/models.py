@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+from pathlib import PurePath
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query, Response
+
+from model.pretrained.sources import REPO_ID
 
 from ..info import (
     AttentionInfo,
@@ -17,11 +21,12 @@ from ..info import (
 )
 from ..lab import available
 from ..runs import Inference
-from ..service import positional_table
+from ..service import BYTES_PER_ENTRY, json_with_arrays, positional_table
 from ..zoo import ModelEntry
 from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1/models", tags=["models"])
+JSON_FLOAT_BYTES = BYTES_PER_ENTRY["json"]  # a float of the table (rounded: service.encode)
 
 
 def model_info(
@@ -37,7 +42,7 @@ def model_info(
         title=entry.title,
         titles=entry.titles,
         description=entry.description,
-        source=entry.source.path if entry.source else "shipped",
+        source=where_from(entry.source.path) if entry.source else "shipped",
         family=entry.source.family if entry.source else None,
         stored_as=entry.source.stored if entry.source else None,
         parameters=getattr(runner, "parameter_count", None)  # a model of yours, unread
@@ -64,9 +69,13 @@ def model_info(
         start_head=StartHead.model_validate(entry.start, from_attributes=True),
         examples=list(entry.examples),
         default=default,
-        heads=attention[0].query_heads,
-        tokens=runner.token_unit,
     )
+
+
+def where_from(path: str) -> str:
+    """Where a model of yours came from, as clients read it: the repo id as given, or the
+    name of its folder or file, never a path of the server's disk."""
+    return path if REPO_ID.fullmatch(path) else PurePath(path).name
 
 
 def model_infos(inference: Inference) -> list[ModelInfo]:
@@ -86,15 +95,31 @@ def list_models(inference: InferenceDep) -> list[ModelInfo | RefusedModel]:
     return [*model_infos(inference), *refused_infos(inference)]
 
 
-@router.get("/{model_id}/positional-encoding", responses=QUERY_ERRORS)
+@router.get(
+    "/{model_id}/positional-encoding", responses=QUERY_ERRORS, response_model=PositionalResponse
+)
 @on_tensor_thread
 def positional_encoding(
     model_id: str,
     inference: InferenceDep,
     positions: Annotated[int, Query(ge=1, le=4096, description="Positions 0..n-1.")] = 64,
     dims: Annotated[int, Query(ge=1, le=4096, description="First dims of the table.")] = 64,
-) -> PositionalResponse:
+) -> Response:
     """The positional table the model adds (sinusoidal: the formula; learned: its weights;
     rotary: its angles), and the cosine similarity of every pair of positions."""
     entry = inference.entry(model_id)
-    return PositionalResponse(model=entry.id, **positional_table(entry, positions, dims))
+    size = (positions * positions + positions * dims) * JSON_FLOAT_BYTES
+    limit = inference.settings.max_response_bytes
+    if size > limit:
+        most = int((-dims + math.sqrt(dims * dims + 4 * limit / JSON_FLOAT_BYTES)) / 2)
+        raise HTTPException(
+            422,
+            f"{positions} positions make a table of about {size / 1e6:.0f} MB (their "
+            f"similarity is positions x positions), over the {limit / 1e6:.0f} MB an answer "
+            f"may have (ATTNVIZ_MAX_RESPONSE_BYTES): ask for at most {most} positions",
+        )
+    table = positional_table(entry, positions, dims)
+    arrays = {name: table.pop(name) for name in ("table", "similarity")}
+    body = PositionalResponse(model=entry.id, **table, table=[], similarity=[])
+    slots = [(body, name, array) for name, array in arrays.items()]
+    return Response(json_with_arrays(body, slots), media_type="application/json")

@@ -6,7 +6,6 @@ tokenizer) as a `Runner`."""
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,22 +133,7 @@ class MiniLM(RunnerBase):
     capabilities = Capabilities(similarity=True, word_view=True)
     max_tokens = MAX_TOKENS
 
-    def __init__(
-        self,
-        model: Transformer | str | Path | None = None,
-        tokenizer: Tokenizer | None = None,
-        trained: bool = True,
-    ) -> None:
-        if tokenizer is None:  # the earlier release's MiniLM(directory=None, trained=True)
-            warnings.warn(
-                "MiniLM(directory, trained) is deprecated: use MiniLM.load(directory), and "
-                "with_model(untrained(config)) for the untrained twin",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            loaded = MiniLM.load(model)
-            model = loaded.model if trained else untrained(loaded.model.config)
-            tokenizer = loaded.tokenizer
+    def __init__(self, model: Transformer, tokenizer: Tokenizer) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
 

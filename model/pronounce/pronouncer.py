@@ -28,9 +28,6 @@ TRAINED_CHARS = 40  # the longest training sentence (see data.Generator)
 BREAKS = " ，。！？；：、,.!?;:"
 
 
-Transcription = RunResult  # deprecated alias (one release): a run's result, of any runner
-
-
 class Pronouncer(RunnerBase):
     """Chinese characters -> pinyin with tones, English words -> ARPAbet (a `Runner`)."""
 
@@ -169,19 +166,15 @@ def greedy_read(
     return [(row[: row.index(eos)], True) if eos in row else (row, False) for row in rows]
 
 
-# The vocabularies' files, and the names a checkpoint written before them used (read for
-# one release).
-VOCAB_FILES = {"source": ("source_vocab.json", "src_vocab.json"),
-               "target": ("target_vocab.json", "tgt_vocab.json")}  # fmt: skip
+VOCAB_FILES = {"source": "source_vocab.json", "target": "target_vocab.json"}
 
 
 def _tokenizers(directory: Path) -> tuple[SourceTokenizer, TargetTokenizer]:
     vocabs = {}
-    for side, names in VOCAB_FILES.items():
-        found = [directory / name for name in names if (directory / name).is_file()]
-        if not found:
-            raise CheckpointError(f"checkpoint {directory} has no {names[0]}")
-        vocabs[side] = Vocab.load(found[0])
+    for side, name in VOCAB_FILES.items():
+        if not (directory / name).is_file():
+            raise CheckpointError(f"checkpoint {directory} has no {name}")
+        vocabs[side] = Vocab.load(directory / name)
     return SourceTokenizer(vocabs["source"]), TargetTokenizer(vocabs["target"])
 
 

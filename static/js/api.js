@@ -26,12 +26,28 @@ async function call(path, options = {}) {
   return response;
 }
 
-function post(path, body) {
+function post(path, body, headers = {}) {
   return call(path, {
     method: "POST",
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify(body),
   });
+}
+
+// Corpus runs' owner tokens, by run id, as their creation answered them (this page's runs
+// are one owner's: it sends the latest token with each new run, and a run's to cancel it).
+const owners = new Map();
+let latestOwner = null;
+
+function owned(run) {
+  owners.set(run.id, run.owner_token);
+  latestOwner = run.owner_token;
+  return run;
+}
+
+function ownerHeader(id = null) {
+  const token = id === null ? latestOwner : owners.get(id);
+  return token ? { "X-Owner-Token": token } : {};
 }
 
 export const api = {
@@ -75,11 +91,13 @@ export const api = {
   // corpus runs: started (a shipped corpus or sentences; or a file's bytes as they are),
   // followed, searched, cancelled
   corpora: async () => (await call("/api/v1/corpora")).json(),
-  corpusRun: async (body) => (await post("/api/v1/corpus-runs", body)).json(),
+  corpusRun: async (body) =>
+    owned(await (await post("/api/v1/corpus-runs", body, ownerHeader())).json()),
   corpusUpload: async (model, limit, file) => {
     const query = new URLSearchParams({ model, ...(limit ? { limit: String(limit) } : {}) });
-    const options = { method: "POST", headers: { "content-type": "text/plain" }, body: file };
-    return (await call(`/api/v1/corpus-runs/upload?${query}`, options)).json();
+    const headers = { "content-type": "text/plain", ...ownerHeader() };
+    const options = { method: "POST", headers, body: file };
+    return owned(await (await call(`/api/v1/corpus-runs/upload?${query}`, options)).json());
   },
   corpusGet: async (id, part = "", query = {}) =>
     (
@@ -88,7 +106,9 @@ export const api = {
       )
     ).json(),
   corpusCancel: async (id) =>
-    (await post(`/api/v1/corpus-runs/${encodeURIComponent(id)}/cancel`, {})).json(),
+    (
+      await post(`/api/v1/corpus-runs/${encodeURIComponent(id)}/cancel`, {}, ownerHeader(id))
+    ).json(),
   positional: async (model, positions, dims) => {
     const path = `/api/v1/models/${encodeURIComponent(model)}/positional-encoding`;
     return (await call(`${path}?${new URLSearchParams({ positions, dims })}`)).json();

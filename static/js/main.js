@@ -157,7 +157,7 @@ function showError(err, { keepView = false } = {}) {
         ? err.detail
         : (err.detail || []).map((d) => `${(d.loc || []).slice(1).join(".")}: ${d.msg}`).join("; ");
     if (err.status === 0) message = t("error_network");
-    else if (err.status === 413 || err.status === 503) message = t(`error_${err.status}`);
+    else if ([413, 429, 503].includes(err.status)) message = t(`error_${err.status}`);
     else if (err.status === 422 || err.status === 404) message = t(`error_${err.status}`) + detail;
     else message = t("error_other") + detail;
   } else {
@@ -192,7 +192,6 @@ async function layerBlock(input, type, layer, kind) {
         encoding: encodingOf(kind),
         granularity,
         hide_special: hideSpecial,
-        legacy_items: false, // the answer's `blocks` only, not also their deprecated copy
       })
       // one block: every head of this layer stacked (a mask is sent once for all heads)
       .then((body) => {

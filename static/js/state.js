@@ -1,7 +1,7 @@
 // The whole view lives in the URL: reload or share a link and the same view comes back.
 import { LANGS } from "./i18n.js";
 import { VIEW_IDS } from "./views/index.js";
-import { EXPERIMENT_ALIASES, EXPERIMENT_IDS } from "./views/lab/index.js";
+import { EXPERIMENT_IDS } from "./views/lab/index.js";
 
 const KEYS = [
   "model",
@@ -45,8 +45,6 @@ const CHOICES = {
   kind: ["weights", "scores", "mask"],
   lang: LANGS,
 };
-// old values a link may still carry (old -> new, a Map per key), read as their new names
-const ALIASES = { lab: EXPERIMENT_ALIASES };
 
 // `defaults` are the page's own, never the current state: a key missing from the URL
 // means its default, so back and forward restore every part of the view.
@@ -55,7 +53,7 @@ export function readState(defaults) {
   const state = { ...defaults };
   for (const key of KEYS) {
     if (!params.has(key)) continue;
-    const value = ALIASES[key]?.get(params.get(key)) ?? params.get(key);
+    const value = params.get(key);
     if (key in CHOICES && !CHOICES[key].includes(value)) continue;
     state[key] = NUMBERS.has(key) ? Math.max(0, Number.parseInt(value, 10) || 0) : value;
   }

@@ -87,15 +87,17 @@ def test_models_describe_their_attention(client):
         "experiments": ["scaling", "positions", "masks", "kv-cache", "metrics", "rollout",
                         "ablation", "compare"],
     }  # fmt: skip
-    # the deprecated names, kept for one release
-    assert (default["heads"], default["tokens"]) == (8, "characters")
+    assert "heads" not in default and "tokens" not in default  # removed: attention, token_unit
 
 
-def test_blocks_keep_their_deprecated_name_for_one_release(client):
+def test_the_blocks_are_sent_once_and_legacy_items_is_refused(client):
     request = {"types": ["decoder.cross"], "layers": [2], "encoding": "u1"}
-    both = attention(client, **request)
-    assert both["items"] == both["blocks"] and len(both["blocks"]) == 1
-    assert "items" not in attention(client, legacy_items=False, **request)
+    body = attention(client, **request)
+    assert "items" not in body and len(body["blocks"]) == 1
+    refused = client.post(
+        "/api/v1/attention", json={"text": TEXT, "legacy_items": False, **request}
+    )
+    assert refused.status_code == 422 and "legacy_items" in refused.text
 
 
 def test_analyze_gives_tokens_output_and_every_head(client):
@@ -261,15 +263,13 @@ def test_responses_over_the_size_limit_say_how_to_narrow():
         assert response.status_code == 422 and "ask for fewer" in response.json()["detail"]
         narrow = {"text": TEXT, "layers": [0], "heads": [0], "encoding": "u1"}
         assert c.post("/api/v1/attention", json=narrow).status_code == 200
-        # every layer in u1 fits once (12 kB), not twice: the deprecated copy counts too
-        once = c.post(
-            "/api/v1/attention", json={"text": TEXT, "encoding": "u1", "legacy_items": False}
-        )
+        # every layer in u1 (12 kB) fits: the blocks are counted once, as they are sent
+        once = c.post("/api/v1/attention", json={"text": TEXT, "encoding": "u1"})
         assert once.status_code == 200 and len(once.content) < 20_000
-        twice = c.post("/api/v1/attention", json={"text": TEXT, "encoding": "u1"})
-        assert twice.status_code == 422
-        assert "over the limit of 20.0 kB" in twice.json()["detail"]
-        assert "send legacy_items: false" in twice.json()["detail"]
+        wide = c.post("/api/v1/attention", json={"text": TEXT, "encoding": "f2"})
+        assert wide.status_code == 422
+        assert "over the limit of 20.0 kB" in wide.json()["detail"]
+        assert "legacy_items" not in wide.json()["detail"]
 
 
 def test_a_full_queue_answers_503_with_retry_after():
@@ -352,7 +352,8 @@ def test_sixteen_parallel_requests_each_get_their_own_answer(client):
     request = {"layers": [2], "encoding": "f4"}
     expected = {t: attention(client, text=t, **request) for t in texts}
     results: dict[str, dict] = {}
-    settings = Settings(torch_threads=1, cache_bytes=0, max_concurrent_runs=4)
+    # one client, sixteen at once: no per-client limit (ATTNVIZ_CLIENT_REQUESTS) here
+    settings = Settings(torch_threads=1, cache_bytes=0, max_concurrent_runs=4, client_requests=0)
     with TestClient(create_app(settings)) as fresh:  # no cache: every request runs the model
 
         def call(text: str) -> None:
@@ -467,9 +468,7 @@ def test_cross_attention_rows_are_the_steps_that_predict_each_syllable(client, t
     # pronounce's alignment head (its model card's): the row of the step that predicts a
     # character's syllable looks hardest at that character, 行 read hang2 and xing2 alike.
     # Labelled by the token fed in (one step earlier), every row would be one off.
-    body = attention(
-        client, text=text, types=["decoder.cross"], layers=[2], heads=[1], legacy_items=False
-    )
+    body = attention(client, text=text, types=["decoder.cross"], layers=[2], heads=[1])
     block = body["blocks"][0]
     weights = decode(block["data"])[0]
     fed, predicted = block["rows"], block["predicted"]
@@ -525,8 +524,7 @@ def test_lab_kv_cache_shows_the_output_and_masks_the_head_that_looks_ahead(clien
 
 def test_the_attention_answer_is_pydantics_json_byte_for_byte():
     """attention_json splices the base64 in as bytes: the same bytes as model_dump_json,
-    whatever the tokens hold (a token spelling a marker, quotes, NUL) and with the blocks
-    listed twice (legacy items)."""
+    whatever the tokens hold (a token spelling a marker, quotes, NUL)."""
     tricky = ['"bdata":"0"', 'a"b', "\x00", "猫", "\\"]
     blocks = [
         Block(type="encoder.self", layer=i, kind="weights", heads=[0], rows=tricky,
@@ -534,7 +532,6 @@ def test_the_attention_answer_is_pydantics_json_byte_for_byte():
         for i, encoding in enumerate(["u1", "f4", "json"])
     ]  # fmt: skip
     body = AttentionResponse(model="m", source_tokens=tricky, target_tokens=[], truncated=False,
-                             encoding="u1", blocks=blocks, items=blocks)  # fmt: skip
-    for exclude in (None, {"items"}):
-        assert attention_json(body, exclude) == body.model_dump_json(exclude=exclude).encode()
+                             encoding="u1", blocks=blocks)  # fmt: skip
+    assert attention_json(body) == body.model_dump_json().encode()
     assert body.blocks[0].data.bdata == blocks[0].data.bdata  # given back

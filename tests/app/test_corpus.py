@@ -129,7 +129,10 @@ def test_a_shipped_corpus_is_listed_with_its_licence_and_a_run_can_be_cancelled(
     while client.get(f"/api/v1/corpus-runs/{run['id']}").json()["done"] < 3:
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    assert client.post(f"/api/v1/corpus-runs/{run['id']}/cancel").status_code == 200
+    assert client.post(f"/api/v1/corpus-runs/{run['id']}/cancel").status_code == 403
+    owner = {"X-Owner-Token": run["owner_token"]}  # its creation's answer: the owner's
+    cancelled = client.post(f"/api/v1/corpus-runs/{run['id']}/cancel", headers=owner)
+    assert cancelled.status_code == 200
     stopped = wait(client, run["id"])
     assert stopped["status"] == "cancelled" and 3 <= stopped["done"] < 4354
     heads = client.get(f"/api/v1/corpus-runs/{run['id']}/heads").json()

@@ -191,7 +191,7 @@ def test_the_lab_runs_the_prompt_with_its_continuation(client):
 
 
 def test_blocks_can_name_their_tokens_side_instead_of_repeating_them(client):
-    body = {"text": PROMPT, "encoding": "u1", "legacy_items": False, "kinds": ["weights"]}
+    body = {"text": PROMPT, "encoding": "u1", "kinds": ["weights"]}
     full = post(client, "attention", **body)
     lean = post(client, "attention", **body, repeat_tokens=False)
     assert len(lean["blocks"]) == len(full["blocks"]) == 30

@@ -52,7 +52,7 @@ def healthz_answers_during_long_requests(base: str) -> bool:
 
     def run_long(i: int) -> None:
         text = "银行行走苹果公司发布了新款手机" * 8 + str(i)
-        body = {"text": text, "kinds": ["weights", "scores", "q", "k", "v"], "legacy_items": False}
+        body = {"text": text, "kinds": ["weights", "scores", "q", "k", "v"]}
         assert httpx2.post(f"{base}/api/v1/attention", json=body, timeout=120).status_code == 200
         finished.append("long")
 

@@ -19,7 +19,7 @@ def test_without_the_scaling_softmax_saturates(client):
     text = "苹果公司发布了新款手机，它采用了最新的芯片"
     body = lab(client, "scaling", text=text, layer=1, head=3)
     assert body["head_dim"] == 32 and len(body["head_stats"]) == 3 * 8
-    assert body["heads"] == body["head_stats"]  # the deprecated name, one release
+    assert "heads" not in body  # the removed copy of head_stats
     # the seed: without 1/sqrt(d_k) the scores grow with d_k and softmax turns one-hot
     assert body["mean_entropy_unscaled"] < 0.5 * body["mean_entropy_scaled"]
     lower = [h["entropy_unscaled"] < h["entropy_scaled"] for h in body["head_stats"]]
@@ -139,10 +139,12 @@ def test_ablating_heads_changes_the_output_and_ablating_none_changes_nothing(cli
     assert none["ablated_probabilities"] == none["probabilities"]
     layer = [{"type": "decoder.cross", "layer": 2, "head": h} for h in range(8)]
     body = lab(client, "ablation", text=text, ablate=layer)
-    assert body["ablated"] == body["heads"] == layer  # `heads`: the deprecated alias
+    assert body["ablated"] == layer and "heads" not in body
     assert body["changed"]
     assert np.mean(body["ablated_probabilities"]) < np.mean(body["probabilities"])
-    one = lab(client, "ablation", text=text, heads=layer[:1])  # the deprecated request name
+    old_name = client.post("/api/v1/lab/ablation", json={"text": text, "heads": layer[:1]})
+    assert old_name.status_code == 422  # `heads`, the removed name of `ablate`
+    one = lab(client, "ablation", text=text, ablate=layer[:1])
     assert one["ablated"] == layer[:1]
     assert one["probability_tokens"] == [*one["output"], "<eos>"]
     assert len(one["probabilities"]) == len(one["ablated_probabilities"]) == len(one["output"]) + 1

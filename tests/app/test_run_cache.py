@@ -21,7 +21,7 @@ def test_a_long_run_is_cached_lean_and_served_as_computed(client):
     inference = client.app.state.inference
     entry = inference.entry("smollm2")
     text = LONG[:3990]
-    body = {"text": text, "types": ["decoder.self"], "encoding": "f4", "legacy_items": False}
+    body = {"text": text, "types": ["decoder.self"], "encoding": "f4"}
     asks = [{"layers": [3, 29], "kinds": ["weights"]}, {"layers": [29], "kinds": ["scores"]}]
     first = [post(client, "attention", **body, **ask) for ask in asks]
     cached = inference.run(entry, text)

@@ -54,9 +54,7 @@ def test_the_api_serves_the_toys_attention(toy):
     assert body["target_tokens"][:6] == ["<bos>", *"hello"] and len(body["output"]) == 4
     assert body["target_tokens"][6:] == body["output"]
     assert [(s["type"], s["layer"]) for s in body["summaries"]] == [("decoder.self", 0)] * 4
-    answer = toy.post(
-        "/api/v1/attention", json={"text": "hello", "kinds": ["weights"], "legacy_items": False}
-    ).json()
+    answer = toy.post("/api/v1/attention", json={"text": "hello", "kinds": ["weights"]}).json()
     [block] = answer["blocks"]
     n = len(body["target_tokens"])
     assert block["type"] == "decoder.self" and block["shape"] == [4, n, n]

@@ -95,7 +95,7 @@ def test_every_route_answers_for_a_model_on_transformers_code(client, model_type
     info = {m["id"]: m for m in c.get("/api/v1/models").json()}[model_type]
     assert info["status"] == "served" and "transformers' own modeling code" in info["description"]
     types = info["attention_types"]
-    calls = [("analyze", {}), ("attention", {"legacy_items": False}), ("export", {})]
+    calls = [("analyze", {}), ("attention", {}), ("export", {})]
     layers = {a["type"]: a["layers"] for a in info["attention"]}
     for kind in types:
         head = {"type": kind, "layer": min(1, layers[kind] - 1), "head": 3}
@@ -118,8 +118,8 @@ def test_an_encoder_decoders_output_and_every_attention_are_transformers_own(cli
     c, root = client
     theirs = reference(root, "t5")
     run = c.post("/api/v1/analyze", json={"model": "t5", "text": TEXT}).json()
-    blocks = c.post("/api/v1/attention", json={"model": "t5", "text": TEXT, "encoding": "f4",
-                    "legacy_items": False}).json()["blocks"]  # fmt: skip
+    blocks = c.post("/api/v1/attention", json={"model": "t5", "text": TEXT, "encoding": "f4"})
+    blocks = blocks.json()["blocks"]
     ids = theirs_ids(c, "t5")
     assert len(run["target_tokens"]) == len(ids["target"])
     source, target = torch.tensor([ids["source"]]), torch.tensor([ids["target"]])

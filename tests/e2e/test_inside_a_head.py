@@ -112,7 +112,7 @@ def test_the_lines_view_says_how_many_lines_it_draws(page: Page, server):
     page.goto(f"/?model=minilm&text={TEXT}&view=lines&type=encoder.self&layer=2&head=5")
     ready(page)
     block = api(server, "attention", model="minilm", text=TEXT, types=["encoder.self"],
-                layers=[2], encoding="json", legacy_items=False)["blocks"][0]  # fmt: skip
+                layers=[2], encoding="json")["blocks"][0]  # fmt: skip
     weights = np.array(block["data"])
     expected = int((weights[5] >= 0.1).sum())
     expect(page.locator("#convention")).to_contain_text(
@@ -173,7 +173,7 @@ def test_hovering_a_token_in_the_lines_view_shows_its_lines_alone(page: Page, se
     page.goto(f"/?model=minilm&text={TEXT}&view=lines&type=encoder.self&layer=2&head=5&thr=0.05")
     ready(page)
     asked = {"types": ["encoder.self"], "layers": [2], "heads": [5], "encoding": "json"}
-    block = api(server, "attention", model="minilm", text=TEXT, legacy_items=False, **asked)
+    block = api(server, "attention", model="minilm", text=TEXT, **asked)
     block = block["blocks"][0]
     weights = np.array(block["data"])[0]
     query = 3  # the left column's fourth token

@@ -55,7 +55,7 @@ def test_masks_and_the_padded_batch(page: Page):
 
 
 def test_kv_cache_steps_move_with_the_slider_and_buttons(page: Page):
-    page.goto("/?view=lab&lab=cache&text=银行 行走")  # a link from before the rename
+    page.goto("/?view=lab&lab=kv-cache&text=银行 行走")
     ready(page)
     expect(page.locator("#lab-experiment")).to_have_value("kv-cache")
     assert url_state(page)["lab"] == "kv-cache"

@@ -169,7 +169,6 @@ def test_an_overlong_text_shows_the_error_in_place(page: Page):
     expect(status).to_contain_text("输入无法使用")
 
 
-BLOCKS = {"legacy_items": False}  # the answer's blocks only
 HOOKS = {"encoder.self": "encoder.{}.self_attn", "decoder.self": "decoder.{}.self_attn"}
 HOOKS["decoder.cross"] = "decoder.{}.cross_attn"
 
@@ -190,7 +189,6 @@ def test_the_capture_downloads_as_npz(page: Page):
             "text": "猫追狗",
             "kinds": ["weights"],
             "encoding": "f4",
-            **BLOCKS,
         },
     ).json()
     assert arrays["source_tokens"].tolist() == answer["source_tokens"] == ["猫", "追", "狗"]

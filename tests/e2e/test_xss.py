@@ -201,7 +201,6 @@ def baseline(page: Page, model: str, **params: str) -> dict:
 def attention(page: Page, model: str, text: str, type_: str, kind: str) -> dict:
     """One block of the attention answer (layer 0), asked for straight from the API."""
     body = {"model": model, "text": text, "types": [type_], "layers": [0], "kinds": [kind]}
-    body["legacy_items"] = False
     return page.request.post("/api/v1/attention", data=body).json()["blocks"][0]
 
 

@@ -1,8 +1,8 @@
 // The attention lab: the seed tutorial's claims as experiments on the current input, each
 // from its /api/v1/lab route with a bilingual explanation. An experiment is a module
-// exporting `experiment = { id, label, explain, draw, aliases }` (label and explain: i18n
-// keys; aliases: ids that old links may carry); the picker lists them in this order and
-// offers those the model's info lists in capabilities.experiments.
+// exporting `experiment = { id, label, explain, draw }` (label and explain: i18n keys); the
+// picker lists them in this order and offers those the model's info lists in
+// capabilities.experiments.
 import { canRun } from "../../model-info.js";
 import { experiment as ablation } from "./ablation.js";
 import { experiment as compare } from "./compare.js";
@@ -28,11 +28,6 @@ export const EXPERIMENTS = [
 ];
 
 export const EXPERIMENT_IDS = EXPERIMENTS.map((e) => e.id);
-
-// old id -> id, for links from before a rename (?lab=cache opens kv-cache)
-export const EXPERIMENT_ALIASES = new Map(
-  EXPERIMENTS.flatMap((e) => (e.aliases ?? []).map((alias) => [alias, e.id])),
-);
 
 function experimentOf(id) {
   return EXPERIMENTS.find((e) => e.id === id) ?? EXPERIMENTS[0];

@@ -81,7 +81,6 @@ async function draw({ ctx, t, out, base }) {
 
 export const experiment = {
   id: "kv-cache",
-  aliases: ["cache"], // its id in links from before the rename
   label: "lab_kv_cache",
   explain: "lab_kv_cache_explain",
   draw,

@@ -1,0 +1,166 @@
+"""Fair shares of the server: each client (by address) may have a bounded number of API
+requests in flight and spend a bounded cost of requests a minute; past either, a 429 with
+Retry-After. A browser on the page never comes near them (it keeps at most six
+connections to a server and asks one view at a time); a client that sends more only waits
+for itself, not for everyone else."""
+
+from __future__ import annotations
+
+import contextvars
+import ipaddress
+import json
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+# the client of the request being served (its address; `Clients.key`)
+CLIENT: contextvars.ContextVar[str] = contextvars.ContextVar("attnviz_client", default="")
+
+# A request's cost against the per-minute budget: what it makes the server do, roughly in
+# model runs. A plain GET (a run's progress, the model list) costs 1.
+COSTS = {
+    "/api/v1/corpus-runs": 20,
+    "/api/v1/corpus-runs/upload": 20,
+    "/api/v1/export": 10,
+    "/api/v1/qk-space": 10,
+    "/api/v1/generate": 5,
+    "/api/v1/generate/stream": 5,
+}
+POST_COST = 2  # a model run answered from its captured tensors
+LAB_COST = 5  # an experiment: the model run again, changed, several times
+TRACKED_AT_MOST = 50_000  # clients remembered; past it, those with a full budget forgotten
+
+
+def cost_of(method: str, path: str) -> int:
+    if path in COSTS and method == "POST":
+        return COSTS[path]
+    if path.startswith("/api/v1/lab/") and method == "POST":
+        return LAB_COST
+    return POST_COST if method == "POST" else 1
+
+
+@dataclass
+class _Budget:
+    tokens: float
+    at: float
+    active: int = 0
+
+
+class Clients:
+    """Every client's requests in flight and its budget of cost a minute (a token bucket
+    of a minute's worth, refilled continuously)."""
+
+    def __init__(self, at_once: int, per_minute: int, trusted_proxies: list[str]) -> None:
+        self.at_once = at_once
+        self.per_minute = per_minute
+        self.trusted = [ipaddress.ip_network(p, strict=False) for p in trusted_proxies]
+        self._budgets: dict[str, _Budget] = {}
+        self._lock = threading.Lock()
+
+    def key(self, scope: Scope) -> str:
+        """The client's address: the peer's, or behind a trusted proxy the last address of
+        X-Forwarded-For that is not a trusted proxy (the one the proxies were told by a
+        client; the earlier ones are the client's own claims)."""
+        peer = (scope.get("client") or ("unknown", 0))[0]
+        if not self._trusted(peer):
+            return peer
+        forwarded = [
+            value.decode("latin-1")
+            for name, value in scope["headers"]
+            if name == b"x-forwarded-for"
+        ]
+        hops = [h.strip() for h in ",".join(forwarded).split(",") if h.strip()]
+        for hop in reversed(hops):
+            if not self._trusted(hop):
+                return hop[:64]
+        return peer
+
+    def _trusted(self, address: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in network for network in self.trusted)
+
+    def enter(self, client: str, cost: int) -> tuple[str, float] | None:
+        """Count a request of `client` in; None, or why not and the seconds after which
+        to retry."""
+        now = time.monotonic()
+        with self._lock:
+            budget = self._budgets.get(client)
+            if budget is None:
+                if len(self._budgets) >= TRACKED_AT_MOST:
+                    self._forget(now)
+                budget = self._budgets[client] = _Budget(float(self.per_minute), now)
+            budget.tokens = min(
+                self.per_minute, budget.tokens + (now - budget.at) * self.per_minute / 60
+            )
+            budget.at = now
+            if self.at_once and budget.active >= self.at_once:
+                return "at once", 1.0
+            if self.per_minute and budget.tokens < cost:
+                return "per minute", (cost - budget.tokens) * 60 / self.per_minute
+            if self.per_minute:
+                budget.tokens -= cost
+            budget.active += 1
+        return None
+
+    def leave(self, client: str) -> None:
+        with self._lock:
+            budget = self._budgets.get(client)
+            if budget is not None:
+                budget.active -= 1
+
+    def _forget(self, now: float) -> None:
+        """Drop the clients with nothing in flight whose budget has refilled."""
+        for client, budget in list(self._budgets.items()):
+            full = budget.tokens + (now - budget.at) * self.per_minute / 60 >= self.per_minute
+            if not budget.active and full:
+                del self._budgets[client]
+
+
+class ClientBudget:
+    """The middleware: each /api/ request counted against its client's share (429 past
+    it), its client known to the code below as `CLIENT`."""
+
+    def __init__(self, app: ASGIApp, clients: Clients) -> None:
+        self.app = app
+        self.clients = clients
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/api/"):
+            await self.app(scope, receive, send)
+            return
+        client = self.clients.key(scope)
+        refused = self.clients.enter(client, cost_of(scope["method"], scope["path"]))
+        if refused is not None:
+            await _too_many(send, *refused, self.clients)
+            return
+        token = CLIENT.set(client)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            CLIENT.reset(token)
+            self.clients.leave(client)
+
+
+async def _too_many(send: Send, why: str, wait: float, clients: Clients) -> None:
+    detail = (
+        f"this client has {clients.at_once} requests in flight, the most one client may "
+        "(ATTNVIZ_CLIENT_REQUESTS): wait for their answers"
+        if why == "at once"
+        else f"this client has spent its {clients.per_minute} request units of the minute "
+        "(ATTNVIZ_CLIENT_COST_PER_MINUTE)"
+    )
+    retry = max(1, math.ceil(wait))
+    payload = json.dumps({"detail": f"{detail}; retry after {retry} s"}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", b"%d" % len(payload)),
+        (b"retry-after", b"%d" % retry),
+    ]
+    await send({"type": "http.response.start", "status": 429, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})

@@ -1,0 +1,60 @@
+"""One real uvicorn server for the hostile-client tests (issue 27), with MiniLM and
+SmolLM2, short timeouts and small per-client shares, so that each pattern is seen in
+seconds; and /healthz polled from a client of its own while a pattern runs."""
+
+from __future__ import annotations
+
+import json
+
+import httpx2
+import pytest
+
+from bench.hostile import Healthz
+
+from ...serving import start_server
+
+SETTINGS = {
+    "ATTNVIZ_ZOO": json.dumps(["minilm", "smollm2"]),
+    "ATTNVIZ_DEFAULT_MODEL": "minilm",
+    "ATTNVIZ_LOG_FORMAT": "text",
+    "ATTNVIZ_SEND_TIMEOUT_S": "3",
+    "ATTNVIZ_CLIENT_REQUESTS": "4",
+    "ATTNVIZ_CORPUS_RUNS_PER_CLIENT": "2",
+    "ATTNVIZ_MAX_RESPONSE_BYTES": "20000000",
+}
+HEALTHZ_MS = 100  # /healthz's worst latency while a pattern runs
+
+
+@pytest.fixture(scope="package")
+def server(tmp_path_factory):
+    log = tmp_path_factory.mktemp("hostile") / "server.log"
+    with log.open("w") as out:
+        proc, base = start_server(SETTINGS, stdout=out)
+    yield base, log
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture
+def base(server) -> str:
+    return server[0]
+
+
+@pytest.fixture
+def healthz(base):
+    """/healthz polled every 20 ms while the test runs; its worst latency must stay under
+    HEALTHZ_MS, and a normal request be answered after."""
+    with Healthz(base) as poll:
+        yield poll
+    print(f"/healthz worst {poll.worst * 1000:.0f} ms over {poll.probes} probes")
+    assert poll.failures == 0
+    assert poll.worst * 1000 < HEALTHZ_MS, f"/healthz took {poll.worst * 1000:.0f} ms"
+    normal = httpx2.post(f"{base}/api/v1/analyze", json={"text": "A normal request."}, timeout=60)
+    assert normal.status_code == 200, normal.text
+
+
+def client(base: str, address: str, timeout: float = 60) -> httpx2.Client:
+    """A client of the server at `base` from an address of its own (Linux routes all of
+    127/8 to loopback)."""
+    transport = httpx2.HTTPTransport(local_address=address)
+    return httpx2.Client(base_url=base, transport=transport, timeout=timeout)

@@ -1,0 +1,85 @@
+"""One client cannot starve the others: its corpus runs past its share and its requests
+past its share in flight get 429s with Retry-After, while another client is served."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx2
+
+from bench.hostile import PROMPT
+
+from .conftest import SETTINGS, client
+
+AT_ONCE = int(SETTINGS["ATTNVIZ_CLIENT_REQUESTS"])
+RUNS = "/api/v1/corpus-runs"
+
+
+def test_one_clients_five_corpus_runs_leave_room_for_another_clients(base, healthz):
+    started, refused = [], []
+    with client(base, "127.0.0.51") as c:
+        for _ in range(5):
+            answer = c.post(RUNS, json={"model": "minilm", "corpus": "hsk-en"})
+            (started if answer.status_code == 202 else refused).append(answer)
+    assert len(started) == 2 and len(refused) == 3
+    assert {r.status_code for r in refused} == {429}
+    assert int(refused[0].headers["retry-after"]) >= 1
+    assert "ATTNVIZ_CORPUS_RUNS_PER_CLIENT" in refused[0].json()["detail"]
+    with client(base, "127.0.0.52") as other:
+        theirs = other.post(RUNS, json={"model": "minilm", "sentences": ["One more."]})
+        assert theirs.status_code == 202, theirs.text
+        # a run is cancelled by its owner only
+        run = started[0].json()
+        stranger = other.post(f"{RUNS}/{run['id']}/cancel")
+        assert stranger.status_code == 403
+    with client(base, "127.0.0.51") as c:
+        for answer in started:
+            token = {"X-Owner-Token": answer.json()["owner_token"]}
+            cancelled = c.post(f"{RUNS}/{answer.json()['id']}/cancel", headers=token)
+            assert cancelled.status_code == 200
+    deadline = time.monotonic() + 60
+    while httpx2.get(f"{base}{RUNS}/{theirs.json()['id']}").json()["status"] != "done":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+
+def test_seventeen_slow_requests_from_one_client_leave_room_for_another(base, healthz):
+    statuses: list[int] = []
+
+    def slow(i: int) -> None:
+        body = {"model": "smollm2", "text": f"{i} {PROMPT[:1500]}", "layers": [0]}
+        with client(base, "127.0.0.53", timeout=300) as c:
+            statuses.append(c.post(f"{base}/api/v1/export", json=body).status_code)
+
+    threads = [threading.Thread(target=slow, args=(i,)) for i in range(17)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    with client(base, "127.0.0.54", timeout=300) as other:
+        began = time.perf_counter()
+        theirs = other.post("/api/v1/analyze", json={"model": "minilm", "text": "My turn."})
+        waited = time.perf_counter() - began
+    for t in threads:
+        t.join()
+    assert theirs.status_code == 200, theirs.text
+    assert statuses.count(429) == 17 - AT_ONCE and statuses.count(200) == AT_ONCE, statuses
+    # behind at most one client's share of slow requests, not all seventeen
+    assert waited < 60, waited
+
+
+def test_x_forwarded_for_is_not_believed_from_a_peer_that_is_no_trusted_proxy(base, healthz):
+    lies = [{"X-Forwarded-For": f"10.0.0.{i}"} for i in range(2 * AT_ONCE)]
+    statuses: list[int] = []
+
+    def one(headers: dict[str, str]) -> None:
+        body = {"model": "smollm2", "text": f"{headers} {PROMPT[:1500]}", "layers": [0]}
+        with client(base, "127.0.0.55", timeout=300) as c:
+            statuses.append(c.post("/api/v1/export", json=body, headers=headers).status_code)
+
+    threads = [threading.Thread(target=one, args=(h,)) for h in lies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert statuses.count(429) == AT_ONCE, statuses
