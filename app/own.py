@@ -42,6 +42,11 @@ OUTPUT_SAID = {
     "transcription": "It writes its output token by token (greedy decoding); its "
     "cross-attention shows what each output token reads of the input.",
 }
+# how a process is asked to stop: never a model's fault, so never caught as a refusal (any
+# other BaseException is: a Rust panic in `tokenizers` or `safetensors` is pyo3's
+# PanicException, a BaseException that `except Exception` lets through)
+STOPS = (KeyboardInterrupt, SystemExit)
+MAX_REASON_CHARS = 2000  # a refusal's reason as listed (one naming 180,000 tensors is 6 MB)
 KINDS: dict[str, type[Runner]] = {
     "bert": MiniLM, "masked-lm": MaskedLM, "hf-encoder-only": HFEncoder,
     "hf-masked-lm": HFMaskedLM, "hf-encoder-decoder": HFSeq2Seq,
@@ -185,10 +190,10 @@ class OwnRunner:
                     raise HTTPException(
                         503, f"the model {self.name} does not fit in memory now: try later"
                     ) from None
-                except Exception as exc:  # (transformers' code raises what it raises)
-                    said = (
-                        scrub(str(exc), self.path) if not isinstance(exc, CheckpointError) else exc
-                    )
+                except STOPS:
+                    raise
+                except BaseException as exc:  # (transformers' code raises what it raises)
+                    said = reason(exc, self.path)
                     self._failed = f"the model {self.name} cannot be read: {said}"
                     LOG.error("%s", self._failed)
                     raise HTTPException(503, self._failed) from None
@@ -217,6 +222,16 @@ def describe(specs) -> str:
         f"{s.type} {s.layers} layers x {s.query_heads}/{s.kv_heads} heads of {s.head_dim}"
         for s in specs
     )
+
+
+def reason(exc: BaseException, path: str | Path | None = None) -> str:
+    """Why a model is refused: what was raised (named where it is no Exception: a panic),
+    the server's paths of the model out of it where `path` is given (as a client may read
+    it), cut to MAX_REASON_CHARS."""
+    said = str(exc) if path is None else scrub(str(exc), path)
+    if not isinstance(exc, Exception) or not said:
+        said = f"{type(exc).__name__}: {said}" if said else type(exc).__name__
+    return said if len(said) <= MAX_REASON_CHARS else said[: MAX_REASON_CHARS - 1] + "…"
 
 
 def scrub(message: str, path: str | Path) -> str:
@@ -255,9 +270,11 @@ def own_models(
         backend = "transformers" if settings.backend == "transformers" else None
         try:
             runner = OwnRunner(model_id, path, pool, settings.max_model_bytes, backend)
-        except Exception as exc:  # (any failure refuses this model, not the server)
-            LOG.error("model %s from %s is not served: %s", model_id, path, exc)
-            refused[model_id] = scrub(str(exc), path) or type(exc).__name__
+        except STOPS:
+            raise
+        except BaseException as exc:  # (any failure refuses this model, not the server)
+            LOG.error("model %s from %s is not served: %s", model_id, path, reason(exc))
+            refused[model_id] = reason(exc, path)
             continue
         found.append((model_id, runner, runner.source))
     return found, refused

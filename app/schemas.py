@@ -273,11 +273,16 @@ class TypedArray(BaseModel):
     shape: str = Field(description='Comma-separated sizes, e.g. "12,10,10".')
 
 
-class Block(BaseModel):
-    """The requested heads of one attention type, layer and kind, stacked: one array."""
+class Deferred(BaseModel):
+    """A model whose large float fields may be held as arrays (`_floats`, by field name),
+    written into its JSON a few rows a call (service.json_with_arrays), not validated as
+    millions of floats and dumped in one call that holds the GIL."""
 
-    # encoding json: the array itself, written into `data` in pieces (service.attention_json)
-    _floats: Any = PrivateAttr(None)
+    _floats: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+
+class Block(Deferred):
+    """The requested heads of one attention type, layer and kind, stacked: one array."""
 
     type: AttentionType
     layer: int

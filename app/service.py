@@ -9,6 +9,8 @@ import io
 import math
 import re
 import secrets
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pydantic_core
@@ -21,7 +23,14 @@ from model.lean import LeanCapture
 from model.positional import NO_POSITIONS_FORMULA
 from model.runner import AttentionSpec, RunResult
 
-from .schemas import AttentionRequest, AttentionResponse, Block, HeadSummary, TypedArray
+from .schemas import (
+    AttentionRequest,
+    AttentionResponse,
+    Block,
+    Deferred,
+    HeadSummary,
+    TypedArray,
+)
 from .zoo import ModelEntry
 
 HOOK_OF_KIND = {
@@ -169,7 +178,7 @@ def attention_blocks(
                 )
             )
             if req.encoding == "json":  # written by attention_json, a few rows a call
-                blocks[-1]._floats = stack.numpy()
+                blocks[-1]._floats["data"] = stack.numpy()
     return blocks
 
 
@@ -222,16 +231,38 @@ def float_json(array: np.ndarray) -> bytes:
     return pydantic_core.to_json(rounded, inf_nan_mode="null")
 
 
-def json_with_arrays(body: BaseModel, slots: list[tuple[BaseModel, str, np.ndarray]]) -> bytes:
-    """`body.model_dump_json()` where each (model, field) of `slots` holds its array's
-    float_json: pydantic writes the rest around a marker put in the field's place (a
-    random one: no text of a request can forge it)."""
+def deferred(value: Any) -> Iterator[tuple[BaseModel, str, np.ndarray]]:
+    """(model, field, array) of every Deferred model's held arrays in `value` (its fields,
+    lists and dicts, walked)."""
+    if isinstance(value, BaseModel):
+        if isinstance(value, Deferred):
+            yield from ((value, name, array) for name, array in value._floats.items())
+        for name in type(value).model_fields:
+            yield from deferred(getattr(value, name))
+    elif isinstance(value, list | tuple):
+        if value and not isinstance(value[0], BaseModel | list | tuple | dict):
+            return  # (a list of numbers or strings holds no model)
+        for item in value:
+            yield from deferred(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from deferred(item)
+
+
+def json_with_arrays(
+    body: BaseModel, slots: list[tuple[BaseModel, str, np.ndarray]] | None = None
+) -> bytes:
+    """`body.model_dump_json()` where each (model, field) of `slots` (default: every held
+    array of its Deferred models) holds its array's float_json: pydantic writes the rest
+    around a marker put in the field's place (a random one: no text of a request can
+    forge it)."""
+    slots = list(deferred(body)) if slots is None else slots
     nonce = secrets.token_hex(12)
     kept = [getattr(holder, field) for holder, field, _ in slots]
     try:
         for i, (holder, field, _) in enumerate(slots):
             setattr(holder, field, f"{nonce}:{i}")
-        text = body.model_dump_json(warnings=False).encode()
+        text = body.model_dump_json(by_alias=True, warnings=False).encode()
     finally:
         for (holder, field, _), value in zip(slots, kept, strict=True):
             setattr(holder, field, value)
@@ -267,11 +298,10 @@ def attention_json(body: AttentionResponse) -> bytes:
     unescaped is found only where a field starts, never inside a string."""
     arrays = [b.data for b in body.blocks if isinstance(b.data, TypedArray)]
     payloads = [a.bdata for a in arrays]
-    floats = [(b, "data", b._floats) for b in body.blocks if b._floats is not None]
     try:
         for i, array in enumerate(arrays):
             array.bdata = str(i)
-        text = json_with_arrays(body, floats)
+        text = json_with_arrays(body)
     finally:
         for array, payload in zip(arrays, payloads, strict=True):
             array.bdata = payload

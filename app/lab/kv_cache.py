@@ -138,12 +138,14 @@ def causal(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
                     token=runner.shown(fed)[-1],  # (a character split between tokens named)
                     predicted=shown[best],
                     keys=runner.shown(fed),
-                    rows=[encode(capture[n][0, :, -1], "json") for n in names],
+                    rows=[],  # held as one array, written a few rows a call
                     cache_bytes=cache_bytes(cache),
                     max_abs_diff=0.0,  # below, against the uncached pass
                     fed_tokens=len(prompt) if step == 0 else 1,
                 )
             )
+            rows = torch.stack([capture[n][0, :, -1] for n in names])  # (layers, H, keys)
+            steps[-1]._floats["rows"] = rows.double().numpy()
             if step == limit or (not given and best in runner.stop_ids):
                 # ended on a stop token: the one predicted last, or the continuation's last
                 ended = (given[limit - 1] if given and limit else best) in runner.stop_ids

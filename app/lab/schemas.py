@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, StrictFloat
 
-from ..schemas import AttentionType, Index, Strict, Text, TextRequest
+from ..schemas import AttentionType, Deferred, Index, Strict, Text, TextRequest
 
 Matrix = list[list[float]]
 
@@ -126,7 +126,7 @@ class KVCacheRequest(TextRequest):
     )
 
 
-class KVCacheStep(BaseModel):
+class KVCacheStep(Deferred):
     step: int
     token: str = Field(
         description="The token fed at this step (a prompt read in one pass: its last, whose "

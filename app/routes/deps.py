@@ -8,10 +8,11 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request, Response
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from ..runs import Inference
 from ..schemas import ErrorMessage
+from ..service import json_with_arrays
 
 T = TypeVar("T")
 
@@ -38,6 +39,8 @@ def on_tensor_thread(endpoint: Callable[..., T]) -> Callable[..., Awaitable[Resp
         value = endpoint(*args, **kwargs)
         if isinstance(value, Response) or adapter is None:
             return value  # type: ignore[return-value]
+        if isinstance(value, BaseModel):  # (its large float arrays written a few rows a call)
+            return Response(json_with_arrays(value), media_type="application/json")
         return Response(adapter.dump_json(value, by_alias=True), media_type="application/json")
 
     @functools.wraps(endpoint)

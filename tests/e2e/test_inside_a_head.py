@@ -169,6 +169,19 @@ def test_a_corpus_run_shows_its_progress_statistics_and_head_search(page: Page, 
         "head", example["text"], str(first["layer"]), str(first["head"]))  # fmt: skip
 
 
+def test_the_page_cancels_the_corpus_run_it_started(page: Page, server):
+    # the run's owner token, answered at its creation, goes with the page's cancel
+    page.goto("/?model=minilm&text=The cat sat.&view=corpus&type=encoder.self")
+    ready(page)
+    page.fill("#corpus-limit", "4000")
+    page.click("#corpus-run")
+    expect(page.locator("#corpus-status")).to_contain_text("sentences", timeout=30_000)
+    page.click("#corpus-cancel")
+    expect(page.locator("#corpus-status")).to_contain_text("Cancelled", timeout=30_000)
+    run = httpx2.get(f"{server}/api/v1/corpus-runs/{url_state(page)['cr']}").json()
+    assert run["status"] == "cancelled" and run["done"] < 4000
+
+
 def test_hovering_a_token_in_the_lines_view_shows_its_lines_alone(page: Page, server):
     page.goto(f"/?model=minilm&text={TEXT}&view=lines&type=encoder.self&layer=2&head=5&thr=0.05")
     ready(page)
