@@ -64,8 +64,9 @@ def test_seventeen_slow_requests_from_one_client_leave_room_for_another(base, he
         t.join()
     assert theirs.status_code == 200, theirs.text
     assert statuses.count(429) == 17 - AT_ONCE and statuses.count(200) == AT_ONCE, statuses
-    # behind at most one client's share of slow requests, not all seventeen
-    assert waited < 60, waited
+    # the clients take the tensor thread in turn: behind the one export running, not all
+    # of that client's (each takes seconds here)
+    assert waited < 15, waited
 
 
 def test_x_forwarded_for_is_not_believed_from_a_peer_that_is_no_trusted_proxy(base, healthz):
