@@ -319,7 +319,7 @@ def load_zoo(settings: Settings) -> Zoo:
             ModelEntry(
                 model_id,
                 f"{model_id} ({source.family}, yours)",
-                f"Your model from {source.path}: {source.family}, weights stored as "
+                f"Your model from {source.shown}: {source.family}, weights stored as "
                 f"{source.stored} and computed in float32 on {code}, "
                 f"read when first used. "
                 + OUTPUT_SAID[runner.output_kind].format(mask=runner.mask_token)

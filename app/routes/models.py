@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import PurePath
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Response
-
-from model.pretrained.sources import REPO_ID
 
 from ..info import (
     AttentionInfo,
@@ -42,7 +39,7 @@ def model_info(
         title=entry.title,
         titles=entry.titles,
         description=entry.description,
-        source=where_from(entry.source.path) if entry.source else "shipped",
+        source=entry.source.shown if entry.source else "shipped",
         family=entry.source.family if entry.source else None,
         stored_as=entry.source.stored if entry.source else None,
         parameters=getattr(runner, "parameter_count", None)  # a model of yours, unread
@@ -70,12 +67,6 @@ def model_info(
         examples=list(entry.examples),
         default=default,
     )
-
-
-def where_from(path: str) -> str:
-    """Where a model of yours came from, as clients read it: the repo id as given, or the
-    name of its folder or file, never a path of the server's disk."""
-    return path if REPO_ID.fullmatch(path) else PurePath(path).name
 
 
 def model_infos(inference: Inference) -> list[ModelInfo]:

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jinja2.sandbox
 import torch
 from tokenizers import Tokenizer
 from torch import Tensor
@@ -21,6 +20,7 @@ from ..runner import Capabilities, RunnerBase, RunResult
 from ..transformer import DecoderCache, Transformer
 from .bytelevel import readable
 from .llama import load_gguf, smollm2_path
+from .templates import ChatTemplate, TemplateRefused
 
 MAX_PROMPT_TOKENS = 512
 
@@ -117,6 +117,15 @@ class CausalLM(RunnerBase):
         self.add_special_tokens = add_special_tokens
         self.template_tokens = template_tokens or {}  # bos_token, eos_token for the template
         self._shown: list[str] | None = None
+        # compiled now: one that cannot be read leaves the model without chat (a chat turn
+        # is a 422 naming why), not unread (everything else it does is still right)
+        self._chat: ChatTemplate | None = None
+        self._no_chat = "this model has no chat template"
+        if chat_template:
+            try:
+                self._chat = ChatTemplate(chat_template)
+            except TemplateRefused as exc:
+                self._no_chat = str(exc)
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> CausalLM:
@@ -188,12 +197,11 @@ class CausalLM(RunnerBase):
         return "".join(out)
 
     def chat_prompt(self, text: str) -> str:
-        """The text as one user turn of the model's chat template, ready for the answer."""
-        if not self.chat_template:
-            raise ValueError("this model has no chat template")
-        env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        template = env.from_string(self.chat_template)
-        return template.render(
+        """The text as one user turn of the model's chat template, ready for the answer;
+        rendered within bounds of time and size (templates.py): past one, a ValueError."""
+        if self._chat is None:
+            raise ValueError(self._no_chat)
+        return self._chat.render(
             messages=[{"role": "user", "content": text}],
             add_generation_prompt=True,
             **self.template_tokens,

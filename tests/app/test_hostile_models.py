@@ -99,9 +99,10 @@ def test_a_truncated_or_corrupt_gguf_is_refused_at_once_with_its_reason(good, tm
 
 def test_a_gguf_that_declares_more_than_it_holds_is_refused_before_a_tensor_is_read(good, tmp_path):
     """An embedding with more rows than the token list, a vocabulary size past it, tensors
-    whose shapes are not the configuration's, a merge that makes no token (`tokenizers`
-    panics on one longer than any token), and weights past the loaded set's bound: each
-    refused at start-up with its reason, unread (its float32 size from the declared shapes)."""
+    whose shapes are not the configuration's, a billion layers stated over 21 tensors, a
+    merge that makes no token (`tokenizers` panics on one longer than any token), and
+    weights past the loaded set's bound: each refused at start-up with its reason, unread
+    (its float32 size from the declared shapes)."""
     rows = tmp_path / "rows.gguf"
     write_gguf(tiny("llama", vocab_size=VOCAB + 8), rows)
     uint32 = gguf.GGUFValueType.UINT32
@@ -109,12 +110,15 @@ def test_a_gguf_that_declares_more_than_it_holds_is_refused_before_a_tensor_is_r
     vocabulary = with_metadata(good, tmp_path / "vocabulary.gguf", vocab_size)
     width = {"llama.embedding_length": MetadataDetails(uint32, 128)}
     wider = with_metadata(good, tmp_path / "wider.gguf", width)
+    depth = {"llama.block_count": MetadataDetails(uint32, 10**9)}
+    deeper = with_metadata(good, tmp_path / "deeper.gguf", depth)
     fields = gguf.GGUFReader(str(good)).fields
     longest = max(fields["tokenizer.ggml.tokens"].contents(), key=len)
     merges = [f"{longest} {longest}", *fields["tokenizer.ggml.merges"].contents()]
     merge = with_metadata(good, tmp_path / "merge.gguf", {"tokenizer.ggml.merges": MetadataDetails(
         gguf.GGUFValueType.ARRAY, merges, sub_type=gguf.GGUFValueType.STRING)})  # fmt: skip
-    models = {"rows": rows, "vocabulary": vocabulary, "wider": wider, "merge": merge}
+    models = {"rows": rows, "vocabulary": vocabulary, "wider": wider, "deeper": deeper,
+              "merge": merge}  # fmt: skip
     _, refused = own_models(Settings(models=models), set())
     assert refused == {
         "rows": "its tensors do not fit its metadata: token_embd.weight is declared (64, 328); "
@@ -123,6 +127,7 @@ def test_a_gguf_that_declares_more_than_it_holds_is_refused_before_a_tensor_is_r
         "vocabulary": "its vocabulary is 328 tokens (llama.vocab_size) but its token list "
         "holds 320: the ids past it would have no text",
         "wider": refused["wider"],
+        "deeper": "it declares 21 tensors, too few for 1,000,000,000 layers",
         "merge": f"its merge {merges[0]!r} does not join two of its tokens into a third",
     }
     assert refused["wider"].startswith("its tensors do not fit its metadata: token_embd.weight "
