@@ -95,33 +95,27 @@ def answer(response: httpx.Response) -> dict:
     return {"status": response.status_code, "bytes": len(response.content)}
 
 
-def upload(url: str) -> dict:
+def uploaded(url: str, content: bytes | Iterator[bytes]) -> dict:
+    """A corpus run of one sentence of a text file sent as `content`."""
     with client() as c:
         return answer(
             c.post(
                 f"{url}/api/v1/corpus-runs/upload?model=minilm&limit=1",
-                content=combining_upload(),
+                content=content,
                 headers={"content-type": "text/plain"},
             )
         )
+
+
+def upload(url: str) -> dict:
+    return uploaded(url, combining_upload())
 
 
 def trickle(url: str) -> dict:
-    """A 2 MB upload sent in 2 kB pieces."""
-    body = (("a b c d e f g h\n" * 128) * 1024)[: 2 * 2**20].encode()
-
-    def pieces() -> Iterator[bytes]:
-        for at in range(0, len(body), 2048):
-            yield body[at : at + 2048]
-
-    with client() as c:
-        return answer(
-            c.post(
-                f"{url}/api/v1/corpus-runs/upload?model=minilm&limit=1",
-                content=pieces(),
-                headers={"content-type": "text/plain"},
-            )
-        )
+    """A 2 MB file of 20,000 lines sent in 2 kB pieces."""
+    lines = "".join(f"sentence number {i} of a trickled file.{' ' * 64}\n" for i in range(20_000))
+    body = lines.encode()[: 2 * 2**20]
+    return uploaded(url, (body[at : at + 2048] for at in range(0, len(body), 2048)))
 
 
 def positional(url: str) -> dict:
