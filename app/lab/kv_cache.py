@@ -138,14 +138,17 @@ def causal(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
                     token=runner.shown(fed)[-1],  # (a character split between tokens named)
                     predicted=shown[best],
                     keys=runner.shown(fed),
-                    rows=[],  # held as one array, written a few rows a call
+                    rows=[],
                     cache_bytes=cache_bytes(cache),
                     max_abs_diff=0.0,  # below, against the uncached pass
                     fed_tokens=len(prompt) if step == 0 else 1,
                 )
             )
-            rows = torch.stack([capture[n][0, :, -1] for n in names])  # (layers, H, keys)
-            steps[-1]._floats["rows"] = rows.double().numpy()
+            rows = [capture[n][0, :, -1] for n in names]
+            if len({r.shape for r in rows}) == 1:  # one array, written a few rows a call
+                steps[-1]._floats["rows"] = torch.stack(rows).double().numpy()
+            else:  # (a sliding-window layer's row holds fewer keys)
+                steps[-1].rows = [encode(r, "json") for r in rows]
             if step == limit or (not given and best in runner.stop_ids):
                 # ended on a stop token: the one predicted last, or the continuation's last
                 ended = (given[limit - 1] if given and limit else best) in runner.stop_ids

@@ -86,6 +86,7 @@ MODEL_DEPENDENT = (
     "dims must be at most",  # the model's d_model
     "text cannot be read",  # e.g. MiniLM's tokenizer drops every character
     "the response would take about",  # ATTNVIZ_MAX_RESPONSE_BYTES
+    "(ATTNVIZ_MAX_RESPONSE_BYTES)",  # a positional table, export or kv-cache answer past it
     "must be a permutation of",  # lab: an order of the text's tokens
     "attention: it has",  # lab: an attention type the model lacks
     "this needs self-attention",  # lab: rollout of a cross-attention type
@@ -118,6 +119,7 @@ MODEL_DEPENDENT = (
 RETRY_LATER = (
     "projection is being prepared",
     "corpus runs are waiting already",
+    "leave no room for this one",  # corpus runs: other runs' results fill the budget
     "the server is busy running other requests",
 )
 
