@@ -75,7 +75,7 @@ class Clients:
         hops = [h.strip() for h in ",".join(forwarded).split(",") if h.strip()]
         for hop in reversed(hops):
             if not self._trusted(hop):
-                return hop[:64]
+                return _address(hop)
         return peer
 
     def _trusted(self, address: str) -> bool:
@@ -120,6 +120,17 @@ class Clients:
             full = budget.tokens + (now - budget.at) * self.per_minute / 60 >= self.per_minute
             if not budget.active and full:
                 del self._budgets[client]
+
+
+def _address(hop: str) -> str:
+    """An X-Forwarded-For entry as an address: without a port (`1.2.3.4:5678`,
+    `[::1]:80`), so that one client is one key; what does not read as one, cut short."""
+    for text in (hop, hop.rsplit(":", 1)[0].strip("[]"), hop.strip("[]")):
+        try:
+            return str(ipaddress.ip_address(text))
+        except ValueError:
+            continue
+    return hop[:64]
 
 
 class ClientBudget:

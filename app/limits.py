@@ -90,18 +90,25 @@ class BodyLimit:
             body_part = message["type"] == "http.response.body"
             answered = body_part and not message.get("more_body", False)
             data = message.get("body", b"") if body_part else b""
-            if len(data) <= CHUNK:
-                async with asyncio.timeout(self.send_timeout):
-                    await send(message)
-                return
             more = message.get("more_body", False)
-            for at in range(0, len(data), CHUNK):
-                piece = data[at : at + CHUNK]
-                last = at + CHUNK >= len(data)
-                async with asyncio.timeout(self.send_timeout):
-                    await send(
-                        {"type": "http.response.body", "body": piece, "more_body": more or not last}
-                    )
+            pieces = (
+                [message]
+                if len(data) <= CHUNK
+                else [
+                    {
+                        "type": "http.response.body",
+                        "body": data[at : at + CHUNK],
+                        "more_body": more or at + CHUNK < len(data),
+                    }
+                    for at in range(0, len(data), CHUNK)
+                ]
+            )
+            for piece in pieces:
+                try:
+                    async with asyncio.timeout(self.send_timeout):
+                        await send(piece)
+                except TimeoutError:
+                    raise _SendTimeout from None
 
         work = asyncio.create_task(self.app(scope, replay, timed_send))
 
@@ -119,7 +126,7 @@ class BodyLimit:
             if not gone.is_set() or answered:
                 raise  # the server's own cancellation (shutting down)
             LOG.info("%s %s: the client went away; its work was cancelled", *_what(scope))
-        except TimeoutError:
+        except _SendTimeout:
             LOG.info(
                 "%s %s: the client read nothing for %g s; dropped",
                 *_what(scope),
@@ -151,6 +158,10 @@ class BodyLimit:
             headers.append((b"connection", b"close"))
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
+
+
+class _SendTimeout(Exception):
+    """A piece of the answer waited past the send timeout: the client does not read."""
 
 
 def _what(scope: Scope) -> tuple[str, str]:

@@ -178,7 +178,7 @@ def attention_blocks(
                 )
             )
             if req.encoding == "json":  # written by attention_json, a few rows a call
-                blocks[-1]._floats["data"] = stack.numpy()
+                blocks[-1]._floats["data"] = stack.double().numpy()  # (a copy: any dtype)
     return blocks
 
 

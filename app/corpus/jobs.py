@@ -145,11 +145,6 @@ class CorpusRuns:
         job = Job(uuid.uuid4().hex[:16], entry, sentences, source, keep, heads)
         job.owner = owner if owner and self._owns(owner) else secrets.token_urlsafe(18)
         job.client = client
-        job.statistics = torch.full(
-            (job.total, len(STATISTICS), len(heads)), float("nan"), dtype=torch.float32
-        )
-        job.read = torch.zeros(job.total, dtype=torch.bool)
-        job.vectors = {head: Vectors() for head in keep}  # before any reader sees the job
         per_client = self.inference.settings.corpus_runs_per_client
         with self._lock:
             active = [j for j in self.jobs.values() if j.status in ("queued", "running")]
@@ -168,7 +163,7 @@ class CorpusRuns:
                     f"{waiting} corpus runs are waiting already; retry when one is done",
                     headers={"Retry-After": "30"},
                 )
-            if not self._make_room(job, 0):  # (its statistics are allocated: job.bytes)
+            if not self._make_room(job, estimate):  # (before its statistics are made)
                 raise HTTPException(
                     503,
                     "the results the server keeps for other runs leave no room for this one "
@@ -176,13 +171,19 @@ class CorpusRuns:
                     "sentences or retry later",
                     headers={"Retry-After": "60"},
                 )
+            job.statistics = torch.full(
+                (job.total, len(STATISTICS), len(heads)), float("nan"), dtype=torch.float32
+            )
+            job.read = torch.zeros(job.total, dtype=torch.bool)
+            job.vectors = {head: Vectors() for head in keep}  # before any reader sees the job
             self.jobs[job.id] = job
             self._wake.notify()
         return job
 
     def _owns(self, owner: str) -> bool:
+        given = owner.encode()  # (compare_digest takes no str beyond ASCII)
         with self._lock:
-            return any(secrets.compare_digest(j.owner, owner) for j in self.jobs.values())
+            return any(secrets.compare_digest(j.owner.encode(), given) for j in self.jobs.values())
 
     def get(self, job_id: str) -> Job:
         with self._lock:
@@ -240,24 +241,24 @@ class CorpusRuns:
 
     def _make_room(self, job: Job, more: int) -> bool:
         """Drop finished runs, the oldest first, while the kept results and `more` bytes
-        pass the budget: only `job`'s owner's older runs, and runs finished longer ago than
-        ATTNVIZ_CORPUS_KEEP_S (another client's newer runs never drop one's results).
-        Whether they fit now. (Called holding the lock.)"""
+        pass the budget: only `job`'s owner's (or its client's) older runs, and runs
+        finished longer ago than ATTNVIZ_CORPUS_KEEP_S (another client's newer runs never
+        drop one's results). Whether they fit now. (Called holding the lock.)"""
         aged = time.time() - self.inference.settings.corpus_keep_s
-        droppable = [
-            j
-            for j in self.jobs.values()
-            if j is not job
-            and j.finished is not None
-            and j.status in ("done", "cancelled", "failed")
-            and ((j.owner == job.owner and j.created <= job.created) or j.finished < aged)
-        ]
+
+        def droppable(j: Job) -> bool:
+            if j is job or j.finished is None or j.status not in ("done", "cancelled", "failed"):
+                return False
+            mine = j.owner == job.owner or bool(job.client and j.client == job.client)
+            return (mine and j.created <= job.created) or j.finished < aged
+
+        candidates = [j for j in self.jobs.values() if droppable(j)]
         while sum(j.bytes for j in self.jobs.values() if j is not job) + job.bytes + more > (
             self.max_bytes
         ):
-            if not droppable:
+            if not candidates:
                 return False
-            oldest = droppable.pop(0)
+            oldest = candidates.pop(0)
             del self.jobs[oldest.id]
             LOG.info("corpus run %s dropped: past ATTNVIZ_CORPUS_RESULTS_BYTES", oldest.id)
         return True

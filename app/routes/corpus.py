@@ -123,7 +123,7 @@ def start(
         sentences,
         source,
         kept_heads(inference, entry, vectors),
-        owner=request.headers.get(OWNER_HEADER),
+        owner=request.headers.get(OWNER_HEADER, "")[:100] or None,
         client=CLIENT.get(),
     )
     return s.CorpusRunStarted(**described(job).model_dump(), owner_token=job.owner)

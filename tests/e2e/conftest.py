@@ -26,7 +26,10 @@ FLAGS = [
 
 @pytest.fixture(scope="session")
 def server() -> str:
-    proc, base = start_server({"ATTNVIZ_LOG_LEVEL": "warning"})
+    # every test's page and client is one address that asks far more a minute than a person
+    # does: no cost budget here (tests/app/hostile tests it); the in-flight share stays
+    settings = {"ATTNVIZ_LOG_LEVEL": "warning", "ATTNVIZ_CLIENT_COST_PER_MINUTE": "0"}
+    proc, base = start_server(settings)
     yield base
     proc.terminate()
     proc.wait(timeout=20)

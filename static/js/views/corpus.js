@@ -189,7 +189,11 @@ function form(ctx, shipped, status) {
   });
   cancel.addEventListener(
     "click",
-    () => state.cr && ctx.api.corpusCancel(state.cr).catch(() => {}),
+    () =>
+      state.cr &&
+      ctx.api.corpusCancel(state.cr).catch((err) => {
+        status.textContent = err.message; // e.g. not this page's run (403)
+      }),
   );
   const top = labelled("corpus-source", t("corpus_source"), source);
   top.append(
