@@ -30,6 +30,12 @@ def server(tmp_path_factory):
     log = tmp_path_factory.mktemp("hostile") / "server.log"
     with log.open("w") as out:
         proc, base = start_server(SETTINGS, stdout=out)
+    # each route's first use once (lazy imports, first compilations): the patterns' bounds
+    # are for a server that has served before
+    with httpx2.Client(base_url=base, timeout=120) as c:
+        c.get("/api/v1/models/smollm2/positional-encoding", params={"positions": 64})
+        for model in ("minilm", "smollm2"):
+            c.post("/api/v1/analyze", json={"model": model, "text": "A first request."})
     yield base, log
     proc.terminate()
     proc.wait(timeout=30)
