@@ -271,7 +271,8 @@ def load_gguf_transformers(path: Path, name: str = "") -> CausalLM:
     """A Llama-family .gguf file dequantized by transformers' own GGUF loader and run by
     its modeling code; its tokenizer, special tokens and chat template read from the file
     as model/ reads them."""
-    from ..pretrained.llama import GGUFFile, byte_level_tokenizer, config_from_gguf, field
+    from ..pretrained.gguf_file import GGUFFile, field
+    from ..pretrained.llama import byte_level_tokenizer, config_from_gguf
 
     register()
     quiet_transformers()

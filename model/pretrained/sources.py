@@ -206,7 +206,8 @@ def peek_source(
     given, path = str(path), cached(path)
     check_size(path, max_bytes)
     if path.suffix == ".gguf" and path.is_file():
-        from .llama import GGUFFile, byte_level_tokenizer, config_from_gguf
+        from .gguf_file import GGUFFile
+        from .llama import byte_level_tokenizer, config_from_gguf
 
         reader = GGUFFile(str(path))
         _, _, control = byte_level_tokenizer(reader)

@@ -268,7 +268,7 @@ def test_our_gguf_reader_reads_what_the_gguf_librarys_own_reads():
     field (its types, parts and data) and every tensor are the library's own."""
     from gguf import GGUFReader
 
-    from model.pretrained.llama import GGUFFile
+    from model.pretrained.gguf_file import GGUFFile
 
     ours, theirs = GGUFFile(str(PATH)), GGUFReader(str(PATH))
     assert list(ours.fields) == list(theirs.fields)
