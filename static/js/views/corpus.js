@@ -80,6 +80,9 @@ const STRINGS = {
 };
 
 let corpora = null; // the shipped corpora, asked once
+// the run the cancel button stops: the one shown, or the one being started (a promise)
+let shown = null;
+let starting = null;
 const fixed = (v, d = 3) => (v === null || v === undefined ? "—" : Number(v).toFixed(d));
 
 async function drawCorpus(ctx) {
@@ -93,6 +96,7 @@ async function drawCorpus(ctx) {
   const results = el("div", { id: "corpus-results" });
   elements.grid.replaceChildren(form(ctx, shipped, status), bar, status, results);
   elements.explain.textContent = t("corpus_explain");
+  shown = state.cr || null;
   if (!state.cr) {
     status.textContent = t("corpus_none");
     return;
@@ -159,7 +163,10 @@ function form(ctx, shipped, status) {
     id: "corpus-cancel",
     textContent: t("corpus_cancel"),
   });
-  run.addEventListener("click", async () => {
+  run.addEventListener("click", () => {
+    starting = start();
+  });
+  const start = async () => {
     const max = Number.parseInt(limit.value, 10) || undefined;
     const vectors = keep.checked
       ? [{ type: state.type, layer: state.layer, head: state.head }]
@@ -182,19 +189,20 @@ function form(ctx, shipped, status) {
           .filter(Boolean);
         started = await ctx.api.corpusRun({ model: state.model, sentences, limit: max, vectors });
       }
+      shown = started.id;
       ctx.update({ cr: started.id });
     } catch (err) {
       status.textContent = err.message;
     }
+  };
+  // a cancel clicked while the run is being started stops that run once it has its id
+  cancel.addEventListener("click", async () => {
+    await starting;
+    if (!shown) return;
+    ctx.api.corpusCancel(shown).catch((err) => {
+      status.textContent = err.message; // e.g. not this page's run (403)
+    });
   });
-  cancel.addEventListener(
-    "click",
-    () =>
-      state.cr &&
-      ctx.api.corpusCancel(state.cr).catch((err) => {
-        status.textContent = err.message; // e.g. not this page's run (403)
-      }),
-  );
   const top = labelled("corpus-source", t("corpus_source"), source);
   top.append(
     el("label", { htmlFor: "corpus-limit", textContent: t("corpus_limit") }),
