@@ -7,12 +7,17 @@ Masks are boolean with True meaning "may attend", as in the seed's `generate_mas
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .hooks import HookPoint
+from .hooks import HookPoint, wanted
+from .masks import causal_mask
 from .positional import apply_rotary
 
 
@@ -39,6 +44,51 @@ def scaled_dot_product_attention(
     """softmax(Q K^T / sqrt(d_k)) V; returns (context, weights)."""
     weights = masked_softmax(attention_scores(q, k), mask)
     return torch.matmul(weights, v), weights
+
+
+_FUSED: ContextVar[bool] = ContextVar("attnviz_fused_attention", default=False)
+
+
+@contextmanager
+def fused() -> Iterator[None]:
+    """Within this block (in this context), attention modules whose scores, mask and
+    weights no capture records and no hook function reads compute their context with
+    torch's fused kernel (`fused_attention`): what a long input's capture runs with."""
+    token = _FUSED.set(True)
+    try:
+        yield
+    finally:
+        _FUSED.reset(token)
+
+
+def _mask_kind(mask: Tensor, q_len: int, k_len: int) -> str:
+    """What a mask (B, 1, Tq or 1, Tk) is: "none" (every key seen), "causal" (exactly the
+    causal mask of Tq = Tk positions) or "other"; found once per mask tensor (the layers of
+    one pass share it)."""
+    known = getattr(mask, "_attnviz_kind", None)
+    if known is None:
+        if bool(mask.all()):
+            known = "none"
+        elif q_len == k_len and mask.shape[-2:] == (q_len, k_len):
+            tril = causal_mask(q_len, device=mask.device)
+            known = "causal" if bool((mask == tril).all()) else "other"
+        else:
+            known = "other"
+        mask._attnviz_kind = known  # type: ignore[attr-defined]
+    return known
+
+
+def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    """softmax(Q K^T / sqrt(d_k)) V by torch's fused kernel, never holding the (Tq, Tk)
+    weights: (B, H, Tq, d) with keys and values (B, H_kv, Tk, d) shared by groups of query
+    heads. A row with no key at all gets a zero context, as `masked_softmax` gives it."""
+    group = q.size(1) != k.size(1)
+    kind = "none" if mask is None else _mask_kind(mask, q.size(2), k.size(2))
+    if kind != "other":
+        return F.scaled_dot_product_attention(q, k, v, is_causal=kind == "causal", enable_gqa=group)
+    assert mask is not None
+    context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=group)
+    return context.nan_to_num_(0.0) if not bool(mask.any(-1).all()) else context
 
 
 @dataclass
@@ -136,6 +186,13 @@ class MultiHeadAttention(nn.Module):
                 cache.k, cache.v = k, v
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
 
+        seen = (self.hook_scores, self.hook_mask, self.hook_weights)
+        if _FUSED.get() and not self.training and not any(map(wanted, seen)):
+            # within `fused()` and nobody reading the (Tq, Tk) matrices: torch's fused
+            # kernel, linear in memory (otherwise the seed's operations, exactly)
+            context = self.hook_context(fused_attention(q, k, v, mask))
+            context = context.transpose(1, 2).contiguous().view(batch, q_len, self.dim)
+            return self.wo(context)
         k, v = self.shared(k), self.shared(v)
 
         scores = self.hook_scores(attention_scores(q, k))

@@ -92,6 +92,19 @@ def active() -> bool:
     return bool(_ACTIVE.get())
 
 
+def wanted(point: HookPoint) -> bool:
+    """Whether an active capture records this hook point or a hook function reads it (a
+    module can skip computing what nobody will see, e.g. an N x N attention matrix)."""
+    for context in _ACTIVE.get():
+        name = context.points.get(id(point))
+        if name is not None and (
+            name in context.fwd_hooks
+            or (context.capture is not None and name in context.capture_names)
+        ):
+            return True
+    return False
+
+
 def hook_names(root: nn.Module) -> list[str]:
     """Names of all hook points under `root` (their paths from it), in module-tree order."""
     return [name for name, m in root.named_modules() if isinstance(m, HookPoint)]

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from .attention import attention_scores, masked_softmax
 from .hooks import Capture
+from .long import LongCapture
 
 DERIVED = ("hook_scores", "hook_weights")
 RECENT = 4  # recomputed tensors kept (a request reads one layer's, often twice)
@@ -27,7 +28,7 @@ RECENT = 4  # recomputed tensors kept (a request reads one layer's, often twice)
 
 def capture_bytes(capture: Capture) -> int:
     """Bytes a capture holds (a lean one: what it stores, not what it recomputes)."""
-    if isinstance(capture, LeanCapture):
+    if isinstance(capture, (LeanCapture, LongCapture)):
         return capture.stored_bytes
     return sum(t.nbytes for t in capture.values())
 

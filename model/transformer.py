@@ -12,6 +12,7 @@ from .attention import KVCache
 from .config import ModelConfig
 from .hooks import HookedModule, HookPoint
 from .layers import DecoderLayer, EncoderLayer, norm_layer
+from .long import MaskRule
 from .masks import decoder_mask, generate_mask, padding_mask
 from .positional import positions_module
 
@@ -192,6 +193,29 @@ class Transformer(HookedModule):
         if cache is not None:
             cache.ids = cache_ids
         return hidden
+
+    def mask_rules(self, source: Tensor | None, target: Tensor | None) -> dict[str, MaskRule]:
+        """Per attention module (hook prefix), the mask one pass over these ids (B, T)
+        applies to its first item, described (what `generate_mask`/`decoder_mask` build)."""
+        pad = self.config.pad_id
+
+        def valid(ids: Tensor) -> Tensor | None:
+            keep = ids[0] != pad
+            return None if bool(keep.all()) else keep
+
+        rules: dict[str, MaskRule] = {}
+        if source is not None and hasattr(self, "encoder"):
+            n, keys = source.size(1), valid(source)
+            for i in range(self.config.n_layers):
+                rules[f"encoder.{i}.self_attn"] = MaskRule(n, n, valid=keys)
+        if target is not None and hasattr(self, "decoder"):
+            n, window = target.size(1), self.config.sliding_window
+            own = MaskRule(n, n, causal=True, window=window, valid=valid(target))
+            for i in range(self.config.decoder_layers):
+                rules[f"decoder.{i}.self_attn"] = own
+                if source is not None and self.config.architecture == "encoder-decoder":
+                    rules[f"decoder.{i}.cross_attn"] = MaskRule(n, source.size(1), valid=valid(source))
+        return rules
 
     def logits(self, hidden: Tensor) -> Tensor:
         return self.hook_logits(self.output(hidden))

@@ -15,7 +15,9 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
+from ..attention import fused
 from ..hooks import Capture, NamesFilter, hooked
+from ..long import LongCapture, long_names
 from ..runner import Capabilities, RunnerBase, RunResult
 from ..transformer import DecoderCache, Transformer
 from .bytelevel import readable
@@ -23,6 +25,9 @@ from .llama import load_gguf, smollm2_path
 from .templates import ChatTemplate, TemplateRefused
 
 MAX_PROMPT_TOKENS = 512
+# prompts longer than this run the long path: no (T, T) matrix captured (model/long.py)
+LONG_FROM = 512
+LOGIT_CHUNK = 512  # positions whose logits (49,152 each for SmolLM2) are made at once
 
 
 def but_logits(name: str) -> bool:
@@ -247,6 +252,7 @@ class CausalLM(RunnerBase):
         prompt, ids, cut, length = self.prompt(text, chat)
         return self.result(prompt, ids, list(continuation), capture, names_filter, cut, length)
 
+    @torch.no_grad()
     def result(
         self,
         text: str,
@@ -262,15 +268,25 @@ class CausalLM(RunnerBase):
         the run keeps each position's prediction and the generated steps' top tokens)."""
         ids = [*prompt, *generated]
         batch = torch.tensor([ids])
-        if names_filter is None:
-            names_filter = but_logits
-        if capture:
-            logits, capture_ = self.model.run_with_capture(batch, names_filter=names_filter)
+        if capture and names_filter is None and len(ids) > LONG_FROM:
+            # a long input: no (T, T) matrix kept (model/long.py), logits a chunk at a time
+            with fused(), hooked(self.model, long_names) as recorded:
+                hidden = self.model.decode(batch)
+            capture_: Capture | None = LongCapture(recorded, self.model.mask_rules(None, batch))
+            chunks = [self.model.logits(hidden[:, i : i + LOGIT_CHUNK])[0]
+                      for i in range(0, len(ids), LOGIT_CHUNK)]  # fmt: skip
+            predicted = [p for chunk in chunks for p in chunk.argmax(-1).tolist()]
+            last = self.model.logits(hidden[:, len(prompt) - 1 :])[0]
         else:
-            logits, capture_ = self.model(batch), None
-        predicted = logits[0].argmax(-1).tolist()
+            if capture:
+                names = but_logits if names_filter is None else names_filter
+                logits, capture_ = self.model.run_with_capture(batch, names_filter=names)
+            else:
+                logits, capture_ = self.model(batch), None
+            predicted = logits[0].argmax(-1).tolist()
+            last = logits[0, len(prompt) - 1 :]
         # the distribution of each generated step, and of the next token after them all
-        steps = torch.softmax(logits[0, len(prompt) - 1 :], dim=-1).topk(TOP)
+        steps = torch.softmax(last, dim=-1).topk(TOP)
         alternatives = {
             len(prompt) - 1 + i: list(
                 zip(ids_.tolist(), [round(p, 6) for p in ps.tolist()], strict=True)
