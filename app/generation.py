@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, StrictFloat
 
 from model.pretrained.causal import Sampling, Step
 
-from .runs import Inference, read_text
+from .runs import Inference, read_text, text_limit
 from .schemas import Alternative, NewTokens, TextRequest, Whole
 from .zoo import ModelEntry
 
@@ -88,7 +88,7 @@ class Generation:
                 f"max_new_tokens is {self.max_new_tokens}; the limit is {limit} "
                 "(ATTNVIZ_MAX_NEW_TOKENS)",
             )
-        text = read_text(req.text, inference.settings.max_text_chars)
+        text = read_text(req.text, text_limit(inference.settings, self.entry.runner))
         inference.prompt_options(self.entry, req.chat, req.continuation)  # checked
         if self.max_new_tokens < 1 or len(req.continuation) + self.max_new_tokens > limit:
             raise HTTPException(

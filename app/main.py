@@ -23,7 +23,7 @@ from .limits import BodyLimit
 from .logs import AccessLog
 from .routes import corpus, generate, inference, lab, models, pages
 from .routes.deps import BODY_ERRORS
-from .runs import Inference, tensor_threads
+from .runs import Inference, tensor_threads, text_limit
 from .schemas import Health, document_text_limit
 from .settings import Settings
 from .zoo import load_zoo
@@ -121,8 +121,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     generate_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:
-        # the character limit is a setting: the schema states this server's
-        return document_text_limit(generate_openapi(), settings.max_text_chars)
+        # the character limit is a setting: the schema states this server's (the largest
+        # of its models': a long-context model's prompt takes more)
+        served = getattr(app.state, "inference", None)
+        runners = [e.runner for e in served.zoo.models.values()] if served else []
+        limit = max((text_limit(settings, r) for r in runners), default=settings.max_text_chars)
+        return document_text_limit(generate_openapi(), limit)
 
     app.openapi = openapi  # type: ignore[method-assign]
 

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from fastapi import HTTPException
 
 from model.lean import LeanCapture, capture_bytes
+from model.long import LongCapture
 from model.runner import RunResult
 from model.runtime import release_free_memory
 
@@ -63,6 +64,15 @@ def read_text(text: str, limit: int, field: str = "text") -> str:
     if not text.strip():
         raise HTTPException(422, f"{field} is empty: type a sentence")
     return text
+
+
+CHARS_PER_TOKEN = 4  # a long-context model's characters per token it reads
+
+
+def text_limit(settings: Settings, runner: Any) -> int:
+    """The characters a text for this model may have: ATTNVIZ_MAX_TEXT_CHARS, or 4 per
+    token the model reads where that is more (a long-context model's prompt)."""
+    return max(settings.max_text_chars, CHARS_PER_TOKEN * runner.max_tokens)
 
 
 # set for the work of a request whose client has gone (Inference.on_tensor_thread)
@@ -152,7 +162,8 @@ class RunCache:
         instead of running the model again for each block."""
         if not self.max_bytes:  # the cache is off
             return
-        if value.capture is not None and capture_bytes(value.capture) > self.max_bytes // LEAN_PAST:
+        lean = value.capture is not None and not isinstance(value.capture, LongCapture)
+        if lean and capture_bytes(value.capture) > self.max_bytes // LEAN_PAST:
             value = dataclasses.replace(value, capture=LeanCapture(value.capture))
         size = capture_bytes(value.capture) if value.capture else 0
         if size > self.max_bytes:
@@ -305,7 +316,7 @@ class Inference:
         (model, text) was run before. A model that continues a prompt may read it as a
         chat turn, and run it with tokens generated after it (`continuation`)."""
         stop_if_cancelled()
-        text = read_text(text, self.settings.max_text_chars)
+        text = read_text(text, text_limit(self.settings, entry.runner))
         prompt = self.prompt_options(entry, chat, continuation)
         extra = f"\0{int(chat)}\0{','.join(map(str, continuation))}" if prompt else ""
         key = hashlib.sha256(f"{entry.id}\0{text}{extra}".encode()).hexdigest()

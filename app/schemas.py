@@ -27,6 +27,8 @@ def _integral(value: Any) -> Any:
 
 
 Index = Annotated[StrictInt, Field(ge=0, le=10_000), BeforeValidator(_integral)]
+# a token position of a (long) input
+Position = Annotated[StrictInt, Field(ge=0, le=1_000_000), BeforeValidator(_integral)]
 # a token id of a model's vocabulary (checked against the model's size by the server)
 TokenId = Annotated[StrictInt, Field(ge=0, le=10_000_000), BeforeValidator(_integral)]
 # a whole number however JSON writes it (5 or 5.0), as JSON Schema's integer
@@ -221,6 +223,14 @@ class AnalyzeResponse(BaseModel):
         "them filled in.",
     )
     summaries: list[HeadSummary]
+    long: bool = Field(
+        False,
+        description="The input is long (over 512 tokens): no N x N matrix is kept; its heads "
+        "are read by windows (/attention's rows, columns, pool) and its head summaries are "
+        "computed in the background, a layer at a time: ask again for the rest.",
+    )
+    summaries_done: int = Field(0, description="Heads summarised so far (summaries' length).")
+    summaries_total: int = Field(0, description="Heads to summarise in all.")
 
 
 class ExportRequest(TextRequest):
@@ -257,6 +267,31 @@ class AttentionRequest(TextRequest):
         "json",
         description="json: nested lists; u1/f2/f4: plotly.js typed arrays "
         '{"dtype", "bdata" (base64), "shape"}. u1 (value x 255) only for weights and mask.',
+    )
+    rows: list[Position] | None = Field(
+        None,
+        min_length=2,
+        max_length=2,
+        description="[start, stop): the query positions of a window (weights, scores, mask); "
+        "default all. A long input's head is read by windows: without pool each cell is one "
+        "query and key, exact.",
+    )
+    columns: list[Position] | None = Field(
+        None,
+        min_length=2,
+        max_length=2,
+        description="[start, stop): the key positions of a window; default all.",
+    )
+    pool: Annotated[StrictInt, Field(ge=1, le=4096), BeforeValidator(_integral)] | None = Field(
+        None,
+        description="At most this many cells per axis: each cell covers ceil(n / pool) "
+        "positions (the last the rest) and holds the max or mean (reduce) of the exact values "
+        "it covers; the block's row_edges and column_edges say where each cell starts.",
+    )
+    reduce: Literal["max", "mean"] = Field(
+        "max",
+        description="With pool: a cell's largest value (a sink or a diagonal stays visible at "
+        "any size) or its mean (a row's cells times their widths sum to its weight there).",
     )
     repeat_tokens: StrictBool = Field(
         True,
@@ -315,6 +350,18 @@ class Block(Deferred):
     )
     columns_from: Literal["source", "target"] | None = Field(
         None, description="With repeat_tokens false: the columns are that side's tokens."
+    )
+    row_edges: list[int] | None = Field(
+        None,
+        description="A window or pooled block (rows, columns, pool asked, or a long input): the "
+        "position where each row cell starts, then where the last ends (rows_from names the "
+        "token list they index; consecutive positions: one token per cell).",
+    )
+    column_edges: list[int] | None = Field(
+        None, description="The same for the columns (columns_from names their token list)."
+    )
+    reduce: Literal["max", "mean"] | None = Field(
+        None, description="Pooled blocks: what each cell holds of the values it covers."
     )
     shape: list[int] = Field(description="[heads, rows, columns]; columns are d_head for q/k/v.")
     data: list[list[list[float]]] | TypedArray

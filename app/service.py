@@ -20,9 +20,11 @@ from pydantic import BaseModel
 
 from model.analysis import head_metrics, head_roles, layer_weights
 from model.lean import LeanCapture
+from model.long import LongCapture, edges, heads_of
 from model.positional import NO_POSITIONS_FORMULA
 from model.runner import AttentionSpec, RunResult
 
+from .runs import stop_if_cancelled
 from .schemas import (
     AttentionRequest,
     AttentionResponse,
@@ -111,6 +113,17 @@ def attention_blocks(
     if req.granularity == "word" and result.source_words is None:
         raise HTTPException(422, f"{entry.id} has no word pieces: ask granularity=token")
     kinds = list(dict.fromkeys(req.kinds))
+    long = isinstance(result.capture, LongCapture)
+    asked_window = req.rows is not None or req.columns is not None or req.pool is not None
+    if asked_window:
+        bad = sorted(set(kinds) - set(WINDOWED))
+        if bad:
+            raise HTTPException(422, f"rows, columns and pool apply to {WINDOWED}, not {bad}")
+    if (asked_window or long) and reshaped:
+        raise HTTPException(
+            422, "granularity=word and hide_special need whole heads: ask without rows, "
+            "columns and pool (on an input of at most 512 tokens)",
+        )  # fmt: skip
     plan = []
     for attention_type in types:
         spec = entry.specs[attention_type]
@@ -123,6 +136,9 @@ def attention_blocks(
         rows, columns = tokens_of(result, spec)
         per_kind = {"q": len(rows) * spec.head_dim, "k": len(columns) * spec.head_dim}
         per_kind["v"] = per_kind["k"]
+        if asked_window or long:
+            cells = window_cells(req, len(rows), len(columns))
+            per_kind |= dict.fromkeys(WINDOWED, cells)
         for kind in kinds:
             entries = per_kind.get(kind, len(rows) * len(columns))
             stacked = len(heads)
@@ -138,13 +154,21 @@ def attention_blocks(
             422,
             f"the response would take about {_bytes(size)}, over the limit of "
             f"{_bytes(max_bytes)}: ask for fewer types, layers, heads or kinds, "
-            "or use encoding u1 or f2",
+            "or use encoding u1 or f2"
+            + (
+                ", or a window (rows, columns) or pooled cells (pool)"
+                if long or asked_window
+                else ""
+            ),
         )
 
     blocks = []
     for spec, layer, query_heads in plan:
         queries, keys = tokens_of(result, spec)
         for kind in kinds:
+            if (asked_window or long) and kind in WINDOWED:
+                blocks.append(window_block(entry, result, req, spec, layer, kind, query_heads))
+                continue
             tensor = result.capture[spec.hook(layer, HOOK_OF_KIND[kind])][0]
             heads = kv_heads_of(spec, query_heads) if kind in ("k", "v") else query_heads
             every_head = kind == "mask" or heads == list(range(tensor.size(0)))
@@ -180,6 +204,71 @@ def attention_blocks(
             if req.encoding == "json":  # written by attention_json, a few rows a call
                 blocks[-1]._floats["data"] = stack.double().numpy()  # (a copy: any dtype)
     return blocks
+
+
+WINDOWED = ("weights", "scores", "mask")  # the kinds read by windows and pooled
+
+
+def _span(name: str, asked: list[int] | None, length: int) -> tuple[int, int]:
+    start, stop = (0, length) if asked is None else asked
+    if not 0 <= start < stop <= length:
+        raise HTTPException(
+            422, f"{name} [{start}, {stop}) is not a window of 0..{length}: ask 0 <= start < stop "
+            f"<= {length}",
+        )  # fmt: skip
+    return start, stop
+
+
+def window_cells(req: AttentionRequest, n_rows: int, n_columns: int) -> int:
+    """The cells one head's window holds (checked: a 422 for a window outside the input)."""
+    (r0, r1), (c0, c1) = _span("rows", req.rows, n_rows), _span("columns", req.columns, n_columns)
+    return (len(edges(r0, r1, req.pool)) - 1) * (len(edges(c0, c1, req.pool)) - 1)
+
+
+def window_block(
+    entry: ModelEntry,
+    result: RunResult,
+    req: AttentionRequest,
+    spec: AttentionSpec,
+    layer: int,
+    kind: str,
+    query_heads: list[int],
+) -> Block:
+    """A window of the heads of one type, layer and kind, exact or pooled (model/long.py):
+    for a long input recomputed from its queries and keys, a row block at a time."""
+    queries, keys = tokens_of(result, spec)
+    rows, columns = _span("rows", req.rows, len(queries)), _span("columns", req.columns, len(keys))
+    source = heads_of(result.capture, spec.hook(layer, "")[:-1])
+    heads = [0] if kind == "mask" else query_heads
+    windows = []
+    for head in heads:
+        stop_if_cancelled()  # (a head at a time: a client gone stops it)
+        windows.append(source.window(kind, head, rows, columns, req.pool, req.reduce))
+    stack = torch.stack([w[0] for w in windows])
+    row_edges, column_edges = windows[0][1], windows[0][2]
+    single_rows = row_edges[1] - row_edges[0] == 1
+    single_cols = column_edges[1] - column_edges[0] == 1
+    steps = spec.rows == "target" and bool(result.predicted_tokens)
+    shown_rows = queries[rows[0] : rows[1]] if req.repeat_tokens and single_rows else None
+    block = Block(
+        type=spec.type,
+        layer=layer,
+        kind=kind,
+        heads=None if kind == "mask" else heads,
+        rows=shown_rows,
+        rows_from=None if shown_rows is not None else spec.rows,
+        predicted=result.predicted_tokens[rows[0] : rows[1]] if steps and shown_rows else None,
+        columns=keys[columns[0] : columns[1]] if req.repeat_tokens and single_cols else None,
+        columns_from=None if req.repeat_tokens and single_cols else spec.columns,
+        row_edges=row_edges,
+        column_edges=column_edges,
+        reduce=req.reduce if req.pool is not None else None,
+        shape=list(stack.shape),
+        data=[] if req.encoding == "json" else encode(stack, req.encoding),
+    )
+    if req.encoding == "json":
+        block._floats["data"] = stack.double().numpy()
+    return block
 
 
 def _bytes(n: float) -> str:

@@ -69,7 +69,16 @@ class Settings(BaseSettings):
         "pronounce", description="The model a request without one runs (if loaded; else the first)."
     )
     max_text_chars: int = Field(
-        4000, ge=1, description="Characters per text (512 English WordPieces fit); longer: 422."
+        4000,
+        ge=1,
+        description="Characters per text (512 English WordPieces fit), or 4 per token a model "
+        "reads where that is more (SmolLM2: 8,192 tokens, 32,768 characters); longer: 422.",
+    )
+    max_capture_bytes: int = Field(
+        1_500_000_000,
+        ge=1_000_000,
+        description="Bytes one run of a long-context model (SmolLM2) may capture: its longest "
+        "prompt is what fits (8,192 tokens take about 1.2 GB); longer: 422 naming it.",
     )
     max_new_tokens: int = Field(
         64,
@@ -78,7 +87,9 @@ class Settings(BaseSettings):
         description="Tokens one generation may add to a prompt (models that continue one); "
         "more asked: 422.",
     )
-    max_body_bytes: int = Field(65536, ge=1024, description="Request body bytes; larger: 413.")
+    max_body_bytes: int = Field(
+        262144, ge=1024, description="Request body bytes (a long prompt fits); larger: 413."
+    )
     drain_body_bytes: int = Field(
         10 * 2**20,
         ge=0,
@@ -145,7 +156,10 @@ class Settings(BaseSettings):
         description="Bytes of corpus runs' results kept; past it, the oldest finished dropped.",
     )
     cache_bytes: int = Field(
-        256 * 2**20, ge=0, description="Bytes of captures kept for repeated requests."
+        1536 * 2**20,
+        ge=0,
+        description="Bytes of captures kept for repeated requests (a long prompt's views read "
+        "its capture from here: 8,192 SmolLM2 tokens take about 1 GB).",
     )
 
     def concurrent_runs(self) -> int:

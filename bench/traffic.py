@@ -172,7 +172,7 @@ class Mix:
                 ("attention", {"text": text, "heads": [-1]}, (422,), None),
                 ("analyze", {"text": "猫" * 4001}, (422,), None),
                 ("analyze", None, (422,), b'{"text": NaN}'),
-                ("analyze", None, (413,), json.dumps({"text": "x" * 70_000}).encode()),
+                ("analyze", None, (413,), json.dumps({"text": "x" * 300_000}).encode()),
                 ("analyze", None, (400, 422), b'{"text": "unterminated'),
             ]
         )

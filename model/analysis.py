@@ -136,22 +136,35 @@ def head_roles(
     heads, tq, tk = weights.shape
     metrics = metrics or head_metrics(weights, self_attention, special_keys)
     offsets = weights.argmax(-1) - torch.arange(tq)[None, :]  # (H, Tq)
+    return [
+        role_of(
+            {name: values[h] for name, values in metrics.items()},
+            _fixed_offset_share(offsets[h]) if self_attention else 0.0,
+            self_attention,
+            tq,
+            tk,
+        )
+        for h in range(heads)
+    ]
+
+
+def role_of(
+    means: dict[str, float | None], fixed_offset: float, self_attention: bool, tq: int, tk: int
+) -> str | None:
+    """One head's role (`head_roles`) from its metrics' means and the share of its rows
+    peaking at the commonest offset other than -1."""
     uniform = math.log2(tk) if tk > 1 else 1.0
-    roles: list[str | None] = []
-    for h in range(heads):
-        if not self_attention and (metrics["alignment"][h] or 0) >= 0.8:
-            roles.append("alignment")
-        elif self_attention and (metrics["previous"][h] or 0) >= 0.5:
-            roles.append("previous-token")
-        elif metrics["first"][h] >= 0.5:
-            roles.append("first-token")
-        elif self_attention and tq > 2 and _fixed_offset_share(offsets[h]) >= 0.7:
-            roles.append("positional")
-        elif tk > 1 and metrics["entropy"][h] >= 0.75 * uniform:
-            roles.append("broad")
-        else:
-            roles.append(None)
-    return roles
+    if not self_attention and (means["alignment"] or 0) >= 0.8:
+        return "alignment"
+    if self_attention and (means["previous"] or 0) >= 0.5:
+        return "previous-token"
+    if (means["first"] or 0) >= 0.5:
+        return "first-token"
+    if self_attention and tq > 2 and fixed_offset >= 0.7:
+        return "positional"
+    if tk > 1 and (means["entropy"] or 0) >= 0.75 * uniform:
+        return "broad"
+    return None
 
 
 def _fixed_offset_share(offsets: Tensor) -> float:

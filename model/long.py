@@ -17,6 +17,7 @@ previous, first, special, alignment, the share of rows peaking at one offset), e
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from dataclasses import dataclass, field
@@ -203,11 +204,10 @@ class Heads:
             else:
                 out[first : first + cells] = grid.sum(dim=(1, 3))
         if reduce == "mean":
-            heights = torch.tensor([b - a for a, b in zip(row_edges, row_edges[1:])])
-            widths = torch.tensor([b - a for a, b in zip(col_edges, col_edges[1:])])
+            heights = torch.tensor([b - a for a, b in itertools.pairwise(row_edges)])
+            widths = torch.tensor([b - a for a, b in itertools.pairwise(col_edges)])
             out /= heights[:, None] * widths[None, :]
         return out, row_edges, col_edges
-
 
 
 @dataclass
@@ -365,7 +365,7 @@ class LayerAttention(Heads):
                     stats.previous += float(weights[rows, behind[rows]].sum())
                 stats.previous_rows += int((query >= 1).sum())
                 values, counts = (where - query).unique(return_counts=True)
-                for value, count in zip(values.tolist(), counts.tolist()):
+                for value, count in zip(values.tolist(), counts.tolist(), strict=True):
                     stats.offsets[value] = stats.offsets.get(value, 0) + count
             else:
                 stretched = query.double() * (tk - 1) / max(tq - 1, 1)
@@ -373,7 +373,6 @@ class LayerAttention(Heads):
                 stats.alignment += float(hits.double().sum())
         with self._lock:
             self._normalisers[head] = lse_all
-
 
 
 DERIVED = ("hook_scores", "hook_mask", "hook_weights")
@@ -394,6 +393,7 @@ class LongCapture(Capture):
     def __init__(self, capture: Capture, masks: dict[str, Mask | None]) -> None:
         super().__init__()
         self._store = {name: capture.all(name) for name in capture}
+        self.background: dict[str, object] = {}  # what the app computes of it meanwhile
         self.attention: dict[str, LayerAttention] = {}
         for prefix, mask in masks.items():
             q, k = capture[f"{prefix}.hook_q"], capture[f"{prefix}.hook_k"]
@@ -415,7 +415,9 @@ def heads_of(capture: Capture, prefix: str) -> Heads:
     first batch item: recomputed by windows for a long run, its stored tensors otherwise."""
     if isinstance(capture, LongCapture):
         return capture.attention[prefix]
-    found = {kind: capture[f"{prefix}.{kind}"][0] for kind in DERIVED if f"{prefix}.{kind}" in capture}
+    found = {
+        kind: capture[f"{prefix}.{kind}"][0] for kind in DERIVED if f"{prefix}.{kind}" in capture
+    }
     mask = found.get("hook_mask")
     return StoredAttention(
         found.get("hook_weights"), found.get("hook_scores"), None if mask is None else mask[0]

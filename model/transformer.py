@@ -214,7 +214,9 @@ class Transformer(HookedModule):
             for i in range(self.config.decoder_layers):
                 rules[f"decoder.{i}.self_attn"] = own
                 if source is not None and self.config.architecture == "encoder-decoder":
-                    rules[f"decoder.{i}.cross_attn"] = MaskRule(n, source.size(1), valid=valid(source))
+                    rules[f"decoder.{i}.cross_attn"] = MaskRule(
+                        n, source.size(1), valid=valid(source)
+                    )
         return rules
 
     def logits(self, hidden: Tensor) -> Tensor:

@@ -9,7 +9,7 @@ from fastapi import HTTPException
 from model.analysis import without_mask
 from model.masks import pad_batch, padding_mask
 
-from ..runs import read_text
+from ..runs import read_text, text_limit
 from ..service import encode
 from . import schemas as s
 from .context import LabContext
@@ -76,7 +76,8 @@ def padding(ctx: LabContext, req: s.MasksRequest) -> s.PaddingCase:
     shorter one's weights, as on its own."""
     ids, source = ctx.result.source_ids, ctx.result.source_tokens
     if req.second is not None:
-        second = read_text(req.second, ctx.inference.settings.max_text_chars, field="second")
+        limit = text_limit(ctx.inference.settings, ctx.runner)
+        second = read_text(req.second, limit, field="second")
         other, tokens = ctx.runner.tokenize(second)
     else:
         other, tokens = second_sentence(ids, source, ctx.runner.special_tokens)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Response
 
 from model.analysis import cosine
+from model.long import LongCapture
 from model.runner import RunResult
 
+from ..long_metrics import long_summaries
 from ..schemas import (
     Alternative,
     AnalyzeRequest,
@@ -36,6 +38,12 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
             raise HTTPException(422, f"{entry.id} makes no sentence embedding to compare")
         other = inference.run(entry, req.compare).embedding
         similarity = cosine(result.embedding, other)
+    long = isinstance(result.capture, LongCapture)
+    if long:  # computed in the background: those done so far
+        summarised, total = long_summaries(inference, entry, result)
+    else:
+        summarised = summaries(entry, result)
+        total = len(summarised)
     return AnalyzeResponse(
         model=entry.id,
         text=result.text,
@@ -59,7 +67,10 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
             )
             for position, top in sorted(result.masked.items())
         ],
-        summaries=summaries(entry, result),
+        summaries=summarised,
+        long=long,
+        summaries_done=len(summarised),
+        summaries_total=total,
     )
 
 

@@ -17,7 +17,7 @@ from ..info import (
     StartHead,
 )
 from ..lab import available
-from ..runs import Inference
+from ..runs import Inference, text_limit
 from ..service import BYTES_PER_ENTRY, json_with_arrays, positional_table
 from ..zoo import ModelEntry
 from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep, on_tensor_thread
@@ -71,8 +71,10 @@ def model_info(
 
 def model_infos(inference: Inference) -> list[ModelInfo]:
     zoo, settings = inference.zoo, inference.settings
-    limits = (settings.max_text_chars, settings.max_new_tokens)
-    return [model_info(e, e.id == zoo.default, *limits) for e in zoo.models.values()]
+    return [
+        model_info(e, e.id == zoo.default, text_limit(settings, e.runner), settings.max_new_tokens)
+        for e in zoo.models.values()
+    ]
 
 
 def refused_infos(inference: Inference) -> list[RefusedModel]:

@@ -30,6 +30,10 @@ LONG_FROM = 512
 LOGIT_CHUNK = 512  # positions whose logits (49,152 each for SmolLM2) are made at once
 
 
+class PromptTooLong(ValueError):
+    """A prompt longer than a long-context runner reads (its `max_tokens`)."""
+
+
 def but_logits(name: str) -> bool:
     """A run's names filter: every hook point but the logits."""
     return name != "hook_logits"
@@ -97,6 +101,9 @@ class CausalLM(RunnerBase):
     unknown_token = ""  # byte-level: every text has tokens
     capabilities = Capabilities(generation=True)
     max_tokens = MAX_PROMPT_TOKENS
+    # where set (`read_long`): prompts up to the model's context are read whole, as long
+    # as their capture fits in these bytes; a longer one is refused, not cut
+    max_capture_bytes: int | None = None
 
     def __init__(
         self,
@@ -167,6 +174,37 @@ class CausalLM(RunnerBase):
             self.template_tokens,
         )
         twin.token_unit, twin.max_tokens = self.token_unit, self.max_tokens  # (instance's)
+        twin.max_capture_bytes, twin._shown = self.max_capture_bytes, self._shown
+        return twin
+
+    def capture_bytes(self, tokens: int) -> int:
+        """The most a long run of this many tokens holds (our model code's): per token and
+        layer its queries, keys and values, the embeddings, the output and the rotary
+        angles (float32); and its (T, T) boolean mask with what building it takes."""
+        cfg = self.model.config
+        heads = cfg.n_heads + 2 * cfg.kv_heads
+        per_token = 4 * (
+            cfg.decoder_layers * heads * cfg.head_dim + 2 * cfg.d_model + cfg.head_dim // 2
+        )
+        return per_token * tokens + 3 * tokens * tokens
+
+    def read_long(self, max_capture_bytes: int) -> CausalLM:
+        """A twin (the same weights) that reads prompts as long as its context, those whose
+        capture fits in `max_capture_bytes`: `max_tokens` is the longest (a longer prompt
+        is refused, not cut). Our model code only (a transformers model keeps 512)."""
+        twin = self.with_model(self.model)
+        if not isinstance(self.model, Transformer):
+            return twin
+        twin.max_capture_bytes = max_capture_bytes
+        longest, step = 0, 1 << 20
+        while step:  # the largest count whose capture fits, by halving steps
+            if longest + step <= self.model.config.max_seq_len and (
+                self.capture_bytes(longest + step) <= max_capture_bytes
+            ):
+                longest += step
+            else:
+                step //= 2
+        twin.max_tokens = max(longest, 1)
         return twin
 
     def target_vocabulary(self) -> list[str]:
@@ -232,7 +270,24 @@ class CausalLM(RunnerBase):
         """(the prompt read, its ids, whether they were cut, their length before): the text
         itself, or with `chat` the text as a user turn of the chat template."""
         prompt = self.chat_prompt(text) if chat else text
-        ids, cut, length = self.encode(prompt, special=False if chat else None)
+        if self.max_capture_bytes is not None:  # read whole, or refused
+            ids = self.tokenizer.encode(
+                prompt, add_special_tokens=self.add_special_tokens and not chat
+            ).ids
+            if len(ids) > self.max_tokens:
+                context = self.model.config.max_seq_len
+                why = (
+                    "its context"
+                    if self.max_tokens == context
+                    else f"what ATTNVIZ_MAX_CAPTURE_BYTES holds; its context is {context:,}"
+                )
+                raise PromptTooLong(
+                    f"the prompt has {len(ids):,} tokens; this server reads at most "
+                    f"{self.max_tokens:,} of this model ({why}): shorten it"
+                )
+            cut, length = False, len(ids)
+        else:
+            ids, cut, length = self.encode(prompt, special=False if chat else None)
         if not ids:
             raise ValueError("the prompt has no tokens")
         return prompt, ids, cut, length
@@ -268,7 +323,8 @@ class CausalLM(RunnerBase):
         the run keeps each position's prediction and the generated steps' top tokens)."""
         ids = [*prompt, *generated]
         batch = torch.tensor([ids])
-        if capture and names_filter is None and len(ids) > LONG_FROM:
+        long = isinstance(self.model, Transformer) and len(ids) > LONG_FROM
+        if capture and names_filter is None and long:
             # a long input: no (T, T) matrix kept (model/long.py), logits a chunk at a time
             with fused(), hooked(self.model, long_names) as recorded:
                 hidden = self.model.decode(batch)

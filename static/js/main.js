@@ -321,6 +321,7 @@ async function render() {
     focused: document.activeElement?.id, // a view rebuilding its controls puts focus back
     openHead: (layer, head) => update({ view: "head", layer, head }),
     positional: (positions, dims) => api.positional(state.model, positions, dims),
+    promptOptions: input.prompt, // a continuing model's chat and continuation, for requests
     lab: (route, body) => api.lab(route, { ...body, ...input.prompt }),
     inspect: (route, body) => api.inspect(route, { ...body, ...input.prompt }),
     api,

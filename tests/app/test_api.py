@@ -56,10 +56,12 @@ def test_models_describe_their_attention(client):
         {"type": "decoder.self", "layers": 30, "query_heads": 9, "kv_heads": 3, "head_dim": 64,
          "rows": "target", "columns": "target"}
     ]  # fmt: skip
-    assert (llm["token_unit"], llm["output"], llm["max_tokens"]) == (
+    # its context, read whole (model/long.py); 4 characters a token
+    assert (llm["token_unit"], llm["output"], llm["max_tokens"], llm["max_text_chars"]) == (
         "byte-bpe",
         "continuation",
-        512,
+        8192,
+        32768,
     )
     assert "<|im_start|>" in llm["special_tokens"]
     assert llm["capabilities"]["generation"] and llm["max_new_tokens"] == 64
@@ -246,11 +248,11 @@ def test_nan_in_numbers_is_refused_not_crashed(client):
 
 
 def test_bodies_over_the_limit_are_413_with_or_without_a_length(client):
-    big = b'{"text": "' + b"a" * 70_000 + b'"}'
+    big = b'{"text": "' + b"a" * 300_000 + b'"}'
     assert client.post("/api/v1/analyze", content=big).status_code == 413
 
     def chunks():
-        for _ in range(70):
+        for _ in range(300):
             yield b"a" * 1000
 
     response = client.post("/api/v1/analyze", content=chunks())

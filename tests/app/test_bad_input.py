@@ -25,7 +25,7 @@ ANALYZE = "/api/v1/analyze"
 ATTENTION = "/api/v1/attention"
 POSITIONAL = "/api/v1/models/{}/positional-encoding"
 LIMIT = 4000  # ATTNVIZ_MAX_TEXT_CHARS
-BODY_LIMIT = 65536  # ATTNVIZ_MAX_BODY_BYTES
+BODY_LIMIT = 262144  # ATTNVIZ_MAX_BODY_BYTES
 JSON = {"content-type": "application/json"}
 TEN_MB = 10 * 2**20
 

@@ -112,6 +112,10 @@ MODEL_DEPENDENT = (
     "vectors: ",  # corpus-runs: vectors of a layer or head the model lacks
     "kept no vectors",  # qk-space: a corpus run that did not keep the head
     "corpus run",  # qk-space or corpus-runs: a run id that is not there or of another model
+    "characters; the limit is",  # a model's text limit: 4 characters a token of its own
+    "is not a window of",  # attention: rows or columns past the text's tokens
+    "rows, columns and pool apply to",  # attention: a window of q, k or v
+    "need whole heads",  # attention: word view or hidden specials of a long input
 )
 # The 503s a valid request may get, each documented and with Retry-After: a full queue of
 # runs or of corpus runs, or UMAP / t-SNE asked for before its first run has compiled it

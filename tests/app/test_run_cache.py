@@ -1,5 +1,5 @@
-"""The run cache keeps a long input's run lean (model/lean.py): a 512-token SmolLM2 run
-(671 MB captured) fits the default 256 MB, so the page's block requests read it instead
+"""The run cache keeps a large run lean (model/lean.py): a 512-token SmolLM2 run (671 MB
+captured) is kept in a fraction of the cache, so the page's block requests read it instead
 of running the model again, and what they read is what the model computed."""
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ LONG = (
 def test_a_long_run_is_cached_lean_and_served_as_computed(client):
     inference = client.app.state.inference
     entry = inference.entry("smollm2")
-    text = LONG[:3990]
+    tokens = entry.runner.tokenizer
+    # the longest prefix read by the short path: at most 512 tokens (longer: model/long.py)
+    text = LONG[: max(k for k in range(1500, 3990, 10) if len(tokens.encode(LONG[:k]).ids) <= 512)]
     body = {"text": text, "types": ["decoder.self"], "encoding": "f4"}
     asks = [{"layers": [3, 29], "kinds": ["weights"]}, {"layers": [29], "kinds": ["scores"]}]
     first = [post(client, "attention", **body, **ask) for ask in asks]
     cached = inference.run(entry, text)
-    assert len(cached.source_ids) == 512 and isinstance(cached.capture, LeanCapture)
+    assert 500 <= len(cached.source_ids) <= 512 and isinstance(cached.capture, LeanCapture)
     assert capture_bytes(cached.capture) < inference.settings.cache_bytes
     assert inference.run(entry, text) is cached  # read from the cache, not run again
     # the cached run's recomputed blocks are the model's own, bit for bit: a fresh run of

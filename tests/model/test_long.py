@@ -5,6 +5,7 @@ transformers' own projections make."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -31,7 +32,7 @@ def llama(tmp_path_factory):
 
 
 def test_a_long_run_keeps_no_square_matrix_and_predicts_as_transformers(llama):
-    theirs, ours, ids, expected = llama
+    _theirs, ours, ids, expected = llama
     result = ours.result("", ids, [])
     capture = result.capture
     assert isinstance(capture, LongCapture)
@@ -40,16 +41,17 @@ def test_a_long_run_keeps_no_square_matrix_and_predicts_as_transformers(llama):
     assert largest < N * N / 4  # linear in N: no (N, N) tensor anywhere
     with pytest.raises(KeyError, match="by windows"):
         capture["decoder.0.self_attn.hook_weights"]
-    assert result.predicted_tokens[-1] == ours.target_vocabulary()[
-        int(expected.logits[0, -1].argmax())
-    ]
+    assert (
+        result.predicted_tokens[-1]
+        == ours.target_vocabulary()[int(expected.logits[0, -1].argmax())]
+    )
     assert [ours.target_vocabulary()[int(i)] for i in expected.logits[0].argmax(-1)] == (
         result.predicted_tokens
     )
 
 
 def test_every_heads_exact_window_is_transformers_eager_attention(llama):
-    theirs, ours, ids, expected = llama
+    _theirs, ours, ids, expected = llama
     capture = ours.result("", ids, []).capture
     for layer, weights in enumerate(expected.attentions):
         heads = capture.attention[f"decoder.{layer}.self_attn"]
@@ -64,8 +66,8 @@ def test_every_heads_exact_window_is_transformers_eager_attention(llama):
 
 def pooled_reference(matrix: torch.Tensor, rows: list[int], cols: list[int], reduce: str):
     out = torch.empty(len(rows) - 1, len(cols) - 1, dtype=torch.float64)
-    for i, (a, b) in enumerate(zip(rows, rows[1:])):
-        for j, (c, d) in enumerate(zip(cols, cols[1:])):
+    for i, (a, b) in enumerate(itertools.pairwise(rows)):
+        for j, (c, d) in enumerate(itertools.pairwise(cols)):
             cell = matrix[a:b, c:d].double()
             out[i, j] = cell.max() if reduce == "max" else cell.mean()
     return out
@@ -73,7 +75,7 @@ def pooled_reference(matrix: torch.Tensor, rows: list[int], cols: list[int], red
 
 @pytest.mark.parametrize("reduce", ["max", "mean"])
 def test_pooled_cells_are_the_max_or_mean_of_the_exact_weights_they_cover(llama, reduce):
-    theirs, ours, ids, expected = llama
+    _theirs, ours, ids, expected = llama
     heads = ours.result("", ids, []).capture.attention["decoder.1.self_attn"]
     exact = expected.attentions[1][0, 2]
     got, rows, cols = heads.window("weights", 2, (0, N), (0, N), pool=100, reduce=reduce)
@@ -87,7 +89,7 @@ def test_pooled_cells_are_the_max_or_mean_of_the_exact_weights_they_cover(llama,
     assert float((got.double() - reference).abs().max()) <= 1e-5
     if reduce == "mean":  # a row's cells times their widths: the row's mass there
         row, _, cols = heads.window("weights", 2, (N - 1, N), (0, N), pool=64, reduce="mean")
-        widths = torch.tensor([b - a for a, b in zip(cols, cols[1:])], dtype=torch.float32)
+        widths = torch.tensor([b - a for a, b in itertools.pairwise(cols)], dtype=torch.float32)
         assert abs(float((row[0] * widths).sum()) - 1.0) <= 1e-4
 
 
@@ -160,7 +162,7 @@ def test_a_sliding_windows_heads_are_mistrals(tmp_path):
 
 
 def test_streamed_head_metrics_equal_those_of_the_whole_matrix(llama):
-    theirs, ours, ids, expected = llama
+    _theirs, ours, ids, expected = llama
     from model.long import HeadStats
 
     heads = ours.result("", ids, []).capture.attention["decoder.0.self_attn"]

@@ -1,7 +1,9 @@
 // One head (or the mean of a layer's heads) as a heatmap: queries down, keys across.
 import { heatmap } from "../plots.js";
+import { drawLongHead, strings } from "./long-head.js";
 
 async function drawHead(ctx) {
+  if (ctx.analysis.long) return drawLongHead(ctx); // read by windows, no whole matrix
   const { state, t } = ctx;
   const kind = state.kind;
   const block = await ctx.layerBlock(state.type, state.layer, kind);
@@ -79,6 +81,7 @@ export const view = {
   label: "view_head",
   controls: ["type", "layer", "head", "kind", "overlay", "average", "words", "hide"],
   arrowKeys: true,
+  strings,
   draw: drawHead,
   prefetch: (ctx) => {
     const { type, layer, kind } = ctx.state;

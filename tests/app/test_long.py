@@ -1,0 +1,115 @@
+"""A long prompt through the API (model/long.py; the numbers are checked against
+transformers in tests/model/test_long.py): SmolLM2 reads it whole, up to its context;
+/attention serves windows and pooled cells of what the run keeps, /analyze says it is
+long and brings its head summaries as the background computes them; whatever cannot be
+served says what to ask instead."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+import pytest
+
+from model.long import LongCapture
+
+from .test_generate import post
+
+TEXT = (
+    "The animal didn't cross the street because it was too tired, and the quick brown fox "
+    "jumps over the lazy dog while attention heads look back at every token they have seen. "
+) * 30  # 1,000 tokens or so
+
+
+@pytest.fixture(scope="module")
+def long_run(client):
+    analysis = post(client, "analyze", model="smollm2", text=TEXT)
+    return analysis, len(analysis["source_tokens"])
+
+
+def attention(client, **ask) -> dict:
+    body = {"model": "smollm2", "text": TEXT, "types": ["decoder.self"], **ask}
+    return post(client, "attention", **body)
+
+
+def test_a_long_prompt_is_read_whole_and_its_run_keeps_no_square_matrix(client, long_run):
+    analysis, n = long_run
+    assert 900 <= n <= 1100 and analysis["long"] and not analysis["truncated"]
+    inference = client.app.state.inference
+    run = inference.run(inference.entry("smollm2"), TEXT)
+    assert isinstance(run.capture, LongCapture)  # cached as it is: not made lean
+    assert analysis["summaries_total"] == 270
+
+
+def test_head_summaries_come_in_the_background_until_every_head_has_one(client, long_run):
+    deadline = time.monotonic() + 120
+    while True:
+        analysis = post(client, "analyze", model="smollm2", text=TEXT)
+        done = analysis["summaries_done"]
+        assert done == len(analysis["summaries"]) <= 270
+        if done == 270 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert done == 270
+    heads = {(s["layer"], s["head"]) for s in analysis["summaries"]}
+    assert heads == set(itertools.product(range(30), range(9)))
+    n = len(analysis["source_tokens"])
+    for s in analysis["summaries"]:
+        assert 0 <= s["entropy"] <= np.log2(n) and 0 < s["max_weight"] <= 1
+    assert any(s["role"] == "first-token" for s in analysis["summaries"])
+
+
+def test_a_pooled_overview_and_an_exact_window_of_a_long_head(client, long_run):
+    _, n = long_run
+    pooled = attention(client, layers=[3], heads=[0, 4], pool=100, reduce="mean")["blocks"][0]
+    edges = pooled["row_edges"]
+    assert edges[0] == 0 and edges[-1] == n and edges == pooled["column_edges"]
+    assert pooled["shape"] == [2, len(edges) - 1, len(edges) - 1] and pooled["reduce"] == "mean"
+    assert pooled["rows"] is None and pooled["rows_from"] == "target"
+    widths = np.diff(edges)
+    heights = widths[:, None]
+    mass = (np.array(pooled["data"]) * heights * widths[None, :]).sum(axis=2)  # per row cell
+    assert np.allclose(mass, heights[:, 0], atol=1e-3)  # each row's weights sum to 1
+    # a window, exact: its rows and columns are named by their tokens
+    exact = attention(client, layers=[3], heads=[4], rows=[600, 664], columns=[0, 700])
+    block = exact["blocks"][0]
+    assert block["shape"] == [1, 64, 700] and block["row_edges"] == list(range(600, 665))
+    assert block["rows"] == exact["target_tokens"][600:664]
+    assert block["columns"] == exact["target_tokens"][:700]
+    maxed = attention(client, layers=[3], heads=[4], rows=[600, 664], columns=[0, 700], pool=7)
+    cells = np.array(maxed["blocks"][0]["data"][0])
+    values = np.array(block["data"][0])
+    row_edges = [e - 600 for e in maxed["blocks"][0]["row_edges"]]
+    col_edges = maxed["blocks"][0]["column_edges"]
+    for i, (a, b) in enumerate(itertools.pairwise(row_edges)):
+        for j, (c, d) in enumerate(itertools.pairwise(col_edges)):
+            assert abs(cells[i, j] - values[a:b, c:d].max()) <= 1e-6
+
+
+def test_what_a_long_input_cannot_serve_says_what_to_ask_instead(client, long_run):
+    _, n = long_run
+    refused = client.post("/api/v1/attention", json={"model": "smollm2", "text": TEXT})
+    assert refused.status_code == 422
+    assert "or a window (rows, columns) or pooled cells (pool)" in refused.json()["detail"]
+    outside = client.post(
+        "/api/v1/attention",
+        json={"model": "smollm2", "text": TEXT, "layers": [0], "rows": [0, n + 1]},
+    )
+    assert outside.status_code == 422
+    assert f"is not a window of 0..{n}" in outside.json()["detail"]
+    q = client.post(
+        "/api/v1/attention",
+        json={"model": "smollm2", "text": TEXT, "layers": [0], "kinds": ["q"], "pool": 8},
+    )
+    assert q.status_code == 422 and "apply to" in q.json()["detail"]
+
+
+def test_a_prompt_past_the_models_context_is_refused_naming_the_longest(client):
+    digits = "1234567890" * 3200  # SmolLM2 reads a digit a token: 32,000 tokens
+    refused = client.post("/api/v1/analyze", json={"model": "smollm2", "text": digits})
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == (
+        "text cannot be read: the prompt has 32,000 tokens; this server reads at most 8,192 "
+        "of this model (its context): shorten it"
+    )

@@ -1,0 +1,126 @@
+"""A long prompt in Chromium: the head view opens on a max-pooled overview of the whole
+head, a dragged box zooms in until cells are tokens (their labels appear), and a
+double-click goes back out; each drawn window equals the API's own answer for it, and
+the row profile follows the pointer. `LONG_TOKENS` sets the prompt's length (the suite
+reads about 1,100 tokens; `make test-long` 8,192)."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+
+import httpx2
+import numpy as np
+from playwright.sync_api import Page, expect
+
+from .test_page import ready, url_state
+
+TOKENS = int(os.environ.get("LONG_TOKENS", "1100"))
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "sat",
+    "on",
+    "mat",
+    "and",
+    "then",
+    "ran",
+    "far",
+    "away",
+    "from",
+    "home",
+    "to",
+    "see",
+    "sun",
+    "moon",
+]
+
+
+def long_text(tokens: int) -> str:
+    """Seeded filler of common words (about one SmolLM2 token each), a sentence a line."""
+    rng = random.Random(0)
+    words = [rng.choice(WORDS) for _ in range(tokens - 20)]
+    return " ".join(words)
+
+
+def window(page: Page) -> list[int]:
+    return [int(v) for v in page.locator("#plot").get_attribute("data-window").split(",")]
+
+
+def drag(page: Page, start: tuple[float, float], end: tuple[float, float]) -> None:
+    """A box dragged on the heatmap, from and to fractions of its plotting area."""
+    box = page.locator("#plot .nsewdrag").first.bounding_box()
+    assert box is not None
+    x0, y0 = box["x"] + start[0] * box["width"], box["y"] + start[1] * box["height"]
+    x1, y1 = box["x"] + end[0] * box["width"], box["y"] + end[1] * box["height"]
+    page.mouse.move(x0, y0)
+    page.mouse.down()
+    page.mouse.move((x0 + x1) / 2, (y0 + y1) / 2, steps=4)
+    page.mouse.move(x1, y1, steps=4)
+    page.mouse.up()
+
+
+def test_a_long_prompt_zooms_from_the_overview_to_token_labels(page: Page, server):
+    text = long_text(TOKENS)
+    page.goto("/?model=smollm2&view=head&layer=3&head=4&text=hi")
+    ready(page)
+    page.fill("#text", text)
+    page.press("#text", "Enter")
+    ready(page)
+    # the prompt and what the page generated after it, read as the page reads them
+    cont = [int(i) for i in url_state(page).get("cont", "").split(",") if i]
+    body = {"model": "smollm2", "text": text, "continuation": cont}
+    analysis = httpx2.post(f"{server}/api/v1/analyze", json=body, timeout=600).json()
+    n = len(analysis["source_tokens"])
+    assert analysis["long"] and n > 512 and analysis["summaries_total"] == 270
+    assert window(page) == [0, n, 0, n]
+    expect(page.locator("#explain")).to_contain_text("each cell is the largest of the exact")
+    # the overview is the API's max-pooled head
+    asked = dict(body, types=["decoder.self"], layers=[3], heads=[4], encoding="json", pool=512)
+    pooled = httpx2.post(f"{server}/api/v1/attention", json=asked, timeout=120).json()
+    block = pooled["blocks"][0]
+    drawn = page.evaluate("() => document.getElementById('plot').attnvizLong.z")
+    assert len(drawn) == block["shape"][1] and len(drawn[0]) == block["shape"][2]
+    assert np.abs(np.array(drawn) - np.array(block["data"][0])).max() <= 0.5 / 255 + 1e-6
+    assert (
+        page.evaluate("() => document.getElementById('plot').attnvizLong.rowEdges")
+        == (block["row_edges"])
+    )
+    # zoom in, box by box, until a window is exact and its ticks are tokens
+    for _ in range(6):
+        if page.locator("#plot").get_attribute("data-exact") == "true":
+            break
+        before = window(page)
+        drag(page, (0.40, 0.45), (0.55, 0.60))
+        expect(page.locator("#plot")).not_to_have_attribute(
+            "data-window", ",".join(map(str, before)), timeout=20_000
+        )
+    expect(page.locator("#plot")).to_have_attribute("data-exact", "true", timeout=20_000)
+    r0, r1, c0, c1 = window(page)
+    assert r1 - r0 <= 160 and c1 - c0 <= 160
+    tokens = analysis["source_tokens"]
+    labels = page.locator("#plot .xtick text").all_text_contents()
+    assert labels and set(labels) <= set(tokens[c0:c1])
+    exact = dict(body, types=["decoder.self"], layers=[3], heads=[4], encoding="json",
+                 rows=[r0, r1], columns=[c0, c1])  # fmt: skip
+    block = httpx2.post(f"{server}/api/v1/attention", json=exact, timeout=120).json()["blocks"][0]
+    drawn = page.evaluate("() => document.getElementById('plot').attnvizLong.z")
+    assert np.abs(np.array(drawn) - np.array(block["data"][0])).max() <= 0.5 / 255 + 1e-6
+    # the readout names a cell's tokens and positions; the row profile follows the pointer
+    box = page.locator("#plot .nsewdrag").first.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    expect(page.locator("#readout")).to_contain_text(re.compile(r"\((\d+)\) → .* \((\d+)\): "))
+    said = re.search(r"\((\d+)\) → .* \((\d+)\): ", page.locator("#readout").inner_text())
+    row, column = int(said.group(1)), int(said.group(2))
+    assert r0 <= row < r1 and c0 <= column < c1
+    assert page.locator("#readout").inner_text().startswith(f"{tokens[row]} ({row}) → ")
+    expect(page.locator("#extra")).to_have_attribute("data-row", str(row))
+    expect(page.locator("#extra .gtitle")).to_have_text(
+        f"Row {row} ({tokens[row]}): its weight on each key, log scale"
+    )
+    # a double-click: the whole head again
+    page.locator("#plot .nsewdrag").first.dblclick()
+    expect(page.locator("#plot")).to_have_attribute("data-window", f"0,{n},0,{n}")
