@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-families bench-capture bench-corpus bench-page e2e-deps \
+.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-families bench-capture bench-long bench-corpus bench-page e2e-deps \
 	hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy
 
 $(STAMP): pyproject.toml
@@ -119,6 +119,11 @@ $(PEERS)/.installed:
 
 bench-capture: $(STAMP) $(PEERS)/.installed
 	$(BIN)/python bench/bench_capture.py --repeat 7
+
+# long prompts (model/long.py) against transformers' sdpa and eager forwards and
+# TransformerLens, each case in its own process under one memory cap
+bench-long: $(STAMP) $(PEERS)/.installed
+	$(BIN)/python bench/bench_long.py
 
 bench-corpus: $(STAMP) e2e-deps
 	$(BIN)/python bench/bench_corpus.py

@@ -19,7 +19,7 @@ from model.checkpoints import CheckpointError
 from model.config import ModelConfig
 from model.hf.runners import HFEncoder, HFMaskedLM, HFSeq2Seq, parameter_count, peek_unit
 from model.pretrained.bert import MiniLM
-from model.pretrained.causal import CausalLM
+from model.pretrained.causal import CausalLM, longest_prompt
 from model.pretrained.masked_lm import MaskedLM, mask_token_of
 from model.pretrained.sources import Source, cached, load_source, peek_source
 from model.runner import Runner, attention_specs
@@ -96,12 +96,22 @@ class OwnRunner:
     the app lists of it comes from its config and tokenizer; anything else reads it."""
 
     def __init__(
-        self, name: str, path: str | Path, pool: Pool, max_bytes: int, backend: str | None = None
+        self,
+        name: str,
+        path: str | Path,
+        pool: Pool,
+        max_bytes: int,
+        backend: str | None = None,
+        max_capture_bytes: int | None = None,
     ) -> None:
         self.name, self.pool, self.max_bytes = name, pool, max_bytes
         self.path, self.backend = Path(path), backend
         self.config, self.source, kind, specials = peek_source(path, max_bytes, backend)
         self.kind: type[Runner] = KINDS.get(kind, CausalLM)
+        # a language model on our code reads prompts up to its context (model/long.py),
+        # as long as their capture fits in these bytes; the others keep their own limit
+        ours = self.kind is CausalLM and self.source.backend == "ours"
+        self.max_capture_bytes = max_capture_bytes if ours else None
         self.special_tokens = specials if specials is not None else self.kind.special_tokens
         self._unit, self._unknown = self.kind.token_unit, self.kind.unknown_token
         folder = cached(path)
@@ -154,6 +164,8 @@ class OwnRunner:
 
     @property
     def max_tokens(self):
+        if self.max_capture_bytes is not None:
+            return longest_prompt(self.config, self.max_capture_bytes)
         return min(self.kind.max_tokens, self.config.max_seq_len)
 
     @property
@@ -179,6 +191,8 @@ class OwnRunner:
                 LOG.info("reading model %s from %s", self.name, self.path)
                 try:
                     loaded, _ = load_source(self.path, self.name, self.max_bytes, self.backend)
+                    if self.max_capture_bytes is not None and isinstance(loaded, CausalLM):
+                        loaded = loaded.read_long(self.max_capture_bytes)
                     if loaded.attention != self.attention:  # what its config stated
                         LOG.warning(
                             "model %s: its attention, traced when read, is %s (its config "
@@ -269,7 +283,9 @@ def own_models(
             )
         backend = "transformers" if settings.backend == "transformers" else None
         try:
-            runner = OwnRunner(model_id, path, pool, settings.max_model_bytes, backend)
+            runner = OwnRunner(
+                model_id, path, pool, settings.max_model_bytes, backend, settings.max_capture_bytes
+            )
         except STOPS:
             raise
         except BaseException as exc:  # (any failure refuses this model, not the server)

@@ -62,14 +62,14 @@ def is_pattern(name: str) -> bool:
     return name.endswith("attn.hook_pattern")
 
 
-def time_length(model, length: int, repeat: int) -> tuple[float, int]:
+def time_length(model, length: int, repeat: int, warmup: bool = True) -> tuple[float, int]:
     ids = torch.randint(0, model.cfg.d_vocab, (1, length))
     times = []
     with torch.no_grad():
-        for i in range(repeat + 1):
+        for i in range(repeat + int(warmup)):
             start = time.perf_counter()
             _, cache = model.run_with_cache(ids, names_filter=is_pattern)
-            if i:  # run 0 is the warm-up
+            if i or not warmup:  # run 0 is the warm-up
                 times.append(time.perf_counter() - start)
     patterns = [v for k, v in cache.items() if is_pattern(k)]
     if len(patterns) != model.cfg.n_layers or len(cache) != len(patterns):
@@ -85,6 +85,7 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-warmup", action="store_true", help="time the first run too")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -92,7 +93,7 @@ def main() -> None:
     for length in args.lengths:
         if length > model.cfg.n_ctx:
             sys.exit(f"length {length} is over the model's context of {model.cfg.n_ctx}")
-        seconds, hooks = time_length(model, length, args.repeat)
+        seconds, hooks = time_length(model, length, args.repeat, not args.no_warmup)
         record = {"length": length, "seconds": seconds, "hooks": hooks, "api": "TransformerBridge"}
         print(json.dumps(record), flush=True)
 

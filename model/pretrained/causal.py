@@ -16,8 +16,9 @@ from tokenizers import Tokenizer
 from torch import Tensor
 
 from ..attention import fused
+from ..config import ModelConfig
 from ..hooks import Capture, NamesFilter, hooked
-from ..long import LongCapture, long_names
+from ..long import LayerAttention, LongCapture, MaskRule, long_names
 from ..runner import Capabilities, RunnerBase, RunResult
 from ..transformer import DecoderCache, Transformer
 from .bytelevel import readable
@@ -28,6 +29,28 @@ MAX_PROMPT_TOKENS = 512
 # prompts longer than this run the long path: no (T, T) matrix captured (model/long.py)
 LONG_FROM = 512
 LOGIT_CHUNK = 512  # positions whose logits (49,152 each for SmolLM2) are made at once
+
+
+def capture_bytes(cfg: ModelConfig, tokens: int) -> int:
+    """The most a long run of this many tokens holds (our model code's): per token and
+    layer its queries, keys and values, the embeddings, the output and the rotary angles
+    (float32); and its (T, T) boolean mask with what building it takes."""
+    per_layer = (cfg.n_heads + 2 * cfg.kv_heads) * cfg.head_dim
+    per_token = 4 * (cfg.decoder_layers * per_layer + 2 * cfg.d_model + cfg.head_dim // 2)
+    return per_token * tokens + 3 * tokens * tokens
+
+
+def longest_prompt(cfg: ModelConfig, max_capture_bytes: int) -> int:
+    """The most tokens of its context whose long run's capture fits in the bytes."""
+    longest, step = 0, 1 << 20
+    while step:  # the largest count that fits, by halving steps
+        if longest + step <= cfg.max_seq_len and (
+            capture_bytes(cfg, longest + step) <= max_capture_bytes
+        ):
+            longest += step
+        else:
+            step //= 2
+    return max(longest, 1)
 
 
 class PromptTooLong(ValueError):
@@ -177,17 +200,6 @@ class CausalLM(RunnerBase):
         twin.max_capture_bytes, twin._shown = self.max_capture_bytes, self._shown
         return twin
 
-    def capture_bytes(self, tokens: int) -> int:
-        """The most a long run of this many tokens holds (our model code's): per token and
-        layer its queries, keys and values, the embeddings, the output and the rotary
-        angles (float32); and its (T, T) boolean mask with what building it takes."""
-        cfg = self.model.config
-        heads = cfg.n_heads + 2 * cfg.kv_heads
-        per_token = 4 * (
-            cfg.decoder_layers * heads * cfg.head_dim + 2 * cfg.d_model + cfg.head_dim // 2
-        )
-        return per_token * tokens + 3 * tokens * tokens
-
     def read_long(self, max_capture_bytes: int) -> CausalLM:
         """A twin (the same weights) that reads prompts as long as its context, those whose
         capture fits in `max_capture_bytes`: `max_tokens` is the longest (a longer prompt
@@ -196,15 +208,7 @@ class CausalLM(RunnerBase):
         if not isinstance(self.model, Transformer):
             return twin
         twin.max_capture_bytes = max_capture_bytes
-        longest, step = 0, 1 << 20
-        while step:  # the largest count whose capture fits, by halving steps
-            if longest + step <= self.model.config.max_seq_len and (
-                self.capture_bytes(longest + step) <= max_capture_bytes
-            ):
-                longest += step
-            else:
-                step //= 2
-        twin.max_tokens = max(longest, 1)
+        twin.max_tokens = longest_prompt(self.model.config, max_capture_bytes)
         return twin
 
     def target_vocabulary(self) -> list[str]:
@@ -385,29 +389,41 @@ class CausalLM(RunnerBase):
         if not sampling.greedy:
             generator = torch.Generator().manual_seed(sampling.seed)
         cache = DecoderCache(cfg.decoder_layers)
-        names = [f"decoder.{i}.self_attn.hook_weights" for i in range(cfg.decoder_layers)]
+        prefixes = [f"decoder.{i}.self_attn" for i in range(cfg.decoder_layers)]
+        names = [f"{p}.{point}" for p in prefixes for point in ("hook_q", "hook_k")]
         step_input = torch.tensor([prompt])
         position = len(prompt)
         for _ in range(max_new_tokens):
             if position >= cfg.max_seq_len:
                 break
-            capture: Capture | None = None
-            if rows:
-                with hooked(self.model, names) as capture:
-                    hidden = self.model.decode(step_input, cache=cache)
-            else:
+            # fused attention: a long prompt's pass holds no (T, T) matrix; the rows asked
+            # for are the newest query's, recomputed from its query and the keys
+            with fused(), hooked(self.model, names if rows else []) as capture:
                 hidden = self.model.decode(step_input, cache=cache)
             logits = self.model.logits(hidden[:, -1])[0]
             probs = torch.softmax(logits, dim=-1)
             token = choose(logits, sampling, generator)
             best = probs.topk(TOP)
             top = [(int(i), float(p)) for p, i in zip(best.values, best.indices, strict=True)]
-            new_rows = {n: capture[n][:, :, -1:] for n in names} if capture is not None else {}
+            new_rows = (
+                {f"{p}.hook_weights": newest_row(capture, p, cfg) for p in prefixes} if rows else {}
+            )
             yield Step(position, token, float(probs[token]), top, new_rows)
             if stop and token in self.stop_ids:
                 break
             step_input = torch.tensor([[token]])
             position += 1
+
+
+def newest_row(capture: Capture, prefix: str, cfg) -> Tensor:
+    """The newest query's attention weights (1, H, 1, keys) of one module of a cached
+    step, from its captured query and keys (the mask of the newest position: every key,
+    or the `sliding_window` newest)."""
+    q, k = capture[f"{prefix}.hook_q"][0], capture[f"{prefix}.hook_k"][0]
+    keys = k.size(1)
+    heads = LayerAttention(q[:, -1:], k, MaskRule(1, keys, causal=True, window=cfg.sliding_window))
+    rows = [heads.block("weights", h, 0, 1, 0, keys) for h in range(heads.heads)]
+    return torch.stack(rows)[None]
 
 
 @functools.lru_cache(maxsize=2)

@@ -82,6 +82,8 @@ const STRINGS = {
     "decoder.self": "decoder self-attention",
     "decoder.cross": "cross-attention",
     running: "Running the model…",
+    long_unsupported:
+      "This view reads whole heads: at {n} tokens (over 512) only the head, model, positional and corpus views read this input; shorten it to use this one.",
     loading: "Loading…",
     ready: "Ready.",
     empty: "Type a sentence first.",
@@ -340,6 +342,8 @@ const STRINGS = {
     "decoder.self": "解码器自注意力",
     "decoder.cross": "交叉注意力",
     running: "模型运行中…",
+    long_unsupported:
+      "此视图读取整个注意力头：{n} 个词元（超过 512）时只有单头、全模型、位置编码和语料库视图能读；缩短输入才能用此视图。",
     loading: "加载中…",
     ready: "完成。",
     empty: "请先输入一句话。",

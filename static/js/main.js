@@ -362,6 +362,10 @@ async function render() {
       ctx.analysis = analysis;
     }
     showTokens();
+    if (analysis.long && !viewOf(state.view).long) {
+      setStatus(t("long_unsupported").replace("{n}", analysis.source_tokens.length), "error");
+      return;
+    }
     setStatus(t("loading"), "busy");
     await viewOf(state.view).draw(ctx);
     if (mine === generation) {

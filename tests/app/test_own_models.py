@@ -7,6 +7,7 @@ the rest are served."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -38,11 +39,12 @@ def served(tmp_path_factory):
     saved_masked_lm(root / "mlm")
     qwen3 = saved(root / "qwen3", tiny_of("qwen3"))
     bloom = saved(root / "bloom", tiny_of("bloom"))
+    long = saved(root / "long", tiny("llama", max_position_embeddings=2048))
     proc, base = start_server(
         {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_FORMAT": "text"},
         capture_output=True,
         args=["--model", f"mine={good}", "--model", f"broken={bad}", "--model", f"mlm={root}/mlm",
-              "--model", f"q3={qwen3}", "--model", f"bloom={bloom}"],
+              "--model", f"q3={qwen3}", "--model", f"bloom={bloom}", "--model", f"long={long}"],
     )  # fmt: skip
     try:
         yield theirs, good, base
@@ -57,7 +59,7 @@ def test_a_folder_of_yours_is_served_beside_the_shipped_models(served):
     theirs, good, base = served
     infos = {m["id"]: m for m in httpx2.get(f"{base}/api/v1/models").json()}
     assert set(infos) == {"pronounce", "pronounce-untrained", "mine", "mlm", "q3", "broken",
-                          "bloom"}  # fmt: skip
+                          "bloom", "long"}  # fmt: skip
     mine = infos["mine"]
     # named by its folder's name: no path of the server's disk is answered
     assert (mine["source"], mine["family"], mine["stored_as"]) == (good.name, "llama", "float32")
@@ -129,6 +131,38 @@ def test_its_attention_and_generation_are_transformers_own(served):
         got = decode(block["data"])
         assert np.abs(got - expected.attentions[block["layer"]][0].numpy()).max() <= 1e-5
     assert made["continuation"] == greedy[0, len(prompt) :].tolist()
+
+
+def test_a_language_model_of_yours_reads_prompts_up_to_its_context(served):
+    _, good, base = served
+    infos = {m["id"]: m for m in httpx2.get(f"{base}/api/v1/models").json()}
+    assert (infos["mine"]["max_tokens"], infos["long"]["max_tokens"]) == (256, 2048)
+    ours = load_folder(good)  # (the same tokenizer.json)
+    text = "猫追狗 and the lazy dog " * 60
+    ids = ours.tokenizer.encode(text).ids  # (tokenize cuts them to its 256)
+    assert 600 < len(ids) < 2048
+    refused = httpx2.post(f"{base}/api/v1/analyze", json={"model": "mine", "text": text})
+    assert (
+        refused.status_code == 422
+        and "reads at most 256 of this model (its context)" in (refused.json()["detail"])
+    )
+    body = {"model": "long", "text": text}
+    analysis = httpx2.post(f"{base}/api/v1/analyze", json=body, timeout=60).json()
+    assert analysis["long"] and len(analysis["source_tokens"]) == len(ids)
+    asked = {**body, "layers": [1], "heads": [3], "pool": 64, "reduce": "mean", "encoding": "json"}
+    block = httpx2.post(f"{base}/api/v1/attention", json=asked, timeout=60).json()["blocks"][0]
+    import transformers
+
+    folder = good.parent.parent / "long" / "model"  # (saved() writes into a "model" folder)
+    reference = transformers.LlamaForCausalLM.from_pretrained(
+        folder, attn_implementation="eager"
+    ).eval()
+    with torch.no_grad():
+        weights = reference(torch.tensor([ids]), output_attentions=True).attentions[1][0, 3]
+    edges = block["row_edges"]
+    for i, (a, b) in enumerate(itertools.pairwise(edges)):
+        for j, (c, d) in enumerate(itertools.pairwise(edges)):
+            assert abs(block["data"][0][i][j] - float(weights[a:b, c:d].mean())) <= 1e-5
 
 
 def test_a_masked_lm_of_yours_predicts_each_mask(served):

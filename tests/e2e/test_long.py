@@ -124,3 +124,18 @@ def test_a_long_prompt_zooms_from_the_overview_to_token_labels(page: Page, serve
     # a double-click: the whole head again
     page.locator("#plot .nsewdrag").first.dblclick()
     expect(page.locator("#plot")).to_have_attribute("data-window", f"0,{n},0,{n}")
+
+
+def test_a_long_prompts_model_view_draws_overviews_and_other_views_say_why_not(page: Page):
+    text = long_text(TOKENS)
+    page.goto("/?model=smollm2&view=model&type=decoder.self&text=hi")
+    ready(page)
+    page.fill("#text", text)
+    page.press("#text", "Enter")
+    ready(page)
+    expect(page.locator("#grid .thumb canvas")).to_have_count(270, timeout=60_000)
+    page.click("[data-view=neuron]")
+    expect(page.locator("#status")).to_contain_text(
+        re.compile(r"This view reads whole heads: at \d+ tokens \(over 512\) only the head, "
+                   "model, positional and corpus views read this input")
+    )  # fmt: skip

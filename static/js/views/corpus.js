@@ -363,6 +363,7 @@ function downloads(t, run) {
 
 export const view = {
   id: "corpus",
+  long: true,
   label: "view_corpus",
   controls: ["type", "layer", "head"],
   draw: drawCorpus,

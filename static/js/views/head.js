@@ -78,6 +78,7 @@ export function rowLabels(block, type, t) {
 
 export const view = {
   id: "head",
+  long: true,
   label: "view_head",
   controls: ["type", "layer", "head", "kind", "overlay", "average", "words", "hide"],
   arrowKeys: true,

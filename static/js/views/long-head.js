@@ -45,6 +45,24 @@ function span(range, length) {
   return [start, Math.max(start + 1, Math.min(length, Math.ceil(b)))];
 }
 
+// Every head of a layer of a long input, each max-pooled to at most `pool` cells a side (the
+// model view's thumbnails): one request a layer.
+export async function overviewBlock(ctx, type, layer, pool) {
+  const { state } = ctx;
+  const body = await ctx.api.attention({
+    model: state.model,
+    text: state.text,
+    ...ctx.promptOptions,
+    types: [type],
+    layers: [layer],
+    kinds: ["weights"],
+    encoding: encodingOf("weights"),
+    pool,
+    reduce: "max",
+  });
+  return new Block(body.blocks[0]);
+}
+
 async function windowBlock(ctx, rows, columns) {
   const { state } = ctx;
   const exact = rows[1] - rows[0] <= TOKEN_LEVEL && columns[1] - columns[0] <= TOKEN_LEVEL;
@@ -125,6 +143,7 @@ export async function drawLongHead(ctx) {
     el.attnvizLong = { rowEdges, colEdges, z, exact, rows, columns };
     await Plotly.react(el, [trace], layout, configFor(`attnviz-${state.model}-long-${title}`));
     el.dataset.window = `${rows[0]},${rows[1]},${columns[0]},${columns[1]}`;
+    performance.mark("attnviz:window"); // (the long-prompt benchmark times to it)
     el.dataset.exact = String(exact);
   };
 

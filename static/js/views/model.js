@@ -2,6 +2,9 @@
 // and the heads' entropy as a layer x head heatmap.
 import { attentionOf } from "../model-info.js";
 import { drawThumbnail, heatmap } from "../plots.js";
+import { overviewBlock } from "./long-head.js";
+
+const THUMB_CELLS = 96; // a long input's thumbnail: cells a side (its canvas's pixels)
 
 async function drawModel(ctx) {
   const { state, t, elements, analysis } = ctx;
@@ -54,7 +57,10 @@ async function drawModel(ctx) {
     label.textContent = `${t("layer")} ${layer}`;
     row.append(label);
     grid.append(row);
-    const block = await ctx.layerBlock(state.type, layer, "weights");
+    // a long input's heads: max-pooled overviews (no whole matrix is kept)
+    const block = analysis.long
+      ? await overviewBlock(ctx, state.type, layer, THUMB_CELLS)
+      : await ctx.layerBlock(state.type, layer, "weights");
     if (ctx.stale()) return;
     block.heads.forEach((head, i) => {
       const button = document.createElement("button");
@@ -111,6 +117,7 @@ function thumbAt(layer, head) {
 
 export const view = {
   id: "model",
+  long: true,
   label: "view_model",
   controls: ["type", "words", "hide"],
   draw: drawModel,

@@ -72,6 +72,7 @@ async function drawPositional(ctx) {
 
 export const view = {
   id: "positional",
+  long: true,
   label: "view_positional",
   controls: [],
   draw: drawPositional,
