@@ -1,8 +1,12 @@
 """A long input's head summaries, computed in the background: every head's metrics in one
 pass over its rows (model/long.py `head_stats`), a head at a time on the tensor threads as
 a client of their own (another request waits for one head at most: a quarter of a second
-at 8,192 SmolLM2 tokens), kept on the run's capture while it is cached, and stopped when
-nobody has asked for them for a while."""
+at 8,192 SmolLM2 tokens).
+
+What is done is kept on the run's capture. One long run is summarised at a time (the
+latest asked for; an older one's work stops, and goes on when it is asked for again), and
+the work holds its capture weakly: a run the cache has dropped is not kept alive by it,
+and is not summarised further. Work nobody has asked for in IDLE_S stops too."""
 
 from __future__ import annotations
 
@@ -10,11 +14,12 @@ import contextvars
 import logging
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 
 from model.analysis import role_of
-from model.long import HeadStats, LongCapture
-from model.runner import RunResult
+from model.long import HeadStats, LayerAttention, LongCapture
+from model.runner import AttentionSpec, RunResult
 
 from .clients import CLIENT
 from .runs import Inference
@@ -23,7 +28,7 @@ from .zoo import ModelEntry
 
 LOG = logging.getLogger(__name__)
 BACKGROUND = "(head metrics)"  # the client name its work is queued under
-IDLE_S = 120.0  # unread this long: the rest is not computed
+IDLE_S = 120.0  # unread this long: the rest is not computed (until asked again)
 
 
 @dataclass
@@ -31,66 +36,98 @@ class Summaries:
     total: int
     done: list[HeadSummary] = field(default_factory=list)
     read: float = field(default_factory=time.monotonic)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    running: bool = False
+    stop: threading.Event = field(default_factory=threading.Event)
 
 
-_STARTING = threading.Lock()
+_LOCK = threading.Lock()
+_CURRENT: Summaries | None = None  # the job working now
 
 
 def long_summaries(
     inference: Inference, entry: ModelEntry, result: RunResult
 ) -> tuple[list[HeadSummary], int]:
-    """The summaries computed so far and how many there will be; the first call starts
-    the work."""
+    """The summaries computed so far and how many there will be; a call starts (or goes
+    on with) the work for this run, stopping any other's."""
+    global _CURRENT
     capture = result.capture
     assert isinstance(capture, LongCapture)
-    with _STARTING:
+    with _LOCK:
         job = capture.background.get("summaries")
         if not isinstance(job, Summaries):
             total = sum(s.layers * s.query_heads for s in entry.specs.values())
             job = capture.background["summaries"] = Summaries(total)
+        job.read = time.monotonic()
+        if not job.running and len(job.done) < job.total:
+            if _CURRENT is not None and _CURRENT is not job:
+                _CURRENT.stop.set()  # one run summarised at a time: the latest asked
+            job.stop = threading.Event()
+            job.running, _CURRENT = True, job
+            plan = _plan(entry, result)[len(job.done) :]
             thread = threading.Thread(
-                target=_work, args=(inference, entry, result, job), daemon=True,
+                target=_work, args=(inference, weakref.ref(capture), plan, job), daemon=True,
                 name="attnviz-head-metrics",
             )  # fmt: skip
             thread.start()
-    with job.lock:
-        job.read = time.monotonic()
         return list(job.done), job.total
 
 
-def _work(inference: Inference, entry: ModelEntry, result: RunResult, job: Summaries) -> None:
-    context = contextvars.copy_context()
-    context.run(CLIENT.set, BACKGROUND)
+def _plan(entry: ModelEntry, result: RunResult) -> list[tuple[AttentionSpec, int, int, list[int]]]:
+    """(spec, layer, head, special key positions) of every head, in order."""
     specials = set(entry.runner.special_tokens)
+    out = []
     for spec in entry.specs.values():
         keys = result.tokens(spec.columns)
         special = [i for i, token in enumerate(keys) if token in specials]
-        for layer in range(spec.layers):
-            for head in range(spec.query_heads):
-                if time.monotonic() - job.read > IDLE_S:
-                    LOG.info("head metrics of a long run stopped: unread for %.0f s", IDLE_S)
-                    return
-                try:
-                    work = context.run(
-                        inference.threads.submit, _head, inference, result, spec, layer, head,
-                        special,
-                    )  # fmt: skip
-                    made = work.result()
-                except RuntimeError:  # the server is stopping
-                    return
-                except Exception:
-                    LOG.exception("head metrics of a long run failed")
-                    return
-                with job.lock:
-                    job.done.append(made)
+        out += [(spec, layer, head, special) for layer in range(spec.layers)
+                for head in range(spec.query_heads)]  # fmt: skip
+    return out
+
+
+def _work(
+    inference: Inference,
+    capture: weakref.ref[LongCapture],
+    plan: list[tuple[AttentionSpec, int, int, list[int]]],
+    job: Summaries,
+) -> None:
+    context = contextvars.copy_context()
+    context.run(CLIENT.set, BACKGROUND)
+    try:
+        for spec, layer, head, special in plan:
+            if job.stop.is_set() or time.monotonic() - job.read > IDLE_S:
+                return  # another run asked for, or nobody reading: goes on when asked again
+            held = capture()
+            if held is None:
+                return  # the run left the cache: nobody can ask for it any more
+            heads = held.attention[spec.hook(layer, "")[:-1]]
+            del held
+            try:
+                work = context.run(inference.threads.submit, _head, inference, spec, layer,
+                                   head, heads, special)  # fmt: skip
+            except RuntimeError:  # the server is stopping: its threads take no more work
+                return
+            try:
+                made = work.result()
+            except Exception:
+                LOG.exception("head metrics of a long run failed at L%d H%d", layer, head)
+                return
+            finally:
+                del heads
+            with _LOCK:
+                job.done.append(made)
+    finally:
+        with _LOCK:
+            job.running = False
 
 
 def _head(
-    inference: Inference, result: RunResult, spec, layer: int, head: int, special: list[int]
+    inference: Inference,
+    spec: AttentionSpec,
+    layer: int,
+    head: int,
+    heads: LayerAttention,
+    special: list[int],
 ) -> HeadSummary:
-    assert isinstance(result.capture, LongCapture)
-    heads = result.capture.attention[spec.hook(layer, "")[:-1]]
     stats = HeadStats()
     with inference.limiter.running():
         heads.head_stats(head, spec.self_attention, special, stats)

@@ -284,7 +284,7 @@ def own_models(
         backend = "transformers" if settings.backend == "transformers" else None
         try:
             runner = OwnRunner(
-                model_id, path, pool, settings.max_model_bytes, backend, settings.max_capture_bytes
+                model_id, path, pool, settings.max_model_bytes, backend, settings.capture_budget()
             )
         except STOPS:
             raise

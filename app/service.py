@@ -130,6 +130,12 @@ def attention_blocks(
         heads = _check_choice("heads", req.heads, spec.query_heads)
         layers = _check_choice("layers", req.layers, spec.layers)
         plan += [(spec, layer, heads) for layer in layers]
+    recomputed = sum(len(heads) for _, _, heads in plan) * len(set(kinds) & {"weights", "scores"})
+    if long and recomputed > LONG_HEADS:
+        raise HTTPException(
+            422, f"this asks for {recomputed} heads' windows of a long input, each recomputed "
+            f"from its queries and keys: at most {LONG_HEADS} a request (ask a layer at a time)",
+        )  # fmt: skip
 
     size = 0.0
     for spec, _, heads in plan:
@@ -207,6 +213,9 @@ def attention_blocks(
 
 
 WINDOWED = ("weights", "scores", "mask")  # the kinds read by windows and pooled
+# a long input's heads one request recomputes at most (8,192 SmolLM2 tokens: about 0.3 s
+# a head on 2 cores, its row normalisers and the window)
+LONG_HEADS = 32
 
 
 def _span(name: str, asked: list[int] | None, length: int) -> tuple[int, int]:

@@ -162,6 +162,14 @@ class Settings(BaseSettings):
         "its capture from here: 8,192 SmolLM2 tokens take about 1 GB).",
     )
 
+    def capture_budget(self) -> int:
+        """What one long run may capture: max_capture_bytes, and no more than the run cache
+        holds (its views read the capture from there: one that does not fit would be run
+        again for every window)."""
+        if not self.cache_bytes:
+            return self.max_capture_bytes
+        return min(self.max_capture_bytes, self.cache_bytes)
+
     def concurrent_runs(self) -> int:
         """max_concurrent_runs, or where it is 0 the runs the usable cores hold at once."""
         if self.max_concurrent_runs:

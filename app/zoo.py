@@ -247,7 +247,7 @@ register(
         "SmolLM2-135M-Instruct (LLM, continues a prompt)",
         SMOLLM2_DESCRIPTION,
         ["en"],
-        lambda settings: CausalLM.load().read_long(settings.max_capture_bytes),
+        lambda settings: CausalLM.load().read_long(settings.capture_budget()),
         short_title="SmolLM2-135M-Instruct",
         translations={
             "zh": ("SmolLM2-135M-Instruct（大语言模型，续写提示）", "SmolLM2-135M-Instruct")

@@ -161,9 +161,8 @@ class Heads:
     def block(self, kind: Kind, head: int, r0: int, r1: int, c0: int, c1: int) -> Tensor:
         raise NotImplementedError
 
-    def _rows_per_block(self, columns: int, multiple: int = 1) -> int:
-        rows = max(1, BLOCK_ENTRIES // max(columns, 1) // multiple) * multiple
-        return min(rows, max(self.queries, multiple))
+    def _rows_per_block(self, columns: int) -> int:
+        return min(max(1, BLOCK_ENTRIES // max(columns, 1)), max(self.queries, 1))
 
     def window(
         self,
@@ -188,21 +187,22 @@ class Heads:
                 b1 = min(r1, b0 + step)
                 out[b0 - r0 : b1 - r0] = self.block(kind, head, b0, b1, c0, c1)
             return out, row_edges, col_edges
+        # row blocks of BLOCK_ENTRIES values whatever the cells' height: each reduced
+        # across its columns, then folded into the row cells its rows belong to (a cell
+        # may span several blocks)
         fill = float("-inf") if reduce == "max" else 0.0
-        out = torch.empty(n_rows, n_cols)
-        step = self._rows_per_block(c1 - c0, height)
+        out = torch.full((n_rows, n_cols), fill)
+        step = self._rows_per_block(c1 - c0)
         for b0 in range(r0, r1, step):
             b1 = min(r1, b0 + step)
             values = self.block(kind, head, b0, b1, c0, c1)
-            cells = math.ceil((b1 - b0) / height)
-            padded = torch.full((cells * height, n_cols * width), fill)
-            padded[: b1 - b0, : c1 - c0] = values
-            grid = padded.view(cells, height, n_cols, width)
-            first = (b0 - r0) // height
-            if reduce == "max":
-                out[first : first + cells] = grid.amax(dim=(1, 3))
-            else:
-                out[first : first + cells] = grid.sum(dim=(1, 3))
+            padded = torch.full((b1 - b0, n_cols * width), fill)
+            padded[:, : c1 - c0] = values
+            grid = padded.view(b1 - b0, n_cols, width)
+            across = grid.amax(-1) if reduce == "max" else grid.sum(-1)
+            cells = (torch.arange(b0, b1) - r0) // height
+            index = cells[:, None].expand(-1, n_cols)
+            out.scatter_reduce_(0, index, across, "amax" if reduce == "max" else "sum")
         if reduce == "mean":
             heights = torch.tensor([b - a for a, b in itertools.pairwise(row_edges)])
             widths = torch.tensor([b - a for a, b in itertools.pairwise(col_edges)])
@@ -262,7 +262,9 @@ class LayerAttention(Heads):
 
     @property
     def nbytes(self) -> int:
-        return self.q.nbytes + self.k.nbytes + sum(t.nbytes for t in self._normalisers.values())
+        with self._lock:
+            kept = sum(t.nbytes for t in self._normalisers.values())
+        return self.q.nbytes + self.k.nbytes + kept
 
     def _key_head(self, head: int) -> Tensor:
         return self.k[head // (self.heads // self.k.size(0))]
@@ -355,9 +357,15 @@ class LayerAttention(Heads):
                 stats.special += float(weights.index_select(1, inside).sum())
             query = torch.arange(r0, r1)
             if self_attention:
-                key = torch.arange(lo, hi)
-                gaps = (query[:, None] - key[None, :]).abs().float()
-                stats.distance += float((weights * gaps).sum())
+                key = torch.arange(lo, hi, dtype=torch.float32)
+                if isinstance(self.mask, MaskRule) and self.mask.causal and tq == tk:
+                    # no key after its query: sum_k w (q - k) = q sum_k w - w . k, a pass
+                    # fewer than the gaps' matrix
+                    mass = weights.sum(-1)
+                    stats.distance += float((query * mass - weights @ key).sum())
+                else:
+                    gaps = (query[:, None] - key[None, :]).abs()
+                    stats.distance += float((weights * gaps).sum())
                 behind = query - 1 - lo  # the previous token's column in this block
                 ok = (query >= 1) & (behind >= 0) & (behind < weights.size(1))
                 if ok.any():

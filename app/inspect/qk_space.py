@@ -15,7 +15,7 @@ from model.geometry import dot_distance_correlation, normalize, project, warm
 
 from ..corpus.jobs import Head
 from ..lab.context import LabContext
-from ..runs import read_text, text_limit
+from ..runs import read_text
 from . import schemas as s
 
 WARMING = 20  # seconds a client is told to wait while a projection warms up
@@ -122,7 +122,7 @@ def piece(result, spec, layer: int, head: int, kv_head: int) -> Piece:
 def extra(ctx: LabContext, req: s.QKSpaceRequest, spec, kv_head: int) -> list[Piece]:
     """The further sentences, each run with only this layer's attention captured (not
     kept in the run cache), in a run slot of its own."""
-    limit = text_limit(ctx.inference.settings, ctx.runner)
+    limit = ctx.inference.settings.max_text_chars  # (sentences: a long text is refused)
     total = sum(len(t) for t in req.texts)
     if total > TEXTS_CHARS * limit:
         raise HTTPException(

@@ -11,6 +11,8 @@ from fastapi import HTTPException
 from torch import Tensor
 
 from model.hooks import Capture, HookFn, NamesFilter, hooked
+from model.long import LongCapture
+from model.pretrained.causal import LONG_FROM
 from model.runner import AttentionSpec, RunResult, model_inputs
 
 from ..runs import Inference
@@ -33,7 +35,10 @@ class LabContext:
     ) -> None:
         self.inference = inference
         self.entry: ModelEntry = inference.entry(model)
+        self._refuse_long(text, chat, continuation)
         self.result: RunResult = inference.run(self.entry, text, chat, continuation)
+        if isinstance(self.result.capture, LongCapture):
+            raise HTTPException(422, self._too_long(len(self.result.source_tokens)))
         self.chat, self.continuation = chat, list(continuation)
         self.runner = self.entry.loaded_runner()  # held for the whole experiment
         self.model = self.runner.model
@@ -41,6 +46,26 @@ class LabContext:
         # the ids of the very tokens the run read (re-encoding its display text may differ)
         self.source = torch.tensor([self.result.source_ids])
         self.target = torch.tensor([self.result.target_ids]) if self.result.target_ids else None
+
+    def _refuse_long(self, text: str, chat: bool, continuation: Sequence[int]) -> None:
+        """A 422 before a long prompt is run (seconds): a model that reads its whole
+        context counts its tokens first (the run's own check follows)."""
+        if getattr(self.entry.runner, "max_capture_bytes", None) is None or len(text) < LONG_FROM:
+            return
+        try:
+            _, ids, _, _ = self.entry.loaded_runner().prompt(text, chat)
+        except ValueError:
+            return  # (the run says why)
+        if len(ids) + len(continuation) > LONG_FROM:
+            raise HTTPException(422, self._too_long(len(ids) + len(continuation)))
+
+    @staticmethod
+    def _too_long(n: int) -> str:
+        return (
+            f"the lab and the views inside a head read whole heads: at most {LONG_FROM} "
+            f"tokens; this input has {n:,} (the head and model views read it by windows): "
+            "shorten it"
+        )
 
     def session(self):
         """The run slot an experiment's model runs share (not re-entrant: take it once)."""

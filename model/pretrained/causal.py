@@ -41,7 +41,8 @@ def capture_bytes(cfg: ModelConfig, tokens: int) -> int:
 
 
 def longest_prompt(cfg: ModelConfig, max_capture_bytes: int) -> int:
-    """The most tokens of its context whose long run's capture fits in the bytes."""
+    """The most tokens of its context whose long run's capture fits in the bytes, and
+    never fewer than the 512 (or its context) a short run reads."""
     longest, step = 0, 1 << 20
     while step:  # the largest count that fits, by halving steps
         if longest + step <= cfg.max_seq_len and (
@@ -50,7 +51,7 @@ def longest_prompt(cfg: ModelConfig, max_capture_bytes: int) -> int:
             longest += step
         else:
             step //= 2
-    return max(longest, 1)
+    return max(longest, min(LONG_FROM, cfg.max_seq_len))
 
 
 class PromptTooLong(ValueError):
@@ -254,20 +255,26 @@ class CausalLM(RunnerBase):
             **self.template_tokens,
         )
 
-    def encode(self, text: str, special: bool | None = None) -> tuple[list[int], bool, int]:
-        """(ids cut to their last max_tokens, whether they were cut, the length before): a
+    def encode(
+        self, text: str, special: bool | None = None, limit: int | None = None
+    ) -> tuple[list[int], bool, int]:
+        """(ids cut to their last max_tokens or `limit`, whether they were cut, the length
+        before): a
         prompt is continued from its end (a chat turn keeps the assistant's cue), and the
         tokens the tokenizer adds in front (`special`; default: the runner's) are kept."""
         special = self.add_special_tokens if special is None else special
+        limit = self.max_tokens if limit is None else limit
         ids = self.tokenizer.encode(text, add_special_tokens=special).ids
-        if len(ids) <= self.max_tokens:
+        if len(ids) <= limit:
             return ids, False, len(ids)
         lead = len(self.tokenizer.encode("", add_special_tokens=True).ids) if special else 0
-        kept = [*ids[:lead], *ids[len(ids) - (self.max_tokens - lead) :]]
+        kept = [*ids[:lead], *ids[len(ids) - (limit - lead) :]]
         return kept, True, len(ids)
 
     def tokenize(self, text: str) -> tuple[list[int], list[str]]:
-        ids, _, _ = self.encode(text)
+        """A sentence's ids and tokens, cut to its last max_tokens, and to 512 at most: what
+        a pass keeping whole attention matrices reads (a corpus run's, the lab's)."""
+        ids, _, _ = self.encode(text, limit=min(self.max_tokens, LONG_FROM))
         return ids, self.shown(ids)
 
     def prompt(self, text: str, chat: bool = False) -> tuple[str, list[int], bool, int]:
@@ -328,14 +335,21 @@ class CausalLM(RunnerBase):
         ids = [*prompt, *generated]
         batch = torch.tensor([ids])
         long = isinstance(self.model, Transformer) and len(ids) > LONG_FROM
-        if capture and names_filter is None and long:
+        if long and not (capture and names_filter is None):
+            raise PromptTooLong(
+                f"the prompt has {len(ids):,} tokens; a pass that keeps (or computes) whole "
+                f"attention matrices reads at most {LONG_FROM}"
+            )
+        if long:
             # a long input: no (T, T) matrix kept (model/long.py), logits a chunk at a time
             with fused(), hooked(self.model, long_names) as recorded:
                 hidden = self.model.decode(batch)
             capture_: Capture | None = LongCapture(recorded, self.model.mask_rules(None, batch))
-            chunks = [self.model.logits(hidden[:, i : i + LOGIT_CHUNK])[0]
-                      for i in range(0, len(ids), LOGIT_CHUNK)]  # fmt: skip
-            predicted = [p for chunk in chunks for p in chunk.argmax(-1).tolist()]
+            predicted = []  # (a chunk's logits at a time: never all 8,192 x 49,152)
+            for i in range(0, len(ids), LOGIT_CHUNK):
+                chunk = self.model.logits(hidden[:, i : i + LOGIT_CHUNK])[0]
+                predicted += chunk.argmax(-1).tolist()
+                del chunk
             last = self.model.logits(hidden[:, len(prompt) - 1 :])[0]
         else:
             if capture:

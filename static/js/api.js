@@ -26,11 +26,12 @@ async function call(path, options = {}) {
   return response;
 }
 
-function post(path, body, headers = {}) {
+function post(path, body, headers = {}, signal = undefined) {
   return call(path, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify(body),
+    signal,
   });
 }
 
@@ -84,7 +85,9 @@ export const api = {
       }
     }
   },
-  attention: async (request) => (await post("/api/v1/attention", request)).json(),
+  // `signal` aborts it (a window the page no longer shows: the server stops computing it)
+  attention: async (request, signal) =>
+    (await post("/api/v1/attention", request, {}, signal)).json(),
   lab: async (route, body) => (await post(`/api/v1/lab/${route}`, body)).json(),
   // the views inside a head (/api/v1/neuron, /api/v1/qk-space)
   inspect: async (route, body) => (await post(`/api/v1/${route}`, body)).json(),

@@ -116,6 +116,9 @@ MODEL_DEPENDENT = (
     "is not a window of",  # attention: rows or columns past the text's tokens
     "rows, columns and pool apply to",  # attention: a window of q, k or v
     "need whole heads",  # attention: word view or hidden specials of a long input
+    "heads' windows of a long input",  # attention: more heads than a request recomputes
+    "read whole heads: at most",  # lab, neuron, qk-space: a long input
+    "attention matrices reads at most",  # qk-space: a further text over 512 tokens
 )
 # The 503s a valid request may get, each documented and with Retry-After: a full queue of
 # runs or of corpus runs, or UMAP / t-SNE asked for before its first run has compiled it

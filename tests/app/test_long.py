@@ -89,9 +89,20 @@ def test_a_pooled_overview_and_an_exact_window_of_a_long_head(client, long_run):
 
 def test_what_a_long_input_cannot_serve_says_what_to_ask_instead(client, long_run):
     _, n = long_run
-    refused = client.post("/api/v1/attention", json={"model": "smollm2", "text": TEXT})
+    every = client.post("/api/v1/attention", json={"model": "smollm2", "text": TEXT})
+    assert every.status_code == 422 and every.json()["detail"] == (
+        "this asks for 270 heads' windows of a long input, each recomputed from its queries "
+        "and keys: at most 32 a request (ask a layer at a time)"
+    )
+    layer = {"model": "smollm2", "text": TEXT, "layers": [0], "encoding": "json"}
+    refused = client.post("/api/v1/attention", json=layer)
     assert refused.status_code == 422
     assert "or a window (rows, columns) or pooled cells (pool)" in refused.json()["detail"]
+    # a lab experiment or a view inside a head: refused before the model runs
+    lab = client.post("/api/v1/lab/scaling", json={"model": "smollm2", "text": TEXT + " more"})
+    assert (
+        lab.status_code == 422 and "read whole heads: at most 512 tokens" in (lab.json()["detail"])
+    )
     outside = client.post(
         "/api/v1/attention",
         json={"model": "smollm2", "text": TEXT, "layers": [0], "rows": [0, n + 1]},

@@ -79,7 +79,7 @@ def test_a_long_prompt_zooms_from_the_overview_to_token_labels(page: Page, serve
     assert window(page) == [0, n, 0, n]
     expect(page.locator("#explain")).to_contain_text("each cell is the largest of the exact")
     # the overview is the API's max-pooled head
-    asked = dict(body, types=["decoder.self"], layers=[3], heads=[4], encoding="json", pool=512)
+    asked = dict(body, types=["decoder.self"], layers=[3], heads=[4], encoding="json", pool=384)
     pooled = httpx2.post(f"{server}/api/v1/attention", json=asked, timeout=120).json()
     block = pooled["blocks"][0]
     drawn = page.evaluate("() => document.getElementById('plot').attnvizLong.z")

@@ -7,7 +7,7 @@ import { Block } from "../api.js";
 import { encodingOf } from "../encodings.js";
 import { COLORSCALE, configFor, escapeText, plotly, themed } from "../plots.js";
 
-const CELLS = 512; // cells per axis asked for a window (about the plot's pixels)
+const CELLS = 384; // cells per axis asked for a window (3 px or more each in a 1,200 px plot)
 const TOKEN_LEVEL = 160; // a window at most this many tokens a side is asked exact
 const PROFILE_CELLS = 1024; // cells of the row profile
 
@@ -63,22 +63,25 @@ export async function overviewBlock(ctx, type, layer, pool) {
   return new Block(body.blocks[0]);
 }
 
-async function windowBlock(ctx, rows, columns) {
+async function windowBlock(ctx, rows, columns, signal) {
   const { state } = ctx;
   const exact = rows[1] - rows[0] <= TOKEN_LEVEL && columns[1] - columns[0] <= TOKEN_LEVEL;
-  const body = await ctx.api.attention({
-    model: state.model,
-    text: state.text,
-    ...ctx.promptOptions,
-    types: [state.type],
-    layers: [state.layer],
-    heads: [state.head],
-    kinds: [state.kind],
-    encoding: encodingOf(state.kind),
-    rows,
-    columns,
-    ...(exact ? {} : { pool: CELLS, reduce: "max" }),
-  });
+  const body = await ctx.api.attention(
+    {
+      model: state.model,
+      text: state.text,
+      ...ctx.promptOptions,
+      types: [state.type],
+      layers: [state.layer],
+      heads: [state.head],
+      kinds: [state.kind],
+      encoding: encodingOf(state.kind),
+      rows,
+      columns,
+      ...(exact ? {} : { pool: CELLS, reduce: "max" }),
+    },
+    signal,
+  );
   const raw = body.blocks[0];
   return { block: new Block(raw), raw, exact };
 }
@@ -88,14 +91,33 @@ export async function drawLongHead(ctx) {
   const tokens = ctx.analysis.source_tokens;
   const n = tokens.length;
   const el = elements.plot;
-  let asked = 0; // the latest window asked for: older answers are dropped
+  let asking = null; // the window being fetched: a newer one aborts it
   const title = `${t(state.type)} · ${t("layer")} ${state.layer} · ${t("head")} ${state.head}`;
   const Plotly = await plotly;
+  // one head, exact weights, scores or mask: the average, the mask overlay and the word
+  // view need whole heads (inputs of at most 512 tokens)
+  for (const name of ["average", "overlay", "words", "hide"]) {
+    const input = elements[name];
+    const label = input.closest("label") ?? document.querySelector(`label[for="${input.id}"]`);
+    if (label) label.hidden = true;
+  }
+  elements.head.disabled = false;
 
   const draw = async (rows, columns) => {
-    const mine = ++asked;
-    const { block, raw, exact } = await windowBlock(ctx, rows, columns);
-    if (mine !== asked || ctx.stale()) return;
+    asking?.abort();
+    const mine = new AbortController();
+    asking = mine;
+    let got;
+    try {
+      got = await windowBlock(ctx, rows, columns, mine.signal);
+    } catch (err) {
+      if (mine.signal.aborted || ctx.stale()) return;
+      elements.status.textContent = err.message; // e.g. 429: too many requests
+      elements.status.className = "status error";
+      return;
+    }
+    if (asking !== mine || ctx.stale()) return;
+    const { block, raw, exact } = got;
     const rowEdges = raw.row_edges;
     const colEdges = raw.column_edges;
     const z = block.matrix(0);
@@ -181,25 +203,31 @@ export async function drawLongHead(ctx) {
   let profiled = null;
   const profileSoon = (row) => {
     clearTimeout(profileTimer);
+    el.attnvizPointed = row;
     if (row === profiled) return;
     profileTimer = setTimeout(() => profile(row), 200);
   };
   const profile = async (row) => {
+    let body;
+    try {
+      body = await ctx.api.attention({
+        model: state.model,
+        text: state.text,
+        ...ctx.promptOptions,
+        types: [state.type],
+        layers: [state.layer],
+        heads: [state.head],
+        kinds: ["weights"],
+        encoding: "f4",
+        rows: [row, row + 1],
+        pool: n > PROFILE_CELLS ? PROFILE_CELLS : undefined,
+        reduce: "max",
+      });
+    } catch {
+      return; // (the next row pointed at asks again)
+    }
+    if (ctx.stale() || el.attnvizPointed !== row) return;
     profiled = row;
-    const body = await ctx.api.attention({
-      model: state.model,
-      text: state.text,
-      ...ctx.promptOptions,
-      types: [state.type],
-      layers: [state.layer],
-      heads: [state.head],
-      kinds: ["weights"],
-      encoding: "f4",
-      rows: [row, row + 1],
-      pool: n > PROFILE_CELLS ? PROFILE_CELLS : undefined,
-      reduce: "max",
-    });
-    if (ctx.stale() || profiled !== row) return;
     const raw = body.blocks[0];
     const values = new Block(raw).matrix(0)[0];
     const edges = raw.column_edges;

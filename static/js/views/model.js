@@ -35,18 +35,7 @@ async function drawModel(ctx) {
     event.preventDefault();
     grid.querySelector(thumbAt(...moves[event.key]))?.focus();
   };
-  const entropy = [];
-  for (let layer = 0; layer < layers; layer++) {
-    const summaries = analysis.summaries.filter((s) => s.type === state.type && s.layer === layer);
-    entropy.push(summaries.map((s) => s.entropy));
-  }
-  await heatmap(elements.extra, {
-    z: entropy,
-    rows: entropy.map((_, l) => `L${l}`),
-    columns: Array.from({ length: heads }, (_, h) => `H${h}`),
-    title: t("entropy"),
-    valueLabel: "bits",
-  });
+  await drawEntropy(ctx, analysis, layers, heads);
   if (group > 1) grid.append(groupHeader(kv, group, t));
   for (let layer = 0; layer < layers; layer++) {
     if (ctx.stale()) return;
@@ -69,24 +58,74 @@ async function drawModel(ctx) {
         group > 1 && head % group === 0 && head > 0 ? "thumb group-start" : "thumb";
       button.dataset.layer = String(layer);
       button.dataset.head = String(head);
-      // what the metrics call this head on this input (analyze's summaries)
-      const role = roles.get(`${layer}/${head}`);
-      const named = role ? ` · ${t(`role_${role}`)}` : "";
-      button.title = `${t("layer")} ${layer} · ${t("head")} ${head}${named}`;
-      button.setAttribute("aria-label", button.title);
       const canvas = document.createElement("canvas");
       drawThumbnail(canvas, block.flat(i), block.height, block.width);
       const caption = document.createElement("span");
       caption.className = "thumb-caption";
-      caption.textContent = `H${head}${role ? ` ${t(`role_short_${role}`)}` : ""}`;
-      if (role) caption.dataset.role = role;
       button.append(canvas, caption);
+      // what the metrics call this head on this input (analyze's summaries)
+      named(button, roles.get(`${layer}/${head}`), t);
       button.addEventListener("click", () => ctx.openHead(layer, head));
       row.append(button);
     });
   }
   // the current head is marked
   grid.querySelector(thumbAt(state.layer, state.head))?.classList.add("current");
+  elements.explain.textContent = t("hint_model");
+  if (analysis.long) await followSummaries(ctx, analysis, layers, heads);
+}
+
+// A thumbnail's name and caption: its layer, head and role.
+function named(button, role, t) {
+  const { layer, head } = button.dataset;
+  const said = role ? ` · ${t(`role_${role}`)}` : "";
+  button.title = `${t("layer")} ${layer} · ${t("head")} ${head}${said}`;
+  button.setAttribute("aria-label", button.title);
+  const caption = button.querySelector(".thumb-caption");
+  caption.textContent = `H${head}${role ? ` ${t(`role_short_${role}`)}` : ""}`;
+  if (role) caption.dataset.role = role;
+  else delete caption.dataset.role;
+}
+
+// every head's mean entropy, a layer x head map (a head not summarised yet: blank)
+async function drawEntropy(ctx, analysis, layers, heads) {
+  const { state, t, elements } = ctx;
+  const entropy = Array.from({ length: layers }, () => Array(heads).fill(null));
+  for (const s of analysis.summaries) {
+    if (s.type === state.type) entropy[s.layer][s.head] = s.entropy;
+  }
+  await heatmap(elements.extra, {
+    z: entropy,
+    rows: entropy.map((_, l) => `L${l}`),
+    columns: Array.from({ length: heads }, (_, h) => `H${h}`),
+    title: t("entropy"),
+    valueLabel: "bits",
+  });
+}
+
+// A long input's head summaries come in the background: asked for again until every head
+// has one, the entropy map and the thumbnails' roles redrawn as they come.
+async function followSummaries(ctx, first, layers, heads) {
+  const { state, t, elements } = ctx;
+  let now = first;
+  while (now.summaries_done < now.summaries_total) {
+    elements.explain.textContent = `${t("hint_model")} ${t("summaries_progress")
+      .replace("{done}", now.summaries_done)
+      .replace("{total}", now.summaries_total)}`;
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    if (ctx.stale()) return;
+    now = await ctx.api.analyze(state.model, state.text, "", ctx.promptOptions);
+    if (ctx.stale()) return;
+    await drawEntropy(ctx, now, layers, heads);
+    const roles = new Map(
+      now.summaries
+        .filter((s) => s.type === state.type)
+        .map((s) => [`${s.layer}/${s.head}`, s.role]),
+    );
+    for (const button of elements.grid.querySelectorAll(".thumb")) {
+      named(button, roles.get(`${button.dataset.layer}/${button.dataset.head}`), t);
+    }
+  }
   elements.explain.textContent = t("hint_model");
 }
 
@@ -121,5 +160,9 @@ export const view = {
   label: "view_model",
   controls: ["type", "words", "hide"],
   draw: drawModel,
+  strings: {
+    en: { summaries_progress: "Head summaries of this long input: {done} of {total} so far." },
+    zh: { summaries_progress: "这段长输入的注意力头摘要：已算出 {done} / {total}。" },
+  },
   prefetch: (ctx) => ctx.layerBlock(ctx.state.type, 0, "weights"),
 };

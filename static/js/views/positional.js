@@ -1,10 +1,15 @@
 // The positional table the model adds, the similarity of positions, a few dims as curves.
 import { configFor, escapeText, heatmap, plotly, themed, wrapTitle } from "../plots.js";
 
+const SHOWN = 512;
+
 async function drawPositional(ctx) {
   const { t, elements, analysis } = ctx;
   const info = ctx.modelInfo();
-  const positions = Math.max(16, analysis ? analysis.source_tokens.length : 0);
+  // the text's positions; of a long input the first SHOWN (a position x position map of
+  // thousands is more than a page draws usefully)
+  const tokens = analysis ? analysis.source_tokens.length : 0;
+  const positions = Math.min(SHOWN, Math.max(16, tokens));
   // what the encoding has per position: d_model values added, or RoPE's angle per pair of
   // a head's dims (head_dim / 2)
   const rotary = info.positional === "rotary";
@@ -67,7 +72,9 @@ async function drawPositional(ctx) {
     },
     configFor(`attnviz-${ctx.state.model}-positional`),
   );
-  elements.explain.textContent = `${kind("pe_rows_columns")} ${kind("pe_explain")} ${pe.formula}`;
+  const first =
+    tokens > SHOWN ? `${t("pe_first").replace("{n}", SHOWN).replace("{total}", tokens)} ` : "";
+  elements.explain.textContent = `${first}${kind("pe_rows_columns")} ${kind("pe_explain")} ${pe.formula}`;
 }
 
 export const view = {
@@ -76,4 +83,8 @@ export const view = {
   label: "view_positional",
   controls: [],
   draw: drawPositional,
+  strings: {
+    en: { pe_first: "The first {n} of the text's {total} positions." },
+    zh: { pe_first: "文本 {total} 个位置中的前 {n} 个。" },
+  },
 };
