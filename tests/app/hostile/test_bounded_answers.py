@@ -48,13 +48,18 @@ def test_an_export_of_a_long_prompt_is_refused_before_it_is_built(base, healthz)
 
 
 def test_the_kv_cache_answer_is_within_the_limit(base, healthz):
+    short = PROMPT[: 45 * 50]  # 50 of its sentences: 500 tokens, the most the lab reads
     with client(base, "127.0.0.33", timeout=120) as c:
-        answer = c.post("/api/v1/lab/kv-cache", json={"model": "smollm2", "text": PROMPT})
+        answer = c.post("/api/v1/lab/kv-cache", json={"model": "smollm2", "text": short})
+        longer = c.post("/api/v1/lab/kv-cache", json={"model": "smollm2", "text": PROMPT})
     if answer.status_code == 200:
         assert len(answer.content) <= LIMIT
     else:
         assert answer.status_code == 422, answer.text
         assert "layer" in answer.json()["detail"]
+    # past 512 tokens the lab reads no whole head: refused before the model runs
+    assert longer.status_code == 422
+    assert "read whole heads: at most 512 tokens" in longer.json()["detail"]
 
 
 def test_a_temperature_of_1e_40_is_greedy_not_a_500(base, healthz):
