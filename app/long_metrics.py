@@ -28,7 +28,7 @@ from .zoo import ModelEntry
 
 LOG = logging.getLogger(__name__)
 BACKGROUND = "(head metrics)"  # the client name its work is queued under
-IDLE_S = 120.0  # unread this long: the rest is not computed (until asked again)
+IDLE_S = 30.0  # unread this long: the rest is not computed (until asked again)
 
 
 @dataclass
@@ -70,6 +70,13 @@ def long_summaries(
             )  # fmt: skip
             thread.start()
         return list(job.done), job.total
+
+
+def stop_all() -> None:
+    """Stop the work under way (the server is stopping)."""
+    with _LOCK:
+        if _CURRENT is not None:
+            _CURRENT.stop.set()
 
 
 def _plan(entry: ModelEntry, result: RunResult) -> list[tuple[AttentionSpec, int, int, list[int]]]:

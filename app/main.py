@@ -21,6 +21,7 @@ from .clients import ClientBudget, Clients
 from .corpus.jobs import CorpusRuns
 from .limits import BodyLimit
 from .logs import AccessLog
+from .long_metrics import stop_all
 from .routes import corpus, generate, inference, lab, models, pages
 from .routes.deps import BODY_ERRORS
 from .runs import Inference, tensor_threads, text_limit
@@ -52,6 +53,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     gc.collect()
     gc.freeze()
     yield
+    stop_all()  # a long run's head summaries
     served.corpus_runs.stop()
     app.state.inference = None
     threads.shutdown(wait=False)
