@@ -45,44 +45,38 @@ function span(range, length) {
   return [start, Math.max(start + 1, Math.min(length, Math.ceil(b)))];
 }
 
+// A window of this input's attention (POST /api/v1/attention): the text and model of the
+// page, one type and layer, and what `asked` adds (heads, kinds, rows, columns, pool).
+async function ask(ctx, layer, asked, signal) {
+  const { state } = ctx;
+  const { type = state.type, ...rest } = asked;
+  const body = { model: state.model, text: state.text, ...ctx.promptOptions };
+  const request = { ...body, types: [type], layers: [layer], reduce: "max", ...rest };
+  return (await ctx.api.attention(request, signal)).blocks[0];
+}
+
 // Every head of a layer of a long input, each max-pooled to at most `pool` cells a side (the
 // model view's thumbnails): one request a layer.
 export async function overviewBlock(ctx, type, layer, pool) {
-  const { state } = ctx;
-  const body = await ctx.api.attention({
-    model: state.model,
-    text: state.text,
-    ...ctx.promptOptions,
-    types: [type],
-    layers: [layer],
+  const raw = await ask(ctx, layer, {
+    type,
     kinds: ["weights"],
     encoding: encodingOf("weights"),
     pool,
-    reduce: "max",
   });
-  return new Block(body.blocks[0]);
+  return new Block(raw);
 }
 
 async function windowBlock(ctx, rows, columns, signal) {
   const { state } = ctx;
   const exact = rows[1] - rows[0] <= TOKEN_LEVEL && columns[1] - columns[0] <= TOKEN_LEVEL;
-  const body = await ctx.api.attention(
-    {
-      model: state.model,
-      text: state.text,
-      ...ctx.promptOptions,
-      types: [state.type],
-      layers: [state.layer],
-      heads: [state.head],
-      kinds: [state.kind],
-      encoding: encodingOf(state.kind),
-      rows,
-      columns,
-      ...(exact ? {} : { pool: CELLS, reduce: "max" }),
-    },
+  const asked = { heads: [state.head], kinds: [state.kind], encoding: encodingOf(state.kind) };
+  const raw = await ask(
+    ctx,
+    state.layer,
+    { ...asked, rows, columns, ...(exact ? {} : { pool: CELLS }) },
     signal,
   );
-  const raw = body.blocks[0];
   return { block: new Block(raw), raw, exact };
 }
 
@@ -208,27 +202,16 @@ export async function drawLongHead(ctx) {
     profileTimer = setTimeout(() => profile(row), 200);
   };
   const profile = async (row) => {
-    let body;
+    let raw;
     try {
-      body = await ctx.api.attention({
-        model: state.model,
-        text: state.text,
-        ...ctx.promptOptions,
-        types: [state.type],
-        layers: [state.layer],
-        heads: [state.head],
-        kinds: ["weights"],
-        encoding: "f4",
-        rows: [row, row + 1],
-        pool: n > PROFILE_CELLS ? PROFILE_CELLS : undefined,
-        reduce: "max",
-      });
+      const cells = n > PROFILE_CELLS ? { pool: PROFILE_CELLS } : {};
+      const asked = { heads: [state.head], kinds: ["weights"], encoding: "f4" };
+      raw = await ask(ctx, state.layer, { ...asked, rows: [row, row + 1], ...cells });
     } catch {
       return; // (the next row pointed at asks again)
     }
     if (ctx.stale() || el.attnvizPointed !== row) return;
     profiled = row;
-    const raw = body.blocks[0];
     const values = new Block(raw).matrix(0)[0];
     const edges = raw.column_edges;
     const x = values.map((_, j) => edges[j]);
