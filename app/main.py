@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from model.runtime import keep_freed_memory, set_threads
 
 from .clients import ClientBudget, Clients
+from .corpus.corpora import read_shipped
 from .corpus.jobs import CorpusRuns
 from .limits import BodyLimit
 from .logs import AccessLog
@@ -44,6 +45,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     threads = tensor_threads(settings)
     # loaded on a tensor thread: the event loop's thread never runs torch (tensor_threads)
     zoo = await asyncio.get_running_loop().run_in_executor(threads, load_zoo, settings)
+    await asyncio.get_running_loop().run_in_executor(threads, read_shipped)
     app.state.inference = served = Inference(zoo, settings, threads)
     # corpus runs read the served models, one sentence a run slot
     app.state.corpus_runs = served.corpus_runs = CorpusRuns(served, settings.corpus_results_bytes)

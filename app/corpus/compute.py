@@ -11,6 +11,7 @@ import torch
 
 from model.corpus_stats import sentence_statistics
 from model.runner import AttentionSpec
+from model.runtime import TakeTurns
 
 from ..zoo import ModelEntry
 
@@ -65,8 +66,10 @@ def batches(
         return [[(i, None)] for i in indices]
     runner = entry.loaded_runner()
     by_length: dict[int, list] = {}
+    turn = TakeTurns()  # (the event loop's thread is not kept waiting for the GIL)
     for i, sentence in zip(indices, sentences, strict=True):
         ids, tokens = runner.tokenize(sentence)
+        turn()
         by_length.setdefault(len(ids), []).append((i, (ids, tokens)))
     out = []
     for length, group in by_length.items():
