@@ -4,6 +4,7 @@ routes (app/routes/generate.py) answer it whole or stream it."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Literal
 
@@ -12,7 +13,7 @@ from pydantic import BaseModel, Field, StrictFloat
 
 from model.pretrained.causal import Sampling, Step
 
-from .runs import Inference, read_text, text_limit
+from .runs import Inference, read_text, stop_if_cancelled, text_limit
 from .schemas import Alternative, NewTokens, TextRequest, Whole
 from .zoo import ModelEntry
 
@@ -69,6 +70,7 @@ class Generation:
 
     def __init__(self, inference: Inference, req: GenerateRequest) -> None:
         self.entry: ModelEntry = inference.entry(req.model)
+        self.progress = inference.progress
         runner = self.entry.runner
         if runner.capabilities.generation:
             runner = self.entry.loaded_runner()  # held for the whole generation
@@ -111,7 +113,12 @@ class Generation:
         """The runner's steps (each one model call), recording the tokens and the stop."""
         start = [*self.ids, *self.before]
         context = self.entry.config.max_seq_len
-        for step in self.runner.generate(start, self.max_new_tokens, self.sampling):
+        made = self.runner.generate(start, self.max_new_tokens, self.sampling)
+        # the prompt's pass (a long prompt's takes seconds): its progress by layer, and a
+        # stop at the next layer if its client goes away
+        with self.progress.watching(self.runner.model, stop_if_cancelled):
+            first = next(made, None)
+        for step in itertools.chain([] if first is None else [first], made):
             self.new.append(step.token_id)
             if step.token_id in self.runner.stop_ids:
                 self.stop = "end-of-turn"

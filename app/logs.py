@@ -7,12 +7,15 @@ import logging
 import re
 import time
 import uuid
+from contextvars import ContextVar
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 ACCESS = logging.getLogger("attnviz.access")
 REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# the id of the request being served (its work on other threads copies the context)
+CURRENT_REQUEST: ContextVar[str | None] = ContextVar("attnviz_request", default=None)
 _RECORD_FIELDS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 
@@ -81,9 +84,11 @@ class AccessLog:
                 message = {**message, "headers": headers}
             await send(message)
 
+        token = CURRENT_REQUEST.set(request_id)
         try:
             await self.app(scope, receive, send_with_id)
         finally:
+            CURRENT_REQUEST.reset(token)
             route = scope.get("route")
             ACCESS.info(
                 "%s %s %d",

@@ -1,5 +1,5 @@
 """A long input's head summaries, computed in the background: every head's metrics in one
-pass over its rows (model/long.py `head_stats`), a head at a time on the tensor threads as
+pass over its rows (model/long/layer.py `head_stats`), a head at a time on the tensor threads as
 a client of their own (another request waits for one head at most: a quarter of a second
 at 8,192 SmolLM2 tokens).
 

@@ -18,8 +18,9 @@ from fastapi import HTTPException
 from model.checkpoints import CheckpointError
 from model.config import ModelConfig
 from model.hf.runners import HFEncoder, HFMaskedLM, HFSeq2Seq, parameter_count, peek_unit
+from model.long.reading import longest_prompt
 from model.pretrained.bert import MiniLM
-from model.pretrained.causal import CausalLM, longest_prompt
+from model.pretrained.causal import CausalLM
 from model.pretrained.masked_lm import MaskedLM, mask_token_of
 from model.pretrained.sources import Source, cached, load_source, peek_source
 from model.runner import Runner, attention_specs
@@ -108,7 +109,7 @@ class OwnRunner:
         self.path, self.backend = Path(path), backend
         self.config, self.source, kind, specials = peek_source(path, max_bytes, backend)
         self.kind: type[Runner] = KINDS.get(kind, CausalLM)
-        # a language model on our code reads prompts up to its context (model/long.py),
+        # a language model on our code reads prompts up to its context (model/long/),
         # as long as their capture fits in these bytes; the others keep their own limit
         ours = self.kind is CausalLM and self.source.backend == "ours"
         self.max_capture_bytes = max_capture_bytes if ours else None

@@ -26,6 +26,7 @@ from model.runner import RunResult
 from model.runtime import release_free_memory
 
 from .clients import CLIENT
+from .progress import ProgressBoard
 from .schemas import INVISIBLE
 from .settings import Settings
 from .zoo import ModelEntry, Zoo
@@ -248,6 +249,7 @@ class Inference:
         # requests on or waiting for the tensor threads, bounded as the runs are
         self._admitted = RunLimiter(runs + settings.max_queued_runs, queued=0)
         self.runs = RunCache(settings.cache_bytes)
+        self.progress = ProgressBoard()  # how far each run under way has read
         # runs under way by key: a request for the same (model, text) waits for that run
         # instead of running the model again (the page asks for a text's summary and its
         # first head at once)
@@ -328,7 +330,10 @@ class Inference:
             if running is None:
                 self._running[key] = future = Future()
         if running is not None:
-            return running.result()  # that run's result, or its error (503, 422)
+            try:
+                return running.result()  # that run's result, or its error (503, 422)
+            except ClientGone:  # the request that ran it went away: run it for this one
+                return self.run(entry, text, chat, continuation)
         try:
             if chat:  # the template rendered before a run slot is taken (bounded, causal.py)
                 try:
@@ -337,7 +342,9 @@ class Inference:
                     raise HTTPException(422, f"text cannot be read: {exc}") from exc
             with self.limiter.slot():
                 try:
-                    result = entry.runner.run(text, **prompt)
+                    runner = entry.loaded_runner()  # (one for the watch and the run)
+                    with self.progress.watching(runner.model, stop_if_cancelled):
+                        result = runner.run(text, **prompt)
                 except ValueError as exc:  # nothing left to read once normalised
                     raise HTTPException(422, f"text cannot be read: {exc}") from exc
             self.runs.put(key, result)

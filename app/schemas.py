@@ -105,6 +105,20 @@ class Health(BaseModel):
     models: list[str] = Field(description="Ids of the loaded models.")
 
 
+class RunProgressInfo(BaseModel):
+    """How far the run of a request (by its `X-Request-ID`) has read."""
+
+    tokens: int = Field(description="Tokens the run reads (0 until its first layer).")
+    layers: int = Field(description="Layers it runs through (its attention modules).")
+    layers_done: int = Field(description="Layers it has read so far.")
+    finished: bool = Field(description="Whether its pass is over.")
+    elapsed_s: float = Field(description="Seconds since it started.")
+    left_s: float | None = Field(
+        description="Seconds it is likely to take still, at the pace of its layers so far "
+        "(null before its first layer is read)."
+    )
+
+
 class ErrorMessage(BaseModel):
     detail: str | list = Field(description="What was wrong and how to fix it.")
 
@@ -310,7 +324,7 @@ class TypedArray(BaseModel):
 
 class Deferred(BaseModel):
     """A model whose large float fields may be held as arrays (`_floats`, by field name),
-    written into its JSON a few rows a call (service.json_with_arrays), not validated as
+    written into its JSON a few rows a call (wire.json_with_arrays), not validated as
     millions of floats and dumped in one call that holds the GIL."""
 
     _floats: dict[str, Any] = PrivateAttr(default_factory=dict)

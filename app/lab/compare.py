@@ -6,7 +6,7 @@ import difflib
 
 import torch
 
-from ..service import encode
+from ..wire import encode
 from . import schemas as s
 from .context import LabContext
 

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from model.hooks import Capture, HookFn, NamesFilter, hooked
 from model.long import LongCapture
-from model.pretrained.causal import LONG_FROM
+from model.long.reading import LONG_FROM
 from model.runner import AttentionSpec, RunResult, model_inputs
 
 from ..runs import Inference

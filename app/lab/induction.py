@@ -17,7 +17,7 @@ from torch import Tensor
 from model.analysis import ablate_heads
 from model.hooks import HookFn, hooked
 
-from ..service import encode
+from ..wire import encode
 from . import schemas as s
 from .context import LabContext
 

@@ -10,7 +10,7 @@ from model.hooks import hooked
 from model.masks import padding_mask
 from model.transformer import DecoderCache
 
-from ..service import BYTES_PER_ENTRY, encode
+from ..wire import BYTES_PER_ENTRY, encode
 from . import schemas as s
 from .context import LabContext
 

@@ -10,7 +10,7 @@ from model.analysis import without_mask
 from model.masks import pad_batch, padding_mask
 
 from ..runs import read_text, text_limit
-from ..service import encode
+from ..wire import encode
 from . import schemas as s
 from .context import LabContext
 

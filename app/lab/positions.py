@@ -8,7 +8,7 @@ from fastapi import HTTPException
 
 from model.analysis import permuted, without_positions
 
-from ..service import encode
+from ..wire import encode
 from . import schemas as s
 from .context import LabContext
 

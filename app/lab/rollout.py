@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from model.analysis import rollout as rollout_of
 
-from ..service import encode
+from ..wire import encode
 from . import schemas as s
 from .context import LabContext
 

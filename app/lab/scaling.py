@@ -7,7 +7,7 @@ import torch
 
 from model.analysis import focus, without_scaling
 
-from ..service import encode
+from ..wire import encode
 from . import schemas as s
 from .context import LabContext
 

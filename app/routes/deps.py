@@ -12,7 +12,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from ..runs import Inference
 from ..schemas import ErrorMessage
-from ..service import json_with_arrays
+from ..wire import json_with_arrays
 
 T = TypeVar("T")
 
@@ -57,6 +57,7 @@ def _error(description: str) -> dict:
 
 TOO_LARGE = _error("Request body too large (checked with or without Content-Length).")
 UNKNOWN_MODEL = _error("Unknown model.")
+NOT_STARTED = _error("No run of this request id has started (or it is long forgotten).")
 TOO_MANY = _error(
     "This client's share is spent: as many requests in flight as one client may have "
     "(ATTNVIZ_CLIENT_REQUESTS), its cost of the minute (ATTNVIZ_CLIENT_COST_PER_MINUTE), or "

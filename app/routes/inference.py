@@ -18,12 +18,25 @@ from ..schemas import (
     ExportRequest,
     MaskedTokens,
     NextTokens,
+    RunProgressInfo,
 )
-from ..service import attention_blocks, attention_json, export_npz, summaries
+from ..service import attention_blocks, export_npz, summaries
+from ..wire import attention_json
 from ..zoo import ModelEntry
-from .deps import ERRORS, InferenceDep, on_tensor_thread
+from .deps import BODY_ERRORS, ERRORS, NOT_STARTED, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1", tags=["attention"])
+
+
+@router.get("/progress/{request_id}", responses={**BODY_ERRORS, 404: NOT_STARTED})
+def progress(request_id: str, inference: InferenceDep) -> RunProgressInfo:
+    """How far the model run of the request sent with this `X-Request-ID` has read: its
+    layers done of all, and the time it is likely to take still. A run stops at its next
+    layer when its request is cancelled (the client closes the connection)."""
+    found = inference.progress.get(request_id)
+    if found is None:
+        raise HTTPException(404, f"no run of request {request_id!r} has started (yet)")
+    return RunProgressInfo(**found.answer())
 
 
 @router.post("/analyze", responses=ERRORS)

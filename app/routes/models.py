@@ -18,12 +18,13 @@ from ..info import (
 )
 from ..lab import available
 from ..runs import Inference, text_limit
-from ..service import BYTES_PER_ENTRY, json_with_arrays, positional_table
+from ..service import positional_table
+from ..wire import BYTES_PER_ENTRY, json_with_arrays
 from ..zoo import ModelEntry
 from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1/models", tags=["models"])
-JSON_FLOAT_BYTES = BYTES_PER_ENTRY["json"]  # a float of the table (rounded: service.encode)
+JSON_FLOAT_BYTES = BYTES_PER_ENTRY["json"]  # a float of the table (rounded: wire.encode)
 
 
 def model_info(

@@ -7,6 +7,7 @@ row."""
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,9 +17,15 @@ from tokenizers import Tokenizer
 from torch import Tensor
 
 from ..attention import fused
-from ..config import ModelConfig
-from ..hooks import Capture, NamesFilter, hooked
-from ..long import LayerAttention, LongCapture, MaskRule, long_names
+from ..hooks import NamesFilter, hooked
+from ..long.reading import (
+    LONG_FROM,
+    PromptTooLong,
+    long_pass,
+    longest_prompt,
+    newest_row,
+    too_long,
+)
 from ..runner import Capabilities, RunnerBase, RunResult
 from ..transformer import DecoderCache, Transformer
 from .bytelevel import readable
@@ -26,36 +33,6 @@ from .llama import load_gguf, smollm2_path
 from .templates import ChatTemplate, TemplateRefused
 
 MAX_PROMPT_TOKENS = 512
-# prompts longer than this run the long path: no (T, T) matrix captured (model/long.py)
-LONG_FROM = 512
-LOGIT_CHUNK = 512  # positions whose logits (49,152 each for SmolLM2) are made at once
-
-
-def capture_bytes(cfg: ModelConfig, tokens: int) -> int:
-    """The most a long run of this many tokens holds (our model code's): per token and
-    layer its queries, keys and values, the embeddings, the output and the rotary angles
-    (float32); and its (T, T) boolean mask with what building it takes."""
-    per_layer = (cfg.n_heads + 2 * cfg.kv_heads) * cfg.head_dim
-    per_token = 4 * (cfg.decoder_layers * per_layer + 2 * cfg.d_model + cfg.head_dim // 2)
-    return per_token * tokens + 3 * tokens * tokens
-
-
-def longest_prompt(cfg: ModelConfig, max_capture_bytes: int) -> int:
-    """The most tokens of its context whose long run's capture fits in the bytes, and
-    never fewer than the 512 (or its context) a short run reads."""
-    longest, step = 0, 1 << 20
-    while step:  # the largest count that fits, by halving steps
-        if longest + step <= cfg.max_seq_len and (
-            capture_bytes(cfg, longest + step) <= max_capture_bytes
-        ):
-            longest += step
-        else:
-            step //= 2
-    return max(longest, min(LONG_FROM, cfg.max_seq_len))
-
-
-class PromptTooLong(ValueError):
-    """A prompt longer than a long-context runner reads (its `max_tokens`)."""
 
 
 def but_logits(name: str) -> bool:
@@ -281,24 +258,14 @@ class CausalLM(RunnerBase):
         """(the prompt read, its ids, whether they were cut, their length before): the text
         itself, or with `chat` the text as a user turn of the chat template."""
         prompt = self.chat_prompt(text) if chat else text
+        special = False if chat else None
         if self.max_capture_bytes is not None:  # read whole, or refused
-            ids = self.tokenizer.encode(
-                prompt, add_special_tokens=self.add_special_tokens and not chat
-            ).ids
-            if len(ids) > self.max_tokens:
-                context = self.model.config.max_seq_len
-                why = (
-                    "its context"
-                    if self.max_tokens == context
-                    else f"what ATTNVIZ_MAX_CAPTURE_BYTES holds; its context is {context:,}"
-                )
-                raise PromptTooLong(
-                    f"the prompt has {len(ids):,} tokens; this server reads at most "
-                    f"{self.max_tokens:,} of this model ({why}): shorten it"
-                )
-            cut, length = False, len(ids)
+            ids, _, length = self.encode(prompt, special, limit=sys.maxsize)
+            if length > self.max_tokens:
+                raise too_long(length, self.max_tokens, self.model.config.max_seq_len)
+            cut = False
         else:
-            ids, cut, length = self.encode(prompt, special=False if chat else None)
+            ids, cut, length = self.encode(prompt, special)
         if not ids:
             raise ValueError("the prompt has no tokens")
         return prompt, ids, cut, length
@@ -333,25 +300,16 @@ class CausalLM(RunnerBase):
         logits are not captured unless named (49,152 per position: 96 MB at 512 tokens;
         the run keeps each position's prediction and the generated steps' top tokens)."""
         ids = [*prompt, *generated]
-        batch = torch.tensor([ids])
         long = isinstance(self.model, Transformer) and len(ids) > LONG_FROM
         if long and not (capture and names_filter is None):
             raise PromptTooLong(
                 f"the prompt has {len(ids):,} tokens; a pass that keeps (or computes) whole "
                 f"attention matrices reads at most {LONG_FROM}"
             )
-        if long:
-            # a long input: no (T, T) matrix kept (model/long.py), logits a chunk at a time
-            with fused(), hooked(self.model, long_names) as recorded:
-                hidden = self.model.decode(batch)
-            capture_: Capture | None = LongCapture(recorded, self.model.mask_rules(None, batch))
-            predicted = []  # (a chunk's logits at a time: never all 8,192 x 49,152)
-            for i in range(0, len(ids), LOGIT_CHUNK):
-                chunk = self.model.logits(hidden[:, i : i + LOGIT_CHUNK])[0]
-                predicted += chunk.argmax(-1).tolist()
-                del chunk
-            last = self.model.logits(hidden[:, len(prompt) - 1 :])[0]
+        if long:  # no (T, T) matrix kept, logits a chunk at a time
+            capture_, predicted, last = long_pass(self.model, ids, len(prompt) - 1)
         else:
+            batch = torch.tensor([ids])
             if capture:
                 names = but_logits if names_filter is None else names_filter
                 logits, capture_ = self.model.run_with_capture(batch, names_filter=names)
@@ -427,17 +385,6 @@ class CausalLM(RunnerBase):
                 break
             step_input = torch.tensor([[token]])
             position += 1
-
-
-def newest_row(capture: Capture, prefix: str, cfg) -> Tensor:
-    """The newest query's attention weights (1, H, 1, keys) of one module of a cached
-    step, from its captured query and keys (the mask of the newest position: every key,
-    or the `sliding_window` newest)."""
-    q, k = capture[f"{prefix}.hook_q"][0], capture[f"{prefix}.hook_k"][0]
-    keys = k.size(1)
-    heads = LayerAttention(q[:, -1:], k, MaskRule(1, keys, causal=True, window=cfg.sliding_window))
-    rows = [heads.block("weights", h, 0, 1, 0, keys) for h in range(heads.heads)]
-    return torch.stack(rows)[None]
 
 
 @functools.lru_cache(maxsize=2)

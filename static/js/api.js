@@ -52,17 +52,32 @@ function ownerHeader(id = null) {
 }
 
 export const api = {
-  // prompt: {chat, continuation} for a model that continues a prompt, else {}
-  analyze: async (model, text, compare, prompt = {}) =>
+  // prompt: {chat, continuation} for a model that continues a prompt, else {}; a run
+  // watched for its progress is sent with its request id, and `signal` aborts it
+  analyze: async (model, text, compare, prompt = {}, { requestId, signal } = {}) =>
     (
-      await post("/api/v1/analyze", { model, text, ...(compare ? { compare } : {}), ...prompt })
+      await post(
+        "/api/v1/analyze",
+        { model, text, ...(compare ? { compare } : {}), ...prompt },
+        requestId ? { "X-Request-ID": requestId } : {},
+        signal,
+      )
     ).json(),
+  // how far the run of a request has read; null before it starts
+  progress: async (requestId) => {
+    const response = await fetch(`/api/v1/progress/${encodeURIComponent(requestId)}`);
+    return response.ok ? response.json() : null;
+  },
   // the steps of a generation as the server makes them (server-sent events): onStep(step)
-  // for each, and the whole answer at the end; `signal` aborts it (the server then stops)
-  generate: async (body, onStep, signal) => {
+  // for each, and the whole answer at the end; `signal` aborts it (the server then stops);
+  // a prompt watched for its progress is sent with its request id
+  generate: async (body, onStep, signal, requestId = null) => {
     const response = await call("/api/v1/generate/stream", {
       method: "POST",
-      headers: { "content-type": "application/json" },
+      headers: {
+        "content-type": "application/json",
+        ...(requestId ? { "X-Request-ID": requestId } : {}),
+      },
       body: JSON.stringify(body),
       signal,
     });

@@ -5,6 +5,7 @@ import { applyLanguage, LANGS, t as translate } from "./i18n.js";
 import { maskedOutput } from "./masked.js";
 import { attentionOf } from "./model-info.js";
 import { purge } from "./plots.js";
+import { LONG_CHARS, watchRun } from "./run-progress.js";
 import { readState, writeState } from "./state.js";
 import { VIEWS, viewOf } from "./views/index.js";
 import { EXPERIMENT_IDS } from "./views/lab/index.js";
@@ -30,6 +31,7 @@ const elements = {
   truncated: $("truncated"),
   unknown: $("unknown"),
   status: $("status"),
+  cancelRun: $("cancel-run"),
   tabs: $("views"),
   type: $("type"),
   layer: $("layer"),
@@ -343,20 +345,32 @@ async function render() {
     setStatus(t("empty"));
     return;
   }
+  let watch = null; // a run that may be long: its progress and Cancel
   try {
     const compare = modelInfo().capabilities.similarity ? state.compare.trim() : "";
     const asked = `${state.text}\u0000${compare}\u0000${JSON.stringify(input.prompt)}`;
     if (!analysis || analysis.model !== state.model || analysis.request !== asked) {
       setStatus(t("running"), "busy");
+      if (state.text.length > LONG_CHARS) {
+        const current = () => mine === generation;
+        watch = watchRun({ api, t, setStatus, button: elements.cancelRun, current });
+      }
       // the view's first blocks at once, not after the summary: one round trip, and the
       // server runs the model once for both; draw reports their errors, if any. The
       // summary is asked first: the request that runs the model reads its capture whole,
-      // and the summary reads every head (a long input's cached capture recomputes them)
-      const summary = api.analyze(state.model, state.text, compare, input.prompt);
-      viewOf(state.view)
-        .prefetch?.(ctx)
-        ?.catch(() => {});
-      analysis = { ...(await summary), request: asked };
+      // and the summary reads every head (a long input's cached capture recomputes them).
+      // A run that may be long is the summary's alone, so that Cancel stops it.
+      const summary = api.analyze(state.model, state.text, compare, input.prompt, watch?.options);
+      if (!watch) {
+        viewOf(state.view)
+          .prefetch?.(ctx)
+          ?.catch(() => {});
+      }
+      try {
+        analysis = { ...(await summary), request: asked };
+      } finally {
+        watch?.stop();
+      }
       performance.mark("attnviz:analyzed");
       if (mine !== generation) return;
       ctx.analysis = analysis;
@@ -374,7 +388,9 @@ async function render() {
       performance.mark("attnviz:drawn", { detail: { view: state.view } });
     }
   } catch (err) {
-    if (mine === generation) showError(err);
+    if (mine !== generation) return;
+    if (watch?.cancelled) setStatus(t("run_cancelled"));
+    else showError(err);
   }
 }
 
@@ -605,6 +621,18 @@ async function generate() {
   clearPlots();
   clearOutput();
   setStatus(t("generating"), "busy");
+  // a long prompt's pass takes seconds: its progress, and Cancel
+  const watch =
+    text.length > LONG_CHARS
+      ? watchRun({
+          api,
+          t,
+          setStatus,
+          button: elements.cancelRun,
+          current: () => streaming === controller,
+          controller,
+        })
+      : null;
   const made = [];
   const body = {
     model,
@@ -620,6 +648,7 @@ async function generate() {
     const answer = await api.generate(
       body,
       (step) => {
+        watch?.stop();
         made.push(step);
         showStreamed(made);
         performance.mark("attnviz:token");
@@ -627,14 +656,22 @@ async function generate() {
         setStatus(of.replace("{n}", String(made.length)), "busy");
       },
       controller.signal,
+      watch?.options.requestId,
     );
     if (streaming !== controller) return;
     streaming = null;
     await update({ cont: answer.continuation.join(",") }, { push: false });
   } catch (err) {
+    if (watch?.cancelled && streaming === controller) {
+      streaming = null;
+      setStatus(t("run_cancelled"));
+      return;
+    }
     if (controller.signal.aborted || streaming !== controller) return;
     streaming = null;
     showError(err);
+  } finally {
+    watch?.stop();
   }
 }
 

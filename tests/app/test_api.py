@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.schemas import AttentionResponse, Block
-from app.service import attention_json, encode
 from app.settings import Settings
+from app.wire import attention_json, encode
 from model.positional import sinusoidal_table
 from model.runtime import usable_cpus
 
@@ -56,7 +56,7 @@ def test_models_describe_their_attention(client):
         {"type": "decoder.self", "layers": 30, "query_heads": 9, "kv_heads": 3, "head_dim": 64,
          "rows": "target", "columns": "target"}
     ]  # fmt: skip
-    # its context, read whole (model/long.py); 4 characters a token
+    # its context, read whole (model/long/); 4 characters a token
     assert (llm["token_unit"], llm["output"], llm["max_tokens"], llm["max_text_chars"]) == (
         "byte-bpe",
         "continuation",

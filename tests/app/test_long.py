@@ -1,4 +1,4 @@
-"""A long prompt through the API (model/long.py; the numbers are checked against
+"""A long prompt through the API (model/long/; the numbers are checked against
 transformers in tests/model/test_long.py): SmolLM2 reads it whole, up to its context;
 /attention serves windows and pooled cells of what the run keeps, /analyze says it is
 long and brings its head summaries as the background computes them; whatever cannot be

@@ -21,7 +21,7 @@ def test_a_long_run_is_cached_lean_and_served_as_computed(client):
     inference = client.app.state.inference
     entry = inference.entry("smollm2")
     tokens = entry.runner.tokenizer
-    # the longest prefix read by the short path: at most 512 tokens (longer: model/long.py)
+    # the longest prefix read by the short path: at most 512 tokens (longer: model/long/)
     text = LONG[: max(k for k in range(1500, 3990, 10) if len(tokens.encode(LONG[:k]).ids) <= 512)]
     body = {"text": text, "types": ["decoder.self"], "encoding": "f4"}
     asks = [{"layers": [3, 29], "kinds": ["weights"]}, {"layers": [29], "kinds": ["scores"]}]

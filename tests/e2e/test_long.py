@@ -14,7 +14,7 @@ import httpx2
 import numpy as np
 from playwright.sync_api import Page, expect
 
-from .test_page import ready, url_state
+from .test_page import READY, ready, url_state
 
 TOKENS = int(os.environ.get("LONG_TOKENS", "1100"))
 WORDS = [
@@ -139,3 +139,25 @@ def test_a_long_prompts_model_view_draws_overviews_and_other_views_say_why_not(p
         re.compile(r"This view reads whole heads: at \d+ tokens \(over 512\) only the head, "
                    "model, positional and corpus views read this input")
     )  # fmt: skip
+
+
+def test_a_long_run_shows_its_progress_and_cancel_stops_it(page: Page):
+    page.goto("/?model=smollm2&view=head&text=hi")
+    ready(page)
+    page.fill("#text", long_text(4000))
+    page.press("#text", "Enter")
+    status, cancel = page.locator("#status"), page.locator("#cancel-run")
+    expect(status).to_contain_text(
+        re.compile(r"Reading \d,\d{3} tokens: layer \d+ of 30, about \d+ s left"), timeout=60_000
+    )
+    expect(cancel).to_be_visible()
+    expect(cancel).to_have_text("Cancel")
+    cancel.click()
+    expect(status).to_have_text(
+        "Cancelled: the model stopped reading this text. Run it again to read it."
+    )
+    expect(cancel).to_be_hidden()
+    # the server stopped reading it: a short text is read at once
+    page.fill("#text", "A short one.")
+    page.press("#text", "Enter")
+    expect(status).to_have_text(READY, timeout=15_000)

@@ -1,4 +1,4 @@
-"""Long inputs (model/long.py): a run that keeps queries and keys, not N x N matrices, and
+"""Long inputs (model/long/): a run that keeps queries and keys, not N x N matrices, and
 recomputes any window of a head, exact or pooled, against transformers' eager attention
 of tiny random models (2,048 tokens) and a float64 recomputation from the queries and keys
 transformers' own projections make."""

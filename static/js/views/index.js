@@ -15,7 +15,7 @@
 //             hidden, and a link to it opens the first view, where it does not)
 //   strings   optional: i18n strings it brings, {en: {key: text}, zh: {key: text}}
 //   long      optional: true where it reads a long input (over 512 tokens: no whole head
-//             is kept, model/long.py) by windows; the other views say to shorten it
+//             is kept, model/long/) by windows; the other views say to shorten it
 // Adding a view is its module and one line here.
 import { addStrings, hasString } from "../i18n.js";
 

@@ -1,0 +1,90 @@
+"""How far each run under way has read, by the id of the request that runs it: the page
+polls it during a long run (a progress line with the time left), and each layer is a point
+where a run whose client went away stops."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from torch import Tensor, nn
+
+from model.hooks import HookedModule, hooked
+
+from .logs import CURRENT_REQUEST
+
+KEPT = 256  # runs remembered (the oldest forgotten first)
+
+
+@dataclass
+class RunProgress:
+    """A run's layers read of `layers`, over `tokens` tokens."""
+
+    layers: int
+    tokens: int = 0
+    layers_done: int = 0
+    finished: bool = False
+    started: float = field(default_factory=time.monotonic)
+
+    def answer(self) -> dict:
+        elapsed = time.monotonic() - self.started
+        left = None
+        if self.finished:
+            left = 0.0
+        elif self.layers_done:
+            left = elapsed / self.layers_done * (self.layers - self.layers_done)
+        return {
+            "tokens": self.tokens,
+            "layers": self.layers,
+            "layers_done": self.layers_done,
+            "finished": self.finished,
+            "elapsed_s": round(elapsed, 2),
+            "left_s": None if left is None else round(left, 1),
+        }
+
+
+class ProgressBoard:
+    """The latest KEPT runs' progress, by request id."""
+
+    def __init__(self) -> None:
+        self._runs: OrderedDict[str, RunProgress] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, request_id: str) -> RunProgress | None:
+        with self._lock:
+            return self._runs.get(request_id)
+
+    def _start(self, request_id: str, layers: int) -> RunProgress:
+        progress = RunProgress(layers)
+        with self._lock:
+            self._runs[request_id] = progress
+            self._runs.move_to_end(request_id)
+            while len(self._runs) > KEPT:
+                self._runs.popitem(last=False)
+        return progress
+
+    @contextmanager
+    def watching(self, model: nn.Module, check: Callable[[], None]) -> Iterator[None]:
+        """Within this block, a run of `model` (our model code's) reports each layer it
+        starts to the request's progress, and calls `check` there (which raises to stop a
+        run whose client went away)."""
+        names = []
+        if isinstance(model, HookedModule):
+            names = [n for n in model.hook_names() if n.endswith(".self_attn.hook_v")]
+        request_id = CURRENT_REQUEST.get()
+        progress = self._start(request_id, len(names)) if request_id and names else None
+
+        def layer(x: Tensor, name: str) -> None:
+            check()
+            if progress is not None:
+                progress.tokens = max(progress.tokens, x.size(-2))
+                progress.layers_done = max(progress.layers_done, names.index(name))
+
+        with hooked(model, fwd_hooks=[(n, layer) for n in names], capture=False):
+            yield
+        if progress is not None:
+            progress.layers_done, progress.finished = progress.layers, True

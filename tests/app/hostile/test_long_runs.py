@@ -1,0 +1,59 @@
+"""A long run (issue 28) says how far it has read, by the id of the request that runs it,
+and stops at its next layer once that request's client goes away: its run slot is free
+again in a layer's time, not after the whole pass."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from urllib.parse import urlsplit
+
+import httpx2
+
+from .conftest import client
+
+# ~2,400 SmolLM2 tokens: a pass of several seconds, each layer a fraction of one
+TEXT = "Every head of a long prompt is read a block of rows at a time, layer by layer. " * 140
+REQUEST_ID = "long-run-under-test"
+
+
+def progress(c: httpx2.Client) -> dict | None:
+    answer = c.get(f"/api/v1/progress/{REQUEST_ID}")
+    if answer.status_code == 404:
+        return None
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_a_long_run_reports_its_layers_and_stops_when_its_client_goes_away(base, healthz):
+    # the request sent by hand on a socket of its own, so that closing it is the client
+    # going away (as the page's Cancel aborts its fetch)
+    address = urlsplit(base)
+    body = json.dumps({"model": "smollm2", "text": TEXT}).encode()
+    head = (
+        f"POST /api/v1/analyze HTTP/1.1\r\nHost: {address.netloc}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        f"X-Request-ID: {REQUEST_ID}\r\n\r\n"
+    ).encode()
+    sock = socket.create_connection((address.hostname, address.port))
+    sock.sendall(head + body)
+    with client(base, "127.0.0.71") as c:
+        deadline = time.monotonic() + 60
+        while (seen := progress(c)) is None or seen["layers_done"] < 3:
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.1)
+        assert seen["layers"] == 30 and 2000 < seen["tokens"] < 3000
+        assert not seen["finished"] and seen["left_s"] > 0 and seen["elapsed_s"] > 0
+        sock.close()
+        time.sleep(1.0)  # the disconnect seen, the run stopped at its next layer
+        stopped = progress(c)
+        time.sleep(1.5)
+        later = progress(c)
+        assert stopped is not None and later is not None
+        assert not later["finished"] and later["layers_done"] == stopped["layers_done"] < 30
+        # its slot is free: a short run is answered now
+        began = time.perf_counter()
+        short = c.post("/api/v1/analyze", json={"model": "smollm2", "text": "A short one."})
+        assert short.status_code == 200 and time.perf_counter() - began < 5
+        assert c.get("/api/v1/progress/never-sent").status_code == 404
