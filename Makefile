@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-families bench-capture bench-long bench-corpus bench-page e2e-deps \
-	hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy
+	system-deps hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,15 +40,28 @@ lint: $(STAMP) $(NODE_STAMP) hadolint
 hadolint: $(STAMP)
 	$(BIN)/hadolint --failure-threshold error Dockerfile
 
-# The browser tests drive Debian's chromium (a browser download fails offline).
-e2e-deps:
-	@command -v chromium >/dev/null || { \
+# The Debian packages the tests use, those missing installed with one apt-get: chromium
+# for the browser tests (a browser download fails offline), kubectl for k8s-check, haproxy
+# for scale-check.
+system-deps:
+	@missing=""; \
+	command -v chromium >/dev/null || missing="$$missing chromium fonts-wqy-zenhei"; \
+	command -v kubectl >/dev/null || missing="$$missing kubectl"; \
+	command -v haproxy >/dev/null || missing="$$missing haproxy"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-zenhei; \
-	  else echo "the browser tests need Debian's chromium: sudo apt-get install chromium"; exit 1; fi; }
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "the tests need Debian's$$missing: sudo apt-get install$$missing"; exit 1; fi; fi
 
-test: lint e2e-deps kubectl haproxy
-	$(BIN)/pytest
+e2e-deps kubectl haproxy: system-deps
+
+# The Python and npm installs (and the lint) alongside apt-get's: a fresh machine's set-up.
+# Then most tests on two workers (a file per worker at a time), and those that bound
+# latency or time on their own (the `alone` mark, tests/conftest.py).
+test:
+	@$(MAKE) --no-print-directory -j2 lint system-deps
+	$(BIN)/pytest -n 2 --dist loadfile -m "not alone"
+	$(BIN)/pytest -m alone
 
 # The Kubernetes manifests (deploy/): rendered with kubectl kustomize and validated offline
 # against Kubernetes' schemas (the pinned kubernetes-validate); tests/deploy runs it too.
@@ -59,18 +72,6 @@ k8s-check: $(STAMP) kubectl
 # under load (deploy/replicas.py; loopback only; tests/deploy runs a shorter one).
 scale-check: $(STAMP) haproxy
 	$(BIN)/python deploy/replicas.py --requests 600 --clients 6
-
-haproxy:
-	@command -v haproxy >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; \
-	  else echo "make scale-check needs haproxy: apt-get install haproxy (as root)"; exit 1; fi; }
-
-kubectl:
-	@command -v kubectl >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubectl; \
-	  else echo "make k8s-check needs kubectl: apt-get install kubectl (as root)"; exit 1; fi; }
 
 # Schema fuzzing at length: 5000 examples per route (`make test` runs 50); FUZZ_SEED=n
 # picks another fixed seed.

@@ -26,21 +26,21 @@ def run_bench(script: str, out: Path, *args: str) -> tuple[dict, subprocess.Comp
 
 def test_load_at_8_clients_has_no_errors_and_healthz_stays_fast(tmp_path):
     # the bound is loose: this machine's few cores also run the other tests
-    args = ["--clients", "8", "--duration", "10", "--healthz-limit-ms", "500"]
+    args = ["--clients", "8", "--duration", "6", "--healthz-limit-ms", "500"]
     result, proc = run_bench("load.py", tmp_path, *args, "--out", str(tmp_path))
     (row,) = result["rows"]
-    assert row["served"] >= 20, proc.stdout
+    assert row["served"] >= 12, proc.stdout
     assert row["errors"] == 0, row["error_examples"]
     assert row["server_5xx"] == 0, row["server_statuses"]
     assert row["server_log_problems"] == []
     assert row["healthz_failures"] == []
-    assert row["healthz_probes"] >= 50
+    assert row["healthz_probes"] >= 30
     assert row["healthz_p99_ms"] < 500
     assert proc.returncode == 0, proc.stdout
 
 
-def test_soak_of_200_requests_gets_only_expected_statuses(tmp_path):
-    args = ["--requests", "200", "--warmup", "100", "--checkpoint", "100", "--max-growth", "50"]
+def test_soak_of_120_requests_gets_only_expected_statuses(tmp_path):
+    args = ["--requests", "120", "--warmup", "60", "--checkpoint", "60", "--max-growth", "50"]
     result, proc = run_bench("soak.py", tmp_path, *args)
     assert result["unexpected_count"] == 0, result["unexpected"]
     assert result["server_log_problems"] == []

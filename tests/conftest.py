@@ -1,0 +1,28 @@
+"""The suite runs in two parts (`make test`): tests that bound latency or time (a /healthz
+bound, a load or soak, a server killed and restarted, a page's timings) run alone, after
+the rest has run on two workers (pytest-xdist, a file per worker at a time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+ALONE = (
+    "app/hostile/",
+    "app/test_load_smoke.py",
+    "app/test_bad_input.py",
+    "app/test_fuzz.py",  # (schemathesis' items are counted as one on an xdist worker)
+    "app/test_health.py",
+    "app/test_hostile_models.py",
+    "deploy/",
+    "e2e/test_bench_smoke.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.path.relative_to(HERE).as_posix()
+        if where.startswith(ALONE):
+            item.add_marker(pytest.mark.alone)
