@@ -23,7 +23,7 @@ from fastapi import HTTPException
 from model.lean import LeanCapture, capture_bytes
 from model.long import LongCapture
 from model.runner import RunResult
-from model.runtime import release_free_memory
+from model.runtime import lower_priority, release_free_memory
 
 from .clients import CLIENT
 from .progress import ProgressBoard
@@ -231,8 +231,11 @@ def tensor_threads(settings: Settings) -> ThreadPoolExecutor:
     spinning between parallel regions: every region then waits for sleeping workers to
     wake. On 2 cores, a second team made `pronounce`'s run of 126 characters take 140 ms
     instead of 78 (measured); so the zoo loads on these threads too, and the event loop
-    and the request thread pool never run torch."""
-    threads = ThreadPoolExecutor(settings.concurrent_runs(), thread_name_prefix="attnviz-torch")
+    and the request thread pool never run torch. They run at a lower priority than the
+    event loop (`lower_priority`), their OpenMP teams too."""
+    threads = ThreadPoolExecutor(
+        settings.concurrent_runs(), thread_name_prefix="attnviz-torch", initializer=lower_priority
+    )
     threads._work_queue = FairQueue()  # type: ignore[assignment]  # (before any submit)
     return threads
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import math
 import os
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -100,3 +103,17 @@ class TakeTurns:
         if time.perf_counter() - self.last > self.every:
             time.sleep(self.pause)
             self.last = time.perf_counter()
+
+
+COMPUTE_NICE = 5  # how much less CPU share a compute thread asks for than the event loop
+
+
+def lower_priority(increment: int = COMPUTE_NICE) -> None:
+    """This thread, and the threads it starts from now on (its OpenMP team), at a lower
+    scheduling priority (Linux: a thread's nice value is its own): where compute fills
+    every core, the event loop's thread is still woken at once to route a request."""
+    if sys.platform != "linux":
+        return
+    tid = threading.get_native_id()
+    with contextlib.suppress(OSError):  # (a limit on niceness: left as it is)
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + increment)

@@ -20,6 +20,7 @@ import torch
 from fastapi import HTTPException
 
 from model.corpus_stats import STATISTICS
+from model.runtime import lower_priority
 
 from ..runs import Inference
 from ..zoo import ModelEntry
@@ -219,6 +220,7 @@ class CorpusRuns:
             self._wake.notify()
 
     def _work(self) -> None:
+        lower_priority()  # (below the event loop's, as the tensor threads)
         while True:
             with self._lock:
                 while not self._stopped and not any(

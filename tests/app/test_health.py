@@ -8,6 +8,7 @@ import os
 import platform
 import threading
 import time
+from pathlib import Path
 
 import httpx2
 from fastapi.testclient import TestClient
@@ -82,6 +83,16 @@ def test_attnviz_serve_answers_over_http_and_stops_on_sigterm():
         assert analyze.headers["x-request-id"] == "trace-42"
         assert analyze.json()["output"] == ["mao1", "zhui1", "gou3"]
         assert healthz_answers_during_long_requests(base)
+
+        # the threads that compute (the tensor threads and their OpenMP teams) ask for
+        # less CPU than the main thread's event loop: Linux keeps a nice value per thread
+        # (the 19th field of its stat)
+        def nice(task: Path) -> int:
+            return int((task / "stat").read_text().rsplit(") ", 1)[1].split()[16])
+
+        tasks = {int(t.name): nice(t) for t in Path(f"/proc/{proc.pid}/task").iterdir()}
+        loop = tasks.pop(proc.pid)
+        assert loop + 5 in tasks.values(), tasks
     finally:
         proc.terminate()
         output, _ = proc.communicate(timeout=20)
