@@ -104,6 +104,9 @@ let state = withStartHead(readState(DEFAULTS));
 let analysis = null; // the analyze answer for (state.model, state.text)
 let generation = 0; // bumps on every render; older renders stop when they notice
 let streaming = null; // the AbortController of the generation under way
+// the watched analysis under way, {key, summary, watch}: a render of the same input waits
+// for it (one run on the server, one Cancel); a render of another input aborts it
+let pending = null;
 // (input, type, layer, kind, ...) -> promise of the Block: each block is asked for once
 const blockRequests = new Map();
 
@@ -351,25 +354,39 @@ async function render() {
     const asked = `${state.text}\u0000${compare}\u0000${JSON.stringify(input.prompt)}`;
     if (!analysis || analysis.model !== state.model || analysis.request !== asked) {
       setStatus(t("running"), "busy");
-      if (state.text.length > LONG_CHARS) {
-        const current = () => mine === generation;
-        watch = watchRun({ api, t, setStatus, button: elements.cancelRun, current });
+      const key = `${state.model}\u0000${asked}`;
+      if (pending && pending.key !== key) {
+        pending.watch.abort(); // another input now: the server stops reading the old one
+        pending = null;
       }
-      // the view's first blocks at once, not after the summary: one round trip, and the
-      // server runs the model once for both; draw reports their errors, if any. The
-      // summary is asked first: the request that runs the model reads its capture whole,
-      // and the summary reads every head (a long input's cached capture recomputes them).
-      // A run that may be long is the summary's alone, so that Cancel stops it.
-      const summary = api.analyze(state.model, state.text, compare, input.prompt, watch?.options);
-      if (!watch) {
-        viewOf(state.view)
-          .prefetch?.(ctx)
-          ?.catch(() => {});
+      let summary = pending?.summary;
+      watch = pending?.watch ?? null;
+      if (!summary) {
+        if (state.text.length > LONG_CHARS) {
+          const current = () => pending?.watch === watch;
+          watch = watchRun({ api, t, setStatus, button: elements.cancelRun, current });
+        }
+        // the view's first blocks at once, not after the summary: one round trip, and the
+        // server runs the model once for both; draw reports their errors, if any. The
+        // summary is asked first: the request that runs the model reads its capture
+        // whole, and the summary reads every head (a long input's cached capture
+        // recomputes them). A run that may be long is the summary's alone, so that
+        // Cancel stops it.
+        summary = api.analyze(state.model, state.text, compare, input.prompt, watch?.options);
+        if (watch) pending = { key, summary, watch };
+        else {
+          viewOf(state.view)
+            .prefetch?.(ctx)
+            ?.catch(() => {});
+        }
       }
       try {
         analysis = { ...(await summary), request: asked };
       } finally {
-        watch?.stop();
+        if (pending?.summary === summary) {
+          pending.watch.stop();
+          pending = null;
+        }
       }
       performance.mark("attnviz:analyzed");
       if (mine !== generation) return;

@@ -12,8 +12,9 @@ function newId() {
   return `run-${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
 }
 
-// { options: {requestId, signal} for api.analyze, cancelled, stop() } while `current()`;
-// Cancel aborts `controller` (default: one of its own, whose signal is in `options`)
+// { options: {requestId, signal} for api.analyze, cancelled, stop(), abort() } while
+// `current()`; Cancel aborts `controller` (default: one of its own, whose signal is in
+// `options`); abort() does too, for a run superseded (not cancelled by the person)
 export function watchRun({
   api,
   t,
@@ -30,9 +31,20 @@ export function watchRun({
     stop() {
       clearTimeout(timer);
       timer = null;
-      button.hidden = true;
-      button.onclick = null;
+      if (button.onclick === cancel) {
+        // (the button is this run's: a newer run's stays)
+        button.hidden = true;
+        button.onclick = null;
+      }
     },
+    abort() {
+      watch.stop();
+      controller.abort();
+    },
+  };
+  const cancel = () => {
+    watch.cancelled = true;
+    controller.abort();
   };
   const poll = async () => {
     let seen = null;
@@ -57,9 +69,6 @@ export function watchRun({
   };
   timer = setTimeout(poll, POLL_MS);
   button.hidden = false;
-  button.onclick = () => {
-    watch.cancelled = true;
-    controller.abort();
-  };
+  button.onclick = cancel;
   return watch;
 }
