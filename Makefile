@@ -53,7 +53,20 @@ system-deps:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else echo "the tests need Debian's$$missing: sudo apt-get install$$missing"; exit 1; fi; fi
 
-e2e-deps kubectl haproxy: system-deps
+# each alone, for the targets that need one: `$(call apt,command,packages)`
+apt = command -v $(1) >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2); \
+	  else echo "this needs Debian's $(2): sudo apt-get install $(2)"; exit 1; fi; }
+
+e2e-deps:
+	@$(call apt,chromium,chromium fonts-wqy-zenhei)
+
+kubectl:
+	@$(call apt,kubectl,kubectl)
+
+haproxy:
+	@$(call apt,haproxy,haproxy)
 
 # The Python and npm installs (and the lint) alongside apt-get's: a fresh machine's set-up.
 # Then most tests on two workers (a file per worker at a time), and those that bound

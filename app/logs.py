@@ -14,7 +14,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 ACCESS = logging.getLogger("attnviz.access")
 REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
-# the id of the request being served (its work on other threads copies the context)
+# the id the client gave the request being served, if any (its work on other threads
+# copies the context)
 CURRENT_REQUEST: ContextVar[str | None] = ContextVar("attnviz_request", default=None)
 _RECORD_FIELDS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -84,7 +85,8 @@ class AccessLog:
                 message = {**message, "headers": headers}
             await send(message)
 
-        token = CURRENT_REQUEST.set(request_id)
+        # (a run's progress is kept for a client that names its request: it can ask for it)
+        token = CURRENT_REQUEST.set(given if request_id == given else None)
         try:
             await self.app(scope, receive, send_with_id)
         finally:

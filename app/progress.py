@@ -27,6 +27,7 @@ class RunProgress:
     layers: int
     tokens: int = 0
     layers_done: int = 0
+    passes: int = 1  # (past the first, as in step-by-step decoding, no time left is known)
     finished: bool = False
     started: float = field(default_factory=time.monotonic)
 
@@ -35,7 +36,7 @@ class RunProgress:
         left = None
         if self.finished:
             left = 0.0
-        elif self.layers_done:
+        elif self.layers_done and self.passes == 1:
             left = elapsed / self.layers_done * (self.layers - self.layers_done)
         return {
             "tokens": self.tokens,
@@ -82,7 +83,10 @@ class ProgressBoard:
             check()
             if progress is not None:
                 progress.tokens = max(progress.tokens, x.size(-2))
-                progress.layers_done = max(progress.layers_done, names.index(name))
+                done = names.index(name)
+                if done < progress.layers_done:
+                    progress.passes += 1
+                progress.layers_done = max(progress.layers_done, done)
 
         with hooked(model, fwd_hooks=[(n, layer) for n in names], capture=False):
             yield

@@ -310,6 +310,18 @@ class Inference:
             raise HTTPException(404, f"unknown model {model_id!r}; the models are: {known}")
         return entry
 
+    def _settle(
+        self, key: str, future: Future, result: RunResult | None = None, error=None
+    ) -> None:
+        """A run's end, told to its waiters once it is no longer under way (a waiter that
+        runs it again, its own client having left, must not find this run)."""
+        with self._running_lock:
+            del self._running[key]
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
     def run(
         self,
         entry: ModelEntry,
@@ -351,11 +363,8 @@ class Inference:
                 except ValueError as exc:  # nothing left to read once normalised
                     raise HTTPException(422, f"text cannot be read: {exc}") from exc
             self.runs.put(key, result)
-            future.set_result(result)
+            self._settle(key, future, result=result)
             return result
         except BaseException as exc:
-            future.set_exception(exc)
+            self._settle(key, future, error=exc)
             raise
-        finally:
-            with self._running_lock:
-                del self._running[key]

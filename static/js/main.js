@@ -107,6 +107,14 @@ let streaming = null; // the AbortController of the generation under way
 // the watched analysis under way, {key, summary, watch}: a render of the same input waits
 // for it (one run on the server, one Cancel); a render of another input aborts it
 let pending = null;
+
+// the watched analysis under way stopped, unless it reads `key` (the input now shown)
+function supersede(key = null) {
+  if (pending && pending.key !== key) {
+    pending.watch.abort(); // the server stops reading it at its next layer
+    pending = null;
+  }
+}
 // (input, type, layer, kind, ...) -> promise of the Block: each block is asked for once
 const blockRequests = new Map();
 
@@ -343,6 +351,7 @@ async function render() {
   elements.readout.textContent = "";
   elements.convention.textContent = "";
   if (!state.text.trim()) {
+    supersede();
     analysis = null;
     clearOutput();
     setStatus(t("empty"));
@@ -352,19 +361,18 @@ async function render() {
   try {
     const compare = modelInfo().capabilities.similarity ? state.compare.trim() : "";
     const asked = `${state.text}\u0000${compare}\u0000${JSON.stringify(input.prompt)}`;
+    const key = `${state.model}\u0000${asked}`;
+    supersede(key);
     if (!analysis || analysis.model !== state.model || analysis.request !== asked) {
       setStatus(t("running"), "busy");
-      const key = `${state.model}\u0000${asked}`;
-      if (pending && pending.key !== key) {
-        pending.watch.abort(); // another input now: the server stops reading the old one
-        pending = null;
-      }
       let summary = pending?.summary;
       watch = pending?.watch ?? null;
+      if (watch) watch.render = mine; // its progress now this render's status
       if (!summary) {
         if (state.text.length > LONG_CHARS) {
-          const current = () => pending?.watch === watch;
+          const current = () => pending?.watch === watch && watch.render === generation;
           watch = watchRun({ api, t, setStatus, button: elements.cancelRun, current });
+          watch.render = mine;
         }
         // the view's first blocks at once, not after the summary: one round trip, and the
         // server runs the model once for both; draw reports their errors, if any. The
@@ -633,6 +641,7 @@ async function generate() {
   };
   analysis = null;
   blockRequests.clear();
+  supersede(); // (a long analysis under way: its prompt is run again here)
   generation++; // a render under way stops drawing
   writeState(state);
   clearPlots();

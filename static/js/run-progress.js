@@ -54,12 +54,12 @@ export function watchRun({
       /* the next poll says */
     }
     if (timer === null || !current()) return;
-    if (seen?.layers_done && !seen.finished) {
+    if (seen?.tokens && !seen.finished) {
       const line = seen.left_s === null ? t("reading_layers") : t("reading_progress");
       setStatus(
         line
           .replace("{tokens}", seen.tokens.toLocaleString())
-          .replace("{done}", seen.layers_done)
+          .replace("{done}", seen.layers_done + 1) // (the layer being read)
           .replace("{layers}", seen.layers)
           .replace("{left}", Math.ceil(seen.left_s ?? 0)),
         "busy",
