@@ -27,6 +27,7 @@ from .induction import induction
 from .kv_cache import kv_cache
 from .masks import masks
 from .metrics import metrics
+from .needle import needle
 from .positions import positions
 from .rollout import rollout
 from .scaling import scaling
@@ -87,6 +88,8 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment("ablation", ablation, s.AblationRequest, s.AblationResponse, runs_model=True),
         Experiment("compare", compare, s.CompareRequest, s.CompareResponse),
         Experiment("induction", induction, s.InductionRequest, s.InductionResponse,
+                   frozenset({"generation"}), runs_model=True),
+        Experiment("needle", needle, s.NeedleRequest, s.NeedleResponse,
                    frozenset({"generation"}), runs_model=True),
     )
 }  # fmt: skip

@@ -116,13 +116,15 @@ def copy_losses(logits: Tensor, ids: Tensor, n: int) -> tuple[float, float]:
     return round(float(first), 6), round(float(second), 6)
 
 
-def run_without(ctx: LabContext, spec, heads: list[tuple[int, int]], ids: Tensor) -> Tensor:
-    """The logits of the sequence with these heads' outputs zeroed."""
+def without(spec, heads: list[tuple[int, int]]) -> list[tuple[str, HookFn]]:
+    """Hook functions that zero these (layer, head)s' outputs."""
     by_layer: dict[int, list[int]] = {}
     for layer, head in heads:
         by_layer.setdefault(layer, []).append(head)
-    hooks: list[tuple[str, HookFn]] = [
-        (spec.hook(layer, "hook_context"), ablate_heads(hs)) for layer, hs in by_layer.items()
-    ]
-    with torch.no_grad(), hooked(ctx.model, fwd_hooks=hooks, capture=False):
+    return [(spec.hook(layer, "hook_context"), ablate_heads(hs)) for layer, hs in by_layer.items()]
+
+
+def run_without(ctx: LabContext, spec, heads: list[tuple[int, int]], ids: Tensor) -> Tensor:
+    """The logits of the sequence with these heads' outputs zeroed."""
+    with torch.no_grad(), hooked(ctx.model, fwd_hooks=without(spec, heads), capture=False):
         return ctx.model(ids)

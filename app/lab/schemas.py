@@ -318,3 +318,73 @@ class InductionResponse(BaseModel):
     patterns: list[Matrix] = Field(
         description="The weights (2·length x 2·length) of the first ablated heads (up to 5)."
     )
+
+
+class NeedleRequest(TextRequest):
+    """The text is not read: the experiment writes its own prompt."""
+
+    length: int = Field(
+        1024, ge=128, le=1 << 20,
+        description="Tokens of the prompt: the filler text with the needle in it, and the "
+        "question. At most what the server reads of the model, less the answer's tokens.",
+    )  # fmt: skip
+    depth: float = Field(
+        0.5, ge=0, le=1, description="Where the needle sits in the filler: 0 first, 1 last."
+    )
+    digits: int = Field(5, ge=3, le=12, description="Digits of the pass key.")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Of the key and of the control heads.")
+    ablate: int = Field(5, ge=1, le=32, description="How many top retrieval heads to switch off.")
+
+
+class NeedleAnswer(BaseModel):
+    text: str = Field(description="The model's greedy answer: the key's tokens and two more.")
+    tokens: list[str]
+    recalled: bool = Field(description="The answer starts with the pass key.")
+
+
+class RetrievalHead(BaseModel):
+    layer: int
+    head: int
+    retrieval: float = Field(
+        description="The share of the key's tokens this head copy-pasted: at the step that "
+        "wrote the token, its strongest key was that token in the needle (Wu et al. 2024)."
+    )
+    copied: list[int] = Field(description="Which of the key's tokens (0 = its first).")
+
+
+class NeedleProfile(BaseModel):
+    head: HeadRef
+    values: list[float] = Field(
+        description="Its weights over every position at the step shown, max-pooled: cell i "
+        "is the largest weight on positions edges[i] to edges[i + 1] - 1."
+    )
+    edges: list[int]
+
+
+class NeedleResponse(BaseModel):
+    model: str
+    length: int = Field(description="Tokens of the prompt.")
+    depth: float
+    seed: int
+    key: str = Field(description="The pass key hidden in the filler.")
+    needle: list[int] = Field(description="[start, stop) positions of the needle's sentence.")
+    key_positions: list[int] = Field(description="[start, stop) positions of the key's tokens.")
+    ids: list[int] = Field(description="The prompt's ids, to run it elsewhere.")
+    question: str = Field(description="The prompt's last words, which the answer continues.")
+    answer: NeedleAnswer
+    heads: list[RetrievalHead] = Field(description="Every head, by retrieval score, highest first.")
+    ablated: list[HeadRef] = Field(description="The top retrieval heads, switched off.")
+    answer_ablated: NeedleAnswer = Field(description="The answer with them off.")
+    control: list[HeadRef] = Field(
+        description="As many other heads, drawn at random (seeded): the control."
+    )
+    answer_control: NeedleAnswer = Field(description="The answer with those off.")
+    retrieval_is_theirs: bool = Field(
+        description="The claim, as measured: the model recalls the key, still recalls it "
+        "with the random heads off, and does not with the top retrieval heads off."
+    )
+    profile_step: int = Field(description="The answer's step the profiles are of (from 0).")
+    profile_token: str = Field(description="The token that step wrote.")
+    profiles: list[NeedleProfile] = Field(
+        description="The top heads' (up to 3) weights over the prompt at that step."
+    )

@@ -100,6 +100,7 @@ MODEL_DEPENDENT = (
     "does not decode",  # lab: an encoder-only model has no KV cache
     "does not predict the next token",  # lab: induction heads on a model that does not generate
     "repeated twice is longer than",  # lab: induction's sequence past the model's length
+    "with room for the answer: at most",  # lab: the needle's prompt past what is read
     "it has no encoder",  # lab: a decoder-only model's positions and padding
     "are for models that continue a prompt",  # chat, continuation on another model
     "does not continue a prompt",  # /generate on another model

@@ -139,3 +139,120 @@ def test_induction_is_seeded_and_its_loss_is_the_models_own(client, induction):
             "/api/v1/lab/induction", json={"model": "smollm2", "text": "hi", **bad}
         )
         assert answer.status_code == 422
+
+
+@pytest.fixture(scope="module")
+def needle(client):
+    return post(client, "lab/needle", text="unused", length=640, depth=0.4, seed=0, ablate=5)
+
+
+@pytest.fixture(scope="module")
+def hf_smollm2():
+    """transformers' own Llama code on the same GGUF file, eager attention: the reference."""
+    from transformers import AutoModelForCausalLM
+
+    from model.pretrained.llama import smollm2_path
+
+    path = smollm2_path()
+    return AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
+    ).eval()
+
+
+def test_a_needle_is_found_by_retrieval_heads_as_transformers_attention_says(needle, hf_smollm2):
+    r = needle
+    ids, (k0, k1), (n0, n1) = r["ids"], r["key_positions"], r["needle"]
+    assert r["length"] == len(ids) == 640 and n0 < k0 < k1 < n1 < len(ids)
+    # the key sits 40 % into the filler, and the prompt reads as the pass-key task
+    assert 0.3 < n0 / len(ids) < 0.5 and r["question"] == "What is the pass key? The pass key is"
+    assert len(r["key"]) == 5 and r["key"].isdigit()
+    written = r["answer"]["tokens"]
+    assert r["answer"]["recalled"] and r["answer"]["text"].strip().startswith(r["key"])
+    assert r["retrieval_is_theirs"] and not r["answer_ablated"]["recalled"]
+    assert r["answer_control"]["recalled"]
+    key_tokens = k1 - k0
+    heads = r["heads"]
+    assert len(heads) == 30 * 9 and heads[0]["retrieval"] >= 0.8
+    assert [h["retrieval"] for h in heads] == sorted((h["retrieval"] for h in heads), reverse=True)
+    assert [(h["layer"], h["head"]) for h in heads[:5]] == [
+        (a["layer"], a["head"]) for a in r["ablated"]
+    ]
+    assert not {(c["layer"], c["head"]) for c in r["control"]} & {
+        (a["layer"], a["head"]) for a in r["ablated"]
+    }
+    # the reference: transformers' eager attention over the prompt and the answer at once
+    # (the answer's tokens teacher-forced: what cached greedy decoding computes)
+    answer = r["ids"] + runner_tokens(hf_smollm2, ids, len(written))
+    with torch.no_grad():
+        out = hf_smollm2(torch.tensor([answer]), output_attentions=True)
+    # greedy: each step wrote the reference's most likely token
+    steps = range(len(ids) - 1, len(answer) - 1)
+    assert out.logits[0, list(steps)].argmax(-1).tolist() == answer[len(ids) :]
+    ours = {(h["layer"], h["head"]): set(h["copied"]) for h in heads}
+    for layer, weights in enumerate(out.attentions):
+        for head in range(9):
+            expected = set()
+            for q in steps:
+                row = weights[0, head, q]
+                j = int(row.argmax())
+                if k0 <= j < k1 and answer[j] == answer[q + 1]:
+                    expected.add(j - k0)
+            got = ours[(layer, head)]
+            for i in expected ^ got:  # only where two keys tie within float error
+                q = next(q for q in steps if answer[q + 1] == answer[k0 + i])
+                row = weights[0, head, q]
+                assert float(row.max() - row[k0 + i]) < 1e-5, (layer, head, i)
+            h = next(x for x in heads if (x["layer"], x["head"]) == (layer, head))
+            assert abs(h["retrieval"] - len(got) / key_tokens) < 1e-6
+    # the answer with the top heads' outputs zeroed, by transformers: each head's slice of
+    # o_proj's input set to 0 (the control's the same way)
+    for refs, said in ((r["ablated"], r["answer_ablated"]), (r["control"], r["answer_control"])):
+        assert hf_answer_without(hf_smollm2, ids, len(written), refs) == said["text"]
+
+
+def runner_tokens(hf, ids: list[int], steps: int, hooks=()) -> list[int]:
+    """transformers' greedy continuation of `ids`, `steps` tokens, through its own cache."""
+    with torch.no_grad():
+        out = hf.generate(torch.tensor([ids]), max_new_tokens=steps, min_new_tokens=steps,
+                          do_sample=False, pad_token_id=0)  # fmt: skip
+    return out[0, len(ids) :].tolist()
+
+
+def hf_answer_without(hf, ids: list[int], steps: int, refs: list[dict]) -> str:
+    from model.pretrained.causal import CausalLM
+
+    d = hf.config.hidden_size // hf.config.num_attention_heads
+    handles = []
+    for ref in refs:
+        o_proj = hf.model.layers[ref["layer"]].self_attn.o_proj
+
+        def zero(module, args, head=ref["head"]):
+            x = args[0].clone()
+            x[..., head * d : (head + 1) * d] = 0
+            return (x,)
+
+        handles.append(o_proj.register_forward_pre_hook(zero))
+    try:
+        tokens = runner_tokens(hf, ids, steps)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return CausalLM.load().decode(tokens)
+
+
+def test_the_needle_is_seeded_and_refuses_what_it_cannot_run(client, needle):
+    again = post(client, "lab/needle", text="other", length=640, depth=0.4, seed=0, ablate=5)
+    assert again == needle
+    infos = client.get("/api/v1/models").json()
+    most = next(m for m in infos if m["id"] == "smollm2")["max_tokens"]
+    for bad, says in (
+        ({"length": most + 1}, f"at most {min(most, 8192 - 8):,}"),
+        ({"length": 100}, "greater than or equal to 128"),
+        ({"digits": 2}, "greater than or equal to 3"),
+        ({"depth": 1.5}, "less than or equal to 1"),
+        ({"ablate": 0}, "greater than or equal to 1"),
+    ):
+        answer = client.post("/api/v1/lab/needle", json={"model": "smollm2", "text": "hi", **bad})
+        assert answer.status_code == 422 and says in answer.text, (bad, answer.text)
+    refused = client.post("/api/v1/lab/needle", json={"model": "minilm", "text": "hi"})
+    assert refused.status_code == 422 and "does not predict the next token" in refused.text

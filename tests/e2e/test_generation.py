@@ -186,3 +186,44 @@ def test_the_induction_lab_ranks_the_heads_and_shows_switching_them_off(page: Pa
     page.select_option("#model", "pronounce")
     ready(page)
     assert page.locator("#lab-experiment option[value=induction]").is_disabled()
+
+
+def test_the_needle_lab_finds_the_retrieval_heads_and_loses_the_key_without_them(page: Page):
+    page.goto(f"/?model=smollm2&text={quote(PROMPT)}&view=lab&lab=needle&rep=384,50,5,0,5")
+    ready(page)
+    # what a person reads: where the key is, what the model answered, what switching off did
+    expect(page.locator("#lab-hay-answer")).to_have_text(
+        "The key 66048 sits at positions 177–182 of 384 tokens (50 % into the filler). "
+        "Asked “What is the pass key? The pass key is”, the model answers “66048. Remember”: "
+        "the key."
+    )
+    ablated = page.locator("#lab-hay-ablated").inner_text()
+    assert ablated.startswith("With the top 5 retrieval heads off (L18 H6")
+    assert "“672. The pass is”, not the key. With 5 random heads off (" in ablated
+    assert ablated.endswith("“66048. Remember”, the key.")
+    expect(page.locator("#lab-hay-verdict")).to_contain_text("the retrieval is theirs")
+    rows = page.locator("#lab-hay-table tbody tr")
+    expect(rows).to_have_count(10)
+    expect(rows.first).to_contain_text("6 / 6")
+    # the top head's weights over the prompt at the step that wrote "0": the needle shaded
+    plot = page.locator("#lab-hay-plot")
+    expect(plot.locator(".gtitle")).to_contain_text("L18 H6 at the step that wrote “0”")
+    expect(plot.locator(".shapelayer path")).to_have_count(1)
+    expect(page.locator("#lab-hay-profile option")).to_have_count(3)
+    page.locator("#lab-hay-answer").scroll_into_view_if_needed()
+    shot(page, "needle")
+    page.select_option("#lab-hay-profile", "1")
+    expect(plot).not_to_have_attribute("data-head", "L18 H6")
+    # its settings go into the link, and a change of experiment clears them
+    page.fill("#lab-hay-depth", "10")
+    page.click("#lab-hay-apply")
+    ready(page)
+    assert url_state(page)["rep"] == "384,10,5,0,5"
+    expect(page.locator("#lab-hay-answer")).to_contain_text("(10 % into the filler)")
+    page.click("#lang-zh")
+    ready(page)
+    expect(page.locator("#lab-hay-verdict")).to_contain_text("检索是它们做的")
+    page.select_option("#lab-experiment", "induction")
+    ready(page)
+    assert "rep" not in url_state(page)
+    expect(page.locator("#lab-ind-length")).to_have_value("50")

@@ -2,7 +2,9 @@
 // from its /api/v1/lab route with a bilingual explanation. An experiment is a module
 // exporting `experiment = { id, label, explain, draw }` (label and explain: i18n keys); the
 // picker lists them in this order and offers those the model's info lists in
-// capabilities.experiments.
+// capabilities.experiments. An experiment may bring its own i18n strings (`strings`,
+// {en: {key: text}, zh: {key: text}}), and keeps its settings in the URL's `rep`, which a
+// change of experiment clears.
 import { canRun } from "../../model-info.js";
 import { experiment as ablation } from "./ablation.js";
 import { experiment as compare } from "./compare.js";
@@ -10,6 +12,7 @@ import { experiment as induction } from "./induction.js";
 import { experiment as kvCache } from "./kv-cache.js";
 import { experiment as masks } from "./masks.js";
 import { experiment as metrics } from "./metrics.js";
+import { experiment as needle } from "./needle.js";
 import { experiment as positions } from "./positions.js";
 import { experiment as rollout } from "./rollout.js";
 import { experiment as scaling } from "./scaling.js";
@@ -25,9 +28,21 @@ export const EXPERIMENTS = [
   ablation,
   compare,
   induction,
+  needle,
 ];
 
 export const EXPERIMENT_IDS = EXPERIMENTS.map((e) => e.id);
+
+// the strings the experiments bring, as one table per language
+function mergedStrings(experiments) {
+  const merged = {};
+  for (const e of experiments) {
+    for (const [lang, table] of Object.entries(e.strings ?? {})) {
+      merged[lang] = { ...merged[lang], ...table };
+    }
+  }
+  return merged;
+}
 
 function experimentOf(id) {
   return EXPERIMENTS.find((e) => e.id === id) ?? EXPERIMENTS[0];
@@ -47,7 +62,7 @@ async function drawLab(ctx) {
     );
   }
   picker.value = current.id;
-  picker.addEventListener("change", () => ctx.update({ lab: picker.value }));
+  picker.addEventListener("change", () => ctx.update({ lab: picker.value, rep: "" }));
   const bar = el(
     "div",
     { className: "lab-bar" },
@@ -81,4 +96,5 @@ export const view = {
   label: "view_lab",
   controls: ["type", "layer", "head"],
   draw: drawLab,
+  strings: mergedStrings(EXPERIMENTS),
 };

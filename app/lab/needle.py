@@ -1,0 +1,183 @@
+"""Needle in a haystack (Wu et al. 2024, "Retrieval Head Mechanistically Explains
+Long-Context Factuality"): a pass key of random digits (seeded) hidden at a chosen depth of
+a long filler text, and the model asked for it at the end (the pass-key prompt of Mohtashami
+and Jaggi 2023). While the model writes its answer, a head copy-pastes a token of the key
+when its strongest key at that step is that very token in the needle; its retrieval score
+is the share of the key's tokens it copied. The heads ranked, and the answer again with the
+top heads switched off, against as many other heads drawn at random (seeded)."""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import torch
+from fastapi import HTTPException
+from torch import Tensor
+
+from model.hooks import hooked
+from model.long import edges
+
+from ..progress import ProgressBoard
+from ..runs import stop_if_cancelled
+from . import schemas as s
+from .context import LabContext
+from .induction import without
+
+INTRO = (
+    "There is a pass key hidden inside a lot of irrelevant text. Find it and memorize it. "
+    "I will quiz you about the pass key there."
+)
+FILLER = (
+    " The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
+)
+NEEDLE = (" The pass key is", "{key}", ". Remember it.")  # the key: its own tokens
+QUESTION = " What is the pass key? The pass key is"
+AFTER_KEY = 2  # answer tokens written after the key's
+PROFILE_CELLS = 1024  # cells of a head's row over the prompt (max-pooled)
+SHOWN_PROFILES = 3
+
+
+def needle(ctx: LabContext, req: s.NeedleRequest) -> s.NeedleResponse:
+    spec = ctx.spec("decoder.self")
+    runner, cfg = ctx.runner, ctx.config
+    rng = random.Random(req.seed)
+    key = "".join(rng.choice("0123456789") for _ in range(req.digits))
+    ids, needle_span, key_span = prompt(ctx, key, req.length, req.depth)
+    key_ids = ids[key_span[0] : key_span[1]]
+    steps = len(key_ids) + AFTER_KEY
+    if len(ids) + steps > cfg.max_seq_len:
+        raise HTTPException(
+            422, f"the prompt and its answer ({len(ids) + steps} tokens) are longer than "
+            f"{ctx.entry.id} reads ({cfg.max_seq_len}): at most {cfg.max_seq_len - steps}",
+        )  # fmt: skip
+    board: ProgressBoard = ctx.inference.progress
+    with board.watching(ctx.model, stop_if_cancelled):
+        written, rows = answer(ctx, ids, steps, rows=True)
+    # at each step, each head's strongest key: a copy where it is a token of the key in the
+    # needle and the very token the step wrote
+    sequence = ids + written
+    copied = torch.zeros(spec.layers, spec.query_heads, len(key_ids), dtype=torch.bool)
+    for token, step_rows in zip(written, rows, strict=True):
+        strongest = torch.stack([step_rows[spec.hook(i, "hook_weights")][0, :, 0].argmax(-1)
+                                 for i in range(spec.layers)])  # fmt: skip  # (L, H)
+        for (layer, head), j in zip(heads_of(spec), strongest.flatten().tolist(), strict=True):
+            if key_span[0] <= j < key_span[1] and sequence[j] == token:
+                copied[layer, head, j - key_span[0]] = True
+    score = copied.float().mean(-1)
+    ranked = sorted(heads_of(spec), key=lambda lh: (-float(score[lh]), lh))
+    k = min(req.ablate, len(ranked) - 1)
+    top, others = ranked[:k], ranked[k:]
+    generator = torch.Generator().manual_seed(req.seed)
+    control = sorted(others[i] for i in torch.randperm(len(others), generator=generator)[:k])
+    with board.watching(ctx.model, stop_if_cancelled):
+        with hooked(ctx.model, fwd_hooks=without(spec, top), capture=False):
+            off, _ = answer(ctx, ids, steps)
+        with hooked(ctx.model, fwd_hooks=without(spec, control), capture=False):
+            control_off, _ = answer(ctx, ids, steps)
+
+    def said(tokens: list[int]) -> s.NeedleAnswer:
+        text = runner.decode(tokens)
+        return s.NeedleAnswer(
+            text=text, tokens=runner.shown(tokens), recalled=text.strip().startswith(key)
+        )
+
+    def ref(head: tuple[int, int]) -> s.HeadRef:
+        return s.HeadRef(type=spec.type, layer=head[0], head=head[1])
+
+    plain, ablated, controlled = said(written), said(off), said(control_off)
+    shown_step = min(len(key_ids) // 2, len(written) - 1)  # the key's middle token's step
+    profiles = []
+    for layer, head in ranked[:SHOWN_PROFILES]:
+        row = rows[shown_step][spec.hook(layer, "hook_weights")][0, head, 0]
+        values, cells = pooled(row)
+        profiles.append(s.NeedleProfile(head=ref((layer, head)), values=values, edges=cells))
+    return s.NeedleResponse(
+        model=ctx.entry.id,
+        length=len(ids),
+        depth=req.depth,
+        seed=req.seed,
+        key=key,
+        needle=list(needle_span),
+        key_positions=list(key_span),
+        ids=ids,
+        question=QUESTION.strip(),
+        answer=plain,
+        heads=[
+            s.RetrievalHead(
+                layer=layer,
+                head=head,
+                retrieval=round(float(score[layer, head]), 6),
+                copied=[i for i, hit in enumerate(copied[layer, head].tolist()) if hit],
+            )
+            for layer, head in ranked
+        ],
+        ablated=[ref(lh) for lh in top],
+        answer_ablated=ablated,
+        control=[ref(lh) for lh in control],
+        answer_control=controlled,
+        retrieval_is_theirs=plain.recalled and controlled.recalled and not ablated.recalled,
+        profile_step=shown_step,
+        profile_token=runner.shown([written[shown_step]])[0],
+        profiles=profiles,
+    )
+
+
+def heads_of(spec) -> list[tuple[int, int]]:
+    return [(layer, head) for layer in range(spec.layers) for head in range(spec.query_heads)]
+
+
+def prompt(
+    ctx: LabContext, key: str, length: int, depth: float
+) -> tuple[list[int], tuple[int, int], tuple[int, int]]:
+    """(the prompt's ids, the needle's [start, stop), the key's): the introduction, the
+    filler repeated (the last time in part) to `length` tokens in all with the needle after
+    `depth` of it, and the question. Each part is tokenized on its own, so the key's tokens
+    are exactly its own."""
+    runner = ctx.runner
+
+    def ids(text: str, first: bool = False) -> list[int]:
+        return runner.encode(text, None if first else False, limit=sys.maxsize)[0]
+
+    intro, filler, question = ids(INTRO, first=True), ids(FILLER), ids(QUESTION)
+    before, key_ids, after = (ids(part.format(key=f" {key}")) for part in NEEDLE)
+    fixed = len(intro) + len(before) + len(key_ids) + len(after) + len(question)
+    most = min(runner.max_tokens, ctx.config.max_seq_len - len(key_ids) - AFTER_KEY)
+    if length > most:
+        raise HTTPException(
+            422, f"a prompt of {length:,} tokens is longer than this server reads of "
+            f"{ctx.entry.id} with room for the answer: at most {most:,}",
+        )  # fmt: skip
+    repeats, rest = divmod(length - fixed, len(filler))
+    if repeats < 1:
+        raise HTTPException(422, f"length {length}: at least {fixed + len(filler)} tokens")
+    first = round(repeats * depth)
+    start = len(intro) + first * len(filler)
+    needle_ids = before + key_ids + after
+    tail = filler * (repeats - first) + filler[:rest]
+    out = intro + filler * first + needle_ids + tail + question
+    key_start = start + len(before)
+    return out, (start, start + len(needle_ids)), (key_start, key_start + len(key_ids))
+
+
+def answer(
+    ctx: LabContext, ids: list[int], steps: int, rows: bool = False
+) -> tuple[list[int], list[dict[str, Tensor]]]:
+    """The model's greedy answer (`steps` tokens, stop tokens or not) and, with `rows`,
+    each step's new attention rows (name -> (1, H, 1, keys))."""
+    written, found = [], []
+    for step in ctx.runner.generate(ids, steps, rows=rows, stop=False):
+        stop_if_cancelled()
+        written.append(step.token_id)
+        found.append(step.rows)
+    return written, found
+
+
+def pooled(row: Tensor) -> tuple[list[float], list[int]]:
+    """A row of weights max-pooled to at most PROFILE_CELLS cells, with their edges."""
+    cells = edges(0, row.numel(), PROFILE_CELLS)
+    width = cells[1] - cells[0]
+    padded = torch.zeros(width * (len(cells) - 1))
+    padded[: row.numel()] = row
+    values = padded.view(-1, width).amax(-1)
+    return [round(float(v), 7) for v in values], cells
