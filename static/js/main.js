@@ -73,6 +73,7 @@ const DEFAULTS = {
   vs: "",
   ablate: "",
   rep: "",
+  win: "", // a long input's head zoomed to a window: rows and columns, "r0,r1,c0,c1"
   chat: false,
   cont: "",
   tok: 0,
@@ -340,6 +341,11 @@ async function render() {
     api,
     openStep: (tok) => update({ view: "step", tok }),
     update,
+    // a choice the view has drawn already, kept in the URL without drawing again
+    note: (changes) => {
+      state = { ...state, ...changes };
+      writeState(state, { replace: true });
+    },
     modelIds: () => Object.keys(models),
     modelTitle: (id) => models[id].titles?.[state.lang] ?? models[id].title,
   };
@@ -499,6 +505,8 @@ function update(changes, { push = true } = {}) {
     (key) => key in changes && changes[key] !== state[key],
   );
   if (promptChanged && !("cont" in changes)) changes = { cont: "", tok: 0, ...changes };
+  // a zoomed window is of one input's positions
+  if (inputChanged) changes = { win: "", ...changes };
   // another input than the one being generated for: that generation is dropped (and the
   // server stops it)
   if (inputChanged && !("cont" in changes)) streaming?.abort();

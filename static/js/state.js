@@ -34,6 +34,7 @@ const KEYS = [
   "cr",
   "cs",
   "cp",
+  "win",
 ];
 const FLAGS = ["avg", "words", "hide", "chat"];
 const NUMBERS = new Set(["layer", "head", "step", "tok", "q"]);

@@ -121,9 +121,20 @@ def test_a_long_prompt_zooms_from_the_overview_to_token_labels(page: Page, serve
     expect(page.locator("#extra .gtitle")).to_have_text(
         f"Row {row} ({tokens[row]}): its weight on each key, log scale"
     )
-    # a double-click: the whole head again
+    # the window is in the link: a reload draws it again, and so does another head
+    zoom = f"{r0},{r1},{c0},{c1}"
+    assert url_state(page)["win"] == zoom
+    page.reload()
+    expect(page.locator("#plot")).to_have_attribute("data-window", zoom, timeout=60_000)
+    expect(page.locator("#plot")).to_have_attribute("data-exact", "true")
+    page.select_option("#head", "5")
+    expect(page.locator("#plot .gtitle")).to_have_text(re.compile(r" 5$"), timeout=20_000)
+    expect(page.locator("#plot")).to_have_attribute("data-window", zoom)
+    assert url_state(page)["head"] == "5" and url_state(page)["win"] == zoom
+    # a double-click: the whole head again, and the link says so
     page.locator("#plot .nsewdrag").first.dblclick()
     expect(page.locator("#plot")).to_have_attribute("data-window", f"0,{n},0,{n}")
+    assert "win" not in url_state(page)
 
 
 def test_a_long_prompts_model_view_draws_overviews_and_other_views_say_why_not(page: Page):

@@ -45,6 +45,23 @@ function span(range, length) {
   return [start, Math.max(start + 1, Math.min(length, Math.ceil(b)))];
 }
 
+// the [rows, columns] a link's "r0,r1,c0,c1" names, clamped to the input (else the whole)
+export function zoomed(win, n) {
+  const v = String(win ?? "")
+    .split(",")
+    .map((x) => Number.parseInt(x, 10));
+  if (v.length !== 4 || v.some(Number.isNaN))
+    return [
+      [0, n],
+      [0, n],
+    ];
+  const axis = (a, b) => {
+    const start = Math.max(0, Math.min(n - 1, a));
+    return [start, Math.max(start + 1, Math.min(n, b))];
+  };
+  return [axis(v[0], v[1]), axis(v[2], v[3])];
+}
+
 // A window of this input's attention (POST /api/v1/attention): the text and model of the
 // page, one type and layer, and what `asked` adds (heads, kinds, rows, columns, pool).
 async function ask(ctx, layer, asked, signal) {
@@ -159,6 +176,8 @@ export async function drawLongHead(ctx) {
     el.attnvizLong = { rowEdges, colEdges, z, exact, rows, columns };
     await Plotly.react(el, [trace], layout, configFor(`attnviz-${state.model}-long-${title}`));
     el.dataset.window = `${rows[0]},${rows[1]},${columns[0]},${columns[1]}`;
+    const whole = rows[0] === 0 && rows[1] === n && columns[0] === 0 && columns[1] === n;
+    ctx.note({ win: whole ? "" : el.dataset.window }); // a link or a reload comes back here
     performance.mark("attnviz:window"); // (the long-prompt benchmark times to it)
     el.dataset.exact = String(exact);
   };
@@ -237,7 +256,7 @@ export async function drawLongHead(ctx) {
     elements.extra.dataset.row = String(row);
   };
 
-  await draw([0, n], [0, n]);
+  await draw(...zoomed(state.win, n));
   el.removeAllListeners?.("plotly_hover");
   el.on("plotly_hover", readout);
   el.removeAllListeners?.("plotly_relayout");
