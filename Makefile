@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-families bench-capture bench-long bench-corpus bench-page e2e-deps \
+.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-families bench-capture test-long bench-long bench-corpus bench-page e2e-deps \
 	system-deps hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy
 
 $(STAMP): pyproject.toml
@@ -133,6 +133,12 @@ $(PEERS)/.installed:
 
 bench-capture: $(STAMP) $(PEERS)/.installed
 	$(BIN)/python bench/bench_capture.py --repeat 7
+
+# the long-context tests at full length: the page zooms an 8,192-token SmolLM2 prompt from
+# its overview to token labels, and a tiny Llama's windows at 8,192 tokens equal
+# transformers' eager attention (`make test` runs them at 1,100 and 2,048)
+test-long: $(STAMP) e2e-deps
+	LONG_TOKENS=8192 $(BIN)/pytest tests/e2e/test_long.py tests/model/test_long.py --timeout=1800
 
 # long prompts (model/long.py) against transformers' sdpa and eager forwards and
 # TransformerLens, each case in its own process under one memory cap

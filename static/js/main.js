@@ -412,8 +412,10 @@ async function render() {
       return;
     }
     setStatus(t("loading"), "busy");
-    await viewOf(state.view).draw(ctx);
-    if (mine === generation) {
+    // a view may answer what it could not draw, and why (the status line says it)
+    const refused = await viewOf(state.view).draw(ctx);
+    if (mine === generation && refused) setStatus(refused, "error");
+    else if (mine === generation) {
       setStatus(t("ready"));
       // for profilers and the page benchmark: when this view was drawn, from navigation
       performance.mark("attnviz:drawn", { detail: { view: state.view } });

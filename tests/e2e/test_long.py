@@ -17,6 +17,9 @@ from playwright.sync_api import Page, expect
 from .test_page import READY, ready, url_state
 
 TOKENS = int(os.environ.get("LONG_TOKENS", "1100"))
+# a wait that grows with the prompt: generating after it and reading it whole (2 passes of
+# 8,192 tokens: minutes on 2 cores)
+PATIENCE_MS = max(60_000, 60 * TOKENS)
 WORDS = [
     "the",
     "a",
@@ -69,7 +72,7 @@ def test_a_long_prompt_zooms_from_the_overview_to_token_labels(page: Page, serve
     ready(page)
     page.fill("#text", text)
     page.press("#text", "Enter")
-    ready(page)
+    expect(page.locator("#status")).to_have_text(READY, timeout=PATIENCE_MS)
     # the prompt and what the page generated after it, read as the page reads them
     cont = [int(i) for i in url_state(page).get("cont", "").split(",") if i]
     body = {"model": "smollm2", "text": text, "continuation": cont}
@@ -125,16 +128,43 @@ def test_a_long_prompt_zooms_from_the_overview_to_token_labels(page: Page, serve
     zoom = f"{r0},{r1},{c0},{c1}"
     assert url_state(page)["win"] == zoom
     page.reload()
-    expect(page.locator("#plot")).to_have_attribute("data-window", zoom, timeout=60_000)
+    expect(page.locator("#plot")).to_have_attribute("data-window", zoom, timeout=PATIENCE_MS)
     expect(page.locator("#plot")).to_have_attribute("data-exact", "true")
     page.select_option("#head", "5")
     expect(page.locator("#plot .gtitle")).to_have_text(re.compile(r" 5$"), timeout=20_000)
     expect(page.locator("#plot")).to_have_attribute("data-window", zoom)
     assert url_state(page)["head"] == "5" and url_state(page)["win"] == zoom
+    # the lines view draws that window: a line for each of head 5's weights there at or
+    # above the threshold
+    page.click("[data-view=lines]")
+    ready(page)
+    expect(page.locator("#explain")).to_contain_text(
+        f"the lines of the head view's zoomed window, queries {r0:,}–{r1 - 1:,} → keys "
+        f"{c0:,}–{c1 - 1:,} of {n:,}"
+    )
+    five = httpx2.post(f"{server}/api/v1/attention", json=dict(exact, heads=[5]), timeout=120)
+    weights = np.array(five.json()["blocks"][0]["data"][0])
+    # a threshold some weights reach, half-way between two of the page's u1 levels (k/255):
+    # a weight quantized for the wire is above it where the exact one is
+    thr = round((int(float(weights.max()) * 255 / 4) + 0.5) / 255, 6)
+    page.fill("#lines-threshold", str(thr))
+    page.press("#lines-threshold", "Enter")
+    ready(page)
+    assert url_state(page)["thr"] == str(thr)
+    drawn_lines = int((weights >= thr).sum())
+    assert drawn_lines > 0
+    expect(page.locator("#convention")).to_contain_text(f"{drawn_lines} lines drawn: ")
+    page.click("[data-view=head]")
+    expect(page.locator("#plot")).to_have_attribute("data-window", zoom, timeout=20_000)
     # a double-click: the whole head again, and the link says so
     page.locator("#plot .nsewdrag").first.dblclick()
     expect(page.locator("#plot")).to_have_attribute("data-window", f"0,{n},0,{n}")
     assert "win" not in url_state(page)
+    page.click("[data-view=lines]")
+    expect(page.locator("#status")).to_have_text(
+        f"A long input ({n:,} tokens): this view draws a window of at most 160 tokens a side. "
+        "Zoom the head view in to one (its window is kept), then come back."
+    )
 
 
 def test_a_long_prompts_model_view_draws_overviews_and_other_views_say_why_not(page: Page):
@@ -143,8 +173,8 @@ def test_a_long_prompts_model_view_draws_overviews_and_other_views_say_why_not(p
     ready(page)
     page.fill("#text", text)
     page.press("#text", "Enter")
-    ready(page)
-    expect(page.locator("#grid .thumb canvas")).to_have_count(270, timeout=60_000)
+    expect(page.locator("#status")).to_have_text(READY, timeout=PATIENCE_MS)
+    expect(page.locator("#grid .thumb canvas")).to_have_count(270, timeout=PATIENCE_MS)
     page.click("[data-view=neuron]")
     expect(page.locator("#status")).to_contain_text(
         re.compile(r"This view reads whole heads: at \d+ tokens \(over 512\) only the head, "

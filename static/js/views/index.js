@@ -5,6 +5,7 @@
 //   id        its name in the URL (?view=id) and its tab's data-view
 //   label     the i18n key of its tab's label (defined in i18n.js, or in `strings`)
 //   draw      async draw(ctx): draws the view (main.js's render() says what ctx holds)
+//             and may answer a string: what it could not draw and why (the status line)
 //   controls  the selectors of #controls it reads ("type", "layer", "head", "kind",
 //             "overlay", "average", "words", "hide"); the head selector is disabled where a
 //             view does not read it, or reads "average" while the average is on

@@ -2,9 +2,14 @@
 // left and keys on the right, a line from each query to each key it attends to with its
 // opacity by weight, one colour per head, several heads at once. Only the weights at or
 // above a threshold are drawn (the page says how many), so that 512 tokens stay legible;
-// hovering a token shows its lines alone. Its choices live in the URL (lh=heads, thr=).
+// hovering a token shows its lines alone. Its choices live in the URL (lh=heads, thr=). A
+// long input's lines are those of the head view's zoomed window (win=).
+import { Block } from "../api.js";
+import { encodingOf } from "../encodings.js";
+import { attentionOf } from "../model-info.js";
 import { configFor, escapeText, plotly, themed } from "../plots.js";
 import { el, labelled } from "./lab/shared.js";
+import { TOKEN_LEVEL, zoomed } from "./long-head.js";
 
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
   "#7f7f7f", "#bcbd22", "#17becf"]; // biome-ignore format: a palette a line
@@ -22,6 +27,10 @@ const STRINGS = {
     lines_explain:
       "Hover a token to see its lines alone; tick heads to draw several at once; lower the threshold to see fainter weights.",
     lines_none: "No weight reaches {thr}: lower the threshold.",
+    lines_window:
+      "A long input: the lines of the head view's zoomed window, queries {r0}–{r1} → keys {c0}–{c1} of {n} (a query's weights on keys outside it are not drawn).",
+    lines_zoom_first:
+      "A long input ({n} tokens): this view draws a window of at most {level} tokens a side. Zoom the head view in to one (its window is kept), then come back.",
   },
   zh: {
     view_lines: "连线视图",
@@ -32,6 +41,10 @@ const STRINGS = {
       "绘制了 {drawn} 条线：{heads} 中权重 ≥ {thr} 的（共 {all} 个查询–键对）。线的不透明度即权重；每种颜色是一个头。",
     lines_explain: "悬停某个词元只看它的连线；勾选多个头可同时绘制；降低阈值可看到更弱的权重。",
     lines_none: "没有权重达到 {thr}：请降低阈值。",
+    lines_window:
+      "长输入：头视图放大后的窗口的连线，查询 {r0}–{r1} → 键 {c0}–{c1}（共 {n} 个）（查询对窗口外的键的权重不画）。",
+    lines_zoom_first:
+      "长输入（{n} 个词元）：本视图画每边不超过 {level} 个词元的窗口。请先在头视图中放大到这样的窗口（窗口会保留），再回来。",
   },
 };
 
@@ -48,11 +61,12 @@ export function threshold(thr) {
   return Number.isFinite(v) && v > 0 && v <= 1 ? v : DEFAULT_THRESHOLD;
 }
 
-// every drawn line: {head, query, key, weight}
-function linesOf(block, heads, thr) {
+// every drawn line: {head, query, key, weight} (a block of the chosen heads alone holds
+// them in order; a layer's block every head)
+function linesOf(block, heads, thr, chosenOnly) {
   const out = [];
-  for (const head of heads) {
-    const z = block.matrix(head);
+  for (const [i, head] of heads.entries()) {
+    const z = block.matrix(chosenOnly ? i : head);
     z.forEach((row, i) => {
       row.forEach((w, j) => {
         if (w >= thr) out.push({ head, query: i, key: j, weight: w });
@@ -93,20 +107,61 @@ function lineTraces(lines, heads, yLeft, yRight) {
   return traces;
 }
 
+// A long input keeps no whole head (model/long/): the chosen heads' exact weights in the
+// head view's zoomed window, where it is at most TOKEN_LEVEL tokens a side; else what the
+// page says instead (how to get one).
+async function windowBlock(ctx, heads) {
+  const { state, t, elements } = ctx;
+  const n = ctx.analysis.source_tokens.length;
+  const [rows, columns] = zoomed(state.win, n);
+  const fmt = (v) => v.toLocaleString("en-US");
+  if (rows[1] - rows[0] > TOKEN_LEVEL || columns[1] - columns[0] > TOKEN_LEVEL) {
+    elements.plot.replaceChildren();
+    return {
+      refused: t("lines_zoom_first").replace("{n}", fmt(n)).replace("{level}", String(TOKEN_LEVEL)),
+    };
+  }
+  const body = { model: state.model, text: state.text, ...ctx.promptOptions };
+  const answer = await ctx.api.attention({
+    ...body,
+    types: [state.type],
+    layers: [state.layer],
+    heads,
+    kinds: ["weights"],
+    encoding: encodingOf("weights"),
+    rows,
+    columns,
+  });
+  elements.explain.dataset.window = `${rows[0]},${rows[1]},${columns[0]},${columns[1]}`;
+  const said = t("lines_window")
+    .replace("{r0}", fmt(rows[0]))
+    .replace("{r1}", fmt(rows[1] - 1))
+    .replace("{c0}", fmt(columns[0]))
+    .replace("{c1}", fmt(columns[1] - 1))
+    .replace("{n}", fmt(n));
+  return { block: new Block(answer.blocks[0]), said };
+}
+
 async function drawLines(ctx) {
   const { state, t, elements } = ctx;
-  const block = await ctx.layerBlock(state.type, state.layer, "weights");
+  const long = ctx.analysis.long;
+  const count = attentionOf(ctx.modelInfo(), state.type).query_heads;
+  const heads = chosenHeads(state.lh, state.head, count);
+  const windowed = long ? await windowBlock(ctx, heads) : null;
   if (ctx.stale()) return;
-  const heads = chosenHeads(state.lh, state.head, block.count);
+  if (windowed?.refused) return windowed.refused; // (the page's status says it)
+  // a window's block holds the chosen heads alone, in order; a layer's every head
+  const block = windowed?.block ?? (await ctx.layerBlock(state.type, state.layer, "weights"));
+  if (ctx.stale()) return;
   const thr = threshold(state.thr);
   const rows = block.predicted && state.type === "decoder.cross" ? block.predicted : block.rows;
   const columns = block.columns;
   const span = Math.max(rows.length, columns.length) - 1 || 1;
   const yLeft = (i) => -(i * span) / Math.max(1, rows.length - 1);
   const yRight = (j) => -(j * span) / Math.max(1, columns.length - 1);
-  const lines = linesOf(block, heads, thr);
+  const lines = linesOf(block, heads, thr, windowed !== null);
   elements.grid.hidden = false;
-  elements.grid.replaceChildren(controls(ctx, block.count, heads, thr));
+  elements.grid.replaceChildren(controls(ctx, count, heads, thr));
   const base = lineTraces(lines, heads, yLeft, yRight);
   const label = (tokens, x, y, side) => ({
     type: "scatter",
@@ -181,7 +236,9 @@ async function drawLines(ctx) {
         .replace("{heads}", headsNamed)
         .replace("{all}", String(all))
     : t("lines_none").replace("{thr}", String(thr));
-  elements.explain.textContent = t("lines_explain");
+  elements.explain.textContent = windowed
+    ? `${windowed.said} ${t("lines_explain")}`
+    : t("lines_explain");
 }
 
 function controls(ctx, count, heads, thr) {
@@ -220,4 +277,5 @@ export const view = {
   controls: ["type", "layer"],
   draw: drawLines,
   strings: STRINGS,
+  long: true, // a long input's zoomed window (drawLines says how to get one)
 };

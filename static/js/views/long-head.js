@@ -8,7 +8,7 @@ import { encodingOf } from "../encodings.js";
 import { COLORSCALE, configFor, escapeText, plotly, themed } from "../plots.js";
 
 const CELLS = 384; // cells per axis asked for a window (3 px or more each in a 1,200 px plot)
-const TOKEN_LEVEL = 160; // a window at most this many tokens a side is asked exact
+export const TOKEN_LEVEL = 160; // a window at most this many tokens a side is asked exact
 const PROFILE_CELLS = 1024; // cells of the row profile
 
 export const strings = {
