@@ -12,7 +12,9 @@ from .qk_space import qk_space
 INSPECTIONS: dict[str, Experiment] = {
     e.id: e
     for e in (
-        Experiment("neuron", neuron, s.NeuronRequest, s.NeuronResponse, runs_model=True),
+        Experiment(
+            "neuron", neuron, s.NeuronRequest, s.NeuronResponse, runs_model=True, reads_long=True
+        ),
         Experiment("qk-space", qk_space, s.QKSpaceRequest, s.QKSpaceResponse),
     )
 }

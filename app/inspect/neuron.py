@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 from fastapi import HTTPException
 
+from model.long import heads_of
+from model.long.reading import LONG_FROM
 from model.positional import apply_rotary
 
 from ..lab.context import LabContext
@@ -44,6 +46,7 @@ def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
         raise HTTPException(
             422, f"query {req.query} out of range: {spec.type} has rows 0..{len(rows) - 1}"
         )
+    k0, k1 = key_window(ctx, req, len(columns))
     # model/'s layout, transformers' rotate_half, or None: one the view cannot undo
     layout = getattr(ctx.model, "rotary_layout", "ours")
     rotary = ctx.config.positional == "rotary" and spec.self_attention and layout is not None
@@ -51,26 +54,36 @@ def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
     names = [spec.hook(req.layer, p) for p in points]
     if rotary:
         names.append(f"{spec.stack}.hook_pos")
-    _, capture = ctx.forward(names=names)
+    # a long input: its run's queries and keys, the row recomputed from them (model/long/);
+    # else one pass with the head's matrices captured
+    capture = ctx.result.capture if ctx.long else ctx.forward(names=names)[1]
     rotary = rotary and f"{spec.stack}.hook_pos" in capture  # (not shown: Llama 4's)
     kv_head = req.head // (spec.query_heads // spec.kv_heads)
     q = capture[spec.hook(req.layer, "hook_q")][0, req.head]  # (Tq, d), after RoPE
     k = capture[spec.hook(req.layer, "hook_k")][0, kv_head]  # (Tk, d)
     scale = ctx.score_scale(spec)  # (a 422 where q·k times it is not the score)
-    mask_name = spec.hook(req.layer, "hook_mask")
-    visible = (
-        capture[mask_name][0, 0, req.query].tolist() if mask_name in capture else [True] * len(k)
-    )
+    if ctx.long:
+        heads = heads_of(capture, spec.hook(req.layer, "hook_q").rpartition(".")[0])
+        row = (req.head, req.query, req.query + 1, k0, k1)
+        visible = heads.block("mask", *row)[0].bool().tolist()
+        weights = heads.block("weights", *row)[0].tolist()
+    else:
+        mask_name = spec.hook(req.layer, "hook_mask")
+        every = capture[mask_name][0, 0, req.query].tolist() if mask_name in capture else None
+        visible = every[k0:k1] if every is not None else [True] * (k1 - k0)
+        weights = capture[spec.hook(req.layer, "hook_weights")][0, req.head, req.query, k0:k1]
+        weights = weights.tolist()
     before = None
     if rotary:
         angles = capture[f"{spec.stack}.hook_pos"]  # (T, d/2): rotating back by -angle
         if layout == "rotate_half":
-            q0 = unrotate_half(q, angles[: q.size(0)])
-            k0 = unrotate_half(k, angles[: k.size(0)])
+            q0 = unrotate_half(q[req.query], angles[req.query])
+            k_0 = unrotate_half(k[k0:k1], angles[k0:k1])
         else:
-            q0 = apply_rotary(q[None, None], -angles[: q.size(0)])[0, 0]
-            k0 = apply_rotary(k[None, None], -angles[: k.size(0)])[0, 0]
-        before = side(q0[req.query], k0, scale)
+            q0 = apply_rotary(q[None, None, req.query : req.query + 1],
+                              -angles[req.query : req.query + 1])[0, 0, 0]  # fmt: skip
+            k_0 = apply_rotary(k[None, None, k0:k1], -angles[k0:k1])[0, 0]
+        before = side(q0, k_0, scale)
     predicted = ctx.predicted(spec)
     return s.NeuronResponse(
         model=ctx.entry.id,
@@ -81,12 +94,34 @@ def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
         query=req.query,
         query_token=rows[req.query],
         predicted=predicted[req.query] if predicted else None,
-        keys=columns,
+        keys=columns[k0:k1],
+        first_key=k0,
         d_head=spec.head_dim,
         scale=scale,
         rotary=rotary,
-        after=side(q[req.query], k, scale),
+        after=side(q[req.query], k[k0:k1], scale),
         before=before,
         visible=[bool(v) for v in visible],
-        weights=capture[spec.hook(req.layer, "hook_weights")][0, req.head, req.query].tolist(),
+        weights=weights,
     )
+
+
+def key_window(ctx: LabContext, req: s.NeuronRequest, n_keys: int) -> tuple[int, int]:
+    """The [start, stop) of the keys shown: those asked for, or every key; a long input's
+    must be asked for, at most LONG_FROM of them."""
+    if req.keys is None and ctx.long:
+        raise HTTPException(
+            422, f"a long input ({n_keys:,} keys): the neuron view reads a window of keys; "
+            f"send keys [start, stop], at most {LONG_FROM} of them",
+        )  # fmt: skip
+    k0, k1 = req.keys or (0, n_keys)
+    if not 0 <= k0 < k1 <= n_keys:
+        raise HTTPException(
+            422, f"keys [{k0}, {k1}) is not a window of 0..{n_keys}: ask 0 <= start < stop "
+            f"<= {n_keys}",
+        )  # fmt: skip
+    if ctx.long and k1 - k0 > LONG_FROM:
+        raise HTTPException(
+            422, f"keys [{k0}, {k1}) holds {k1 - k0:,} keys of a long input: at most {LONG_FROM}"
+        )
+    return k0, k1

@@ -13,6 +13,13 @@ from ..schemas import Index, Strict, Text, Whole
 
 class NeuronRequest(HeadRequest):
     query: Index = Field(0, description="The query token's position (a row of the head).")
+    keys: list[Index] | None = Field(
+        None,
+        min_length=2,
+        max_length=2,
+        description="[start, stop): the key positions shown (default: every key). A long "
+        "input (over 512 tokens) reads a window of at most 512 keys, and must name it.",
+    )
 
 
 class VectorSide(Strict):
@@ -36,7 +43,14 @@ class NeuronResponse(Strict):
     predicted: str | None = Field(
         None, description="Where rows are decoder steps: the token the query's step predicts."
     )
-    keys: list[str] = Field(description="The key tokens (the columns of the head).")
+    keys: list[str] = Field(
+        description="The key tokens shown (the columns of the head, or the window asked for)."
+    )
+    first_key: int = Field(
+        0,
+        description="The position of keys[0]: the keys, their vectors, visible and weights "
+        "are of positions first_key onwards.",
+    )
     d_head: int
     scale: float = Field(description="1 / sqrt(d_head): the products include it.")
     rotary: bool = Field(description="The model rotates q and k by position (RoPE).")

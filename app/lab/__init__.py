@@ -50,6 +50,7 @@ class Experiment:
     response: type[BaseModel]
     needs: frozenset[str] = frozenset()  # features the model must have
     runs_model: bool = False  # runs the model beyond the cached run: one run slot for all
+    reads_long: bool = False  # reads a long input's run (its queries and keys) by windows
 
     @property
     def summary(self) -> str:
@@ -62,7 +63,9 @@ class Experiment:
     def __call__(self, inference: Inference, req: TextRequest) -> BaseModel:
         """Run it for one request: the context (the model's cached run), a 422 if the
         model lacks what it needs, and its model runs in one run slot."""
-        ctx = LabContext(inference, req.model, req.text, req.chat, req.continuation)
+        ctx = LabContext(
+            inference, req.model, req.text, req.chat, req.continuation, long_ok=self.reads_long
+        )
         lacking = self.missing(ctx.entry)
         if lacking:
             reasons = " and ".join(NEEDS_EXPLAINED.get(n, f"lacks {n}") for n in lacking)

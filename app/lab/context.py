@@ -23,7 +23,8 @@ from ..zoo import ModelEntry
 class LabContext:
     """One request's model entry, its run (through `Inference.run`: validated, cached, in
     a run slot of its own) and the ids that run read; experiments run the model again
-    through `forward` and `encoder_weights`, inside the run slot the registry takes."""
+    through `forward` and `encoder_weights`, inside the run slot the registry takes. A long
+    input is refused unless the experiment reads one (`long_ok`; then `long` is set)."""
 
     def __init__(
         self,
@@ -32,12 +33,15 @@ class LabContext:
         text: str,
         chat: bool = False,
         continuation: Sequence[int] = (),
+        long_ok: bool = False,
     ) -> None:
         self.inference = inference
         self.entry: ModelEntry = inference.entry(model)
-        self._refuse_long(text, chat, continuation)
+        if not long_ok:
+            self._refuse_long(text, chat, continuation)
         self.result: RunResult = inference.run(self.entry, text, chat, continuation)
-        if isinstance(self.result.capture, LongCapture):
+        self.long = isinstance(self.result.capture, LongCapture)
+        if self.long and not long_ok:
             raise HTTPException(422, self._too_long(len(self.result.source_tokens)))
         self.chat, self.continuation = chat, list(continuation)
         self.runner = self.entry.loaded_runner()  # held for the whole experiment

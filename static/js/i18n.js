@@ -87,7 +87,7 @@ const STRINGS = {
     cancel_run: "Cancel",
     run_cancelled: "Cancelled. Run it again to read this text.",
     long_unsupported:
-      "This view reads whole heads: at {n} tokens (over 512) only the head, model, positional and corpus views read this input (and the lines view a zoomed window); shorten it to use this one.",
+      "This view reads whole heads: at {n} tokens (over 512) only the head, model, positional and corpus views read this input (and the lines and neuron views a zoomed window); shorten it to use this one.",
     loading: "Loading…",
     ready: "Ready.",
     empty: "Type a sentence first.",
@@ -351,7 +351,7 @@ const STRINGS = {
     cancel_run: "取消",
     run_cancelled: "已取消。再次运行即可读取此文本。",
     long_unsupported:
-      "此视图读取整个注意力头：{n} 个词元（超过 512）时只有单头、全模型、位置编码和语料库视图能读（连线视图读放大的窗口）；缩短输入才能用此视图。",
+      "此视图读取整个注意力头：{n} 个词元（超过 512）时只有单头、全模型、位置编码和语料库视图能读（连线视图和神经元视图读放大的窗口）；缩短输入才能用此视图。",
     loading: "加载中…",
     ready: "完成。",
     empty: "请先输入一句话。",

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
 from model.long import LongCapture
 
@@ -124,3 +125,54 @@ def test_a_prompt_past_the_models_context_is_refused_naming_the_longest(client):
         "text cannot be read: the prompt has 32,000 tokens; this server reads at most 8,192 "
         "of this model (its context): shorten it"
     )
+
+
+def test_the_neuron_view_of_a_long_input_reads_a_window_of_keys(client, long_run):
+    """The query's row over a window of keys, from the long run's queries and keys: the
+    vectors before RoPE are the projections' outputs (read by forward hooks on the model's
+    own wq and wk), the weights transformers' eager attention of the same GGUF file."""
+    from transformers import AutoModelForCausalLM
+
+    from model.pretrained.llama import smollm2_path
+
+    _, n = long_run
+    ask = {"model": "smollm2", "text": TEXT, "layer": 4, "head": 7, "query": 700}
+    body = post(client, "neuron", **ask, keys=[600, 760])
+    assert body["first_key"] == 600 and len(body["keys"]) == 160 and body["rotary"]
+    assert body["visible"] == [600 + j <= 700 for j in range(160)]
+    runner = client.app.state.inference.entry("smollm2").runner
+    ids = torch.tensor([runner.prompt(TEXT)[1]])
+    attention = runner.model.decoder.get_submodule("4.self_attn")
+    projected = {}
+    handles = [
+        attention.wq.register_forward_hook(lambda m, i, o: projected.update(q=o)),
+        attention.wk.register_forward_hook(lambda m, i, o: projected.update(k=o)),
+    ]
+    try:
+        with torch.no_grad():
+            runner.model.decode(ids[:, :760])
+    finally:
+        for handle in handles:
+            handle.remove()
+    q_raw = projected["q"][0, 700].view(9, 64)[7].numpy()
+    k_raw = projected["k"][0, 600:760].view(-1, 3, 64)[:, 2].numpy()
+    before, after = body["before"], body["after"]
+    assert np.abs(np.array(before["query"]) - q_raw).max() <= 1e-5
+    assert np.abs(np.array(before["keys"]) - k_raw).max() <= 1e-5
+    products = np.array(after["products"])
+    assert np.allclose(products.sum(1), after["scores"], atol=1e-6)
+    path = smollm2_path()
+    theirs = AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
+    ).eval()
+    with torch.no_grad():
+        expected = theirs(ids[:, :701], output_attentions=True).attentions[4][0, 7, 700]
+    weights = np.array(body["weights"])
+    assert np.abs(weights[:101] - expected[600:].numpy()).max() <= 1e-5
+    assert np.all(weights[101:] == 0)
+    # a long input names its window, of at most 512 keys
+    for keys, says in ((None, "send keys [start, stop], at most 512"),
+                       ([0, 513], "holds 513 keys of a long input: at most 512"),
+                       ([10, n + 1], f"is not a window of 0..{n}")):  # fmt: skip
+        refused = client.post("/api/v1/neuron", json={**ask, "keys": keys})
+        assert refused.status_code == 422 and says in refused.json()["detail"], refused.text

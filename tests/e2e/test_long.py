@@ -43,10 +43,11 @@ WORDS = [
 
 
 def long_text(tokens: int) -> str:
-    """Seeded filler of common words (about one SmolLM2 token each), a sentence a line."""
+    """Seeded filler of common words (about one SmolLM2 token each), within the server's
+    text limit for that many tokens (4 characters a token: the text box holds no more)."""
     rng = random.Random(0)
     words = [rng.choice(WORDS) for _ in range(tokens - 20)]
-    return " ".join(words)
+    return " ".join(words)[: 4 * tokens - 32].rpartition(" ")[0]
 
 
 def window(page: Page) -> list[int]:
@@ -76,7 +77,9 @@ def test_a_long_prompt_zooms_from_the_overview_to_token_labels(page: Page, serve
     # the prompt and what the page generated after it, read as the page reads them
     cont = [int(i) for i in url_state(page).get("cont", "").split(",") if i]
     body = {"model": "smollm2", "text": text, "continuation": cont}
-    analysis = httpx2.post(f"{server}/api/v1/analyze", json=body, timeout=600).json()
+    answer = httpx2.post(f"{server}/api/v1/analyze", json=body, timeout=600)
+    assert answer.status_code == 200, answer.text
+    analysis = answer.json()
     n = len(analysis["source_tokens"])
     assert analysis["long"] and n > 512 and analysis["summaries_total"] == 270
     assert window(page) == [0, n, 0, n]
@@ -154,6 +157,16 @@ def test_a_long_prompt_zooms_from_the_overview_to_token_labels(page: Page, serve
     drawn_lines = int((weights >= thr).sum())
     assert drawn_lines > 0
     expect(page.locator("#convention")).to_contain_text(f"{drawn_lines} lines drawn: ")
+    # the neuron view reads the same window: its queries in the picker, its keys as rows
+    page.click("[data-view=neuron]")
+    ready(page)
+    expect(page.locator("#explain")).to_contain_text(
+        f"A long input: the queries {r0:,}–{r1 - 1:,} and keys {c0:,}–{c1 - 1:,} of the head "
+        f"view's zoomed window (of {n:,})"
+    )
+    expect(page.locator("#neuron-query option")).to_have_count(r1 - r0)
+    assert page.locator("#neuron-query").input_value() == str(r0)
+    expect(page.locator("#plot .gtitle")).to_contain_text(f"Head 5 · query {r0} “{tokens[r0]}”")
     page.click("[data-view=head]")
     expect(page.locator("#plot")).to_have_attribute("data-window", zoom, timeout=20_000)
     # a double-click: the whole head again, and the link says so
@@ -175,11 +188,16 @@ def test_a_long_prompts_model_view_draws_overviews_and_other_views_say_why_not(p
     page.press("#text", "Enter")
     expect(page.locator("#status")).to_have_text(READY, timeout=PATIENCE_MS)
     expect(page.locator("#grid .thumb canvas")).to_have_count(270, timeout=PATIENCE_MS)
-    page.click("[data-view=neuron]")
+    page.click("[data-view=masks]")
     expect(page.locator("#status")).to_contain_text(
         re.compile(r"This view reads whole heads: at \d+ tokens \(over 512\) only the head, "
-                   "model, positional and corpus views read this input")
+                   r"model, positional and corpus views read this input \(and the lines and "
+                   r"neuron views a zoomed window\)")
     )  # fmt: skip
+    page.click("[data-view=neuron]")
+    expect(page.locator("#status")).to_contain_text(
+        "this view reads a window of at most 160 tokens a side. Zoom the head view in"
+    )
 
 
 def test_a_long_run_shows_its_progress_and_cancel_stops_it(page: Page):

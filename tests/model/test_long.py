@@ -1,7 +1,7 @@
 """Long inputs (model/long/): a run that keeps queries and keys, not N x N matrices, and
 recomputes any window of a head, exact or pooled, against transformers' eager attention
-of tiny random models (2,048 tokens; `LONG_TOKENS` sets it) and a float64 recomputation from the queries and keys
-transformers' own projections make."""
+of tiny random models (2,048 tokens; `LONG_TOKENS` sets it) and a float64 recomputation
+from the queries and keys transformers' own projections make."""
 
 from __future__ import annotations
 

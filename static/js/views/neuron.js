@@ -1,9 +1,11 @@
 // The neuron view of a head (BertViz's, for every model): for one query token, each
 // key's element-wise product with the query, q_i * k_i / sqrt(d), whose sum is the raw
 // score; then the scores and the softmax of the row. RoPE models show the vectors before
-// the rotation too. Its choices live in the URL (q: the query row; nv: before, sorted).
+// the rotation too. Its choices live in the URL (q: the query row; nv: before, sorted). A
+// long input's are those of the head view's zoomed window (win=).
 import { configFor, escapeText, heatmap, plotly, themed } from "../plots.js";
 import { el, labelled } from "./lab/shared.js";
+import { TOKEN_LEVEL, zoomed } from "./long-head.js";
 
 const STRINGS = {
   en: {
@@ -23,6 +25,10 @@ const STRINGS = {
     neuron_explain:
       "Pick the query token above; hovering a cell names the key and the dimension. Sorting puts the dimensions that move the scores most (by the sum of |q_i·k_i| over the keys) first.",
     neuron_dim: "dim",
+    neuron_window:
+      "A long input: the queries {r0}–{r1} and keys {c0}–{c1} of the head view's zoomed window (of {n}); the weights are those of the whole row.",
+    neuron_zoom_first:
+      "A long input ({n} tokens): this view reads a window of at most {level} tokens a side. Zoom the head view in to one (its window is kept), then come back.",
   },
   zh: {
     view_neuron: "神经元视图",
@@ -41,6 +47,10 @@ const STRINGS = {
     neuron_explain:
       "在上方选择查询词元；悬停某格可看到键与维度。排序把最影响分数的维度（按各键 |q_i·k_i| 之和）放在前面。",
     neuron_dim: "维",
+    neuron_window:
+      "长输入：头视图放大后的窗口的查询 {r0}–{r1} 与键 {c0}–{c1}（共 {n} 个）；权重是整行的权重。",
+    neuron_zoom_first:
+      "长输入（{n} 个词元）：本视图读每边不超过 {level} 个词元的窗口。请先在头视图中放大到这样的窗口（窗口会保留），再回来。",
   },
 };
 
@@ -55,7 +65,16 @@ async function drawNeuron(ctx) {
   const { state, t, elements } = ctx;
   const rowsOf = state.type.startsWith("decoder") ? ctx.analysis.target_tokens : null;
   const queries = rowsOf ?? ctx.analysis.source_tokens;
-  const query = Math.min(state.q, queries.length - 1);
+  // a long input: the head view's zoomed window, its queries and keys (no whole row of
+  // 8,192 keys by 64 dimensions)
+  const n = queries.length;
+  const [rows, columns] = ctx.analysis.long ? zoomed(state.win, n) : [[0, n], null];
+  const fmt = (v) => v.toLocaleString("en-US");
+  if (columns && (rows[1] - rows[0] > TOKEN_LEVEL || columns[1] - columns[0] > TOKEN_LEVEL)) {
+    elements.plot.replaceChildren();
+    return t("neuron_zoom_first").replace("{n}", fmt(n)).replace("{level}", String(TOKEN_LEVEL));
+  }
+  const query = Math.max(rows[0], Math.min(state.q, rows[1] - 1));
   const body = await ctx.inspect("neuron", {
     model: state.model,
     text: state.text,
@@ -63,6 +82,7 @@ async function drawNeuron(ctx) {
     layer: state.layer,
     head: state.head,
     query,
+    ...(columns ? { keys: columns } : {}),
   });
   if (ctx.stale()) return;
   const chosen = flags(state.nv);
@@ -80,7 +100,7 @@ async function drawNeuron(ctx) {
   const z = shown.map((j) => dims.map((i) => side.products[j][i]));
   const largest = Math.max(1e-12, ...z.flat().map(Math.abs));
   elements.grid.hidden = false;
-  elements.grid.replaceChildren(controls(ctx, queries, query, chosen, body.rotary));
+  elements.grid.replaceChildren(controls(ctx, queries, rows, query, chosen, body.rotary));
   const title = t("neuron_title")
     .replace("{type}", t(body.type))
     .replace("{layer}", String(body.layer))
@@ -107,14 +127,25 @@ async function drawNeuron(ctx) {
     before ? t("neuron_rope") : "",
   ].join(" ");
   await bars(ctx, body, side, shown);
-  elements.explain.textContent = t("neuron_explain");
+  const windowed = columns
+    ? `${t("neuron_window")
+        .replace("{r0}", fmt(rows[0]))
+        .replace("{r1}", fmt(rows[1] - 1))
+        .replace("{c0}", fmt(columns[0]))
+        .replace("{c1}", fmt(columns[1] - 1))
+        .replace("{n}", fmt(n))} `
+    : "";
+  elements.explain.textContent = windowed + t("neuron_explain");
 }
 
-function controls(ctx, queries, query, chosen, rotary) {
+// the query picker lists the rows shown: [start, stop) of the queries (a long input's
+// window, else every row)
+function controls(ctx, queries, rows, query, chosen, rotary) {
   const { t } = ctx;
   const select = el("select", { id: "neuron-query" });
+  const positions = Array.from({ length: rows[1] - rows[0] }, (_, i) => rows[0] + i);
   select.append(
-    ...queries.map((token, i) => el("option", { value: String(i), textContent: `${i} ${token}` })),
+    ...positions.map((i) => el("option", { value: String(i), textContent: `${i} ${queries[i]}` })),
   );
   select.value = String(query);
   select.addEventListener("change", () => ctx.update({ q: Number(select.value) }));
@@ -136,7 +167,7 @@ function controls(ctx, queries, query, chosen, rotary) {
 
 async function bars(ctx, body, side, shown) {
   const { t, elements, state } = ctx;
-  const keys = shown.map((j) => `${escapeText(body.keys[j])}\u2002#${j}`);
+  const keys = shown.map((j) => `${escapeText(body.keys[j])}\u2002#${body.first_key + j}`);
   await (await plotly).react(
     elements.extra,
     [
@@ -184,4 +215,5 @@ export const view = {
   arrowKeys: true,
   draw: drawNeuron,
   strings: STRINGS,
+  long: true, // a long input's zoomed window (drawNeuron says how to get one)
 };
