@@ -118,14 +118,15 @@ def test_a_long_prompt_zooms_from_the_overview_to_token_labels(page: Page, serve
     # the readout names a cell's tokens and positions; the row profile follows the pointer
     box = page.locator("#plot .nsewdrag").first.bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    expect(page.locator("#readout")).to_contain_text(re.compile(r"\((\d+)\) → .* \((\d+)\): "))
-    said = re.search(r"\((\d+)\) → .* \((\d+)\): ", page.locator("#readout").inner_text())
-    row, column = int(said.group(1)), int(said.group(2))
+    pointed = re.compile(r"\(([\d,]+)\) → .* \(([\d,]+)\): ")  # positions, 1,234
+    expect(page.locator("#readout")).to_contain_text(pointed)
+    said = pointed.search(page.locator("#readout").inner_text())
+    row, column = (int(said.group(i).replace(",", "")) for i in (1, 2))
     assert r0 <= row < r1 and c0 <= column < c1
-    assert page.locator("#readout").inner_text().startswith(f"{tokens[row]} ({row}) → ")
+    assert page.locator("#readout").inner_text().startswith(f"{tokens[row]} ({row:,}) → ")
     expect(page.locator("#extra")).to_have_attribute("data-row", str(row))
     expect(page.locator("#extra .gtitle")).to_have_text(
-        f"Row {row} ({tokens[row]}): its weight on each key, log scale"
+        f"Row {row:,} ({tokens[row]}): its weight on each key, log scale"
     )
     # the window is in the link: a reload draws it again, and so does another head
     zoom = f"{r0},{r1},{c0},{c1}"
