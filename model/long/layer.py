@@ -29,6 +29,7 @@ class HeadStats:
     previous_rows: int = 0
     alignment: float = 0.0
     offsets: dict[int, int] = field(default_factory=dict)  # offset of each row's peak: count
+    lse: Tensor | None = field(default=None, repr=False)  # each row's normaliser, as seen
 
     def means(self) -> dict[str, float]:
         """The means `analysis.head_metrics` gives (self-attention's or cross-attention's
@@ -142,16 +143,25 @@ class LayerAttention(Heads):
         return out
 
     def head_stats(
-        self, head: int, self_attention: bool, special_keys: list[int], stats: HeadStats
+        self,
+        head: int,
+        self_attention: bool,
+        special_keys: list[int],
+        stats: HeadStats,
+        rows: tuple[int, int] | None = None,
     ) -> None:
-        """Add this head's rows to `stats` (one pass over each row's keys, which also
-        keeps the head's normalisers)."""
+        """Add this head's rows (all, or [start, stop): a part of the work, the parts in
+        order) to `stats`: one pass over each row's keys, which also keeps the head's
+        normalisers once every row is in."""
         tq, tk = self.queries, self.keys
-        lse_all = torch.empty(tq)
+        start, stop = rows or (0, tq)
+        if stats.lse is None:
+            stats.lse = torch.empty(tq)
+        lse_all = stats.lse
         special = torch.tensor(special_keys, dtype=torch.long)
         step = self._rows_per_block(tk)
-        for r0 in range(0, tq, step):
-            r1 = min(tq, r0 + step)
+        for r0 in range(start, stop, step):
+            r1 = min(stop, r0 + step)
             scores, lse, lo = self._row_block(head, r0, r1)
             lse_all[r0:r1] = lse
             weights = torch.exp(scores - lse[:, None]).nan_to_num_(0.0)
@@ -190,5 +200,6 @@ class LayerAttention(Heads):
                 stretched = query.double() * (tk - 1) / max(tq - 1, 1)
                 hits = (where.double() - stretched.round()).abs() <= 1
                 stats.alignment += float(hits.double().sum())
-        with self._lock:
-            self._normalisers[head] = lse_all
+        if stats.rows == tq:  # every row in: the head's normalisers are known
+            with self._lock:
+                self._normalisers[head] = lse_all

@@ -85,7 +85,7 @@ def test_a_long_prompt_zooms_from_the_overview_to_token_labels(page: Page, serve
     assert window(page) == [0, n, 0, n]
     expect(page.locator("#explain")).to_contain_text("each cell is the largest of the exact")
     # the overview is the API's max-pooled head
-    asked = dict(body, types=["decoder.self"], layers=[3], heads=[4], encoding="json", pool=384)
+    asked = dict(body, types=["decoder.self"], layers=[3], heads=[4], encoding="json", pool=256)
     pooled = httpx2.post(f"{server}/api/v1/attention", json=asked, timeout=120).json()
     block = pooled["blocks"][0]
     drawn = page.evaluate("() => document.getElementById('plot').attnvizLong.z")
@@ -109,7 +109,8 @@ def test_a_long_prompt_zooms_from_the_overview_to_token_labels(page: Page, serve
     assert r1 - r0 <= 160 and c1 - c0 <= 160
     tokens = analysis["source_tokens"]
     labels = page.locator("#plot .xtick text").all_text_contents()
-    assert labels and set(labels) <= set(tokens[c0:c1])
+    every = -(-(c1 - c0) // 48)  # every token's label, or every k-th: at most 48 a side
+    assert labels == [tokens[j] for j in range(c0, c1, every)]
     exact = dict(body, types=["decoder.self"], layers=[3], heads=[4], encoding="json",
                  rows=[r0, r1], columns=[c0, c1])  # fmt: skip
     block = httpx2.post(f"{server}/api/v1/attention", json=exact, timeout=120).json()["blocks"][0]

@@ -177,6 +177,11 @@ def test_streamed_head_metrics_equal_those_of_the_whole_matrix(llama):
             # (distance is in positions: thousands at 8,192 tokens)
             tolerance = 1e-4 * max(1.0, abs(float(reference[name][head])))
             assert abs(means[name] - reference[name][head]) <= tolerance, (name, head)
+        # the same rows in parts, one after another (the server's turns): the same sums
+        parts = HeadStats()
+        for rows in ((0, N // 3), (N // 3, N // 3 + 1), (N // 3 + 1, N)):
+            heads.head_stats(head, True, special, parts, rows)
+        assert parts.rows == N and parts.means() == pytest.approx(means, rel=1e-5, abs=1e-6)
 
 
 @pytest.mark.parametrize("window", [None, 5])
