@@ -34,6 +34,7 @@ FILLER = (
 NEEDLE = (" The pass key is", "{key}", ". Remember it.")  # the key: its own tokens
 QUESTION = " What is the pass key? The pass key is"
 AFTER_KEY = 2  # answer tokens written after the key's
+DEFAULT_LENGTH = 1024  # prompt tokens, where the model reads that many
 PROFILE_CELLS = 1024  # cells of a head's row over the prompt (max-pooled)
 SHOWN_PROFILES = 3
 
@@ -128,10 +129,11 @@ def heads_of(spec) -> list[tuple[int, int]]:
 
 
 def prompt(
-    ctx: LabContext, key: str, length: int, depth: float
+    ctx: LabContext, key: str, length: int | None, depth: float
 ) -> tuple[list[int], tuple[int, int], tuple[int, int]]:
     """(the prompt's ids, the needle's [start, stop), the key's): the introduction, the
-    filler repeated (the last time in part) to `length` tokens in all with the needle after
+    filler repeated (the last time in part) to `length` tokens in all (default: 1,024, or
+    the most the model reads) with the needle after
     `depth` of it, and the question. Each part is tokenized on its own, so the key's tokens
     are exactly its own."""
     runner = ctx.runner
@@ -143,6 +145,8 @@ def prompt(
     before, key_ids, after = (ids(part.format(key=f" {key}")) for part in NEEDLE)
     fixed = len(intro) + len(before) + len(key_ids) + len(after) + len(question)
     most = min(runner.max_tokens, ctx.config.max_seq_len - len(key_ids) - AFTER_KEY)
+    if length is None:
+        length = min(DEFAULT_LENGTH, most)
     if length > most:
         raise HTTPException(
             422, f"a prompt of {length:,} tokens is longer than this server reads of "

@@ -323,10 +323,11 @@ class InductionResponse(BaseModel):
 class NeedleRequest(TextRequest):
     """The text is not read: the experiment writes its own prompt."""
 
-    length: int = Field(
-        1024, ge=128, le=1 << 20,
+    length: int | None = Field(
+        None, ge=128, le=1 << 20,
         description="Tokens of the prompt: the filler text with the needle in it, and the "
-        "question. At most what the server reads of the model, less the answer's tokens.",
+        "question. At most what the server reads of the model, less the answer's tokens. "
+        "Default: 1,024, or that most where it is fewer.",
     )  # fmt: skip
     depth: float = Field(
         0.5, ge=0, le=1, description="Where the needle sits in the filler: 0 first, 1 last."

@@ -165,6 +165,7 @@ def test_the_neuron_view_of_a_long_input_reads_a_window_of_keys(client, long_run
     theirs = AutoModelForCausalLM.from_pretrained(
         str(path.parent), gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
     ).eval()
+    del theirs.model.layers[5:]  # layer 4's attention reads layers 0-4 alone: 6x faster
     with torch.no_grad():
         expected = theirs(ids[:, :701], output_attentions=True).attentions[4][0, 7, 700]
     weights = np.array(body["weights"])
