@@ -2,51 +2,41 @@
 // scores, the heads ranked, and the second copy's loss with the top heads switched off
 // against as many random ones. Its settings live in the URL (rep=length,seed,heads).
 import { heatmap } from "../../plots.js";
-import { ask, el, fmt, labelled, plotBox, summary, table, weights } from "./shared.js";
+import {
+  ask,
+  el,
+  fmt,
+  labelled,
+  plotBox,
+  repSettings,
+  settingsBar,
+  summary,
+  table,
+  weights,
+} from "./shared.js";
 
 // the route's bounds: tokens per copy, seed, heads switched off
 const FIELDS = [
-  { key: "length", id: "lab-ind-length", label: "lab_ind_length", min: 8, max: 256, value: 50 },
+  {
+    key: "length",
+    most: (n) => Math.min(256, Math.floor(n / 2)),
+    id: "lab-ind-length",
+    label: "lab_ind_length",
+    min: 8,
+    max: 256,
+    value: 50,
+  },
   { key: "seed", id: "lab-ind-seed", label: "lab_ind_seed", min: 0, max: 2 ** 31 - 1, value: 0 },
   { key: "ablate", id: "lab-ind-heads", label: "lab_ind_heads", min: 1, max: 32, value: 5 },
 ];
 const TABLE_ROWS = 10;
 
-// the settings a link carries, each clamped to what the route takes
-export function settings(rep, maxTokens) {
-  const given = String(rep ?? "").split(",");
-  return Object.fromEntries(
-    FIELDS.map((f, i) => {
-      const n = Number.parseInt(given[i], 10);
-      const max = f.key === "length" ? Math.min(f.max, Math.floor(maxTokens / 2)) : f.max;
-      return [f.key, Number.isNaN(n) ? Math.min(f.value, max) : Math.max(f.min, Math.min(max, n))];
-    }),
-  );
-}
-
 const named = (ref) => `L${ref.layer} H${ref.head}`;
 
 async function draw({ ctx, t, out, base }) {
   const { state } = ctx;
-  const chosen = settings(state.rep, ctx.modelInfo().max_tokens);
-  const inputs = FIELDS.map((f) =>
-    el("input", { type: "number", id: f.id, min: String(f.min), value: String(chosen[f.key]) }),
-  );
-  const apply = el("button", { type: "button", id: "lab-ind-apply", textContent: t("lab_apply") });
-  apply.addEventListener("click", () => {
-    ctx.update({ rep: inputs.map((input) => input.value).join(",") });
-  });
-  out.append(
-    el(
-      "div",
-      { className: "lab-bar" },
-      ...FIELDS.flatMap((f, i) => [
-        el("label", { htmlFor: f.id, textContent: t(f.label) }),
-        inputs[i],
-      ]),
-      apply,
-    ),
-  );
+  const chosen = repSettings(FIELDS, state.rep, ctx.modelInfo().max_tokens);
+  out.append(settingsBar(ctx, FIELDS, chosen, "lab-ind-apply"));
   const r = await ask(ctx, "induction", { model: base.model, text: base.text, ...chosen });
   if (ctx.stale()) return;
   const nats = (x) => `${fmt(x)} ${t("lab_nats")}`;

@@ -4,12 +4,13 @@
 // against as many random ones. Its settings live in the URL (rep=length,depth%,digits,
 // seed,heads).
 import { configFor, escapeText, heatmap, plotly, themed } from "../../plots.js";
-import { ask, el, labelled, plotBox, summary, table } from "./shared.js";
+import { ask, el, labelled, plotBox, repSettings, settingsBar, summary, table } from "./shared.js";
 
 const ANSWER_ROOM = 16; // tokens the key and the answer after it may take (12 digits + 2)
 const FIELDS = [
   {
     key: "length",
+    most: (n) => Math.max(128, n - ANSWER_ROOM), // what the server reads, less the answer
     id: "lab-hay-length",
     label: "lab_hay_length",
     min: 128,
@@ -76,41 +77,11 @@ export const strings = {
   },
 };
 
-// the settings a link carries, each clamped to what the route takes (the length to what
-// this server reads of the model, less the answer's room)
-export function settings(rep, maxTokens) {
-  const given = String(rep ?? "").split(",");
-  return Object.fromEntries(
-    FIELDS.map((f, i) => {
-      const n = Number.parseInt(given[i], 10);
-      const max = f.key === "length" ? Math.max(f.min, maxTokens - ANSWER_ROOM) : f.max;
-      return [f.key, Number.isNaN(n) ? Math.min(f.value, max) : Math.max(f.min, Math.min(max, n))];
-    }),
-  );
-}
-
 const named = (ref) => `L${ref.layer} H${ref.head}`;
 
 async function draw({ ctx, t, out, base }) {
-  const chosen = settings(ctx.state.rep, ctx.modelInfo().max_tokens);
-  const inputs = FIELDS.map((f) =>
-    el("input", { type: "number", id: f.id, min: String(f.min), value: String(chosen[f.key]) }),
-  );
-  const apply = el("button", { type: "button", id: "lab-hay-apply", textContent: t("lab_apply") });
-  apply.addEventListener("click", () => {
-    ctx.update({ rep: inputs.map((input) => input.value).join(",") });
-  });
-  out.append(
-    el(
-      "div",
-      { className: "lab-bar" },
-      ...FIELDS.flatMap((f, i) => [
-        el("label", { htmlFor: f.id, textContent: t(f.label) }),
-        inputs[i],
-      ]),
-      apply,
-    ),
-  );
+  const chosen = repSettings(FIELDS, ctx.state.rep, ctx.modelInfo().max_tokens);
+  out.append(settingsBar(ctx, FIELDS, chosen, "lab-hay-apply"));
   const waiting = el("p", {
     className: "status busy",
     id: "lab-hay-waiting",

@@ -89,3 +89,38 @@ export function fmt(v) {
   }
   return String(v);
 }
+
+// An experiment's numeric settings, kept in the URL's `rep` (comma-separated, in `fields`'
+// order): {key, id, label, min, max, value, most?}; `most(maxTokens)`, where given, bounds
+// the field by what the server reads of the model.
+export function repSettings(fields, rep, maxTokens) {
+  const given = String(rep ?? "").split(",");
+  return Object.fromEntries(
+    fields.map((f, i) => {
+      const n = Number.parseInt(given[i], 10);
+      const max = f.most ? f.most(maxTokens) : f.max;
+      return [f.key, Number.isNaN(n) ? Math.min(f.value, max) : Math.max(f.min, Math.min(max, n))];
+    }),
+  );
+}
+
+// the bar of those settings' inputs and an Apply button that writes them to the link
+export function settingsBar(ctx, fields, chosen, applyId) {
+  const { t } = ctx;
+  const inputs = fields.map((f) =>
+    el("input", { type: "number", id: f.id, min: String(f.min), value: String(chosen[f.key]) }),
+  );
+  const apply = el("button", { type: "button", id: applyId, textContent: t("lab_apply") });
+  apply.addEventListener("click", () => {
+    ctx.update({ rep: inputs.map((input) => input.value).join(",") });
+  });
+  return el(
+    "div",
+    { className: "lab-bar" },
+    ...fields.flatMap((f, i) => [
+      el("label", { htmlFor: f.id, textContent: t(f.label) }),
+      inputs[i],
+    ]),
+    apply,
+  );
+}
