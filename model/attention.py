@@ -61,6 +61,11 @@ def fused() -> Iterator[None]:
         _FUSED.reset(token)
 
 
+def is_fused() -> bool:
+    """Whether this context is within `fused()`."""
+    return _FUSED.get()
+
+
 def _mask_kind(mask: Tensor, q_len: int, k_len: int) -> str:
     """What a mask (B, 1, Tq or 1, Tk) is: "none" (every key seen), "causal" (exactly the
     causal mask of Tq = Tk positions) or "other"; found once per mask tensor (the layers of

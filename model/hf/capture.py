@@ -10,6 +10,12 @@ Which hook points a call fires is decided per forward call (a context variable, 
 model/hooks.py's captures): the k-th call of an attention type within one forward pass is
 its layer k, so a layer shared by every depth (ALBERT) is still one layer per call.
 Outside a call of our wrapper the function computes without hooks.
+
+Within `attention.fused()` (a long prompt's pass), a call whose scores, mask and weights
+nobody records or reads, and that has none of the extras above, runs torch's fused kernel
+instead, with transformers' boolean mask (never a float (Tq, Tk) one), and notes the mask
+as a `MaskRule` (checked against the mask it was given, cell by cell) or the mask itself,
+and its scaling: what a long capture recomputes any window of the weights from.
 """
 
 from __future__ import annotations
@@ -20,9 +26,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..hooks import HookPoint
+from ..attention import is_fused
+from ..hooks import HookPoint, wanted
+from ..long import DenseMask, Mask, MaskRule
 
 ATTENTION = "attnviz"  # the name it is registered under (`attn_implementation=`)
 # keyword arguments the capture reads (softcap, position_bias, s_aux, sinks, indices) or
@@ -41,8 +50,9 @@ POINTS = ("hook_q", "hook_k", "hook_v", "hook_scores", "hook_mask", "hook_weight
 class AttentionPoints(nn.Module):
     """The hook points of one attention call, with model/'s names and shapes."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "") -> None:
         super().__init__()
+        self.prefix = prefix  # its hook names' prefix (`decoder.3.self_attn`)
         self.hook_q = HookPoint()  # (B, H, Tq, d_head), as the model passed it (after RoPE)
         self.hook_k = HookPoint()  # (B, H_kv, Tk, d_head), cached keys included
         self.hook_v = HookPoint()  # (B, H_kv, Tk, d_head)
@@ -80,6 +90,20 @@ class Call:
     # the mask each layer is given, read once a forward pass (every full-attention layer
     # gets the same tensor): (the tensor, its key length) -> what `read_mask` makes of it
     masks: dict[tuple[int, int], tuple] = field(default_factory=dict)
+    # on the fused path: per attention call (its hook prefix), its mask described and the
+    # factor its scores are scaled by
+    long: dict[str, tuple[Mask, float]] = field(default_factory=dict)
+    hidden: list[Tensor] | None = None  # where a list: the base model's output, appended
+    _rules: dict[tuple[int, int, int | None], Mask] = field(default_factory=dict)
+
+    def rule(self, allowed: Tensor, mask: Tensor, window: int | None) -> Mask:
+        """The first batch item's mask (B, 1, Tq, Tk) bool described, once per mask tensor:
+        a `MaskRule` where one gives exactly it (causal, within a window), else itself."""
+        slot = (id(mask), allowed.shape[-1], window)
+        found = self._rules.get(slot)
+        if found is None:
+            found = self._rules[slot] = described(allowed[0, 0], window)
+        return found
 
     def points_for(
         self, module: nn.Module, query: Tensor, key: Tensor, scaling=None, kwargs=None,
@@ -106,6 +130,11 @@ class Call:
 
 
 _CALL: ContextVar[Call | None] = ContextVar("attnviz_hf_call", default=None)
+
+
+def current() -> Call | None:
+    """The forward call in progress in this context, if any."""
+    return _CALL.get()
 
 
 @contextmanager
@@ -156,6 +185,67 @@ def read_mask(mask: Tensor) -> tuple[Tensor, Tensor | None, Tensor | None]:
     return allowed, mask, None
 
 
+def described(allowed: Tensor, window: int | None) -> Mask:
+    """A (Tq, Tk) boolean mask as the `MaskRule` that gives exactly it (none hidden, causal,
+    or causal within the `window` newest keys), checked cell by cell; else as itself."""
+    q_len, k_len = allowed.shape
+    candidates = [MaskRule(q_len, k_len), MaskRule(q_len, k_len, causal=True)]
+    if window is not None:
+        candidates.append(MaskRule(q_len, k_len, causal=True, window=window))
+    for rule in candidates:
+        if rule.dense().equal(allowed.cpu()):
+            return rule
+    return DenseMask(allowed.cpu())
+
+
+def _fused(
+    call: Call, points: AttentionPoints, module: nn.Module, query: Tensor, key: Tensor,
+    value: Tensor, attention_mask: Tensor | None, scaling: float, kwargs: dict,
+) -> Tensor:  # fmt: skip
+    """The context (B, Tq, H, d_head) by torch's fused kernel, its queries, keys and values
+    through their hook points, and its mask and scaling noted on `call`."""
+    query, key = points.hook_q(query), points.hook_k(key)
+    value = points.hook_v(value)
+    q_len, k_len = query.shape[-2], key.shape[-2]
+    window = kwargs.get("sliding_window") or getattr(module, "sliding_window", None)
+    if attention_mask is None:  # every key (as sdpa reads a missing mask)
+        allowed = None
+        rule: Mask = MaskRule(q_len, k_len)
+    else:
+        allowed = attention_mask[:, :, :, :k_len]
+        if allowed.dtype != torch.bool:
+            allowed = read_mask(allowed)[0]
+        rule = call.rule(allowed, attention_mask, window if isinstance(window, int) else None)
+    call.long[points.prefix] = (rule, scaling)
+    groups = query.shape[1] != key.shape[1]
+    if (
+        isinstance(rule, MaskRule) and rule.window is None and (not rule.causal or q_len == k_len)
+    ):  # nothing hidden, or plainly causal: no mask tensor read at all
+        context = F.scaled_dot_product_attention(
+            query, key, value, is_causal=rule.causal, scale=scaling, enable_gqa=groups
+        )
+    else:
+        assert allowed is not None
+        context = F.scaled_dot_product_attention(
+            query, key, value, attn_mask=allowed, scale=scaling, enable_gqa=groups
+        )
+        if not bool(allowed.any(-1).all()):  # a row with no key: a zero context
+            context = context.nan_to_num_(0.0)
+    context = points.hook_context(context)
+    return context.transpose(1, 2).contiguous()
+
+
+def fusable(points: AttentionPoints, module: nn.Module, mask: Tensor | None, kwargs) -> bool:
+    """Whether a call may run the fused kernel: within `fused()`, nobody recording or
+    reading its scores, mask or weights, none of the extras eager attention adds, and its
+    mask boolean or one that only hides."""
+    if not is_fused() or module.training or any(kwargs.get(k) is not None for k in READ):
+        return False
+    if any(wanted(p) for p in (points.hook_scores, points.hook_mask, points.hook_weights)):
+        return False
+    return mask is None or mask.dtype == torch.bool or read_mask(mask)[2] is None
+
+
 def capturing_attention(
     module: nn.Module,
     query: Tensor,
@@ -174,12 +264,15 @@ def capturing_attention(
         if call is not None
         else None
     )
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    if call is not None and points is not None and fusable(points, module, attention_mask, kwargs):
+        context = _fused(call, points, module, query, key, value, attention_mask, scaling, kwargs)
+        return context, None
     hook = (lambda name: getattr(points, name)) if points is not None else lambda _: _identity
     query, key, value = hook("hook_q")(query), hook("hook_k")(key), hook("hook_v")(value)
     groups = query.shape[1] // key.shape[1]
     keys, values = _shared(key, groups), _shared(value, groups)
-    if scaling is None:
-        scaling = query.shape[-1] ** -0.5
     scores = torch.matmul(query, keys.transpose(2, 3)) * scaling
     softcap = kwargs.get("softcap")
     if softcap:  # Gemma 2's soft-capping of the logits
@@ -237,7 +330,16 @@ def register() -> None:
     """Register the capturing attention (and eager attention's 4-D masks for it) in
     transformers' interfaces; idempotent."""
     from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
+
+    def capturing_mask(*args, **kwargs):
+        """eager attention's float mask; within `fused()`, sdpa's boolean one, never
+        skipped (a long pass's attention reads which keys it hides from it)."""
+        if is_fused():
+            kwargs["allow_is_causal_skip"] = False
+            kwargs.pop("dtype", None)
+            return sdpa_mask(*args, **kwargs)
+        return eager_mask(*args, **kwargs)
 
     AttentionInterface.register(ATTENTION, capturing_attention)
-    AttentionMaskInterface.register(ATTENTION, eager_mask)
+    AttentionMaskInterface.register(ATTENTION, capturing_mask)

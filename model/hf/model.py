@@ -6,15 +6,19 @@ attention type and layer is found by tracing one short forward pass."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import torch
 from torch import Tensor, nn
 
+from ..attention import is_fused
 from ..config import ModelConfig
 from ..hooks import HookedModule, HookPoint, active
+from ..long import LongCapture
 from ..runner import AttentionSpec
 from ..transformer import DecoderCache
+from . import long
 from .capture import AttentionPoints, Call, calling
 from .positions import Positions, halves_rotated, positions_of
 from .trace import BackendError, hf_kind, specs_of, trace
@@ -24,12 +28,12 @@ class Stack(nn.Module):
     """Hook points of one stack, numbered by layer as model/'s are (`decoder.0.self_attn.…`),
     its `hook_pos`, and `pos`: the positions the model uses (or None)."""
 
-    def __init__(self, layers: int, modules: list[str]) -> None:
+    def __init__(self, stack: str, layers: int, modules: list[str]) -> None:
         super().__init__()
         for i in range(layers):
             layer = nn.Module()
             for name in modules:
-                layer.add_module(name, AttentionPoints())
+                layer.add_module(name, AttentionPoints(f"{stack}.{i}.{name}"))
             self.add_module(str(i), layer)
         # (T, d) added table, (T, d_rot/2) rotary angles, or (Tq, Tk, H) a relative bias
         self.hook_pos = HookPoint()
@@ -125,15 +129,15 @@ class HFTransformer(HookedModule):
                 if kinds.setdefault(id(c.module), name) != name:
                     raise BackendError("one attention module serves two kinds of attention")
         self._kinds = kinds
-        self._positions_given = self.kind == "decoder-only" and (
-            "position_ids" in inspect.signature(self.hf.forward).parameters
-        )
+        parameters = inspect.signature(self.hf.forward).parameters
+        self._positions_given = self.kind == "decoder-only" and "position_ids" in parameters
+        self._keeps_logits = "logits_to_keep" in parameters
         modules = {}
         for spec in self.specs:
             modules.setdefault(spec.stack, []).append(spec.module)
         for stack, names in modules.items():
             layers = max(s.layers for s in self.specs if s.stack == stack)
-            self.add_module(stack, Stack(layers, names))
+            self.add_module(stack, Stack(stack, layers, names))
         self._points = {
             spec.type: [getattr(getattr(self, spec.stack), str(i)).get_submodule(spec.module)
                         for i in range(spec.layers)]
@@ -149,6 +153,8 @@ class HFTransformer(HookedModule):
         self._encoder_modules = {id(m) for m in encoder.modules()} if encoder is not None else set()
         if positions is not None:
             self._hook_positions(positions, main.hook_pos)
+        if self.kind == "decoder-only":
+            long.keep_final(self)
         if self.config.has_decoder:
             self.hook_logits = HookPoint()  # (B, T, V)
 
@@ -191,8 +197,38 @@ class HFTransformer(HookedModule):
 
         positions.module.register_forward_hook(rotary)
 
-    def _call(self) -> Call:
-        return Call(self._kinds, self._points)
+    def call(self, hidden: list[Tensor] | None = None) -> Call:
+        """A forward call's state (with `hidden`: the final hidden states kept there)."""
+        return Call(self._kinds, self._points, hidden=hidden)
+
+    def run_call(self, call: Call, **inputs):
+        """transformers' forward on `inputs`, its attention calls firing `call`'s points."""
+        with calling(call):
+            return self.hf(**inputs)
+
+    @property
+    def traced(self):
+        """The attention calls its trace saw."""
+        return self._traced
+
+    def prefixes(self) -> list[str]:
+        """Every attention call's hook prefix, in the order of a forward pass's calls."""
+        return [points.prefix for layers in self._points.values() for points in layers]
+
+    @functools.cached_property
+    def long_refusal(self) -> str | None:
+        """None where it reads prompts longer than 512 tokens by the long path (checked on a
+        probe, once); else why not."""
+        return long.long_refusal(self)
+
+    @property
+    def reads_long(self) -> bool:
+        return self.long_refusal is None
+
+    def long_pass(self, ids: list[int], last_from: int) -> tuple[LongCapture, list[int], Tensor]:
+        """A long prompt's pass (see hf/long.py): its capture, every position's predicted
+        token and the logits from `last_from` on."""
+        return long.long_pass(self, ids, last_from)
 
     def padding(self, ids: Tensor, mask: Tensor | None = None) -> Tensor | None:
         """transformers' 2-D attention mask (1 = a token, 0 = padding) of a padded batch:
@@ -208,7 +244,7 @@ class HFTransformer(HookedModule):
 
     def forward(self, input_ids: Tensor, target: Tensor | None = None, **kwargs) -> Tensor:
         padding = self.padding(input_ids)
-        with calling(self._call()):
+        with calling(self.call()):
             if self.kind == "encoder-only":  # (with a masked-LM head: the head's logits)
                 out = self.hf(input_ids=input_ids, attention_mask=padding, **kwargs)
                 logits = getattr(out, "logits", None)
@@ -224,7 +260,7 @@ class HFTransformer(HookedModule):
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None, **kwargs) -> Tensor:
         padding = self.padding(src, src_mask)
-        with calling(self._call()):
+        with calling(self.call()):
             encoder = self.hf.base_model if self.kind == "encoder-only" else self.hf.get_encoder()
             return encoder(input_ids=src, attention_mask=padding).last_hidden_state
 
@@ -255,7 +291,7 @@ class HFTransformer(HookedModule):
                     inputs["attention_mask"] = padding
         elif self.kind != "decoder-only":
             raise BackendError("an encoder-only model does not decode")
-        with calling(self._call()):
+        with calling(self.call()):
             if cache is None:
                 out = self.hf(**inputs, use_cache=False)
             elif getattr(cache, "stateless", False):  # a model that returns no cache:
@@ -269,6 +305,9 @@ class HFTransformer(HookedModule):
                     past = 0 if cache.ids is None else cache.ids.size(1)
                     steps = torch.arange(past, past + target.size(1), device=target.device)
                     inputs["position_ids"] = steps[None].expand(target.size(0), -1)
+                if is_fused() and self._keeps_logits:  # (a long prompt's generation reads
+                    # the newest position's logits only: not 8,192 x the vocabulary)
+                    inputs["logits_to_keep"] = 1
                 out = self.hf(**inputs, cache=getattr(cache, "hf", None), use_cache=True)
                 cache.hf = getattr(out, "cache", None)
                 cache.stateless = cache.hf is None  # (RecurrentGemma keeps its state inside)

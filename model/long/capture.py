@@ -24,14 +24,20 @@ class LongCapture(Capture):
     described. Its scores, mask and weights are read through `attention`, a window at a
     time; asking for them by hook name is a KeyError that says so."""
 
-    def __init__(self, capture: Capture, masks: dict[str, Mask | None]) -> None:
+    def __init__(
+        self,
+        capture: Capture,
+        masks: dict[str, Mask | None],
+        scales: dict[str, float] | None = None,
+    ) -> None:
         super().__init__()
         self._store = {name: capture.all(name) for name in capture}
         self.background: dict[str, object] = {}  # what the app computes of it meanwhile
         self.attention: dict[str, LayerAttention] = {}
         for prefix, mask in masks.items():
             q, k = capture[f"{prefix}.hook_q"], capture[f"{prefix}.hook_k"]
-            self.attention[prefix] = LayerAttention(q[0], k[0], mask)
+            scale = (scales or {}).get(prefix)
+            self.attention[prefix] = LayerAttention(q[0], k[0], mask, scale)
 
     def __getitem__(self, name: str) -> Tensor:
         if name.endswith(DERIVED) and name.rpartition(".")[0] in self.attention:

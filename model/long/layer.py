@@ -51,12 +51,13 @@ class HeadStats:
 
 @dataclass
 class LayerAttention(Heads):
-    """One attention module of one run: its queries (H, Tq, d), keys (H_kv, Tk, d) and
-    mask; each query head h reads key head h // (H / H_kv)."""
+    """One attention module of one run: its queries (H, Tq, d), keys (H_kv, Tk, d), mask
+    and score scaling; each query head h reads key head h // (H / H_kv)."""
 
     q: Tensor
     k: Tensor
     mask: Mask | None
+    scale: float | None = None  # what q . k is multiplied by (None: 1 / sqrt(d))
     _normalisers: dict[int, Tensor] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -83,8 +84,10 @@ class LayerAttention(Heads):
 
     def scores(self, head: int, r0: int, r1: int, c0: int, c1: int) -> Tensor:
         """(r1 - r0, c1 - c0) scaled scores before the mask, as `attention_scores`."""
-        q = self.q[head, r0:r1].float()
-        return attention_scores(q, self._key_head(head)[c0:c1].float())
+        q, k = self.q[head, r0:r1].float(), self._key_head(head)[c0:c1].float()
+        if self.scale is not None:  # (as transformers' attention scales them)
+            return torch.matmul(q, k.transpose(-2, -1)) * self.scale
+        return attention_scores(q, k)
 
     def _mask(self, r0: int, r1: int, c0: int, c1: int) -> Tensor | None:
         return None if self.mask is None else self.mask.block(r0, r1, c0, c1)

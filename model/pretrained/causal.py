@@ -181,13 +181,24 @@ class CausalLM(RunnerBase):
     def read_long(self, max_capture_bytes: int) -> CausalLM:
         """A twin (the same weights) that reads prompts as long as its context, those whose
         capture fits in `max_capture_bytes`: `max_tokens` is the longest (a longer prompt
-        is refused, not cut). Our model code only (a transformers model keeps 512)."""
+        is refused, not cut). Our model code, and a transformers model whose long pass
+        passed its check (hf/long.py); another keeps 512."""
         twin = self.with_model(self.model)
-        if not isinstance(self.model, Transformer):
+        if not self.reads_long:
             return twin
         twin.max_capture_bytes = max_capture_bytes
         twin.max_tokens = longest_prompt(self.model.config, max_capture_bytes)
         return twin
+
+    @property
+    def reads_long(self) -> bool:
+        """Whether its model reads a prompt longer than 512 tokens by the long path."""
+        return isinstance(self.model, Transformer) or bool(getattr(self.model, "reads_long", False))
+
+    def _long_pass(self, ids: list[int], last_from: int):
+        if isinstance(self.model, Transformer):
+            return long_pass(self.model, ids, last_from)
+        return self.model.long_pass(ids, last_from)
 
     def target_vocabulary(self) -> list[str]:
         """Each id's token as people read it on its own (see bytelevel.readable)."""
@@ -300,14 +311,14 @@ class CausalLM(RunnerBase):
         logits are not captured unless named (49,152 per position: 96 MB at 512 tokens;
         the run keeps each position's prediction and the generated steps' top tokens)."""
         ids = [*prompt, *generated]
-        long = isinstance(self.model, Transformer) and len(ids) > LONG_FROM
+        long = len(ids) > LONG_FROM and self.reads_long
         if long and not (capture and names_filter is None):
             raise PromptTooLong(
                 f"the prompt has {len(ids):,} tokens; a pass that keeps (or computes) whole "
                 f"attention matrices reads at most {LONG_FROM}"
             )
         if long:  # no (T, T) matrix kept, logits a chunk at a time
-            capture_, predicted, last = long_pass(self.model, ids, len(prompt) - 1)
+            capture_, predicted, last = self._long_pass(ids, len(prompt) - 1)
         else:
             batch = torch.tensor([ids])
             if capture:

@@ -85,6 +85,10 @@ class Row:
     ratio: float = float("nan")  # capture pass / transformers' eager with output_attentions
     eager: float = float("nan")  # of the logits from transformers' eager forward
     theirs: float = float("nan")  # between transformers' own eager and default forwards
+    # a decoder's long path (fused kernel, windows recomputed; model/hf/long.py): the
+    # largest difference of its weights from transformers' eager ones, or why it has none
+    long: float = float("nan")
+    long_reason: str = ""
 
     @property
     def equal(self) -> bool:
@@ -355,12 +359,38 @@ def measured(model_type: str, kind: str, folder: Path, runner, chosen: str, spee
             theirs = default.generate(batch, max_new_tokens=CONTINUATION, do_sample=False,
                                       num_beams=1)  # fmt: skip
             row.greedy = runner.model.greedy(batch, CONTINUATION) == theirs[0].tolist()
+    if kind == "decoder-only":
+        long_path(row, runner, ids, expected, eager.config)
     if speed:
         with torch.no_grad():
             theirs_s = timed(lambda: eager(batch, **theirs_inputs, output_attentions=True))
         ours_s = timed(lambda: runner.model.run_with_capture(*inputs))
         row.ratio = ours_s / theirs_s
     return row
+
+
+def long_path(row: Row, runner, ids: list[int], expected, config) -> None:
+    """A decoder's long pass over the prompt (at any length it is the same computation as
+    past 512 tokens) against transformers' eager weights, or why it reads no long prompt."""
+    from model.long import heads_of
+
+    refusal = getattr(runner.model, "long_refusal", None)  # (model/'s own: always read)
+    if refusal is not None:
+        row.long_reason = refusal
+        return
+    if hasattr(runner.model, "long_pass"):
+        capture, _, _ = runner.model.long_pass(ids, len(ids) - 1)
+    else:
+        from model.long.reading import long_pass
+
+        capture, _, _ = long_pass(runner.model, ids, len(ids) - 1)
+    diffs = []
+    for i, w in enumerate(softmax_layers(config, expected.attentions)):
+        heads = heads_of(capture, f"decoder.{i}.self_attn")
+        for h in range(heads.heads):
+            got = heads.block("weights", h, 0, len(ids), 0, len(ids))
+            diffs.append(float((got - w[0, h].float()).abs().max()))
+    row.long = max(diffs)
 
 
 def one_thread() -> None:
@@ -398,15 +428,22 @@ def readme_table(rows: list[Row]) -> str:
     """The README's table of the matrix: each architecture, its kind, the code that reads
     it and whether it is served equal (or why not)."""
     lines = [
-        "| architecture | kind | read by | served and equal to transformers |",
-        "| --- | --- | --- | --- |",
+        "| architecture | kind | read by | served and equal to transformers "
+        "| prompts past 512 tokens |",
+        "| --- | --- | --- | --- | --- |",
     ]
+
+    def cell(text: str) -> str:
+        text = " ".join(text.split()).replace("|", "/")
+        return text if len(text) <= 140 else text[:139] + "…"
+
     for r in rows:
-        said = "yes" if r.equal else "no: " + (r.reason or differs(r))
-        said = " ".join(said.split()).replace("|", "/")
-        said = said if len(said) <= 140 else said[:139] + "…"
+        said = cell("yes" if r.equal else "no: " + (r.reason or differs(r)))
         backend = {"ours": "model/", "transformers": "transformers", "-": "refused"}[r.backend]
-        lines.append(f"| `{r.model_type}` | {r.kind} | {backend} | {said} |")
+        long = "—"
+        if r.equal and r.kind == "decoder-only":
+            long = cell("yes" if r.long <= 1e-5 else "no: " + (r.long_reason or "differs"))
+        lines.append(f"| `{r.model_type}` | {r.kind} | {backend} | {said} | {long} |")
     return "\n".join(lines)
 
 

@@ -24,6 +24,7 @@ from tests.model.families import (
 # whose own eager and default forwards differ by more than 1e-4). A change that serves
 # fewer is a regression.
 SERVED_AND_EQUAL_AT_LEAST = 151
+READ_LONG_AT_LEAST = 99  # of the 115 decoders served equal (measured on 5.24)
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +60,21 @@ def test_most_architectures_are_served_equal_and_the_rest_say_why(rows):
                    "gemma3n_text", "bert-generation"):  # fmt: skip
         assert by_type[served].equal, by_type[served]
     assert "sigmoid" in by_type["granite_swa"].reason  # refused: it would be wrong
+
+
+def test_every_decoder_reads_long_prompts_equal_or_says_why(rows):
+    """Past 512 tokens a decoder runs the long path (fused kernel; weights recomputed by
+    windows): equal to transformers' eager weights, or kept to 512 with the reason."""
+    decoders = [r for r in rows if r.equal and r.kind == "decoder-only"]
+    reading = [r for r in decoders if not r.long_reason]
+    for row in decoders:
+        assert row.long_reason or row.long <= 1e-5, (row.model_type, row.long)
+    assert len(reading) >= READ_LONG_AT_LEAST, len(reading)
+    by_type = {r.model_type: r for r in reading}
+    for model_type in ("llama", "qwen2", "qwen3", "mistral", "phi3", "olmo2", "gpt_neox"):
+        assert model_type in by_type, model_type
+    capped = {r.model_type: r for r in decoders}["gemma2"]
+    assert "soft-capping" in capped.long_reason
 
 
 def test_the_readmes_table_is_the_matrix(rows):
