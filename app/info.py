@@ -89,8 +89,9 @@ class ModelInfo(BaseModel):
     languages: list[str] = Field(description="ISO 639-1 codes of the text it reads.")
     max_tokens: int = Field(
         description="Source tokens read: a longer input is cut to them, or, for a language "
-        "model that reads its whole context (SmolLM2, one of yours on model/), refused with "
-        "a 422 naming them."
+        "model that reads its whole context (SmolLM2, a decoder of yours whose long pass is "
+        "served: on model/, or on transformers' code where its check passed when read), "
+        "refused with a 422 naming them."
     )
     max_text_chars: int = Field(description="Characters per text this server accepts.")
     max_new_tokens: int | None = Field(

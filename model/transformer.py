@@ -24,6 +24,9 @@ class DecoderCache:
     def __init__(self, n_layers: int) -> None:
         self.layers = [{"self": KVCache(), "cross": KVCache()} for _ in range(n_layers)]
         self.ids: Tensor | None = None
+        # of the latest step, per attention module (hook prefix) that noted them (a
+        # transformers model's fused calls): its mask and score scaling
+        self.noted: dict[str, tuple] = {}
 
     @property
     def length(self) -> int:

@@ -291,7 +291,7 @@ class HFTransformer(HookedModule):
                     inputs["attention_mask"] = padding
         elif self.kind != "decoder-only":
             raise BackendError("an encoder-only model does not decode")
-        with calling(self.call()):
+        with calling(self.call()) as call:
             if cache is None:
                 out = self.hf(**inputs, use_cache=False)
             elif getattr(cache, "stateless", False):  # a model that returns no cache:
@@ -312,6 +312,7 @@ class HFTransformer(HookedModule):
                 cache.hf = getattr(out, "cache", None)
                 cache.stateless = cache.hf is None  # (RecurrentGemma keeps its state inside)
                 cache.ids = target if cache.ids is None else torch.cat([cache.ids, target], 1)
+                cache.noted = call.long
                 self._mirror(cache)
         return self.hook_logits(out.logits)
 

@@ -14,7 +14,7 @@ from ..config import ModelConfig
 from ..hooks import Capture, hooked
 from .capture import LongCapture, long_names
 from .layer import LayerAttention
-from .masks import MaskRule
+from .masks import DenseMask, Mask, MaskRule
 
 if TYPE_CHECKING:
     from ..transformer import Transformer
@@ -82,12 +82,26 @@ def long_pass(
     return capture, predicted, model.logits(hidden[:, last_from:])[0]
 
 
-def newest_row(capture: Capture, prefix: str, cfg: ModelConfig) -> Tensor:
+def newest_row(
+    capture: Capture, prefix: str, cfg: ModelConfig, noted: tuple[Mask, float] | None = None
+) -> Tensor:
     """The newest query's attention weights (1, H, 1, keys) of one module of a cached
-    step, from its captured query and keys (the mask of the newest position: every key,
-    or the `sliding_window` newest)."""
+    step, from its captured query and keys: with the mask and scaling the step `noted`
+    (a transformers model's), else our model code's (every key, or the `sliding_window`
+    newest; scores over sqrt(d))."""
     q, k = capture[f"{prefix}.hook_q"][0], capture[f"{prefix}.hook_k"][0]
     keys = k.size(1)
-    heads = LayerAttention(q[:, -1:], k, MaskRule(1, keys, causal=True, window=cfg.sliding_window))
+    mask: Mask = MaskRule(1, keys, causal=True, window=cfg.sliding_window)
+    scale = None
+    if noted is not None:
+        mask, scale = last_row(noted[0]), noted[1]
+    heads = LayerAttention(q[:, -1:], k, mask, scale)
     rows = [heads.block("weights", h, 0, 1, 0, keys) for h in range(heads.heads)]
     return torch.stack(rows)[None]
+
+
+def last_row(mask: Mask) -> Mask:
+    """A mask's newest query alone (its last row)."""
+    if isinstance(mask, MaskRule):
+        return MaskRule(1, mask.keys, mask.causal, mask.window, mask.valid)
+    return DenseMask(mask.block(mask.queries - 1, mask.queries, 0, mask.keys))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from tokenizers import Tokenizer
 from torch import Tensor
 
@@ -388,9 +389,13 @@ class CausalLM(RunnerBase):
             token = choose(logits, sampling, generator)
             best = probs.topk(TOP)
             top = [(int(i), float(p)) for p, i in zip(best.values, best.indices, strict=True)]
-            new_rows = (
-                {f"{p}.hook_weights": newest_row(capture, p, cfg) for p in prefixes} if rows else {}
-            )
+            new_rows = {}
+            for p in prefixes if rows else []:
+                row = newest_row(capture, p, cfg, cache.noted.get(p))
+                # a sliding-window cache (transformers') keeps the window's keys only: the
+                # keys it dropped have weight 0
+                dropped = cache.length - row.size(-1)
+                new_rows[f"{p}.hook_weights"] = F.pad(row, (dropped, 0)) if dropped > 0 else row
             yield Step(position, token, float(probs[token]), top, new_rows)
             if stop and token in self.stop_ids:
                 break

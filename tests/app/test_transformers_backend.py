@@ -32,9 +32,29 @@ def client(tmp_path_factory):
     masked = save_masked_roberta(root / "roberta-mlm")  # its tokenizer's <mask> included
     models = {m: root / m for m in ARCHITECTURES} | {"bad-id": "org/a--b"}  # not a repo id
     models["roberta-mlm"] = masked
+    models["qwen3-long"] = save_long_qwen3(root / "qwen3-long")
     settings = Settings(zoo=["pronounce"], torch_threads=1, models=models)
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         yield c, root
+
+
+LONG_CONTEXT = 2048
+
+
+def save_long_qwen3(folder):
+    """A tiny Qwen3 (transformers' code: model/ does not read it) with a 2,048-token
+    context: a prompt past 512 tokens runs the long path."""
+    import transformers
+
+    from tests.model.families import tiny_config
+    from tests.model.test_hf import tokenizer
+
+    config = tiny_config("qwen3")
+    config.max_position_embeddings = LONG_CONTEXT
+    torch.manual_seed(0)
+    transformers.Qwen3ForCausalLM(config).eval().save_pretrained(folder)
+    tokenizer().save(str(folder / "tokenizer.json"))
+    return folder
 
 
 def reference(root, model_type: str):
@@ -249,3 +269,35 @@ def tokenizer_mask_id(root) -> int:
     from tokenizers import Tokenizer
 
     return Tokenizer.from_file(str(root / "roberta-mlm" / "tokenizer.json")).token_to_id("<mask>")
+
+
+def test_a_long_prompt_on_transformers_code_is_read_whole_by_windows(client):
+    """Past 512 tokens, the long path (fused kernel; no N x N matrix kept): the pooled
+    overview and an exact window are transformers' eager weights."""
+    c, root = client
+    info = {m["id"]: m for m in c.get("/api/v1/models").json()}["qwen3-long"]
+    assert info["max_tokens"] == LONG_CONTEXT
+    text = "The quick brown fox jumps over the lazy dog. " * 50
+    analysis = c.post("/api/v1/analyze", json={"model": "qwen3-long", "text": text}).json()
+    n = len(analysis["source_tokens"])
+    assert 512 < n <= LONG_CONTEXT and analysis["long"] and not analysis["truncated"]
+    import transformers
+
+    theirs = transformers.Qwen3ForCausalLM.from_pretrained(
+        root / "qwen3-long", attn_implementation="eager"
+    ).eval()
+    ids = c.app.state.inference.entry("qwen3-long").runner.encode(text)[0]
+    assert len(ids) == n
+    with torch.no_grad():
+        expected = theirs(torch.tensor([ids]), output_attentions=True).attentions[1][0, 3]
+    body = {"model": "qwen3-long", "text": text, "layers": [1], "heads": [3], "encoding": "f4"}
+    pooled = c.post("/api/v1/attention", json={**body, "pool": 50}).json()["blocks"][0]
+    rows, cols = pooled["row_edges"], pooled["column_edges"]
+    got = decode(pooled["data"])[0]
+    for i in range(len(rows) - 1):
+        for j in range(len(cols) - 1):
+            cell = expected[rows[i] : rows[i + 1], cols[j] : cols[j + 1]].max()
+            assert abs(got[i, j] - float(cell)) <= 1e-5
+    window = {**body, "rows": [n - 40, n], "columns": [0, n]}
+    exact = c.post("/api/v1/attention", json=window).json()["blocks"][0]
+    assert np.abs(decode(exact["data"])[0] - expected[n - 40 :].numpy()).max() <= 1e-5

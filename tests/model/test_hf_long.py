@@ -84,3 +84,23 @@ def test_a_model_whose_attention_adds_soft_capping_keeps_512(tmp_path):
     runner = load_transformers(tmp_path / "gemma2", "gemma2")
     assert "soft-capping" in (runner.model.long_refusal or "")
     assert runner.read_long(1 << 30).max_tokens == runner.max_tokens
+
+
+def test_generation_rows_read_each_layers_own_mask_and_scaling(tmp_path):
+    """Gemma 3: sliding-window layers (6 keys) beside full ones, and scores scaled by its
+    query_pre_attn_scalar, not 1/sqrt(d): each step's new row as eager attention has it."""
+    from tests.model.families import build, reference
+
+    build("gemma3_text", "decoder-only", tmp_path / "gemma3")
+    runner = load_transformers(tmp_path / "gemma3", "gemma3_text")
+    theirs = reference("gemma3_text", "decoder-only", tmp_path / "gemma3", eager=True)
+    ids = [(5 * i + 3) % VOCAB for i in range(20)]
+    steps = list(runner.generate(ids, 3, rows=True, stop=False))
+    sequence = ids + [s.token_id for s in steps]
+    for step in steps:
+        keys = step.index  # the query: the newest token fed, at position index - 1
+        with torch.no_grad():
+            expected = theirs(torch.tensor([sequence[:keys]]), output_attentions=True)
+        for layer, weights in enumerate(expected.attentions):
+            row = step.rows[f"decoder.{layer}.self_attn.hook_weights"][0, :, 0]
+            assert float((row - weights[0, :, -1]).abs().max()) <= 1e-5, (step.index, layer)
