@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-families bench-capture test-long bench-long bench-corpus bench-page e2e-deps \
-	system-deps hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy
+	system-deps hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy \
+	docs screenshot
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -75,6 +76,15 @@ test:
 	@$(MAKE) --no-print-directory -j2 lint system-deps
 	$(BIN)/pytest -n 2 --dist loadfile -m "not alone"
 	$(BIN)/pytest -m alone
+
+# The manual (docs/) as a site in site/, strictly: a broken link or anchor fails
+# (tests/test_docs.py builds it in `make test` too).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The README's screenshot of the page (docs/assets/page.png), made by its e2e test.
+screenshot: $(STAMP) e2e-deps
+	ATTNVIZ_DOCS_SCREENSHOT=1 $(BIN)/pytest tests/e2e/test_screenshot.py
 
 # The Kubernetes manifests (deploy/): rendered with kubectl kustomize and validated offline
 # against Kubernetes' schemas (the pinned kubernetes-validate); tests/deploy runs it too.

@@ -116,15 +116,15 @@ def encoder_row(root: Path, name: str) -> tuple[float, float, str]:
 
 
 def write_readme() -> None:
-    """The README's architecture table, made anew from the matrix."""
+    """The docs' architecture table (docs/architectures.md), made anew from the matrix."""
     from tests.model.families import README_END, README_START, matrix, readme_table
 
-    path = Path(__file__).resolve().parents[1] / "README.md"
+    path = Path(__file__).resolve().parents[1] / "docs" / "architectures.md"
     readme = path.read_text(encoding="utf-8")
     start, end = readme.index(README_START) + len(README_START), readme.index(README_END)
     table = readme_table(matrix())
     path.write_text(readme[:start] + "\n" + table + "\n" + readme[end:], encoding="utf-8")
-    print(f"README.md: the table of {table.count(chr(10)) - 1} architectures written")
+    print(f"{path.name}: the table of {table.count(chr(10)) - 1} architectures written")
 
 
 def print_matrix(backend: str | None) -> None:
@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument("--families", nargs="*", help="row names to run (default: all)")
     parser.add_argument("--matrix", action="store_true", help="every architecture transformers has")
     parser.add_argument("--backend", choices=["transformers"], help="with --matrix: force it")
-    parser.add_argument("--readme", action="store_true", help="with --matrix: write README's")
+    parser.add_argument("--readme", action="store_true", help="with --matrix: write docs' table")
     args = parser.parse_args()
     if args.matrix and args.readme:
         write_readme()

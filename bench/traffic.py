@@ -162,7 +162,7 @@ class Mix:
         return self.invalid_call()
 
     def invalid_call(self) -> Call:
-        """Input the README documents a 4xx for (a body that is not JSON: 400 or 422)."""
+        """Input the docs document a 4xx for (a body that is not JSON: 400 or 422)."""
         text = self.text("pronounce")
         route, body, expect, raw = self.rng.choice(
             [

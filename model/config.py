@@ -13,7 +13,7 @@ Architecture = Literal["encoder-decoder", "encoder-only", "decoder-only"]
 # transformers' code only)
 Positional = Literal["sinusoidal", "learned", "rotary", "relative", "none"]
 NormPlacement = Literal["post", "pre"]
-Activation = Literal["relu", "gelu", "silu"]
+Activation = Literal["relu", "gelu", "gelu_tanh", "silu"]
 Norm = Literal["layernorm", "rmsnorm"]
 RopeType = Literal["default", "linear", "llama3"]
 

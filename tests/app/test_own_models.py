@@ -259,8 +259,8 @@ def test_what_is_found_only_when_read_is_a_503_naming_it(tmp_path, caplog):
         assert caplog.text.count("the model tied cannot be read") == 1  # read once
 
 
-def test_the_readmes_three_commands_serve_a_tiny_gpt2(tmp_path):
-    """The README's "Your own model" commands as written there: the first in a fresh
+def test_the_docs_three_commands_serve_a_tiny_gpt2(tmp_path):
+    """The docs' "Your own model" commands as written there: the first in a fresh
     folder, the second's arguments to a real server there (with only `pronounce` besides,
     to keep the test short), the third against it."""
     import re
@@ -269,7 +269,7 @@ def test_the_readmes_three_commands_serve_a_tiny_gpt2(tmp_path):
     import sys
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "own-models.md").read_text()
     block = re.search(r"```sh\n(# 1\. a tiny random GPT-2.*?)```", readme, re.S).group(1)
     make = re.search(r'^\.venv/bin/python (-c ".*?")$', block, re.S | re.M).group(1)
     subprocess.run([sys.executable, *shlex.split(make)], cwd=tmp_path, check=True, timeout=300)

@@ -5,7 +5,7 @@ model of yours, and compared with the same model run by transformers: every head
 weights with its eager attention (`output_attentions=True`), its logits (or last hidden
 state) with its default forward, its greedy continuation with its `generate`.
 
-Used by tests/model/test_families.py and bench/bench_families.py (the README's table)."""
+Used by tests/model/test_families.py and bench/bench_families.py (docs/architectures.md's table)."""
 
 from __future__ import annotations
 
@@ -425,7 +425,7 @@ README_END = "<!-- end of the architecture matrix -->"
 
 
 def readme_table(rows: list[Row]) -> str:
-    """The README's table of the matrix: each architecture, its kind, the code that reads
+    """The docs' table of the matrix: each architecture, its kind, the code that reads
     it and whether it is served equal (or why not)."""
     lines = [
         "| architecture | kind | read by | served and equal to transformers "
@@ -467,6 +467,6 @@ def differs(r: Row) -> str:
 
 
 def readme_section(readme: str) -> str:
-    """The matrix's table as the README has it."""
+    """The matrix's table as a page (docs/architectures.md) has it."""
     start, end = readme.index(README_START) + len(README_START), readme.index(README_END)
     return readme[start:end].strip()
