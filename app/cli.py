@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> None:
             eval_n=args.eval_n,
             threads=args.threads,
         )
-        metrics = train_pronounce(args.out, tc)
-        print(f"done: {metrics.line()}")
+        trained = train_pronounce(args.out, tc)
+        print(f"done: {trained.line()}" if trained is not None else "done")
 
     if args.command == "serve":
         if args.model:  # added to ATTNVIZ_MODELS: the app reads its settings from there

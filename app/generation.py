@@ -5,13 +5,14 @@ routes (app/routes/generate.py) answer it whole or stream it."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Literal
 
 from fastapi import HTTPException
 from pydantic import BaseModel, Field, StrictFloat
 
 from model.pretrained.causal import Sampling, Step
+from model.runner import generating
 
 from .runs import Inference, read_text, stop_if_cancelled, text_limit
 from .schemas import Alternative, NewTokens, TextRequest, Whole
@@ -80,6 +81,7 @@ class Generation:
                 f"{self.entry.id} does not continue a prompt: it makes a "
                 f"{runner.output_kind}; generation is for models that do",
             )
+        generator = generating(runner)
         limit = inference.settings.max_new_tokens
         # default: as many as the limit leaves after the continuation continued
         room = limit - len(req.continuation)
@@ -100,16 +102,16 @@ class Generation:
                 "(ATTNVIZ_MAX_NEW_TOKENS): the answer's continuation could not be sent back",
             )
         try:
-            self.prompt, self.ids, self.truncated, _ = runner.prompt(text, req.chat)
+            self.prompt, self.ids, self.truncated, _ = generator.prompt(text, req.chat)
         except ValueError as exc:
             raise HTTPException(422, f"text cannot be read: {exc}") from exc
-        self.runner = runner
+        self.runner = generator
         self.before = list(req.continuation)  # generated earlier, continued now
         self.sampling = Sampling(req.temperature, req.top_k, req.top_p, req.seed)
         self.new: list[int] = []
         self.stop = "max_new_tokens"
 
-    def steps(self) -> Iterator[Step]:
+    def steps(self) -> Generator[Step, None, None]:
         """The runner's steps (each one model call), recording the tokens and the stop."""
         start = [*self.ids, *self.before]
         context = self.entry.config.max_seq_len

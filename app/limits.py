@@ -110,7 +110,10 @@ class BodyLimit:
                 except TimeoutError:
                     raise _SendTimeout from None
 
-        work = asyncio.create_task(self.app(scope, replay, timed_send))
+        async def served() -> None:
+            await self.app(scope, replay, timed_send)
+
+        work = asyncio.create_task(served())
 
         async def watch() -> None:
             while (await receive())["type"] != "http.disconnect":

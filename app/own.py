@@ -11,6 +11,7 @@ import re
 import threading
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any, cast
 
 import torch
 from fastapi import HTTPException
@@ -19,11 +20,12 @@ from model.checkpoints import CheckpointError
 from model.config import ModelConfig
 from model.hf.runners import HFEncoder, HFMaskedLM, HFSeq2Seq, parameter_count, peek_unit
 from model.long.reading import longest_prompt
+from model.pretrained.backends import Backend
 from model.pretrained.bert import MiniLM
 from model.pretrained.causal import CausalLM
 from model.pretrained.masked_lm import MaskedLM, mask_token_of
 from model.pretrained.sources import Source, cached, load_source, peek_source
-from model.runner import Runner, attention_specs
+from model.runner import Runner, RunnerBase, attention_specs
 from model.runtime import release_free_memory
 from model.transformer import Transformer
 
@@ -48,7 +50,8 @@ OUTPUT_SAID = {
 # PanicException, a BaseException that `except Exception` lets through)
 STOPS = (KeyboardInterrupt, SystemExit)
 MAX_REASON_CHARS = 2000  # a refusal's reason as listed (one naming 180,000 tensors is 6 MB)
-KINDS: dict[str, type[Runner]] = {
+# (the runner classes: their class attributes state what the app reads before loading)
+KINDS: dict[str, type[RunnerBase]] = {
     "bert": MiniLM, "masked-lm": MaskedLM, "hf-encoder-only": HFEncoder,
     "hf-masked-lm": HFMaskedLM, "hf-encoder-decoder": HFSeq2Seq,
 }  # else CausalLM  # fmt: skip
@@ -102,13 +105,13 @@ class OwnRunner:
         path: str | Path,
         pool: Pool,
         max_bytes: int,
-        backend: str | None = None,
+        backend: Backend | None = None,
         max_capture_bytes: int | None = None,
     ) -> None:
         self.name, self.pool, self.max_bytes = name, pool, max_bytes
         self.path, self.backend = Path(path), backend
         self.config, self.source, kind, specials = peek_source(path, max_bytes, backend)
-        self.kind: type[Runner] = KINDS.get(kind, CausalLM)
+        self.kind: Any = cast(Any, KINDS.get(kind, CausalLM))  # (its class)
         # a language model reads prompts up to its context (model/long/), as long as
         # their capture fits in these bytes: on our code always, on transformers' where
         # its check passes when it is read (model/hf/long.py; else it keeps 512, and says
@@ -286,7 +289,7 @@ def own_models(
                 f"the model id {model_id!r} is not letters, digits, '.', '_' and '-': "
                 "it names the model in URLs"
             )
-        backend = "transformers" if settings.backend == "transformers" else None
+        backend: Backend | None = "transformers" if settings.backend == "transformers" else None
         try:
             runner = OwnRunner(
                 model_id, path, pool, settings.max_model_bytes, backend, settings.capture_budget()

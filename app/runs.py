@@ -16,13 +16,13 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import HTTPException
 
 from model.lean import LeanCapture, capture_bytes
 from model.long import LongCapture
-from model.runner import RunResult
+from model.runner import RunResult, generating
 from model.runtime import lower_priority, release_free_memory
 
 from .clients import CLIENT
@@ -30,6 +30,9 @@ from .progress import ProgressBoard
 from .schemas import INVISIBLE
 from .settings import Settings
 from .zoo import ModelEntry, Zoo
+
+if TYPE_CHECKING:
+    from .corpus.jobs import CorpusRuns
 
 T = TypeVar("T")
 _INVISIBLE_CHARS = re.compile(f"[{INVISIBLE}]+")
@@ -163,9 +166,10 @@ class RunCache:
         instead of running the model again for each block."""
         if not self.max_bytes:  # the cache is off
             return
-        lean = value.capture is not None and not isinstance(value.capture, LongCapture)
-        if lean and capture_bytes(value.capture) > self.max_bytes // LEAN_PAST:
-            value = dataclasses.replace(value, capture=LeanCapture(value.capture))
+        capture = value.capture
+        lean = capture is not None and not isinstance(capture, LongCapture)
+        if capture is not None and lean and capture_bytes(capture) > self.max_bytes // LEAN_PAST:
+            value = dataclasses.replace(value, capture=LeanCapture(capture))
         size = capture_bytes(value.capture) if value.capture else 0
         if size > self.max_bytes:
             return
@@ -253,6 +257,7 @@ class Inference:
         self._admitted = RunLimiter(runs + settings.max_queued_runs, queued=0)
         self.runs = RunCache(settings.cache_bytes)
         self.progress = ProgressBoard()  # how far each run under way has read
+        self.corpus_runs: CorpusRuns  # (set by the app at start-up: app/main.py)
         # runs under way by key: a request for the same (model, text) waits for that run
         # instead of running the model again (the page asks for a text's summary and its
         # first head at once)
@@ -343,7 +348,8 @@ class Inference:
                 return cached
             running = self._running.get(key)
             if running is None:
-                self._running[key] = future = Future()
+                future: Future[RunResult] = Future()
+                self._running[key] = future
         if running is not None:
             try:
                 return running.result()  # that run's result, or its error (503, 422)
@@ -352,7 +358,7 @@ class Inference:
         try:
             if chat:  # the template rendered before a run slot is taken (bounded, causal.py)
                 try:
-                    entry.runner.chat_prompt(text)
+                    generating(entry.runner).chat_prompt(text)
                 except ValueError as exc:
                     raise HTTPException(422, f"text cannot be read: {exc}") from exc
             with self.limiter.slot():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+from typing import cast
 
 import numpy as np
 import torch
@@ -13,7 +14,7 @@ from fastapi import HTTPException
 
 from model.analysis import head_metrics, head_roles, layer_weights
 from model.lean import LeanCapture
-from model.long import LongCapture, edges, heads_of
+from model.long import Kind, LongCapture, edges, heads_of
 from model.positional import NO_POSITIONS_FORMULA
 from model.runner import AttentionSpec, RunResult
 
@@ -128,14 +129,14 @@ def attention_blocks(
 
     size = 0.0
     for spec, _, heads in plan:
-        rows, columns = tokens_of(result, spec)
-        per_kind = {"q": len(rows) * spec.head_dim, "k": len(columns) * spec.head_dim}
+        queries, keys = tokens_of(result, spec)
+        per_kind = {"q": len(queries) * spec.head_dim, "k": len(keys) * spec.head_dim}
         per_kind["v"] = per_kind["k"]
         if asked_window or long:
-            cells = window_cells(req, len(rows), len(columns))
+            cells = window_cells(req, len(queries), len(keys))
             per_kind |= dict.fromkeys(WINDOWED, cells)
         for kind in kinds:
-            entries = per_kind.get(kind, len(rows) * len(columns))
+            entries = per_kind.get(kind, len(queries) * len(keys))
             stacked = len(heads)
             if kind == "mask":
                 stacked = 1
@@ -143,7 +144,7 @@ def attention_blocks(
                 stacked = len(kv_heads_of(spec, heads))
             # the data, and each block's fields with its two token lists
             size += stacked * entries * BYTES_PER_ENTRY[req.encoding]
-            size += 200 + (12 * (len(rows) + len(columns)) if req.repeat_tokens else 0)
+            size += 200 + (12 * (len(queries) + len(keys)) if req.repeat_tokens else 0)
     if size > max_bytes:
         raise HTTPException(
             422,
@@ -164,18 +165,18 @@ def attention_blocks(
             if (asked_window or long) and kind in WINDOWED:
                 blocks.append(window_block(entry, result, req, spec, layer, kind, query_heads))
                 continue
-            tensor = result.capture[spec.hook(layer, HOOK_OF_KIND[kind])][0]
+            tensor = result.captured[spec.hook(layer, HOOK_OF_KIND[kind])][0]
             heads = kv_heads_of(spec, query_heads) if kind in ("k", "v") else query_heads
             every_head = kind == "mask" or heads == list(range(tensor.size(0)))
             stack = tensor if every_head else tensor.index_select(0, torch.tensor(heads))
-            rows = keys if kind in ("k", "v") else queries
-            columns = None if kind in ("q", "k", "v") else keys
+            rows: list[str] | None = keys if kind in ("k", "v") else queries
+            columns: list[str] | None = None if kind in ("q", "k", "v") else keys
             steps = spec.rows == "target" and kind not in ("k", "v")
             predicted = result.predicted_tokens if steps and result.predicted_tokens else None
-            sides = {"rows_from": None, "columns_from": None}
+            sides: dict[str, str | None] = {"rows_from": None, "columns_from": None}
             if reshaped and spec.type == "encoder.self":
                 words = result.source_words
-                stack, rows = regroup(stack, rows, words, entry.runner.special_tokens, req)
+                stack, rows = regroup(stack, queries, words, entry.runner.special_tokens, req)
                 columns = rows
             elif not req.repeat_tokens:  # named by their side: the response holds the lists
                 row_side = spec.columns if kind in ("k", "v") else spec.rows
@@ -236,12 +237,12 @@ def window_block(
     for a long input recomputed from its queries and keys, a row block at a time."""
     queries, keys = tokens_of(result, spec)
     rows, columns = _span("rows", req.rows, len(queries)), _span("columns", req.columns, len(keys))
-    source = heads_of(result.capture, spec.hook(layer, "")[:-1])
+    source = heads_of(result.captured, spec.hook(layer, "")[:-1])
     heads = [0] if kind == "mask" else query_heads
     windows = []
     for head in heads:
         stop_if_cancelled()  # (a head at a time: a client gone stops it)
-        windows.append(source.window(kind, head, rows, columns, req.pool, req.reduce))
+        windows.append(source.window(cast(Kind, kind), head, rows, columns, req.pool, req.reduce))
     stack = torch.stack([w[0] for w in windows])
     row_edges, column_edges = windows[0][1], windows[0][2]
     single_rows = row_edges[1] - row_edges[0] == 1
@@ -314,7 +315,7 @@ def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:
         )
     model = entry.runner.model
     cfg = entry.config  # (a model of yours, read now: as its loaded model states it)
-    encoding = (model.encoder if cfg.has_encoder else model.decoder).pos
+    encoding = getattr(model, "encoder" if cfg.has_encoder else "decoder").pos
     if encoding is None:
         full, formula = torch.zeros(positions, 0), NO_POSITIONS_FORMULA
     else:
@@ -353,7 +354,7 @@ def export_npz(
     file name; a 422 first where they pass `max_bytes`."""
     if layers is not None:
         layers = _check_choice("layers", layers, max(s.layers for s in entry.specs.values()))
-    capture = result.capture
+    capture = result.captured
     names = [n for n in capture if layers is None or layer_of(n) in (None, *layers)]
     size = sum(4 * math.prod(shape_of(capture, n)) for n in names)
     if size > max_bytes:
@@ -363,11 +364,11 @@ def export_npz(
             f"{_bytes(max_bytes)} an answer may have (ATTNVIZ_MAX_RESPONSE_BYTES): ask for "
             "fewer layers (`layers`, e.g. [0]) or send a shorter text",
         )
-    arrays = {name: capture[name].float().numpy() for name in names}
+    arrays: dict[str, np.ndarray] = {name: capture[name].float().numpy() for name in names}
     arrays["source_tokens"] = np.array(result.source_tokens, dtype=str)
     arrays["target_tokens"] = np.array(result.target_tokens, dtype=str)
     buffer = io.BytesIO()
-    np.savez_compressed(buffer, **arrays)
+    np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]  # (stub: allow_pickle)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     return buffer.getvalue(), f"{entry.id}-{digest}.npz"
 

@@ -92,7 +92,7 @@ def encode(stack: torch.Tensor, encoding: str) -> list | TypedArray:
     else:
         data = stack.float().numpy().astype("<f2" if encoding == "f2" else "<f4", copy=False)
     shape = ",".join(str(n) for n in stack.shape)
-    bdata = base64.b64encode(memoryview(np.ascontiguousarray(data)).cast("B")).decode("ascii")
+    bdata = base64.b64encode(np.ascontiguousarray(data).data.cast("B")).decode("ascii")
     return TypedArray(dtype=encoding, bdata=bdata, shape=shape)
 
 

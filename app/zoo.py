@@ -167,9 +167,9 @@ def start_head(entry: ModelEntry) -> StartHead:
     for role, metric in START_ROLES.items():
         playing = [x for x in heads if x[0] == role]
         if playing:
-            _, _, kind, layer, h = max(playing, key=lambda x: x[1][metric])
+            _, _, kind, layer, h = max(playing, key=lambda x: x[1][metric] or 0.0)
             return StartHead(kind, layer, h, role, "metrics")
-    role, _, kind, layer, h = min(heads, key=lambda x: x[1]["entropy"])
+    role, _, kind, layer, h = min(heads, key=lambda x: x[1]["entropy"] or 0.0)
     return StartHead(kind, layer, h, role, "metrics")
 
 
@@ -282,34 +282,36 @@ def load_zoo(settings: Settings) -> Zoo:
     entries = []
     for family in [REGISTRY[i] for i in dict.fromkeys(settings.zoo)] or REGISTRY.values():
         runner = family.load(settings)
-        about = {"languages": family.languages, "examples": family.examples}
         titles = {lang: title for lang, (title, _) in family.translations.items()}
         trained = ModelEntry(
-            family.id, family.title, family.description, runner=runner, titles=titles, **about
-        )
+            family.id, family.title, family.description, family.languages, runner,
+            family.examples, titles=titles,
+        )  # fmt: skip
         entries.append(trained)
         if family.twin:
             twin = runner.with_model(twin_model(runner.model.config))
             title = f"{family.short_title or family.title}, untrained twin"
             # opened on the trained model's head, to compare the two
+            assert trained.start is not None  # (chosen when the entry was made)
             start = dataclasses.replace(trained.start, source="trained model")
             entries.append(
                 ModelEntry(
                     f"{family.id}-untrained",
                     title,
                     TWIN_DESCRIPTION,
-                    runner=twin,
+                    family.languages,
+                    twin,
+                    family.examples,
                     start=start,
                     titles={
                         lang: TWIN_TITLES[lang].format(short)
                         for lang, (_, short) in family.translations.items()
                         if lang in TWIN_TITLES
                     },
-                    **about,
                 )
             )
     own, refused = own_models(settings, {e.id for e in entries})
-    for model_id, runner, source in own:
+    for model_id, own_runner, source in own:
         code = (
             "transformers' own modeling code"
             if source.backend == "transformers"
@@ -322,13 +324,13 @@ def load_zoo(settings: Settings) -> Zoo:
                 f"Your model from {source.shown}: {source.family}, weights stored as "
                 f"{source.stored} and computed in float32 on {code}, "
                 f"read when first used. "
-                + OUTPUT_SAID[runner.output_kind].format(mask=runner.mask_token)
+                + OUTPUT_SAID[own_runner.output_kind].format(mask=own_runner.mask_token or "")
                 + (f" {source.note}" if source.note else ""),
                 languages=[],
-                runner=runner,
-                examples=own_examples(runner),
+                runner=own_runner,
+                examples=tuple(own_examples(own_runner)),
                 # not run yet: the first head (choosing one would read the weights now)
-                start=StartHead(runner.attention[0].type, 0, 0, None, "first head"),
+                start=StartHead(own_runner.attention[0].type, 0, 0, None, "first head"),
                 source=source,
             )
         )

@@ -112,8 +112,11 @@ def layer_weights(
     specials = set(special_tokens)
     keys = result.tokens(spec.columns)
     special = [i for i, token in enumerate(keys) if token in specials]
+    capture = result.capture
+    if capture is None:
+        raise ValueError("the run was not captured")
     for layer in range(spec.layers):
-        yield layer, result.capture[spec.hook(layer, "hook_weights")][0].float(), special
+        yield layer, capture[spec.hook(layer, "hook_weights")][0].float(), special
 
 
 # What a head's weights on one input show, in the order a head is given the first that

@@ -185,7 +185,7 @@ class MultiHeadAttention(nn.Module):
             if angles is not None:
                 k = apply_rotary(k, angles)
             if cache is not None:
-                if not is_cross and cache.k is not None:
+                if not is_cross and cache.k is not None and cache.v is not None:
                     k = torch.cat([cache.k, k], dim=2)
                     v = torch.cat([cache.v, v], dim=2)
                 cache.k, cache.v = k, v

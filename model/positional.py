@@ -34,6 +34,8 @@ def check_positions(offset: int, length: int, max_seq_len: int) -> None:
 
 
 class SinusoidalPositions(nn.Module):
+    pe: Tensor  # (a buffer)
+
     """Fixed sin/cos table: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...)."""
 
     adds = True
@@ -71,6 +73,8 @@ class LearnedPositions(nn.Module):
 
 
 class RotaryPositions(nn.Module):
+    inv_freq: Tensor  # (a buffer)
+
     """RoPE angles pos * theta^(-2i/d_head); q and k are rotated by them in each attention."""
 
     adds = False
@@ -132,7 +136,10 @@ def scaled_frequencies(
 NO_POSITIONS_FORMULA = "no positional encoding: attention does not see order"
 
 
-def positions_module(config: ModelConfig) -> nn.Module | None:
+PositionsModule = SinusoidalPositions | LearnedPositions | RotaryPositions
+
+
+def positions_module(config: ModelConfig) -> PositionsModule | None:
     """The positional encoding a configuration asks for (None for "none")."""
     if config.positional == "sinusoidal":
         return SinusoidalPositions(config.d_model, config.max_seq_len)

@@ -4,8 +4,9 @@ from its attributes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -13,6 +14,10 @@ from torch import Tensor
 from .config import ModelConfig
 from .hooks import Capture, NamesFilter
 from .transformer import Transformer
+
+if TYPE_CHECKING:
+    from .hf.model import HFTransformer
+    from .pretrained.causal import Sampling, Step
 
 # What one token of the input is: a character (the pronouncer), a WordPiece piece (BERT:
 # pieces merge into words), a byte-level BPE piece (GPT-2, Llama-family LLMs), or a
@@ -134,6 +139,13 @@ class RunResult:
     def tokens(self, side: Side) -> list[str]:
         return self.source_tokens if side == "source" else self.target_tokens
 
+    @property
+    def captured(self) -> Capture:
+        """The capture of a run made with one (every run the app serves views of)."""
+        if self.capture is None:
+            raise ValueError("this run was made without a capture")
+        return self.capture
+
 
 @runtime_checkable
 class Runner(Protocol):
@@ -144,12 +156,28 @@ class Runner(Protocol):
     `attention_specs`). `target_vocabulary()` maps the decoder's ids to tokens (None for an
     encoder-only model). `RunnerBase` gives `attention` from the model's config."""
 
-    model: Transformer
-    token_unit: TokenUnit
-    output_kind: OutputKind
-    special_tokens: frozenset[str]
-    max_tokens: int
-    capabilities: Capabilities
+    @property
+    def model(self) -> Transformer | HFTransformer: ...
+
+    @property
+    def token_unit(self) -> TokenUnit: ...
+
+    @property
+    def output_kind(self) -> OutputKind: ...
+
+    @property
+    def special_tokens(self) -> frozenset[str]: ...
+
+    @property
+    def max_tokens(self) -> int: ...
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    @property
+    def unknown_token(self) -> str:
+        """The source token of what its tokenizer cannot read."""
+        ...
 
     @property
     def attention(self) -> list[AttentionSpec]: ...
@@ -162,7 +190,7 @@ class Runner(Protocol):
         """Source ids and tokens of a text, specials included, cut to `max_tokens`."""
         ...
 
-    def with_model(self, model: Transformer) -> Runner:
+    def with_model(self, model: Transformer | HFTransformer) -> Runner:
         """The same tokenizers and settings over other weights (the untrained twin)."""
         ...
 
@@ -179,6 +207,97 @@ class StepwiseRunner(Runner, Protocol):
     def decoded_pieces(self, result: RunResult) -> list[DecodedPiece]:
         """The pieces the output was decoded in, as `run` did, each with its greedy output."""
         ...
+
+    def target_vocabulary(self) -> list[str]: ...
+
+
+def stepwise(runner: Runner) -> StepwiseRunner:
+    """A runner that states the capability `kv_cache`, as one (a TypeError otherwise)."""
+    if not runner.capabilities.kv_cache:
+        raise TypeError(f"{type(runner).__name__} does not decode step by step")
+    return runner  # type: ignore[return-value]  # (its capability says so)
+
+
+@runtime_checkable
+class GeneratingRunner(Runner, Protocol):
+    """A runner with the capability `generation` (a language model): it reads a prompt,
+    continues it token by token, and says its tokens as text and one by one."""
+
+    @property
+    def stop_ids(self) -> frozenset[int]: ...
+
+    def run(
+        self,
+        text: str,
+        capture: bool = True,
+        names_filter: NamesFilter = None,
+        *,
+        chat: bool = False,
+        continuation: list[int] | tuple[int, ...] = (),
+    ) -> RunResult:
+        """One pass over the prompt (as a chat turn, where asked) and a continuation."""
+        ...
+
+    def prompt(self, text: str, chat: bool = False) -> tuple[str, list[int], bool, int]:
+        """(the prompt read, its ids, whether they were cut, their length before)."""
+        ...
+
+    def chat_prompt(self, text: str) -> str:
+        """The text as a user turn of its chat template."""
+        ...
+
+    def encode(
+        self, text: str, special: bool | None = None, limit: int | None = None
+    ) -> tuple[list[int], bool, int]:
+        """(ids, whether they were cut, their length before)."""
+        ...
+
+    def generate(
+        self,
+        prompt: list[int],
+        max_new_tokens: int,
+        sampling: Sampling = ...,
+        rows: bool = False,
+        stop: bool = True,
+    ) -> Iterator[Step]:
+        """The prompt continued, a step at a time."""
+        ...
+
+    def decode(self, ids: list[int]) -> str:
+        """Ids as text."""
+        ...
+
+    def shown(self, ids: list[int]) -> list[str]:
+        """Each id's token as people read it in this sequence."""
+        ...
+
+    def target_vocabulary(self) -> list[str]: ...
+
+
+def generating(runner: Runner) -> GeneratingRunner:
+    """A runner that states the capability `generation`, as one (a TypeError otherwise)."""
+    if not runner.capabilities.generation:
+        raise TypeError(f"{type(runner).__name__} does not generate")
+    return runner  # type: ignore[return-value]  # (its capability says so)
+
+
+@runtime_checkable
+class MaskingRunner(Runner, Protocol):
+    """A runner whose output is `masked`: a masked-language model predicting each mask."""
+
+    @property
+    def mask_token(self) -> str | None: ...
+
+    def token(self, token_id: int) -> str:
+        """One id's token as people read it on its own."""
+        ...
+
+
+def masking(runner: Runner) -> MaskingRunner:
+    """A runner whose output kind is `masked`, as one (a TypeError otherwise)."""
+    if runner.output_kind != "masked":
+        raise TypeError(f"{type(runner).__name__} predicts no mask")
+    return runner  # type: ignore[return-value]  # (its output kind says so)
 
 
 class RunnerBase:

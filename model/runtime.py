@@ -18,8 +18,8 @@ import torch
 def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:
     """The CPU quota of this process's cgroup in CPUs (`docker run --cpus`), or None."""
     try:  # cgroup v2: "max 100000" or "150000 100000"
-        quota, period = (root / "cpu.max").read_text().split()
-        return None if quota == "max" else int(quota) / int(period)
+        said, every = (root / "cpu.max").read_text().split()
+        return None if said == "max" else int(said) / int(every)
     except (OSError, ValueError):
         pass
     try:  # cgroup v1

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -27,6 +29,9 @@ class DecoderCache:
         # of the latest step, per attention module (hook prefix) that noted them (a
         # transformers model's fused calls): its mask and score scaling
         self.noted: dict[str, tuple] = {}
+        # a transformers model's own cache (model/hf), and whether it keeps none
+        self.hf: Any = None
+        self.stateless = False
 
     @property
     def length(self) -> int:
@@ -36,8 +41,14 @@ class DecoderCache:
 class Stack(nn.Module):
     """Token embeddings, positions and numbered layers, so hook names read `encoder.0.…`."""
 
+    hook_pos: HookPoint  # (where it has positions)
+
     def __init__(
-        self, config: ModelConfig, vocab_size: int, layers: list[nn.Module], token_types: bool
+        self,
+        config: ModelConfig,
+        vocab_size: int,
+        layers: Sequence[nn.Module],
+        token_types: bool,
     ) -> None:
         super().__init__()
         self.config = config
@@ -61,7 +72,7 @@ class Stack(nn.Module):
         self.hook_out = HookPoint()  # (B, T, d), the stack's output
 
     def layers(self) -> list[nn.Module]:
-        return [self._modules[str(i)] for i in range(self.n_layers)]
+        return [self.get_submodule(str(i)) for i in range(self.n_layers)]
 
     def embed(
         self, ids: Tensor, offset: int = 0, token_type_ids: Tensor | None = None

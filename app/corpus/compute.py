@@ -92,9 +92,9 @@ def run_batch(entry: ModelEntry, batch: Batch, text_of, names: list[str]) -> lis
     specials = entry.runner.special_tokens
     # a sentence of nothing but what the tokenizer adds reads no text: left out alone
     read = [
-        (index, ids, tokens)
-        for index, (ids, tokens) in batch
-        if not all(t in specials for t in tokens)
+        (index, read[0], read[1])
+        for index, read in batch
+        if read is not None and not all(t in specials for t in read[1])
     ]
     if not read:
         return []

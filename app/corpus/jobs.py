@@ -290,6 +290,7 @@ class CorpusRuns:
         background run waits for its slot however busy the server is (never refused)."""
         with self.inference.limiter.running():
             rows = compute.run_batch(job.entry, batch, job.sentences.__getitem__, names)
+        assert job.statistics is not None and job.read is not None  # (made when it started)
         for index, result, row in rows:
             job.statistics[index] = compute.statistics(job.entry, result, row)
             job.read[index] = True
@@ -310,6 +311,7 @@ class CorpusRuns:
         parts = statistics_on_ray(
             settings.ray_address, job.entry.id, job.sentences, settings.model_dump()
         )
+        assert job.statistics is not None and job.read is not None  # (made when it started)
         for indices, stats in parts:
             at = torch.from_numpy(np.array(indices))
             job.statistics[at] = torch.from_numpy(np.array(stats))

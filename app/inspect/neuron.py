@@ -56,7 +56,7 @@ def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
         names.append(f"{spec.stack}.hook_pos")
     # a long input: its run's queries and keys, the row recomputed from them (model/long/);
     # else one pass with the head's matrices captured
-    capture = ctx.result.capture if ctx.long else ctx.forward(names=names)[1]
+    capture = ctx.result.captured if ctx.long else ctx.forward(names=names)[1]
     rotary = rotary and f"{spec.stack}.hook_pos" in capture  # (not shown: Llama 4's)
     kv_head = req.head // (spec.query_heads // spec.kv_heads)
     q = capture[spec.hook(req.layer, "hook_q")][0, req.head]  # (Tq, d), after RoPE
@@ -71,8 +71,8 @@ def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
         mask_name = spec.hook(req.layer, "hook_mask")
         every = capture[mask_name][0, 0, req.query].tolist() if mask_name in capture else None
         visible = every[k0:k1] if every is not None else [True] * (k1 - k0)
-        weights = capture[spec.hook(req.layer, "hook_weights")][0, req.head, req.query, k0:k1]
-        weights = weights.tolist()
+        picked = capture[spec.hook(req.layer, "hook_weights")][0, req.head, req.query, k0:k1]
+        weights = picked.tolist()
     before = None
     if rotary:
         angles = capture[f"{spec.stack}.hook_pos"]  # (T, d/2): rotating back by -angle

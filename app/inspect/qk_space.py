@@ -39,9 +39,12 @@ def qk_space(ctx: LabContext, req: s.QKSpaceRequest) -> s.QKSpaceResponse:
     pieces += extra(ctx, req, spec, kv_head)
     if req.corpus_run is not None:
         pieces += corpus_pieces(ctx, req, spec)
-    queries, keys, blocks, sentences = [], [], [], []
-    q_cloud = {"tokens": [], "positions": [], "sentences": []}
-    k_cloud = {"tokens": [], "positions": [], "sentences": []}
+    queries: list[torch.Tensor] = []
+    keys: list[torch.Tensor] = []
+    blocks: list = []
+    sentences: list = []
+    q_cloud: dict[str, list] = {"tokens": [], "positions": [], "sentences": []}
+    k_cloud: dict[str, list] = {"tokens": [], "positions": [], "sentences": []}
     tops, top_weights = [], []
     for index, (q, k, allowed, weights, rows, columns, text) in enumerate(pieces):
         offset = sum(len(x) for x in keys)
@@ -146,6 +149,8 @@ def extra(ctx: LabContext, req: s.QKSpaceRequest, spec, kv_head: int) -> list[Pi
 def corpus_pieces(ctx: LabContext, req: s.QKSpaceRequest, spec) -> list[Piece]:
     """A corpus run's kept vectors of this head, sentence by sentence, their weights
     recomputed from them (the softmax of q k / sqrt(d), causal where the head is)."""
+    if req.corpus_run is None:
+        return []
     job = ctx.inference.corpus_runs.get(req.corpus_run)
     if job.entry.id != ctx.entry.id:
         raise HTTPException(422, f"corpus run {job.id} read {job.entry.id}, not {ctx.entry.id}")

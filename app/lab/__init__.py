@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import HTTPException
 from pydantic import BaseModel
@@ -45,7 +46,7 @@ NEEDS_EXPLAINED = {
 @dataclass(frozen=True)
 class Experiment:
     id: str  # its route, /api/v1/lab/<id>, and the page's name for it
-    run: Callable[[LabContext, BaseModel], BaseModel]
+    run: Callable[[LabContext, Any], BaseModel]  # (its request: `request`)
     request: type[BaseModel]
     response: type[BaseModel]
     needs: frozenset[str] = frozenset()  # features the model must have

@@ -7,7 +7,7 @@ import torch
 
 from model.analysis import ablate_heads, cosine
 from model.hooks import hooked
-from model.runner import DecodedPiece, model_inputs
+from model.runner import DecodedPiece, generating, model_inputs, stepwise
 
 from . import schemas as s
 from .context import LabContext
@@ -20,16 +20,21 @@ def ablation(ctx: LabContext, req: s.AblationRequest) -> s.AblationResponse:
         ctx.check_head(spec, ref.layer, ref.head)
         by_module.setdefault(spec.hook(ref.layer, "hook_context"), []).append(ref.head)
     hooks = [(name, ablate_heads(heads)) for name, heads in by_module.items()]
-    on = off = []
+    on: list[float] = []
+    off: list[float] = []
     labels: list[str] = []
     with torch.no_grad():
         decodes = ctx.runner.capabilities.kv_cache  # its output comes piece by piece
-        parts = ctx.runner.decoded_pieces(ctx.result) if decodes else []
+        parts = stepwise(ctx.runner).decoded_pieces(ctx.result) if decodes else []
         # a generating model: the same prompt (as read: chat-templated already) and the same
         # continuation, and what it predicts at each generated step and next
-        again = {"continuation": ctx.continuation} if ctx.continuation else {}
         with hooked(ctx.model, fwd_hooks=hooks, capture=False):
-            ablated = ctx.runner.run(ctx.result.text, capture=False, **again)
+            if ctx.continuation:
+                ablated = generating(ctx.runner).run(
+                    ctx.result.text, capture=False, continuation=ctx.continuation
+                )
+            else:
+                ablated = ctx.runner.run(ctx.result.text, capture=False)
             if parts:
                 off, _ = probabilities(ctx, parts)
         if parts:
@@ -59,7 +64,7 @@ def ablation(ctx: LabContext, req: s.AblationRequest) -> s.AblationResponse:
 def probabilities(ctx: LabContext, parts: list[DecodedPiece]) -> tuple[list[float], list[str]]:
     """Teacher-forced, piece by piece as the model decoded them: the probability of each
     output token and of each piece's end, with their labels."""
-    vocab, eos = ctx.runner.target_vocabulary(), ctx.config.eos_id
+    vocab, eos = stepwise(ctx.runner).target_vocabulary(), ctx.config.eos_id
     probs, labels = [], []
     for part in parts:
         tokens = part.target_ids

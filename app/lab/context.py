@@ -13,7 +13,7 @@ from torch import Tensor
 from model.hooks import Capture, HookFn, NamesFilter, hooked
 from model.long import LongCapture
 from model.long.reading import LONG_FROM
-from model.runner import AttentionSpec, RunResult, model_inputs
+from model.runner import AttentionSpec, RunResult, generating, model_inputs
 
 from ..runs import Inference
 from ..service import tokens_of
@@ -57,7 +57,7 @@ class LabContext:
         if getattr(self.entry.runner, "max_capture_bytes", None) is None or len(text) < LONG_FROM:
             return
         try:
-            _, ids, _, _ = self.entry.loaded_runner().prompt(text, chat)
+            _, ids, _, _ = generating(self.entry.loaded_runner()).prompt(text, chat)
         except ValueError:
             return  # (the run says why)
         if len(ids) + len(continuation) > LONG_FROM:

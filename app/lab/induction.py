@@ -16,6 +16,7 @@ from torch import Tensor
 
 from model.analysis import ablate_heads
 from model.hooks import HookFn, hooked
+from model.runner import generating
 
 from ..wire import encode
 from . import schemas as s
@@ -63,7 +64,7 @@ def induction(ctx: LabContext, req: s.InductionRequest) -> s.InductionResponse:
         model=ctx.entry.id,
         length=n,
         seed=req.seed,
-        tokens=ctx.runner.shown(ids[0].tolist()),  # a generating model: a CausalLM
+        tokens=generating(ctx.runner).shown(ids[0].tolist()),
         ids=ids[0].tolist(),
         heads=[
             s.InductionHead(
@@ -76,7 +77,7 @@ def induction(ctx: LabContext, req: s.InductionRequest) -> s.InductionResponse:
         ],
         loss_first=loss[0],
         loss_second=loss[1],
-        chance_loss=round(math.log(len(ctx.runner.target_vocabulary())), 6),
+        chance_loss=round(math.log(len(generating(ctx.runner).target_vocabulary())), 6),
         ablated=[ref(lh) for lh in top],
         loss_second_ablated=ablated[1],
         control=[ref(lh) for lh in control],
@@ -89,7 +90,7 @@ def induction(ctx: LabContext, req: s.InductionRequest) -> s.InductionResponse:
 def sequence(ctx: LabContext, n: int, generator: torch.Generator) -> Tensor:
     """(1, 2n): n tokens drawn uniformly from the vocabulary's ordinary tokens, twice."""
     specials = ctx.runner.special_tokens
-    vocab = ctx.runner.target_vocabulary()
+    vocab = generating(ctx.runner).target_vocabulary()
     ordinary = torch.tensor([i for i, tok in enumerate(vocab) if tok not in specials])
     drawn = ordinary[torch.randint(len(ordinary), (n,), generator=generator)]
     return torch.cat([drawn, drawn]).unsqueeze(0)

@@ -3,11 +3,14 @@ cache's size per layer, and cached against uncached logits."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from fastapi import HTTPException
 
 from model.hooks import hooked
 from model.masks import padding_mask
+from model.runner import generating, stepwise
 from model.transformer import DecoderCache
 
 from ..wire import BYTES_PER_ENTRY, encode
@@ -58,12 +61,13 @@ def cache_bytes(cache: DecoderCache) -> list[int]:
 def pieces(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
     """An encoder-decoder: greedy decoding of the first piece, step by step through the cache."""
     model, cfg = ctx.model, ctx.config
-    vocab = ctx.runner.target_vocabulary()
+    runner = stepwise(ctx.runner)
+    vocab = runner.target_vocabulary()
     spec = ctx.spec("decoder.self")
     names = [spec.hook(i, "hook_weights") for i in layers]
     steps = []
     with torch.no_grad():
-        parts = ctx.runner.decoded_pieces(ctx.result)
+        parts = runner.decoded_pieces(ctx.result)
         first = parts[0]
         src, tokens = first.source, first.target_ids
         steps_total = len(tokens)
@@ -109,7 +113,7 @@ def causal(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
     """A decoder-only model: the prompt read into the cache in one pass (step 0: its last
     token's row), then each token of the continuation sent (or, without one, of greedy
     decoding) fed one at a time; every step's logits against one uncached pass over all."""
-    model, runner = ctx.model, ctx.runner
+    model, runner = ctx.model, generating(ctx.runner)
     spec = ctx.spec("decoder.self")
     names = [spec.hook(i, "hook_weights") for i in layers]
     ids = ctx.result.source_ids
@@ -148,7 +152,7 @@ def causal(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
             if len({r.shape for r in rows}) == 1:  # one array, written a few rows a call
                 steps[-1]._floats["rows"] = torch.stack(rows).double().numpy()
             else:  # (a sliding-window layer's row holds fewer keys)
-                steps[-1].rows = [encode(r, "json") for r in rows]
+                steps[-1].rows = [cast(s.Matrix, encode(r, "json")) for r in rows]
             if step == limit or (not given and best in runner.stop_ids):
                 # ended on a stop token: the one predicted last, or the continuation's last
                 ended = (given[limit - 1] if given and limit else best) in runner.stop_ids
@@ -160,8 +164,8 @@ def causal(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
         full_hidden = model.decode(torch.tensor([fed]))
         at = torch.arange(len(prompt) - 1, len(fed))
         full = model.logits(full_hidden[0, at])
-        for step, cached in zip(steps, cached_logits, strict=True):
-            step.max_abs_diff = float((cached - full[step.step]).abs().max())
+        for made, cached in zip(steps, cached_logits, strict=True):
+            made.max_abs_diff = float((cached - full[made.step]).abs().max())
     generated = fed[len(prompt) :]
     return s.KVCacheResponse(
         model=ctx.entry.id,

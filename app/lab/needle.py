@@ -17,6 +17,7 @@ from torch import Tensor
 
 from model.hooks import hooked
 from model.long import edges
+from model.runner import generating
 
 from ..progress import ProgressBoard
 from ..runs import stop_if_cancelled
@@ -41,7 +42,7 @@ SHOWN_PROFILES = 3
 
 def needle(ctx: LabContext, req: s.NeedleRequest) -> s.NeedleResponse:
     spec = ctx.spec("decoder.self")
-    runner, cfg = ctx.runner, ctx.config
+    runner, cfg = generating(ctx.runner), ctx.config
     rng = random.Random(req.seed)
     key = "".join(rng.choice("0123456789") for _ in range(req.digits))
     ids, needle_span, key_span = prompt(ctx, key, req.length, req.depth)
@@ -136,7 +137,7 @@ def prompt(
     the most the model reads) with the needle after
     `depth` of it, and the question. Each part is tokenized on its own, so the key's tokens
     are exactly its own."""
-    runner = ctx.runner
+    runner = generating(ctx.runner)
 
     def ids(text: str, first: bool = False) -> list[int]:
         return runner.encode(text, None if first else False, limit=sys.maxsize)[0]
@@ -170,7 +171,7 @@ def answer(
     """The model's greedy answer (`steps` tokens, stop tokens or not) and, with `rows`,
     each step's new attention rows (name -> (1, H, 1, keys))."""
     written, found = [], []
-    for step in ctx.runner.generate(ids, steps, rows=rows, stop=False):
+    for step in generating(ctx.runner).generate(ids, steps, rows=rows, stop=False):
         stop_if_cancelled()
         written.append(step.token_id)
         found.append(step.rows)

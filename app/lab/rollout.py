@@ -19,7 +19,7 @@ ASSUMES = (
 
 def rollout(ctx: LabContext, req: s.RolloutRequest) -> s.RolloutResponse:
     spec = ctx.spec(req.type, self_only=True)
-    layers = [ctx.weights(ctx.result.capture, spec, i).float() for i in range(spec.layers)]
+    layers = [ctx.weights(ctx.result.captured, spec, i).float() for i in range(spec.layers)]
     tokens, _ = ctx.tokens(spec)
     return s.RolloutResponse(
         model=ctx.entry.id,

@@ -25,7 +25,8 @@ def scaling(ctx: LabContext, req: s.HeadRequest) -> s.ScalingResponse:
     _, scaled = ctx.forward(names=names)
     _, unscaled = ctx.forward(hooks, names=names)
     rows, columns = ctx.tokens(spec)
-    stats_of_heads, entropies = [], {True: [], False: []}
+    stats_of_heads: list[s.ScalingHead] = []
+    entropies: dict[bool, list[torch.Tensor]] = {True: [], False: []}
     for i in layers:
         stats = {}
         for key, capture in ((True, scaled), (False, unscaled)):

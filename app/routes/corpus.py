@@ -141,7 +141,7 @@ def submit(
     sentences = (
         list(shipped_sentences(req.corpus))
         if req.corpus
-        else [read_text(t, limit, f"sentences[{i}]") for i, t in enumerate(req.sentences)]
+        else [read_text(t, limit, f"sentences[{i}]") for i, t in enumerate(req.sentences or [])]
     )
     return start(
         request, inference, req.model, sentences, req.corpus or "yours", req.limit, req.vectors
@@ -205,7 +205,7 @@ def finite(v: float) -> float | None:
 def read_so_far(job: Job) -> tuple[torch.Tensor, list[int]]:
     """The statistics of the sentences read so far (n, S, H), and which sentences they are
     (batches run by token length, not in order)."""
-    if job.read is None or not bool(job.read.any()):
+    if job.read is None or job.statistics is None or not bool(job.read.any()):
         raise HTTPException(409, f"corpus run {job.id} has read no sentence yet")
     read = job.read.clone()
     return job.statistics[read], read.nonzero().flatten().tolist()
@@ -223,7 +223,7 @@ def heads(run_id: str, request: Request) -> s.CorpusHeads:
                 type=h.type,
                 layer=h.layer,
                 head=h.head,
-                means={n: finite(means[i, j]) for i, n in enumerate(STATISTICS)},
+                means={n: finite(float(means[i, j])) for i, n in enumerate(STATISTICS)},
             )
             for j, h in enumerate(job.heads)
         ],

@@ -6,7 +6,7 @@ from fastapi import APIRouter, HTTPException, Response
 
 from model.analysis import cosine
 from model.long import LongCapture
-from model.runner import RunResult
+from model.runner import RunResult, generating, masking
 
 from ..long_metrics import long_summaries
 from ..schemas import (
@@ -50,6 +50,8 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
         if not entry.runner.capabilities.similarity:
             raise HTTPException(422, f"{entry.id} makes no sentence embedding to compare")
         other = inference.run(entry, req.compare).embedding
+        if result.embedding is None or other is None:
+            raise HTTPException(422, f"{entry.id} made no sentence embedding to compare")
         similarity = cosine(result.embedding, other)
     long = isinstance(result.capture, LongCapture)
     if long:  # computed in the background: those done so far
@@ -76,7 +78,10 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
         masked=[
             MaskedTokens(
                 position=position,
-                top=[Alternative(id=i, token=entry.runner.token(i), probability=p) for i, p in top],
+                top=[
+                    Alternative(id=i, token=masking(entry.runner).token(i), probability=p)
+                    for i, p in top
+                ],
             )
             for position, top in sorted(result.masked.items())
         ],
@@ -88,7 +93,7 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
 
 
 def next_tokens(entry: ModelEntry, result: RunResult) -> list[NextTokens]:
-    vocab = entry.runner.target_vocabulary() if result.alternatives else []
+    vocab = generating(entry.runner).target_vocabulary() if result.alternatives else []
     return [
         NextTokens(
             position=position,

@@ -6,7 +6,9 @@ import dataclasses
 import math
 from typing import Annotated
 
+import numpy as np
 from fastapi import APIRouter, HTTPException, Query, Response
+from pydantic import BaseModel
 
 from ..info import (
     AttentionInfo,
@@ -115,5 +117,7 @@ def positional_encoding(
     table = positional_table(entry, positions, dims)
     arrays = {name: table.pop(name) for name in ("table", "similarity")}
     body = PositionalResponse(model=entry.id, **table, table=[], similarity=[])
-    slots = [(body, name, array) for name, array in arrays.items()]
+    slots: list[tuple[BaseModel, str, np.ndarray]] = [
+        (body, name, array) for name, array in arrays.items()
+    ]
     return Response(json_with_arrays(body, slots), media_type="application/json")

@@ -255,9 +255,9 @@ def capturing_attention(
     scaling: float | None = None,
     dropout: float = 0.0,
     **kwargs,
-) -> tuple[Tensor, Tensor]:
+) -> tuple[Tensor, Tensor | None]:
     """What transformers' `eager_attention_forward` computes, through our hook points:
-    returns (output (B, Tq, H, d_head), weights (B, H, Tq, Tk))."""
+    returns (output (B, Tq, H, d_head), weights (B, H, Tq, Tk); None on the fused path)."""
     call = _CALL.get()
     points = (
         call.points_for(module, query, key, scaling, kwargs, attention_mask)

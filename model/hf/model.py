@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
 
 from ..attention import is_fused
-from ..config import ModelConfig
+from ..config import Architecture, ModelConfig, Positional
 from ..hooks import HookedModule, HookPoint, active
 from ..long import LongCapture
 from ..runner import AttentionSpec
@@ -79,7 +80,7 @@ def summary(
     if isinstance(params, dict) and params.get("rope_theta"):
         theta = float(params["rope_theta"])
     return ModelConfig(
-        architecture=kind,
+        architecture=cast(Architecture, kind),
         source_vocab_size=vocab,
         target_vocab_size=(logits or vocab) if kind != "encoder-only" else vocab,
         d_model=d_model,
@@ -91,7 +92,7 @@ def summary(
         d_ff=widest(getattr(text, "intermediate_size", 0)),
         max_seq_len=int(getattr(text, "max_position_embeddings", 0) or 4096),
         dropout=0.0,
-        positional=positional,
+        positional=cast(Positional, positional),
         rope_theta=theta,
         pad_id=token("pad_token_id", -1) if kind == "decoder-only" else token("pad_token_id", 0),
         bos_id=token("bos_token_id", 1),
@@ -104,9 +105,9 @@ class HFTransformer(HookedModule):
     interface: forward(input_ids) -> last hidden state (encoder-only) or logits
     (decoder-only), forward(input_ids, target) -> logits (encoder-decoder)."""
 
-    def __init__(self, hf: nn.Module, kind: str | None = None) -> None:
+    def __init__(self, hf: Any, kind: str | None = None) -> None:
         super().__init__()
-        self.hf = hf.eval()
+        self.hf: Any = hf.eval()  # (a transformers model: any architecture's methods)
         self.kind = kind or hf_kind(hf.config)
         by_type = trace(self.hf, self.kind)
         self._traced = [c for calls in by_type.values() for c in calls]
@@ -132,7 +133,7 @@ class HFTransformer(HookedModule):
         parameters = inspect.signature(self.hf.forward).parameters
         self._positions_given = self.kind == "decoder-only" and "position_ids" in parameters
         self._keeps_logits = "logits_to_keep" in parameters
-        modules = {}
+        modules: dict[str, list[str]] = {}
         for spec in self.specs:
             modules.setdefault(spec.stack, []).append(spec.module)
         for stack, names in modules.items():
@@ -294,7 +295,7 @@ class HFTransformer(HookedModule):
         with calling(self.call()) as call:
             if cache is None:
                 out = self.hf(**inputs, use_cache=False)
-            elif getattr(cache, "stateless", False):  # a model that returns no cache:
+            elif cache.stateless and cache.ids is not None:  # a model that returns no cache:
                 ids = torch.cat([cache.ids, target], 1)  # the whole sequence again
                 out = self.hf(**{**inputs, next(iter(inputs)): ids}, use_cache=False)
                 cache.ids = ids

@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -19,7 +20,7 @@ class Positions:
     """The positions a transformers model uses, as model/positional's modules state them."""
 
     kind: str  # "rotary", "learned", "sinusoidal" or "relative"
-    module: nn.Module
+    module: Any  # (a transformers module: its own methods and buffers)
     formula: str
     frequencies: str = "inv_freq"  # the rotary module's buffer (Gemma 3: one per layer type)
 

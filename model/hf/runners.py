@@ -26,6 +26,8 @@ from ..runner import (
     ATTENTION_TYPES,
     AttentionSpec,
     Capabilities,
+    OutputKind,
+    TokenUnit,
 )
 from .capture import ATTENTION, register
 from .model import HFTransformer, summary
@@ -186,7 +188,7 @@ class HFEncoder(MiniLM):
     (as MiniLM's), its special tokens and token unit its tokenizer's."""
 
     def __init__(
-        self, model: HFTransformer, tokenizer: Tokenizer, specials: frozenset[str], unit: str
+        self, model: HFTransformer, tokenizer: Tokenizer, specials: frozenset[str], unit: TokenUnit
     ) -> None:
         super().__init__(model, tokenizer)
         self.special_tokens = specials
@@ -210,9 +212,14 @@ class HFMaskedLM(HFEncoder):
     token predicted, the top 5 of each, as MaskedLM's (the head is transformers': the
     model's output is already its logits)."""
 
-    output_kind = "masked"
+    output_kind: OutputKind = "masked"
     capabilities = Capabilities(word_view=True)
-    run, piece, text, logits = MaskedLM.run, MaskedLM.piece, MaskedLM.text, MaskedLM.logits
+    run, text, logits = MaskedLM.run, MaskedLM.text, MaskedLM.logits
+
+    def piece(self, token_id: int) -> str:
+        """An id's token as the tokenizer stores it (an embedding row past its vocabulary by
+        its name)."""
+        return self.tokenizer.id_to_token(token_id) or f"<unused {token_id}>"
 
     def token(self, token_id: int) -> str:
         """An id's token as people read it (RoBERTa's byte-level `Ġword` as ` word`)."""
@@ -220,7 +227,7 @@ class HFMaskedLM(HFEncoder):
         return readable([piece], self.special_tokens)[0] if self.token_unit == "byte-bpe" else piece
 
     def __init__(
-        self, model: HFTransformer, tokenizer: Tokenizer, specials: frozenset[str], unit: str
+        self, model: HFTransformer, tokenizer: Tokenizer, specials: frozenset[str], unit: TokenUnit
     ) -> None:
         super().__init__(model, tokenizer, specials, unit)
         self.head = nn.Identity()
@@ -261,7 +268,7 @@ def parameter_count(folder: Path, kind: str) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def peek_unit(folder: Path) -> tuple[str, str]:
+def peek_unit(folder: Path) -> tuple[TokenUnit, str]:
     """The token unit of the folder's tokenizer.json, and its unknown token."""
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     return token_unit_of(tokenizer), unknown_of(tokenizer, "<unk>")

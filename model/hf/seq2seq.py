@@ -4,14 +4,19 @@ decoder."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from tokenizers import Tokenizer
 
 from ..hooks import NamesFilter
 from ..pretrained.bytelevel import readable
 from ..pretrained.hf import unknown_of
-from ..runner import Capabilities, DecodedPiece, RunnerBase, RunResult
+from ..runner import Capabilities, DecodedPiece, OutputKind, RunnerBase, RunResult, TokenUnit
 from .model import HFTransformer
+
+if TYPE_CHECKING:
+    from ..transformer import Transformer
 
 
 class HFSeq2Seq(RunnerBase):
@@ -20,10 +25,10 @@ class HFSeq2Seq(RunnerBase):
     over the source and the tokens it fed its decoder: a decoder row is the step fed its
     token, predicting the next (as `pronounce`'s)."""
 
-    output_kind = "transcription"
+    output_kind: OutputKind = "transcription"
     capabilities = Capabilities(kv_cache=True)
     max_tokens = 512
-    token_unit = "sentencepiece"  # (each instance: its tokenizer's)
+    token_unit: TokenUnit = "sentencepiece"  # (each instance: its tokenizer's)
     special_tokens: frozenset[str] = frozenset()
 
     def __init__(
@@ -32,7 +37,7 @@ class HFSeq2Seq(RunnerBase):
         tokenizer: Tokenizer,
         vocabulary: list[str],
         specials: frozenset[str],
-        unit: str,
+        unit: TokenUnit,
     ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -42,7 +47,9 @@ class HFSeq2Seq(RunnerBase):
         self.unknown_token = unknown_of(tokenizer, "<unk>")
         self._shown: list[str] | None = None
 
-    def with_model(self, model: HFTransformer) -> HFSeq2Seq:
+    def with_model(self, model: Transformer | HFTransformer) -> HFSeq2Seq:
+        if not isinstance(model, HFTransformer):
+            raise TypeError("an encoder-decoder of transformers' code takes its own weights")
         return HFSeq2Seq(model, self.tokenizer, self.vocabulary, self.special_tokens,
                          self.token_unit)  # fmt: skip
 

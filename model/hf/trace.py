@@ -5,6 +5,8 @@ cannot reproduce (refused, saying why)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
@@ -100,26 +102,27 @@ def specs_of(by_type: dict[str, list[Traced]]) -> list[AttentionSpec]:
     return specs
 
 
-def trace(hf: nn.Module, kind: str) -> dict[str, list[Traced]]:
+def trace(hf: Any, kind: str) -> dict[str, list[Traced]]:
     """Every attention call of one short pass, by type; a BackendError where none goes
     through the attention interface."""
-    call = Call({}, {}, trace=[])
+    traced: list[Traced] = []
+    call = Call({}, {}, trace=traced)
     device = next(iter(hf.parameters())).device
     with torch.no_grad(), calling(call):
         hf(**trace_inputs(kind, device), use_cache=False)
-    unknown = sorted({name for c in call.trace for name in c.unknown})
+    unknown = sorted({name for c in traced for name in c.unknown})
     if unknown:
         raise BackendError(
             f"its attention is passed {', '.join(unknown)}, which its own eager attention "
             "uses and the capture does not reproduce"
         )
-    if not call.trace:
+    if not traced:
         raise BackendError(
             "its attention does not go through transformers' attention interface "
             "(attn_implementation): nothing to capture"
         )
     encoder = hf.get_encoder() if kind == "encoder-decoder" else None
-    by_type = classify(kind, call.trace, encoder)
+    by_type = classify(kind, traced, encoder)
     if any(c.sees_later for c in by_type.get("decoder.self", [])):
         raise BackendError(
             "its decoder's tokens attend to later tokens (as a config with is_decoder "

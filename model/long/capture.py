@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from torch import Tensor
 
 from ..hooks import Capture
@@ -27,8 +29,8 @@ class LongCapture(Capture):
     def __init__(
         self,
         capture: Capture,
-        masks: dict[str, Mask | None],
-        scales: dict[str, float] | None = None,
+        masks: Mapping[str, Mask | None],
+        scales: Mapping[str, float] | None = None,
     ) -> None:
         super().__init__()
         self._store = {name: capture.all(name) for name in capture}

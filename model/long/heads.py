@@ -26,8 +26,18 @@ class Heads:
     """The heads of one attention module, read a window at a time: `block` gives exact
     values, `window` them or their pooled cells."""
 
-    queries: int
-    keys: int
+    @property
+    def heads(self) -> int:
+        """Its query heads."""
+        raise NotImplementedError
+
+    @property
+    def queries(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def keys(self) -> int:
+        raise NotImplementedError
 
     def block(self, kind: Kind, head: int, r0: int, r1: int, c0: int, c1: int) -> Tensor:
         raise NotImplementedError
@@ -89,13 +99,21 @@ class StoredAttention(Heads):
     scores: Tensor | None
     mask: Tensor | None
 
-    @property
-    def queries(self) -> int:  # type: ignore[override]
-        return next(t for t in (self.weights, self.scores, self.mask) if t is not None).size(-2)
+    def _any(self) -> Tensor:
+        return next(t for t in (self.weights, self.scores, self.mask) if t is not None)
 
     @property
-    def keys(self) -> int:  # type: ignore[override]
-        return next(t for t in (self.weights, self.scores, self.mask) if t is not None).size(-1)
+    def heads(self) -> int:
+        found = self.weights if self.weights is not None else self.scores
+        return 1 if found is None else found.size(0)
+
+    @property
+    def queries(self) -> int:
+        return self._any().size(-2)
+
+    @property
+    def keys(self) -> int:
+        return self._any().size(-1)
 
     def block(self, kind: Kind, head: int, r0: int, r1: int, c0: int, c1: int) -> Tensor:
         if kind == "mask":

@@ -193,8 +193,8 @@ class LayerAttention(Heads):
                 behind = query - 1 - lo  # the previous token's column in this block
                 ok = (query >= 1) & (behind >= 0) & (behind < weights.size(1))
                 if ok.any():
-                    rows = torch.nonzero(ok).squeeze(1)
-                    stats.previous += float(weights[rows, behind[rows]].sum())
+                    found = torch.nonzero(ok).squeeze(1)
+                    stats.previous += float(weights[found, behind[found]].sum())
                 stats.previous_rows += int((query >= 1).sum())
                 values, counts = (where - query).unique(return_counts=True)
                 for value, count in zip(values.tolist(), counts.tolist(), strict=True):

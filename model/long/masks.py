@@ -12,8 +12,11 @@ from torch import Tensor
 class Mask(Protocol):
     """Which keys each query may attend, read a block at a time."""
 
-    queries: int
-    keys: int
+    @property
+    def queries(self) -> int: ...
+
+    @property
+    def keys(self) -> int: ...
 
     def block(self, r0: int, r1: int, c0: int, c1: int) -> Tensor | None:
         """(r1 - r0, c1 - c0) bool, True = may attend; None where every key may be seen."""

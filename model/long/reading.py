@@ -104,4 +104,5 @@ def last_row(mask: Mask) -> Mask:
     """A mask's newest query alone (its last row)."""
     if isinstance(mask, MaskRule):
         return MaskRule(1, mask.keys, mask.causal, mask.window, mask.valid)
-    return DenseMask(mask.block(mask.queries - 1, mask.queries, 0, mask.keys))
+    row = mask.block(mask.queries - 1, mask.queries, 0, mask.keys)
+    return MaskRule(1, mask.keys) if row is None else DenseMask(row)

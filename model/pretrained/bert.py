@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -17,9 +18,12 @@ from tokenizers import Tokenizer
 from ..checkpoints import CheckpointError
 from ..config import ModelConfig
 from ..hooks import NamesFilter
-from ..runner import Capabilities, RunnerBase, RunResult, untrained
+from ..runner import Capabilities, OutputKind, RunnerBase, RunResult, TokenUnit, untrained
 from ..transformer import Transformer
 from .mapping import map_state
+
+if TYPE_CHECKING:
+    from ..hf.model import HFTransformer
 
 MAX_TOKENS = 512
 # In the file but not weights of the encoder: the position index buffer (checked to be
@@ -126,14 +130,14 @@ class MiniLM(RunnerBase):
     """all-MiniLM-L6-v2 (a `Runner`): our encoder-only Transformer with its weights, and
     its tokenizer; its output is the mean-pooled sentence embedding."""
 
-    token_unit = "wordpiece"
-    output_kind = "embedding"
+    token_unit: TokenUnit = "wordpiece"
+    output_kind: OutputKind = "embedding"
     special_tokens = frozenset({"[CLS]", "[SEP]"})  # what its tokenizer adds
     unknown_token = "[UNK]"
     capabilities = Capabilities(similarity=True, word_view=True)
     max_tokens = MAX_TOKENS
 
-    def __init__(self, model: Transformer, tokenizer: Tokenizer) -> None:
+    def __init__(self, model: Transformer | HFTransformer, tokenizer: Tokenizer) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
 
@@ -152,7 +156,7 @@ class MiniLM(RunnerBase):
         tokenizer.no_truncation()
         return cls(model, tokenizer)
 
-    def with_model(self, model: Transformer) -> MiniLM:
+    def with_model(self, model: Transformer | HFTransformer) -> MiniLM:
         return MiniLM(model, self.tokenizer)
 
     def encode(self, text: str) -> Encoding:

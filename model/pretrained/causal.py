@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -27,11 +28,14 @@ from ..long.reading import (
     newest_row,
     too_long,
 )
-from ..runner import Capabilities, RunnerBase, RunResult
+from ..runner import Capabilities, OutputKind, RunnerBase, RunResult, TokenUnit
 from ..transformer import DecoderCache, Transformer
 from .bytelevel import readable
 from .llama import load_gguf, smollm2_path
 from .templates import ChatTemplate, TemplateRefused
+
+if TYPE_CHECKING:
+    from ..hf.model import HFTransformer
 
 MAX_PROMPT_TOKENS = 512
 
@@ -98,8 +102,8 @@ class CausalLM(RunnerBase):
     """A decoder-only Transformer of model/ with its byte-level BPE tokenizer (a `Runner`):
     `run` captures one pass over the prompt; `generate` continues it."""
 
-    token_unit = "byte-bpe"
-    output_kind = "continuation"
+    token_unit: TokenUnit = "byte-bpe"
+    output_kind: OutputKind = "continuation"
     unknown_token = ""  # byte-level: every text has tokens
     capabilities = Capabilities(generation=True)
     max_tokens = MAX_PROMPT_TOKENS
@@ -109,7 +113,7 @@ class CausalLM(RunnerBase):
 
     def __init__(
         self,
-        model: Transformer,
+        model: Transformer | HFTransformer,
         tokenizer: Tokenizer,
         vocabulary: list[str],
         specials: frozenset[str],
@@ -147,7 +151,7 @@ class CausalLM(RunnerBase):
         Read once per process and file: every app of the process shares its weights (a
         run never writes to them), as the tests' many apps do."""
         file = Path(path or smollm2_path()).resolve()
-        return _loaded(cls, str(file), file.stat().st_mtime_ns)
+        return _loaded(cast(Hashable, cls), str(file), file.stat().st_mtime_ns)
 
     @classmethod
     def read(cls, path: str | Path) -> CausalLM:
@@ -163,7 +167,7 @@ class CausalLM(RunnerBase):
             read.name,
         )
 
-    def with_model(self, model: Transformer) -> CausalLM:
+    def with_model(self, model: Transformer | HFTransformer) -> CausalLM:
         twin = CausalLM(
             model,
             self.tokenizer,
@@ -404,5 +408,5 @@ class CausalLM(RunnerBase):
 
 
 @functools.lru_cache(maxsize=2)
-def _loaded(cls: type[CausalLM], path: str, mtime_ns: int) -> CausalLM:
+def _loaded(cls: Any, path: str, mtime_ns: int) -> CausalLM:  # (cls: type[CausalLM])
     return cls.read(path)

@@ -8,9 +8,13 @@ from __future__ import annotations
 import torch
 
 from ..checkpoints import CheckpointError
-from ..config import ModelConfig
+from ..config import Activation, ModelConfig
 
-ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+ACTIVATIONS: dict[str, Activation] = {
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu": "gelu",
+}
 # transformers' per-layer names (after `h.{i}.`) -> ours (after `decoder.{i}.`)
 LAYER_NAMES = {
     "ln_1.weight": "self_attn_norm.gamma",

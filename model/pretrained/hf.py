@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -19,6 +20,7 @@ from tokenizers import Tokenizer
 
 from ..checkpoints import CheckpointError
 from ..config import ModelConfig
+from ..runner import TokenUnit
 from ..transformer import Transformer
 from .causal import CausalLM
 from .gpt2 import config_from_gpt2, split_gpt2
@@ -86,7 +88,9 @@ def rope_fields(hf: dict) -> dict:
         raise CheckpointError(
             f"RoPE scaling {kind!r} is not supported (default, linear and llama3 are)"
         )
-    fields = {"rope_theta": float(params.get("rope_theta") or hf.get("rope_theta") or 10000.0)}
+    fields: dict[str, Any] = {
+        "rope_theta": float(params.get("rope_theta") or hf.get("rope_theta") or 10000.0)
+    }
     if kind == "default":
         return fields
     try:
@@ -140,7 +144,7 @@ def config_from_llama(hf: dict, family: str) -> ModelConfig:
         embed_scale=False,
         tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
         pad_id=-1,
-        bos_id=hf.get("bos_token_id") if hf.get("bos_token_id") is not None else 1,
+        bos_id=int(hf["bos_token_id"]) if hf.get("bos_token_id") is not None else 1,
         eos_id=(eos[0] if isinstance(eos, list) else eos) if eos is not None else 2,
     )
 
@@ -278,7 +282,7 @@ def load_folder(folder: str | Path, name: str = "", dtypes: set[str] | None = No
     return causal_runner(folder, model, tokenizer, vocabulary, specials, name)
 
 
-def token_unit_of(tokenizer: Tokenizer) -> str:
+def token_unit_of(tokenizer: Tokenizer) -> TokenUnit:
     """What a token of a tokenizer.json is: a WordPiece piece, a byte-level BPE piece, or
     a SentencePiece one (Unigram, or BPE over "▁"-marked words)."""
     kind = type(tokenizer.model).__name__

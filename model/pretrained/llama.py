@@ -57,7 +57,7 @@ def smollm2_path() -> Path:
         ) from err
     for file in dist.files or ():
         if file.name == SMOLLM2_FILE:
-            return Path(dist.locate_file(file))
+            return Path(str(dist.locate_file(file)))
     raise CheckpointError(f"{SMOLLM2_PACKAGE} has no {SMOLLM2_FILE}")
 
 

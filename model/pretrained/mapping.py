@@ -27,7 +27,8 @@ def map_state(
     CheckpointError listing them all."""
     expected = model.state_dict()
     # a tied tensor (the output projection that is the embedding) is filled by its one name
-    aliases = model.tied() if hasattr(model, "tied") else {}
+    tied = getattr(model, "tied", None)
+    aliases = tied() if callable(tied) else {}
     for name in aliases:
         del expected[name]
     state: dict[str, torch.Tensor] = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from tokenizers import Tokenizer
@@ -17,9 +18,12 @@ from ..checkpoints import CheckpointError
 from ..config import ModelConfig
 from ..hooks import NamesFilter
 from ..layers import ACTIVATION_MODULES, LayerNorm
-from ..runner import Capabilities, RunResult, untrained
+from ..runner import Capabilities, OutputKind, RunResult, untrained
 from ..transformer import Transformer
 from .bert import MiniLM, config_from_bert, map_bert_state, read_safetensors
+
+if TYPE_CHECKING:
+    from ..hf.model import HFTransformer
 
 TOP = 5  # predictions reported per [MASK]
 MASK_TOKENS = ("[MASK]", "<mask>", "<MASK>")  # BERT's, RoBERTa's and BART's, ...
@@ -49,6 +53,8 @@ HEAD_NAMES = ("transform.dense.weight", "transform.dense.bias", "transform.Layer
 class MaskedLMHead(nn.Module):
     """BertLMPredictionHead: logits = LayerNorm(act(dense h)) @ E^T + bias, E the word
     embeddings (or an output matrix of its own where the checkpoint unties them)."""
+
+    embedding: nn.Embedding  # (the encoder's, not a submodule)
 
     def __init__(self, config: ModelConfig, embedding: nn.Embedding) -> None:
         super().__init__()
@@ -105,6 +111,8 @@ class MaskedLMHead(nn.Module):
             self.norm.beta.copy_(tensors["transform.LayerNorm.bias"])
             self.bias.copy_(bias)
         if not tied:
+            if decoder is None:
+                raise CheckpointError(f"{HEAD}decoder.weight is missing (its output is untied)")
             self.output = decoder.float()
 
 
@@ -134,20 +142,24 @@ class MaskedLM(MiniLM):
     [MASK] predicted; `output_tokens` the likeliest word at each, `output_text` the text
     with them filled in, `RunResult.masked` the top 5 at each [MASK] position."""
 
-    output_kind = "masked"
+    output_kind: OutputKind = "masked"
     capabilities = Capabilities(word_view=True)
     mask_token = "[MASK]"
 
-    def __init__(self, model: Transformer, tokenizer: Tokenizer, head: MaskedLMHead) -> None:
+    def __init__(
+        self, model: Transformer | HFTransformer, tokenizer: Tokenizer, head: MaskedLMHead
+    ) -> None:
         self.model, self.tokenizer, self.head = model.eval(), tokenizer, head.eval()
         self.mask_id = tokenizer.token_to_id("[MASK]")
         if self.mask_id is None:
             raise CheckpointError("its tokenizer.json has no [MASK] token to predict")
 
     @classmethod
-    def load(cls, directory: str | Path, tensors: dict | None = None) -> MaskedLM:
+    def load(cls, directory: str | Path | None = None, tensors: dict | None = None) -> MaskedLM:
         """A BertForMaskedLM folder's weights (`tensors`, where read) and tokenizer, mapped
         and checked."""
+        if directory is None:
+            raise CheckpointError("a masked-LM model is read from a folder of yours")
         directory = Path(directory)
         hf = json.loads((directory / "config.json").read_text())
         config = config_from_bert(hf)
@@ -163,7 +175,9 @@ class MaskedLM(MiniLM):
         tokenizer.no_truncation()
         return cls(model, tokenizer, head)
 
-    def with_model(self, model: Transformer) -> MaskedLM:
+    def with_model(self, model: Transformer | HFTransformer) -> MaskedLM:
+        if not isinstance(model, Transformer):
+            raise TypeError("a BertForMaskedLM of model/ takes our model code's weights")
         head = MaskedLMHead(model.config, model.encoder.tok_embed)
         head.load_state_dict(self.head.state_dict(), strict=False)
         head.output = self.head.output

@@ -14,6 +14,7 @@ from safetensors import SafetensorError
 
 from ..checkpoints import CheckpointError
 from ..config import ModelConfig
+from ..runner import Runner
 from ..transformer import Transformer
 from .backends import Backend, choose
 from .bert import NOT_MAPPED as BERT_NOT_MAPPED
@@ -92,8 +93,9 @@ BERT_KINDS = {"BertModel": "bert", "BertForMaskedLM": "masked-lm"}
 def check_bert(folder: Path, hf: dict) -> str:
     """A BERT folder's kind ("bert": its encoder, mean-pooled; "masked-lm": with its
     masked-LM head), its tokenizer and weight file there; otherwise CheckpointError."""
-    kinds = {BERT_KINDS.get(a) for a in hf.get("architectures") or ["BertModel"]}
-    if None in kinds or len(kinds) != 1:
+    found = {BERT_KINDS.get(a) for a in hf.get("architectures") or ["BertModel"]}
+    kinds = {k for k in found if k is not None}
+    if None in found or len(kinds) != 1:
         raise CheckpointError(
             f"{folder}: {hf['architectures']} is not supported; a BERT folder maps as "
             f"{' or '.join(BERT_KINDS)}"
@@ -127,7 +129,7 @@ def check_pooling(folder: Path) -> None:
 def hf_depth(folder: Path) -> int | None:
     """The number of layers config.json states (num_hidden_layers), if it states one."""
     hf = read_json(folder / "config.json")
-    text = hf.get("text_config") if isinstance(hf.get("text_config"), dict) else hf
+    text: dict = hf["text_config"] if isinstance(hf.get("text_config"), dict) else hf
     depth = text.get("num_hidden_layers")
     return depth if isinstance(depth, int) and depth > 0 else None
 
@@ -143,13 +145,14 @@ def model_type_of(hf: dict, folder: Path) -> str:
 
 def load_source(
     path: str | Path, name: str = "", max_bytes: int | None = None, backend: Backend | None = None
-) -> tuple[CausalLM | MiniLM, Source]:
+) -> tuple[Runner, Source]:
     """A folder in Hugging Face's layout or a Llama-family .gguf file, as a runner and
     where it came from, read by the backend `backends.choose` names for its architecture
     (`backend="transformers"` forces transformers' code); one whose weight files pass
     `max_bytes` is refused unread."""
     given, path = str(path), cached(path)
     check_size(path, max_bytes)
+    runner: Runner
     if path.suffix == ".gguf" and path.is_file():
         stored = "GGUF (dequantized to float32)"
         if backend == "transformers":  # its own GGUF loader and modeling code

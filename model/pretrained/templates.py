@@ -189,7 +189,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
     def buffer(self) -> Buffer:
         return Buffer(self.renders.budget)
 
-    def concat(self, parts: tuple) -> str:
+    def concat(self, parts: Iterable[Any]) -> str:
         self.tick()
         too_heavy(sum(weight(p) for p in parts), "a `~` join")
         return "".join(map(str, parts))

@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 UNK = "<unk>"
 SEP = "|"
@@ -106,7 +107,8 @@ class Lexicon:
     @cached_property
     def en_words(self) -> tuple[list[str], list[str]]:
         """(training words, held-out words), each sorted."""
-        train, test = [], []
+        train: list[str] = []
+        test: list[str] = []
         for word in sorted(self.cmudict):
             (test if self.is_held_out_word(word) else train).append(word)
         return train, test
@@ -132,9 +134,10 @@ def label(text: str, lexicon: Lexicon) -> tuple[tuple[str, ...], tuple[int, ...]
     """Output tokens of a normalized text and the source index each one comes from."""
     from pypinyin import Style, pinyin
 
-    readings = pinyin(
-        text, style=Style.TONE3, neutral_tone_with_five=True, errors=lambda s: list(s)
-    )
+    def each_char(s: str) -> Any:  # (pypinyin takes a list: one reading per character)
+        return list(s)
+
+    readings = pinyin(text, style=Style.TONE3, neutral_tone_with_five=True, errors=each_char)
     known_chars = set(lexicon.chars)
     target: list[str] = []
     index: list[int] = []

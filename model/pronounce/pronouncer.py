@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -15,13 +16,18 @@ from ..runner import (
     UNTRAINED_SEED,
     Capabilities,
     DecodedPiece,
+    OutputKind,
     RunnerBase,
     RunResult,
+    TokenUnit,
     untrained,
 )
 from ..transformer import Transformer
 from .data import normalize
 from .tokenizers import BOS, EOS, SourceTokenizer, TargetTokenizer, Vocab
+
+if TYPE_CHECKING:
+    from ..hf.model import HFTransformer
 
 SHIPPED = Path(__file__).resolve().parents[2] / "models" / "pronounce"
 TRAINED_CHARS = 40  # the longest training sentence (see data.Generator)
@@ -31,8 +37,8 @@ BREAKS = " ，。！？；：、,.!?;:"
 class Pronouncer(RunnerBase):
     """Chinese characters -> pinyin with tones, English words -> ARPAbet (a `Runner`)."""
 
-    token_unit = "characters"
-    output_kind = "transcription"
+    token_unit: TokenUnit = "characters"
+    output_kind: OutputKind = "transcription"
     special_tokens = frozenset({BOS, EOS})  # what it adds: <bos> opens the target
     capabilities = Capabilities(kv_cache=True)
 
@@ -67,7 +73,9 @@ class Pronouncer(RunnerBase):
         source, target = _tokenizers(directory)
         return cls(untrained(config, seed), source, target)
 
-    def with_model(self, model: Transformer) -> Pronouncer:
+    def with_model(self, model: Transformer | HFTransformer) -> Pronouncer:
+        if not isinstance(model, Transformer):
+            raise TypeError("the pronouncer takes our model code's weights")
         return Pronouncer(model, self.source, self.target)
 
     @property

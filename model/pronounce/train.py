@@ -110,7 +110,7 @@ def _save_state(
     old = directory.with_name(directory.name + ".old")
     shutil.rmtree(tmp, ignore_errors=True)
     save_checkpoint(model, tmp)
-    names = {p: n for n, p in model.named_parameters()}
+    names: dict[torch.Tensor, str] = {p: n for n, p in model.named_parameters()}
     tensors = {}
     for p, state in opt.state.items():
         for key, value in state.items():
