@@ -30,8 +30,8 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from app.corpus.corpora import shipped_sentences
+from harness.serving import start_server
 from model.corpus_stats import sentence_statistics
-from tests.serving import start_server
 
 QK_HEAD = {"type": "encoder.self", "layer": 3, "head": 2}
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from harness.checkpoints import PROMPTS, saved, saved_masked_lm, tiny, wordpiece, write_gguf
 from model.pretrained.sources import load_source
-from tests.model.test_hf import PROMPTS, saved, saved_masked_lm, tiny, wordpiece, write_gguf
 
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
           "high_freq_factor": 4.0, "original_max_position_embeddings": 64}  # fmt: skip
@@ -117,7 +117,7 @@ def encoder_row(root: Path, name: str) -> tuple[float, float, str]:
 
 def write_readme() -> None:
     """The docs' architecture table (docs/architectures.md), made anew from the matrix."""
-    from tests.model.families import README_END, README_START, matrix, readme_table
+    from harness.families import README_END, README_START, matrix, readme_table
 
     path = Path(__file__).resolve().parents[1] / "docs" / "architectures.md"
     readme = path.read_text(encoding="utf-8")
@@ -128,9 +128,9 @@ def write_readme() -> None:
 
 
 def print_matrix(backend: str | None) -> None:
-    """The architecture matrix (tests/model/families.py) as a table, with the capture
+    """The architecture matrix (harness/families.py) as a table, with the capture
     pass's time over transformers' eager forward with output_attentions (best of 3)."""
-    from tests.model.families import matrix
+    from harness.families import matrix
 
     rows = matrix(backend, speed=True)
     print("| architecture | kind | backend | served | weights, max abs diff | output vs its "

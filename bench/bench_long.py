@@ -121,8 +121,8 @@ def case_qwen2(tokens: int) -> dict:
     import torch
     import transformers
 
+    from harness.checkpoints import tokenizer
     from model.pretrained.hf import load_folder
-    from tests.model.test_hf import tokenizer
 
     config = transformers.Qwen2Config(
         vocab_size=320, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
@@ -194,9 +194,9 @@ def page_case(tokens: int, zooms: int = 4) -> dict:
     window drawn, and the longest main-thread task (Chromium's long-task timing)."""
     from playwright.sync_api import expect, sync_playwright
 
+    from harness.browser import CHROMIUM, FLAGS
+    from harness.serving import start_server
     from model.pretrained.causal import CausalLM
-    from tests.e2e.conftest import CHROMIUM, FLAGS
-    from tests.serving import start_server
 
     lm = CausalLM.load()
     text = lm.tokenizer.decode(ids_of(tokens - 30))  # room for what the page generates

@@ -28,8 +28,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from app.settings import Settings
 from app.zoo import load_zoo
+from harness.serving import start_server
 from model.pretrained.bert import package_dir
-from tests.serving import start_server
 
 WORDS = [
     *(

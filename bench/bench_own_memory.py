@@ -23,8 +23,8 @@ import psutil
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from tests.model.test_hf import tokenizer
-from tests.serving import start_server
+from harness.checkpoints import tokenizer
+from harness.serving import start_server
 
 SHAPE = dict(
     vocab_size=320, hidden_size=1024, intermediate_size=2816, num_hidden_layers=12,

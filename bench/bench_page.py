@@ -44,8 +44,8 @@ from playwright.sync_api import sync_playwright
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from page_generation import generation_table
 
-from tests.e2e.conftest import CHROMIUM, FLAGS
-from tests.serving import free_port, start_server
+from harness.browser import CHROMIUM, FLAGS
+from harness.serving import free_port, start_server
 
 CHINESE = "苹果公司发布了新款手机，它采用了最新的芯片。猫追狗，狗追猫；银行的人在街上行走。" * 4
 ENGLISH = (

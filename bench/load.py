@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/load.py [--clients 8 32 128] [--duration 60] [--json out.json]
 
-Starts `attnviz serve` with its default settings (tests/serving.py), then for each number
+Starts `attnviz serve` with its default settings (harness/serving.py), then for each number
 of clients runs locust headless in its own process (bench/locustfile.py: analyze and
 attention requests for `pronounce` and some for `minilm`, short and long texts, half of
 them fresh) for `--duration` seconds, while a third process asks /healthz every 100 ms on

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/soak.py [--requests 3000] [--warmup 1000] [--concurrency 4]
 
-Starts `attnviz serve` with its default settings (tests/serving.py) and sends it, from
+Starts `attnviz serve` with its default settings (harness/serving.py) and sends it, from
 `--concurrency` client threads, the mix of bench/traffic.py: analyze and attention for
 `pronounce` and `minilm` (half the texts fresh, 40 % of those long), exports, positional
 tables, the page, health, and invalid input that must get its documented 4xx. Every

@@ -22,10 +22,10 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # tests/ is not an installed package
+if str(ROOT) not in sys.path:  # harness/ is not an installed package
     sys.path.insert(0, str(ROOT))
 
-from tests.serving import start_server  # noqa: E402
+from harness.serving import start_server  # noqa: E402
 
 
 def words(text: str) -> list[str]:
@@ -189,7 +189,7 @@ def percentile(values: list[float], p: float) -> float:
 
 
 class Server:
-    """`attnviz serve` with default settings (tests/serving.py), its log read as it goes:
+    """`attnviz serve` with default settings (harness/serving.py), its log read as it goes:
     the status of every request and every line at error level or carrying a traceback."""
 
     def __init__(self, env: dict[str, str] | None = None) -> None:

@@ -37,7 +37,7 @@ from pathlib import Path
 import httpx2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.serving import free_port
+from harness.serving import free_port
 
 HAPROXY = """
 global

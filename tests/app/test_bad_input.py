@@ -19,7 +19,7 @@ import httpx2
 import pytest
 from fastapi.testclient import TestClient
 
-from ..serving import start_server
+from harness.serving import start_server
 
 ANALYZE = "/api/v1/analyze"
 ATTENTION = "/api/v1/attention"

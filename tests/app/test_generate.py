@@ -10,7 +10,7 @@ import httpx2
 import numpy as np
 import pytest
 
-from tests.serving import start_server
+from harness.serving import start_server
 
 PROMPT = "The capital of France is"
 

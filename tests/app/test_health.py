@@ -15,9 +15,8 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
+from harness.serving import start_server
 from model.runtime import cgroup_cpu_limit, release_free_memory, usable_cpus
-
-from ..serving import start_server
 
 
 def test_healthz_reports_ok_and_the_loaded_models():

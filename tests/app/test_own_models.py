@@ -16,15 +16,15 @@ import numpy as np
 import pytest
 import torch
 
+from harness.checkpoints import saved, saved_masked_lm, tiny
+from harness.serving import start_server
 from model.pretrained.hf import load_folder
 from tests.app.test_api import decode
-from tests.model.test_hf import saved, saved_masked_lm, tiny
-from tests.serving import start_server
 
 
 def tiny_of(model_type: str):
     """A tiny seeded random model of an architecture, by transformers' own classes."""
-    from tests.model.families import build_model
+    from harness.families import build_model
 
     return build_model(model_type, "decoder-only")
 

@@ -19,7 +19,7 @@ import torch
 from app.corpus.command import in_process
 from app.corpus.corpora import shipped_sentences
 from app.settings import Settings
-from tests.serving import free_port, start_server
+from harness.serving import free_port, start_server
 
 SENTENCES = list(shipped_sentences("hsk-en"))[:40]
 RAY = str(Path(sys.executable).parent / "ray")

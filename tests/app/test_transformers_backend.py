@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
+from harness.families import build, save_masked_roberta
 from tests.app.test_api import decode
-from tests.model.families import build, save_masked_roberta
 
 ARCHITECTURES = {"t5": "encoder-decoder", "bart": "encoder-decoder", "qwen3": "decoder-only",
                  "gemma2": "decoder-only", "roberta": "encoder-only",
@@ -46,8 +46,8 @@ def save_long_qwen3(folder):
     context: a prompt past 512 tokens runs the long path."""
     import transformers
 
-    from tests.model.families import tiny_config
-    from tests.model.test_hf import tokenizer
+    from harness.checkpoints import tokenizer
+    from harness.families import tiny_config
 
     config = tiny_config("qwen3")
     config.max_position_embeddings = LONG_CONTEXT
@@ -58,7 +58,7 @@ def save_long_qwen3(folder):
 
 
 def reference(root, model_type: str):
-    from tests.model.families import reference as made
+    from harness.families import reference as made
 
     return made(model_type, ARCHITECTURES[model_type], root / model_type, eager=True)
 

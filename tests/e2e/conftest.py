@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import sync_playwright
 
-from ..serving import start_server
+from harness.browser import CHROMIUM, FLAGS
+from harness.serving import start_server
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "out" / "e2e"
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
-from .conftest import CHROMIUM, FLAGS, block_outside
+from harness.browser import CHROMIUM, FLAGS
+
+from .conftest import block_outside
 from .test_page import ready, ticks, url_state
 
 TEXT = "The animal didn't cross the street because it was too tired."

@@ -10,9 +10,9 @@ import httpx2
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.model.families import save_masked_roberta
-from tests.model.test_hf import saved, saved_masked_lm, tiny
-from tests.serving import start_server
+from harness.checkpoints import saved, saved_masked_lm, tiny
+from harness.families import save_masked_roberta
+from harness.serving import start_server
 
 from .conftest import page_of
 from .test_page import ready, ticks

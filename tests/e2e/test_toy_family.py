@@ -9,7 +9,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from ..serving import start_server
+from harness.serving import start_server
+
 from .conftest import ARTIFACTS, page_of
 
 READY = re.compile(r"^Ready\.$")

@@ -1,4 +1,4 @@
-"""The architecture matrix (tests/model/families.py): every text architecture of the
+"""The architecture matrix (harness/families.py): every text architecture of the
 installed transformers whose attention goes through its attention interface, as a tiny
 random model read back by our loader, against transformers' own forward."""
 
@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from model.pretrained.backends import OURS
-from tests.model.families import (
+from harness.families import (
     compare,
     interface_architectures,
     matrix,
@@ -17,6 +16,7 @@ from tests.model.families import (
     readme_table,
     text_architectures,
 )
+from model.pretrained.backends import OURS
 
 # Measured on transformers 5.24: 151 of the 165 are served and equal (the others: those
 # whose heads change shape across layers, those whose encoder has its own sparse attention,
@@ -101,9 +101,9 @@ def test_the_neuron_views_before_is_the_query_projection_itself(tmp_path, model_
     import transformers
 
     from app.inspect.neuron import unrotate_half
+    from harness.families import build_model
     from model.hf.capture import ATTENTION, register
     from model.hf.model import HFTransformer
-    from tests.model.families import build_model
 
     register()
     build_model(model_type, "decoder-only").save_pretrained(tmp_path)
@@ -154,10 +154,10 @@ def test_a_decoder_whose_tokens_see_later_ones_is_refused(tmp_path):
     refused when read, saying why."""
     import transformers
 
+    from harness.checkpoints import tokenizer
+    from harness.families import tiny_config
     from model.checkpoints import CheckpointError
     from model.pretrained.sources import load_source
-    from tests.model.families import tiny_config
-    from tests.model.test_hf import tokenizer
 
     config = tiny_config("bert-generation")
     config.is_decoder = False

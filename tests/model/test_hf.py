@@ -1,7 +1,7 @@
 """The user's own Llama-family folder (model/pretrained/hf.py) on our model code, against
-transformers' own classes: tiny random models made and saved here with `save_pretrained`,
-with a byte-level BPE tokenizer trained here with `tokenizers`; and each kind of bad
-folder refused with its reason."""
+transformers' own classes: tiny random models saved with `save_pretrained`, with a
+byte-level BPE tokenizer trained with `tokenizers` (harness/checkpoints.py); and each kind
+of bad folder refused with its reason."""
 
 from __future__ import annotations
 
@@ -13,68 +13,20 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from harness.checkpoints import (
+    PROMPTS,
+    VOCAB,
+    saved,
+    saved_masked_lm,
+    tiny,
+    tokenizer,
+    wordpiece,
+    write_gguf,
+)
 from model.checkpoints import CheckpointError
 from model.pretrained.hf import load_folder
 from model.pretrained.sources import load_source
-
-VOCAB = 320
-CORPUS = [
-    "The quick brown fox jumps over the lazy dog.",
-    "def add(a, b):\n    return a + b",
-    "猫追狗，狗追猫。",
-    "Attention heads look back at every token they have seen.",
-] * 20
-PROMPTS = ["The quick brown fox", "def add(a, b):", "猫追狗 and the lazy dog " * 6]
-
-
-def tokenizer(specials: tuple[str, ...] = ("<|endoftext|>",)) -> Tokenizer:
-    made = Tokenizer(models.BPE())
-    made.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    made.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB,
-        special_tokens=list(specials),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    made.train_from_iterator(CORPUS, trainer)
-    return made
-
-
-def tiny(kind: str, **extra):
-    """A tiny random transformers model of a Llama-family kind, in float32, eager."""
-    import transformers
-
-    classes = {"llama": ("LlamaConfig", "LlamaForCausalLM"),
-               "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
-               "mistral": ("MistralConfig", "MistralForCausalLM"),
-               "gpt2": ("GPT2Config", "GPT2LMHeadModel")}  # fmt: skip
-    config_class, model_class = (getattr(transformers, n) for n in classes[kind])
-    shape = dict(
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-        rms_norm_eps=1e-5,
-    )  # fmt: skip
-    if kind == "gpt2":
-        shape = dict(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=256)
-    config = config_class(
-        **{**shape, **extra}, eos_token_id=0, bos_token_id=0, attn_implementation="eager"
-    )
-    torch.manual_seed(0)
-    model = model_class(config).eval()
-    with torch.no_grad():  # biases (Qwen2's Q/K/V) start at zero: make them count
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.normal_(0, 0.5)
-    return model
-
-
-def saved(tmp_path, model, **save) -> object:
-    folder = tmp_path / "model"
-    model.save_pretrained(folder, **save)
-    tokenizer().save(str(folder / "tokenizer.json"))
-    return folder
 
 
 def matches(ours, theirs, prompt: str) -> list[int]:
@@ -241,67 +193,6 @@ def test_mistrals_window_hides_what_lies_beyond_it(tmp_path):
     assert predicted[5:-1] == steps
 
 
-def permuted(weight, heads: int):
-    """Q or K rows in llama.cpp's rotary layout, as its converter writes them."""
-    return (
-        weight.reshape(heads, 2, weight.shape[0] // heads // 2, *weight.shape[1:])
-        .swapaxes(1, 2)
-        .reshape(weight.shape)
-    )
-
-
-def write_gguf(theirs, path) -> None:
-    """A Llama .gguf written with the `gguf` library (float32 tensors, llama.cpp's names
-    and Q/K layout, the tokenizer in its metadata) from a tiny transformers Llama."""
-    import gguf
-
-    made = tokenizer()
-    spec = json.loads(made.to_str())["model"]
-    tokens = [t for t, _ in sorted(spec["vocab"].items(), key=lambda kv: kv[1])]
-    tokens += [f"<pad{i}>" for i in range(VOCAB - len(tokens))]
-    merges = [" ".join(m) if isinstance(m, list) else m for m in spec["merges"]]
-    writer = gguf.GGUFWriter(str(path), "llama")
-    cfg = theirs.config
-    writer.add_block_count(cfg.num_hidden_layers)
-    writer.add_context_length(cfg.max_position_embeddings)
-    writer.add_embedding_length(cfg.hidden_size)
-    writer.add_feed_forward_length(cfg.intermediate_size)
-    writer.add_head_count(cfg.num_attention_heads)
-    writer.add_head_count_kv(cfg.num_key_value_heads)
-    writer.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
-    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_token_list(tokens)
-    writer.add_token_merges(merges)
-    writer.add_token_types([3 if t == "<|endoftext|>" else 1 for t in tokens])
-    writer.add_bos_token_id(0)
-    writer.add_eos_token_id(0)
-    names = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q",
-             "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-             "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
-             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-             "mlp.down_proj": "ffn_down"}  # fmt: skip
-    for name, tensor in theirs.state_dict().items():
-        values = tensor.float().numpy()
-        if name.startswith("model.layers."):
-            _, _, layer, *inner, leaf = name.split(".")
-            part = names[".".join(inner)]
-            if part == "attn_q":
-                values = permuted(values, cfg.num_attention_heads)
-            elif part == "attn_k":
-                values = permuted(values, cfg.num_key_value_heads)
-            out = f"blk.{layer}.{part}.{leaf}"
-        else:
-            out = {"model.embed_tokens.weight": "token_embd.weight",
-                   "model.norm.weight": "output_norm.weight",
-                   "lm_head.weight": "output.weight"}[name]  # fmt: skip
-        writer.add_tensor(out, values)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-
-
 def test_a_gguf_file_written_from_the_tiny_llama_matches_it(tmp_path):
     theirs = tiny("llama")
     path = tmp_path / "tiny.gguf"
@@ -319,22 +210,6 @@ def test_embedding_rows_past_the_tokenizer_are_named_not_garbled(tmp_path):
     assert ours.vocabulary[VOCAB + 3] == f"<unused {VOCAB + 3}>"
     assert ours.decode([*hello, VOCAB + 3, *hello]) == f"The quick<unused {VOCAB + 3}>The quick"
     assert ours.decode(hello) == "The quick"
-
-
-def wordpiece() -> Tokenizer:
-    from tokenizers import normalizers, processors
-
-    made = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    made.normalizer = normalizers.BertNormalizer(lowercase=True)
-    made.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    made.train_from_iterator(
-        CORPUS, trainers.WordPieceTrainer(vocab_size=VOCAB, special_tokens=specials)
-    )
-    made.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
-    )
-    return made
 
 
 def test_a_bert_folder_matches_transformers_bert_model(tmp_path):
@@ -379,24 +254,6 @@ def test_a_bert_folder_matches_transformers_bert_model(tmp_path):
     wordpiece().save(str(tmp_path / "cls" / "tokenizer.json"))
     with pytest.raises(CheckpointError, match=r"BertForSequenceClassification.*BertForMaskedLM"):
         load_source(tmp_path / "cls", "cls")
-
-
-def saved_masked_lm(folder, tie: bool = True):
-    """A tiny random BertForMaskedLM saved with its WordPiece tokenizer (the embedding
-    exactly the tokenizer's size), and the transformers model."""
-    import transformers
-
-    made = wordpiece()
-    config = transformers.BertConfig(
-        vocab_size=made.get_vocab_size(), hidden_size=64, num_hidden_layers=2,
-        num_attention_heads=4, intermediate_size=96, max_position_embeddings=128,
-        attn_implementation="eager", tie_word_embeddings=tie,
-    )  # fmt: skip
-    torch.manual_seed(1)
-    theirs = transformers.BertForMaskedLM(config).eval()
-    theirs.save_pretrained(folder)
-    made.save(str(folder / "tokenizer.json"))
-    return theirs
 
 
 @pytest.mark.parametrize("tie", [True, False], ids=["tied", "untied"])

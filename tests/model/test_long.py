@@ -12,12 +12,11 @@ import os
 import pytest
 import torch
 
+from harness.checkpoints import VOCAB, saved, tiny
 from model.analysis import head_metrics
 from model.long import LongCapture, MaskRule, edges
 from model.masks import decoder_mask, padding_mask
 from model.pretrained.hf import load_folder
-
-from .test_hf import VOCAB, saved, tiny
 
 N = int(os.environ.get("LONG_TOKENS", "2048"))  # `make test-long`: 8,192
 

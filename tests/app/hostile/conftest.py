@@ -10,8 +10,7 @@ import httpx2
 import pytest
 
 from bench.hostile import Healthz
-
-from ...serving import start_server
+from harness.serving import start_server
 
 SETTINGS = {
     "ATTNVIZ_ZOO": json.dumps(["minilm", "smollm2"]),

@@ -26,7 +26,7 @@ from model.checkpoints import CheckpointError
 from model.pretrained.backends import OURS, choose, uses_attention_interface
 from model.pretrained.sources import load_source
 
-VOCAB = 320  # tests/model/test_hf.py's byte-level BPE tokenizer
+VOCAB = 320  # harness/checkpoints.py's byte-level BPE tokenizer
 PROMPT = "The quick brown fox jumps over the lazy dog. The quick brown"
 CONTINUATION = 8
 SIZES = {  # what a tiny model has, by transformers' common attribute names
@@ -217,7 +217,7 @@ def build_model(model_type: str, kind: str, keep_layers: bool | int = False):
 
 def build(model_type: str, kind: str, folder: Path, keep_layers: bool | int = False) -> None:
     """A tiny seeded random model of the architecture, saved with its tokenizer."""
-    from tests.model.test_hf import tokenizer
+    from harness.checkpoints import tokenizer
 
     model = build_model(model_type, kind, keep_layers)
     model.save_pretrained(folder)
@@ -227,7 +227,7 @@ def build(model_type: str, kind: str, folder: Path, keep_layers: bool | int = Fa
 def save_masked_roberta(folder: Path) -> Path:
     """A tiny RobertaForMaskedLM with a tokenizer that has RoBERTa's specials (<s> 0,
     <pad> 1, </s> 2, <mask>)."""
-    from tests.model.test_hf import tokenizer
+    from harness.checkpoints import tokenizer
 
     build_model("roberta", "masked-lm").save_pretrained(folder)
     tokenizer(("<s>", "<pad>", "</s>", "<mask>")).save(str(folder / "tokenizer.json"))
