@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from .head_stats import TABLE, Weights, per_head
 from .hooks import HookFn
 
 if TYPE_CHECKING:
@@ -47,15 +48,11 @@ def ablate_heads(heads: Iterable[int]) -> HookFn:
     return hook
 
 
-def entropy_bits(weights: Tensor) -> Tensor:
-    """Softmax entropy in bits of each row: (..., Tq, Tk) -> (..., Tq)."""
-    return torch.special.entr(weights).sum(-1) / math.log(2)  # -w ln w, 0 where w is 0
-
-
 def focus(weights: Tensor) -> tuple[Tensor, Tensor]:
     """Per head of one layer's weights (H, Tq, Tk): the mean over query rows of the row's
-    entropy in bits, and of its largest weight (H,) each."""
-    return entropy_bits(weights).mean(-1), weights.max(-1).values.mean(-1)
+    entropy in bits, and of its largest weight (H,) each, in float64."""
+    x = Weights(weights.double(), [])
+    return TABLE["entropy"].compute(x), TABLE["max_weight"].compute(x)
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -64,39 +61,18 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return round(float(torch.nn.functional.cosine_similarity(x, y, dim=0)), 6)
 
 
+# the lab's metrics of a head (head_stats.TABLE: what each is), in the order it gives them
+METRICS = ("entropy", "max_weight", "first", "special", "distance", "previous", "alignment")
+
+
 def head_metrics(
     weights: Tensor, self_attention: bool, special_keys: list[int]
 ) -> dict[str, list[float | None]]:
-    """Per head of one layer's weights (H, Tq, Tk), each a mean over query rows:
-
-    entropy (bits); max_weight; distance (self-attention: sum_k w_qk |q - k|, in tokens);
-    previous (self-attention: the weight on the token just before, rows q >= 1); first (the
-    weight on key 0); special (the weight on special tokens such as [CLS], [SEP], <bos>);
-    alignment (cross-attention: the share of rows whose strongest key lies within one token
-    of the diagonal stretched over the two lengths, as a monotonic alignment would)."""
-    heads, tq, tk = weights.shape
-    entropy, max_weight = focus(weights)
-    out: dict[str, Tensor | None] = {
-        "entropy": entropy,
-        "max_weight": max_weight,
-        "first": weights[..., 0].mean(-1),
-        "special": weights[..., special_keys].sum(-1).mean(-1)
-        if special_keys
-        else torch.zeros(heads),
-    }
-    if self_attention:
-        q = torch.arange(tq, dtype=weights.dtype)[:, None]
-        k = torch.arange(tk, dtype=weights.dtype)[None, :]
-        out["distance"] = (weights * (q - k).abs()).sum(-1).mean(-1)
-        out["previous"] = (
-            weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean(-1) if tq > 1 else torch.zeros(heads)
-        )
-        out["alignment"] = None
-    else:
-        out["distance"] = out["previous"] = None
-        stretched = torch.arange(tq, dtype=torch.float64) * (tk - 1) / max(tq - 1, 1)
-        hits = (weights.argmax(-1).double() - stretched.round()).abs() <= 1
-        out["alignment"] = hits.double().mean(-1)
+    """Per head of one layer's weights (H, Tq, Tk), each of METRICS (head_stats.TABLE), a
+    mean over query rows in float64 rounded to 6 decimals: None where it does not apply to
+    this attention, 0 where no row does (`previous` with one row)."""
+    heads = weights.size(0)
+    out = per_head(METRICS, weights, self_attention, special_keys, empty=0.0)
     return {
         name: [None] * heads if values is None else [round(float(v), 6) for v in values]
         for name, values in out.items()

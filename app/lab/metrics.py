@@ -1,23 +1,16 @@
 """Per layer x head of every attention type: entropy, max weight, mean distance,
-previous-token, first-token and special-token weight, cross-attention alignment."""
+previous-token, first-token and special-token weight, cross-attention alignment (each
+defined and explained once, in model/head_stats.py)."""
 
 from __future__ import annotations
 
-from model.analysis import head_metrics, layer_weights
+from model.analysis import METRICS, head_metrics, layer_weights
+from model.head_stats import explained
 
 from . import schemas as s
 from .context import LabContext
 
-EXPLAINED = {
-    "entropy": "mean softmax entropy of a query row, in bits (low: focused)",
-    "max_weight": "mean of each row's largest weight",
-    "distance": "self-attention: mean |query - key| in tokens, weighted by attention",
-    "previous": "self-attention: mean weight on the token just before the query",
-    "first": "mean weight on the first key",
-    "special": "mean weight on special tokens ([CLS], [SEP], <bos>)",
-    "alignment": "cross-attention: share of rows whose strongest key is within one token of "
-    "the diagonal stretched over both lengths",
-}
+EXPLAINED = explained(METRICS)  # model/head_stats.py's lines, for the page
 
 
 def metrics(ctx: LabContext, req: s.TextRequest) -> s.MetricsResponse:

@@ -3,7 +3,6 @@ them, and their metrics from one pass over each row's keys."""
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass, field
 
@@ -11,6 +10,7 @@ import torch
 from torch import Tensor
 
 from ..attention import attention_scores
+from ..head_stats import entropy_bits, near_diagonal
 from .heads import Heads, Kind
 from .masks import Mask, MaskRule
 
@@ -32,9 +32,9 @@ class HeadStats:
     lse: Tensor | None = field(default=None, repr=False)  # each row's normaliser, as seen
 
     def means(self) -> dict[str, float]:
-        """The means `analysis.head_metrics` gives (self-attention's or cross-attention's
-        are 0 for the other), and the share of rows peaking at the commonest offset other
-        than -1 (what `head_roles` calls positional)."""
+        """The means `analysis.head_metrics` gives (head_stats.TABLE; self-attention's or
+        cross-attention's are 0 for the other), and the share of rows peaking at the
+        commonest offset other than -1 (what `head_roles` calls positional)."""
         rows = max(self.rows, 1)
         fixed = max((c for o, c in self.offsets.items() if o != -1), default=0)
         return {
@@ -170,7 +170,7 @@ class LayerAttention(Heads):
             weights = torch.exp(scores - lse[:, None]).nan_to_num_(0.0)
             hi = lo + weights.size(1)
             stats.rows += r1 - r0
-            stats.entropy += float(torch.special.entr(weights).sum() / math.log(2))
+            stats.entropy += float(entropy_bits(weights).sum())
             peak, where = weights.max(-1)
             stats.max_weight += float(peak.sum())
             where = where + lo
@@ -200,9 +200,7 @@ class LayerAttention(Heads):
                 for value, count in zip(values.tolist(), counts.tolist(), strict=True):
                     stats.offsets[value] = stats.offsets.get(value, 0) + count
             else:
-                stretched = query.double() * (tk - 1) / max(tq - 1, 1)
-                hits = (where.double() - stretched.round()).abs() <= 1
-                stats.alignment += float(hits.double().sum())
+                stats.alignment += float(near_diagonal(where, query, tq, tk).double().sum())
         if stats.rows == tq:  # every row in: the head's normalisers are known
             with self._lock:
                 self._normalisers[head] = lse_all
