@@ -8,12 +8,12 @@ import itertools
 from collections.abc import Generator
 from typing import Literal
 
-from fastapi import HTTPException
 from pydantic import BaseModel, Field, StrictFloat
 
 from model.pretrained.causal import Sampling, Step
 from model.runner import generating
 
+from .errors import CannotServe
 from .runs import Inference, read_text, stop_if_cancelled, text_limit
 from .schemas import Alternative, NewTokens, TextRequest, Whole
 from .zoo import ModelEntry
@@ -76,8 +76,7 @@ class Generation:
         if runner.capabilities.generation:
             runner = self.entry.loaded_runner()  # held for the whole generation
         if not runner.capabilities.generation:
-            raise HTTPException(
-                422,
+            raise CannotServe(
                 f"{self.entry.id} does not continue a prompt: it makes a "
                 f"{runner.output_kind}; generation is for models that do",
             )
@@ -87,16 +86,14 @@ class Generation:
         room = limit - len(req.continuation)
         self.max_new_tokens = room if req.max_new_tokens is None else req.max_new_tokens
         if self.max_new_tokens > limit:
-            raise HTTPException(
-                422,
+            raise CannotServe(
                 f"max_new_tokens is {self.max_new_tokens}; the limit is {limit} "
                 "(ATTNVIZ_MAX_NEW_TOKENS)",
             )
         text = read_text(req.text, text_limit(inference.settings, self.entry.runner))
         inference.prompt_options(self.entry, req.chat, req.continuation)  # checked
         if self.max_new_tokens < 1 or len(req.continuation) + self.max_new_tokens > limit:
-            raise HTTPException(
-                422,
+            raise CannotServe(
                 f"continuation ({len(req.continuation)}) and max_new_tokens "
                 f"({self.max_new_tokens}) add up to more than the limit of {limit} "
                 "(ATTNVIZ_MAX_NEW_TOKENS): the answer's continuation could not be sent back",
@@ -104,7 +101,7 @@ class Generation:
         try:
             self.prompt, self.ids, self.truncated, _ = generator.prompt(text, req.chat)
         except ValueError as exc:
-            raise HTTPException(422, f"text cannot be read: {exc}") from exc
+            raise CannotServe(f"text cannot be read: {exc}") from exc
         self.runner = generator
         self.before = list(req.continuation)  # generated earlier, continued now
         self.sampling = Sampling(req.temperature, req.top_k, req.top_p, req.seed)

@@ -20,6 +20,7 @@ from model.runtime import keep_freed_memory, set_threads
 from .clients import ClientBudget, Clients
 from .corpus.corpora import read_shipped
 from .corpus.jobs import CorpusRuns
+from .errors import AttnvizError
 from .limits import BodyLimit
 from .logs import AccessLog
 from .long_metrics import stop_all
@@ -121,6 +122,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             detail = "the body's JSON is nested too deeply to read"
             return JSONResponse({"detail": detail}, status_code=400)
         return await http_exception_handler(request, exc)
+
+    @app.exception_handler(AttnvizError)
+    async def domain_error(request: Request, exc: AttnvizError) -> JSONResponse:
+        # what the code outside the routes raises, answered as FastAPI answers HTTPException
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
 
     generate_openapi = app.openapi
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import torch
-from fastapi import HTTPException
 
 from model.checkpoints import CheckpointError
 from model.config import ModelConfig
@@ -29,6 +28,7 @@ from model.runner import Runner, RunnerBase, attention_specs
 from model.runtime import release_free_memory
 from model.transformer import Transformer
 
+from .errors import Unavailable
 from .settings import Settings
 
 LOG = logging.getLogger("attnviz")
@@ -194,7 +194,7 @@ class OwnRunner:
         embedding) is a 503 naming the reason, every time, without reading it again."""
         with self._lock:
             if self._failed is not None:
-                raise HTTPException(503, self._failed)
+                raise Unavailable(self._failed)
             if self._runner is None:
                 LOG.info("reading model %s from %s", self.name, self.path)
                 try:
@@ -209,8 +209,8 @@ class OwnRunner:
                         )  # fmt: skip
                     self._runner = loaded
                 except MemoryError:
-                    raise HTTPException(
-                        503, f"the model {self.name} does not fit in memory now: try later"
+                    raise Unavailable(
+                        f"the model {self.name} does not fit in memory now: try later"
                     ) from None
                 except STOPS:
                     raise
@@ -218,7 +218,7 @@ class OwnRunner:
                     said = reason(exc, self.path)
                     self._failed = f"the model {self.name} cannot be read: {said}"
                     LOG.error("%s", self._failed)
-                    raise HTTPException(503, self._failed) from None
+                    raise Unavailable(self._failed) from None
             runner = self._runner
         self.pool.used(self)
         return runner

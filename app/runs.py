@@ -18,14 +18,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from fastapi import HTTPException
-
 from model.lean import LeanCapture, capture_bytes
 from model.long import LongCapture
 from model.runner import RunResult, generating
 from model.runtime import lower_priority, release_free_memory
 
 from .clients import CLIENT
+from .errors import Busy, CannotServe, NotFound
 from .progress import ProgressBoard
 from .schemas import INVISIBLE
 from .settings import Settings
@@ -61,12 +60,10 @@ def read_text(text: str, limit: int, field: str = "text") -> str:
     """A request's text as a model reads it (`reading_form`), or a 422 that says what to
     change: over the character limit, or nothing left to read."""
     if len(text) > limit:
-        raise HTTPException(
-            422, f"{field} has {len(text)} characters; the limit is {limit}: shorten it"
-        )
+        raise CannotServe(f"{field} has {len(text)} characters; the limit is {limit}: shorten it")
     text = reading_form(text)
     if not text.strip():
-        raise HTTPException(422, f"{field} is empty: type a sentence")
+        raise CannotServe(f"{field} is empty: type a sentence")
     return text
 
 
@@ -111,8 +108,7 @@ class RunLimiter:
         """Counted among the admitted (a 503 past capacity), without waiting for a slot."""
         with self._lock:
             if self._admitted >= self._capacity:
-                raise HTTPException(
-                    503,
+                raise Busy(
                     "the server is busy running other requests; retry shortly",
                     headers={"Retry-After": "1"},
                 )
@@ -288,22 +284,20 @@ class Inference:
         if not chat and not continuation:
             return {}
         if not entry.runner.capabilities.generation:
-            raise HTTPException(
-                422,
+            raise CannotServe(
                 f"chat and continuation are for models that continue a prompt; {entry.id} "
                 "does not generate",
             )
         limit = self.settings.max_new_tokens
         if len(continuation) > limit:
-            raise HTTPException(
-                422,
+            raise CannotServe(
                 f"continuation has {len(continuation)} tokens; the limit is {limit} "
                 "(ATTNVIZ_MAX_NEW_TOKENS)",
             )
         vocab = entry.config.target_vocab_size
         if any(i >= vocab for i in continuation):
-            raise HTTPException(
-                422, f"continuation holds a token id out of range: {entry.id} has 0..{vocab - 1}"
+            raise CannotServe(
+                f"continuation holds a token id out of range: {entry.id} has 0..{vocab - 1}"
             )
         return {"chat": chat, "continuation": list(continuation)}
 
@@ -312,7 +306,7 @@ class Inference:
         entry = self.zoo.models.get(model_id)
         if entry is None:
             known = ", ".join(self.zoo.ids())
-            raise HTTPException(404, f"unknown model {model_id!r}; the models are: {known}")
+            raise NotFound(f"unknown model {model_id!r}; the models are: {known}")
         return entry
 
     def _settle(
@@ -360,14 +354,14 @@ class Inference:
                 try:
                     generating(entry.runner).chat_prompt(text)
                 except ValueError as exc:
-                    raise HTTPException(422, f"text cannot be read: {exc}") from exc
+                    raise CannotServe(f"text cannot be read: {exc}") from exc
             with self.limiter.slot():
                 try:
                     runner = entry.loaded_runner()  # (one for the watch and the run)
                     with self.progress.watching(runner.model, stop_if_cancelled):
                         result = runner.run(text, **prompt)
                 except ValueError as exc:  # nothing left to read once normalised
-                    raise HTTPException(422, f"text cannot be read: {exc}") from exc
+                    raise CannotServe(f"text cannot be read: {exc}") from exc
             self.runs.put(key, result)
             self._settle(key, future, result=result)
             return result

@@ -10,7 +10,6 @@ from typing import cast
 
 import numpy as np
 import torch
-from fastapi import HTTPException
 
 from model.analysis import head_metrics, head_roles, layer_weights
 from model.lean import LeanCapture
@@ -18,6 +17,7 @@ from model.long import Kind, LongCapture, edges, heads_of
 from model.positional import NO_POSITIONS_FORMULA
 from model.runner import AttentionSpec, RunResult
 
+from .errors import CannotServe
 from .runs import stop_if_cancelled
 from .schemas import (
     AttentionRequest,
@@ -67,9 +67,7 @@ def _check_choice(name: str, wanted: list[int] | None, available: int) -> list[i
         return list(range(available))
     bad = sorted({i for i in wanted if i >= available})
     if bad:
-        raise HTTPException(
-            422, f"{name} {bad} out of range: this model's {name} are 0..{available - 1}"
-        )
+        raise CannotServe(f"{name} {bad} out of range: this model's {name} are 0..{available - 1}")
     return list(dict.fromkeys(wanted))
 
 
@@ -88,30 +86,30 @@ def attention_blocks(
     types = list(dict.fromkeys(req.types or entry.attention_types()))
     unknown = sorted(set(types) - set(entry.attention_types()))
     if unknown:
-        raise HTTPException(
-            422, f"{entry.id} has no attention of type {unknown}: it has {entry.attention_types()}"
+        raise CannotServe(
+            f"{entry.id} has no attention of type {unknown}: it has {entry.attention_types()}"
         )
     if req.encoding == "u1":
         bad = sorted(set(req.kinds) - {"weights", "mask"})
         if bad:
-            raise HTTPException(
-                422, f"u1 holds values in [0, 1] only (weights, mask); ask f2 or f4 for {bad}"
+            raise CannotServe(
+                f"u1 holds values in [0, 1] only (weights, mask); ask f2 or f4 for {bad}"
             )
     reshaped = req.granularity == "word" or req.hide_special
     if reshaped and set(req.kinds) != {"weights"}:
-        raise HTTPException(422, "granularity=word and hide_special apply to weights only")
+        raise CannotServe("granularity=word and hide_special apply to weights only")
     if req.granularity == "word" and result.source_words is None:
-        raise HTTPException(422, f"{entry.id} has no word pieces: ask granularity=token")
+        raise CannotServe(f"{entry.id} has no word pieces: ask granularity=token")
     kinds = list(dict.fromkeys(req.kinds))
     long = isinstance(result.capture, LongCapture)
     asked_window = req.rows is not None or req.columns is not None or req.pool is not None
     if asked_window:
         bad = sorted(set(kinds) - set(WINDOWED))
         if bad:
-            raise HTTPException(422, f"rows, columns and pool apply to {WINDOWED}, not {bad}")
+            raise CannotServe(f"rows, columns and pool apply to {WINDOWED}, not {bad}")
     if (asked_window or long) and reshaped:
-        raise HTTPException(
-            422, "granularity=word and hide_special need whole heads: ask without rows, "
+        raise CannotServe(
+            "granularity=word and hide_special need whole heads: ask without rows, "
             "columns and pool (on an input of at most 512 tokens)",
         )  # fmt: skip
     plan = []
@@ -122,8 +120,8 @@ def attention_blocks(
         plan += [(spec, layer, heads) for layer in layers]
     recomputed = sum(len(heads) for _, _, heads in plan) * len(set(kinds) & {"weights", "scores"})
     if long and recomputed > LONG_HEADS:
-        raise HTTPException(
-            422, f"this asks for {recomputed} heads' windows of a long input, each recomputed "
+        raise CannotServe(
+            f"this asks for {recomputed} heads' windows of a long input, each recomputed "
             f"from its queries and keys: at most {LONG_HEADS} a request (ask a layer at a time)",
         )  # fmt: skip
 
@@ -146,8 +144,7 @@ def attention_blocks(
             size += stacked * entries * BYTES_PER_ENTRY[req.encoding]
             size += 200 + (12 * (len(queries) + len(keys)) if req.repeat_tokens else 0)
     if size > max_bytes:
-        raise HTTPException(
-            422,
+        raise CannotServe(
             f"the response would take about {_bytes(size)}, over the limit of "
             f"{_bytes(max_bytes)}: ask for fewer types, layers, heads or kinds, "
             "or use encoding u1 or f2"
@@ -211,8 +208,8 @@ LONG_HEADS = 32
 def _span(name: str, asked: list[int] | None, length: int) -> tuple[int, int]:
     start, stop = (0, length) if asked is None else asked
     if not 0 <= start < stop <= length:
-        raise HTTPException(
-            422, f"{name} [{start}, {stop}) is not a window of 0..{length}: ask 0 <= start < stop "
+        raise CannotServe(
+            f"{name} [{start}, {stop}) is not a window of 0..{length}: ask 0 <= start < stop "
             f"<= {length}",
         )  # fmt: skip
     return start, stop
@@ -310,9 +307,7 @@ def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:
     """The table the model adds (or its rotary angles), and the positions' cosine similarity."""
     cfg = entry.config
     if positions > cfg.max_seq_len:
-        raise HTTPException(
-            422, f"positions must be at most {cfg.max_seq_len}, this model's max_seq_len"
-        )
+        raise CannotServe(f"positions must be at most {cfg.max_seq_len}, this model's max_seq_len")
     model = entry.runner.model
     cfg = entry.config  # (a model of yours, read now: as its loaded model states it)
     encoding = getattr(model, "encoder" if cfg.has_encoder else "decoder").pos
@@ -323,7 +318,7 @@ def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:
     if cfg.positional == "rotary" and full.size(1) < dims <= cfg.head_dim // 2:
         dims = full.size(1)  # partial rotary (Phi, Pythia) turns fewer pairs than a head has
     if dims > max(1, full.size(1)) and full.size(1):
-        raise HTTPException(422, f"dims must be at most {full.size(1)} for this model")
+        raise CannotServe(f"dims must be at most {full.size(1)} for this model")
     if cfg.positional == "rotary" and full.size(1):
         # RoPE adds nothing: it rotates each pair of q and k dims by pos * theta_i. What it
         # makes of two positions is the mean cosine of their angle differences (q . k of
@@ -358,8 +353,7 @@ def export_npz(
     names = [n for n in capture if layers is None or layer_of(n) in (None, *layers)]
     size = sum(4 * math.prod(shape_of(capture, n)) for n in names)
     if size > max_bytes:
-        raise HTTPException(
-            422,
+        raise CannotServe(
             f"these captured tensors take {_bytes(size)} as float32, over the "
             f"{_bytes(max_bytes)} an answer may have (ATTNVIZ_MAX_RESPONSE_BYTES): ask for "
             "fewer layers (`layers`, e.g. [0]) or send a shorter text",

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import torch
-from fastapi import HTTPException
 
 from model.corpus_stats import STATISTICS, corpus_means
 
+from ..errors import AttnvizError
 from ..settings import Settings
 from .corpora import read_lines
 
@@ -64,7 +64,7 @@ def run_corpus(file: str, model: str, ray: str | None, workers: int, out: str | 
         sentences = read_lines(
             Path(file).read_bytes(), settings.corpus_max_sentences, settings.max_text_chars
         )
-    except HTTPException as exc:
+    except AttnvizError as exc:
         sys.exit(f"{file}: {exc.detail}")
     start = time.perf_counter()
     if ray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from fastapi import HTTPException
+from ..errors import CannotServe
 
 
 @dataclass(frozen=True)
@@ -76,26 +76,23 @@ def read_lines(body: bytes, max_sentences: int, max_chars: int) -> list[str]:
         try:
             line = raw.decode("utf-8").rstrip("\r")
         except UnicodeDecodeError as exc:
-            raise HTTPException(
-                422,
+            raise CannotServe(
                 f"line {number} is not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} "
                 "of the line): save the file as UTF-8",
             ) from None
         if found := control.search(line):
-            raise HTTPException(
-                422, f"line {number} holds a control character (U+{ord(found.group()):04X})"
+            raise CannotServe(
+                f"line {number} holds a control character (U+{ord(found.group()):04X})"
             )
         if len(line) > max_chars:
-            raise HTTPException(
-                422, f"line {number} has {len(line)} characters; a sentence may have {max_chars}"
+            raise CannotServe(
+                f"line {number} has {len(line)} characters; a sentence may have {max_chars}"
             )
         line = reading_form(line).strip()
         if line:
             sentences.append(line)
         if len(sentences) > max_sentences:
-            raise HTTPException(
-                422, f"more than {max_sentences} sentences (ATTNVIZ_CORPUS_MAX_SENTENCES)"
-            )
+            raise CannotServe(f"more than {max_sentences} sentences (ATTNVIZ_CORPUS_MAX_SENTENCES)")
     if not sentences:
-        raise HTTPException(422, "the text has no sentence: one a line")
+        raise CannotServe("the text has no sentence: one a line")
     return sentences

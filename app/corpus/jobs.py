@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from fastapi import HTTPException
 
 from model.corpus_stats import STATISTICS
 from model.runtime import lower_priority
 
+from ..errors import Busy, CannotServe, NotAllowed, NotFound, OverClientLimit
 from ..runs import Inference
 from ..zoo import ModelEntry
 from . import compute
@@ -132,14 +132,12 @@ class CorpusRuns:
         heads = heads_of(entry)
         estimate = len(sentences) * len(STATISTICS) * len(heads) * 4
         if estimate > self.max_bytes:
-            raise HTTPException(
-                422,
+            raise CannotServe(
                 f"its statistics would take {estimate:,} bytes, over what the server keeps "
                 f"({self.max_bytes:,}, ATTNVIZ_CORPUS_RESULTS_BYTES): send fewer sentences",
             )
         if keep and self.inference.settings.ray_address:
-            raise HTTPException(
-                422,
+            raise CannotServe(
                 "vectors are kept by corpus runs in this process only, not on Ray "
                 "(ATTNVIZ_RAY_ADDRESS is set)",
             )
@@ -151,22 +149,19 @@ class CorpusRuns:
             active = [j for j in self.jobs.values() if j.status in ("queued", "running")]
             mine = sum(j.client == client for j in active)
             if mine >= per_client:
-                raise HTTPException(
-                    429,
+                raise OverClientLimit(
                     f"this client has {mine} corpus runs waiting or running, the most one "
                     "client may (ATTNVIZ_CORPUS_RUNS_PER_CLIENT): wait for one or cancel it",
                     headers={"Retry-After": "30"},
                 )
             waiting = sum(j.status == "queued" for j in active)
             if waiting >= QUEUED_AT_MOST:
-                raise HTTPException(
-                    503,
+                raise Busy(
                     f"{waiting} corpus runs are waiting already; retry when one is done",
                     headers={"Retry-After": "30"},
                 )
             if not self._make_room(job, estimate):  # (before its statistics are made)
-                raise HTTPException(
-                    503,
+                raise Busy(
                     "the results the server keeps for other runs leave no room for this one "
                     f"(ATTNVIZ_CORPUS_RESULTS_BYTES, {self.max_bytes:,} bytes): send fewer "
                     "sentences or retry later",
@@ -190,8 +185,7 @@ class CorpusRuns:
         with self._lock:
             job = self.jobs.get(job_id)
         if job is None:
-            raise HTTPException(
-                404,
+            raise NotFound(
                 f"no corpus run {job_id!r} (finished ones are kept within "
                 "ATTNVIZ_CORPUS_RESULTS_BYTES, the oldest dropped)",
             )
@@ -201,8 +195,7 @@ class CorpusRuns:
         """Stop a run: its owner's token only (403 otherwise)."""
         job = self.get(job_id)
         if not owner or not secrets.compare_digest(owner.encode(), job.owner.encode()):
-            raise HTTPException(
-                403,
+            raise NotAllowed(
                 "only the run's owner may cancel it: send the owner token its creation "
                 "answered, as X-Owner-Token",
             )

@@ -6,12 +6,12 @@ rotation too, which shows what the position adds."""
 from __future__ import annotations
 
 import torch
-from fastapi import HTTPException
 
 from model.long import heads_of
 from model.long.reading import LONG_FROM
 from model.positional import apply_rotary
 
+from ..errors import CannotServe
 from ..lab.context import LabContext
 from . import schemas as s
 
@@ -43,8 +43,8 @@ def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
     ctx.check_head(spec, req.layer, req.head)
     rows, columns = ctx.tokens(spec)
     if req.query >= len(rows):
-        raise HTTPException(
-            422, f"query {req.query} out of range: {spec.type} has rows 0..{len(rows) - 1}"
+        raise CannotServe(
+            f"query {req.query} out of range: {spec.type} has rows 0..{len(rows) - 1}"
         )
     k0, k1 = key_window(ctx, req, len(columns))
     # model/'s layout, transformers' rotate_half, or None: one the view cannot undo
@@ -110,18 +110,18 @@ def key_window(ctx: LabContext, req: s.NeuronRequest, n_keys: int) -> tuple[int,
     """The [start, stop) of the keys shown: those asked for, or every key; a long input's
     must be asked for, at most LONG_FROM of them."""
     if req.keys is None and ctx.long:
-        raise HTTPException(
-            422, f"a long input ({n_keys:,} keys): the neuron view reads a window of keys; "
+        raise CannotServe(
+            f"a long input ({n_keys:,} keys): the neuron view reads a window of keys; "
             f"send keys [start, stop], at most {LONG_FROM} of them",
         )  # fmt: skip
     k0, k1 = req.keys or (0, n_keys)
     if not 0 <= k0 < k1 <= n_keys:
-        raise HTTPException(
-            422, f"keys [{k0}, {k1}) is not a window of 0..{n_keys}: ask 0 <= start < stop "
+        raise CannotServe(
+            f"keys [{k0}, {k1}) is not a window of 0..{n_keys}: ask 0 <= start < stop "
             f"<= {n_keys}",
         )  # fmt: skip
     if ctx.long and k1 - k0 > LONG_FROM:
-        raise HTTPException(
-            422, f"keys [{k0}, {k1}) holds {k1 - k0:,} keys of a long input: at most {LONG_FROM}"
+        raise CannotServe(
+            f"keys [{k0}, {k1}) holds {k1 - k0:,} keys of a long input: at most {LONG_FROM}"
         )
     return k0, k1

@@ -8,12 +8,12 @@ cloud of one query head shows the keys every head of its group reads."""
 from __future__ import annotations
 
 import torch
-from fastapi import HTTPException
 
 from model.attention import masked_softmax
 from model.geometry import dot_distance_correlation, normalize, project, warm
 
 from ..corpus.jobs import Head
+from ..errors import Busy, CannotServe
 from ..lab.context import LabContext
 from ..runs import read_text
 from . import schemas as s
@@ -27,8 +27,7 @@ def qk_space(ctx: LabContext, req: s.QKSpaceRequest) -> s.QKSpaceResponse:
     spec = ctx.spec(req.type)
     ctx.check_head(spec, req.layer, req.head)
     if not warm(req.projection):
-        raise HTTPException(
-            503,
+        raise Busy(
             f"the {req.projection} projection is being prepared (its first run compiles "
             f"it): retry in about {WARMING} s",
             headers={"Retry-After": str(WARMING)},
@@ -68,15 +67,14 @@ def qk_space(ctx: LabContext, req: s.QKSpaceRequest) -> s.QKSpaceResponse:
         q_at, k_at = q_at + len(q), k_at + len(k)
     points = torch.cat([made.queries, made.keys])
     if req.projection != "pca" and len(points) > NONLINEAR_POINTS:
-        raise HTTPException(
-            422,
+        raise CannotServe(
             f"{len(points)} points: {req.projection} projects at most {NONLINEAR_POINTS} "
             "in one request (PCA any number): use fewer sentences",
         )
     try:
         coords, said = project(points, req.projection, req.dims, req.seed)
     except ValueError as exc:
-        raise HTTPException(422, str(exc)) from None
+        raise CannotServe(str(exc)) from None
     n_q = len(q_all)
     return s.QKSpaceResponse(
         model=ctx.entry.id,
@@ -128,8 +126,7 @@ def extra(ctx: LabContext, req: s.QKSpaceRequest, spec, kv_head: int) -> list[Pi
     limit = ctx.inference.settings.max_text_chars  # (sentences: a long text is refused)
     total = sum(len(t) for t in req.texts)
     if total > TEXTS_CHARS * limit:
-        raise HTTPException(
-            422,
+        raise CannotServe(
             f"texts have {total} characters in all; the limit is {TEXTS_CHARS * limit} "
             f"({TEXTS_CHARS} x ATTNVIZ_MAX_TEXT_CHARS): for more, use a corpus run",
         )
@@ -141,7 +138,7 @@ def extra(ctx: LabContext, req: s.QKSpaceRequest, spec, kv_head: int) -> list[Pi
             try:
                 result = ctx.runner.run(text, capture=True, names_filter=names)
             except ValueError as exc:
-                raise HTTPException(422, f"texts[{i}] cannot be read: {exc}") from None
+                raise CannotServe(f"texts[{i}] cannot be read: {exc}") from None
         out.append(piece(result, spec, req.layer, req.head, kv_head))
     return out
 
@@ -153,12 +150,11 @@ def corpus_pieces(ctx: LabContext, req: s.QKSpaceRequest, spec) -> list[Piece]:
         return []
     job = ctx.inference.corpus_runs.get(req.corpus_run)
     if job.entry.id != ctx.entry.id:
-        raise HTTPException(422, f"corpus run {job.id} read {job.entry.id}, not {ctx.entry.id}")
+        raise CannotServe(f"corpus run {job.id} read {job.entry.id}, not {ctx.entry.id}")
     kept = job.vectors.get(Head(spec.type, req.layer, req.head))
     if kept is None:
         said = ", ".join(f"{h.type} L{h.layer} H{h.head}" for h in job.keep) or "none"
-        raise HTTPException(
-            422,
+        raise CannotServe(
             f"corpus run {job.id} kept no vectors of {spec.type} L{req.layer} "
             f"H{req.head} (it kept: {said}): name the head in its `vectors`",
         )

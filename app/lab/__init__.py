@@ -14,9 +14,9 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import HTTPException
 from pydantic import BaseModel
 
+from ..errors import CannotServe
 from ..runs import Inference
 from ..schemas import TextRequest
 from ..zoo import ModelEntry
@@ -70,8 +70,8 @@ class Experiment:
         lacking = self.missing(ctx.entry)
         if lacking:
             reasons = " and ".join(NEEDS_EXPLAINED.get(n, f"lacks {n}") for n in lacking)
-            raise HTTPException(
-                422, f"the {self.id} experiment cannot run on {ctx.entry.id}: it {reasons}"
+            raise CannotServe(
+                f"the {self.id} experiment cannot run on {ctx.entry.id}: it {reasons}"
             )
         with ctx.session() if self.runs_model else nullcontext():
             return self.run(ctx, req)

@@ -7,7 +7,6 @@ import math
 from collections.abc import Iterable, Sequence
 
 import torch
-from fastapi import HTTPException
 from torch import Tensor
 
 from model.hooks import Capture, HookFn, NamesFilter, hooked
@@ -15,6 +14,7 @@ from model.long import LongCapture
 from model.long.reading import LONG_FROM
 from model.runner import AttentionSpec, RunResult, generating, model_inputs
 
+from ..errors import CannotServe
 from ..runs import Inference
 from ..service import tokens_of
 from ..zoo import ModelEntry
@@ -42,7 +42,7 @@ class LabContext:
         self.result: RunResult = inference.run(self.entry, text, chat, continuation)
         self.long = isinstance(self.result.capture, LongCapture)
         if self.long and not long_ok:
-            raise HTTPException(422, self._too_long(len(self.result.source_tokens)))
+            raise CannotServe(self._too_long(len(self.result.source_tokens)))
         self.chat, self.continuation = chat, list(continuation)
         self.runner = self.entry.loaded_runner()  # held for the whole experiment
         self.model = self.runner.model
@@ -61,7 +61,7 @@ class LabContext:
         except ValueError:
             return  # (the run says why)
         if len(ids) + len(continuation) > LONG_FROM:
-            raise HTTPException(422, self._too_long(len(ids) + len(continuation)))
+            raise CannotServe(self._too_long(len(ids) + len(continuation)))
 
     @staticmethod
     def _too_long(n: int) -> str:
@@ -83,18 +83,16 @@ class LabContext:
         chosen = wanted or types[0]
         if chosen not in types:
             if self_only and chosen in self.entry.specs:
-                raise HTTPException(422, f"this needs self-attention: {self.entry.id} has {types}")
-            raise HTTPException(422, f"{self.entry.id} has no {chosen} attention: it has {types}")
+                raise CannotServe(f"this needs self-attention: {self.entry.id} has {types}")
+            raise CannotServe(f"{self.entry.id} has no {chosen} attention: it has {types}")
         return self.entry.specs[chosen]
 
     def check_head(self, spec: AttentionSpec, layer: int, head: int) -> None:
         if layer >= spec.layers:
-            raise HTTPException(
-                422, f"layer {layer} out of range: {spec.type} has 0..{spec.layers - 1}"
-            )
+            raise CannotServe(f"layer {layer} out of range: {spec.type} has 0..{spec.layers - 1}")
         if head >= spec.query_heads:
-            raise HTTPException(
-                422, f"head {head} out of range: {spec.type} has 0..{spec.query_heads - 1}"
+            raise CannotServe(
+                f"head {head} out of range: {spec.type} has 0..{spec.query_heads - 1}"
             )
 
     def score_scale(self, spec: AttentionSpec) -> float:
@@ -107,8 +105,7 @@ class LabContext:
             return 1.0 / math.sqrt(spec.head_dim)
         scale = stated()
         if scale is None:
-            raise HTTPException(
-                422,
+            raise CannotServe(
                 f"{self.entry.id} soft-caps its scores or adds a position bias or sinks to "
                 "them: they are not its q·k times one factor, which this needs",
             )

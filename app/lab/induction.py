@@ -11,13 +11,13 @@ import math
 
 import torch
 import torch.nn.functional as F
-from fastapi import HTTPException
 from torch import Tensor
 
 from model.analysis import ablate_heads
 from model.hooks import HookFn, hooked
 from model.runner import generating
 
+from ..errors import CannotServe
 from ..wire import encode
 from . import schemas as s
 from .context import LabContext
@@ -32,8 +32,8 @@ def induction(ctx: LabContext, req: s.InductionRequest) -> s.InductionResponse:
     spec = ctx.spec("decoder.self")
     n = req.length
     if 2 * n > ctx.runner.max_tokens:
-        raise HTTPException(
-            422, f"length {n} repeated twice is longer than {ctx.entry.id} reads "
+        raise CannotServe(
+            f"length {n} repeated twice is longer than {ctx.entry.id} reads "
             f"({ctx.runner.max_tokens} tokens): at most {ctx.runner.max_tokens // 2}",
         )  # fmt: skip
     generator = torch.Generator().manual_seed(req.seed)

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import cast
 
 import torch
-from fastapi import HTTPException
 
 from model.hooks import hooked
 from model.masks import padding_mask
 from model.runner import generating, stepwise
 from model.transformer import DecoderCache
 
+from ..errors import CannotServe
 from ..wire import BYTES_PER_ENTRY, encode
 from . import schemas as s
 from .context import LabContext
@@ -41,8 +41,7 @@ def check_size(ctx: LabContext, steps: int, keys: int, rows: int) -> None:
     size = steps * keys * (rows * BYTES_PER_ENTRY["json"] + JSON_TOKEN)
     limit = ctx.inference.settings.max_response_bytes
     if size > limit:
-        raise HTTPException(
-            422,
+        raise CannotServe(
             f"{steps} steps over up to {keys} keys, in {rows} rows each, make an answer of "
             f"about {size / 1e6:.0f} MB, over the {limit / 1e6:.0f} MB an answer may have "
             "(ATTNVIZ_MAX_RESPONSE_BYTES): ask for one layer (`layer`) or a shorter prompt",
@@ -120,7 +119,7 @@ def causal(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
     prompt = ids[: len(ids) - len(ctx.continuation)]
     given = list(ctx.continuation)
     if not prompt:
-        raise HTTPException(422, "the prompt has no tokens")
+        raise CannotServe("the prompt has no tokens")
     room = model.config.max_seq_len - len(prompt)
     limit = min(len(given) if given else MAX_GENERATED, MAX_STEPS, room)
     check_size(ctx, steps=limit + 1, keys=len(prompt) + limit, rows=len(layers) * spec.query_heads)

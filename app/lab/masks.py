@@ -4,11 +4,11 @@ it would see), and a padded batch of two sentences with its padding mask."""
 from __future__ import annotations
 
 import torch
-from fastapi import HTTPException
 
 from model.analysis import without_mask
 from model.masks import pad_batch, padding_mask
 
+from ..errors import CannotServe
 from ..runs import read_text, text_limit
 from ..wire import encode
 from . import schemas as s
@@ -82,10 +82,9 @@ def padding(ctx: LabContext, req: s.MasksRequest) -> s.PaddingCase:
     else:
         other, tokens = second_sentence(ids, source, ctx.runner.special_tokens)
     if not other:
-        raise HTTPException(422, "the second sentence has no tokens")
+        raise CannotServe("the second sentence has no tokens")
     if len(other) == len(ids):
-        raise HTTPException(
-            422,
+        raise CannotServe(
             "the two sentences have the same length, so nothing is padded: "
             "give a second sentence of another length",
         )

@@ -12,13 +12,13 @@ import random
 import sys
 
 import torch
-from fastapi import HTTPException
 from torch import Tensor
 
 from model.hooks import hooked
 from model.long import edges
 from model.runner import generating
 
+from ..errors import CannotServe
 from ..progress import ProgressBoard
 from ..runs import stop_if_cancelled
 from . import schemas as s
@@ -49,8 +49,8 @@ def needle(ctx: LabContext, req: s.NeedleRequest) -> s.NeedleResponse:
     key_ids = ids[key_span[0] : key_span[1]]
     steps = len(key_ids) + AFTER_KEY
     if len(ids) + steps > cfg.max_seq_len:
-        raise HTTPException(
-            422, f"the prompt and its answer ({len(ids) + steps} tokens) are longer than "
+        raise CannotServe(
+            f"the prompt and its answer ({len(ids) + steps} tokens) are longer than "
             f"{ctx.entry.id} reads ({cfg.max_seq_len}): at most {cfg.max_seq_len - steps}",
         )  # fmt: skip
     board: ProgressBoard = ctx.inference.progress
@@ -149,13 +149,13 @@ def prompt(
     if length is None:
         length = min(DEFAULT_LENGTH, most)
     if length > most:
-        raise HTTPException(
-            422, f"a prompt of {length:,} tokens is longer than this server reads of "
+        raise CannotServe(
+            f"a prompt of {length:,} tokens is longer than this server reads of "
             f"{ctx.entry.id} with room for the answer: at most {most:,}",
         )  # fmt: skip
     repeats, rest = divmod(length - fixed, len(filler))
     if repeats < 1:
-        raise HTTPException(422, f"length {length}: at least {fixed + len(filler)} tokens")
+        raise CannotServe(f"length {length}: at least {fixed + len(filler)} tokens")
     first = round(repeats * depth)
     start = len(intro) + first * len(filler)
     needle_ids = before + key_ids + after

@@ -4,10 +4,9 @@ the permuted input's weights are the permuted weights (max abs diff ~1e-6)."""
 
 from __future__ import annotations
 
-from fastapi import HTTPException
-
 from model.analysis import permuted, without_positions
 
+from ..errors import CannotServe
 from ..wire import encode
 from . import schemas as s
 from .context import LabContext
@@ -30,9 +29,7 @@ def positions(ctx: LabContext, req: s.PositionsRequest) -> s.PositionsResponse:
     else:
         order = list(req.order)
         if sorted(order) != list(range(n)):
-            raise HTTPException(
-                422, f"order must be a permutation of 0..{n - 1} (the {n} source tokens)"
-            )
+            raise CannotServe(f"order must be a permutation of 0..{n - 1} (the {n} source tokens)")
     moved = ctx.source[:, order]
     off = ctx.hooks_on("encoder.hook_pos", without_positions)
     cases = {}

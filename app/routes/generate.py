@@ -7,11 +7,12 @@ import logging
 import threading
 from collections.abc import AsyncIterator
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
 from model.pretrained.causal import Step
 
+from ..errors import AttnvizError
 from ..generation import GeneratedStep, GenerateRequest, GenerateResponse, Generation
 from ..runs import stop_if_cancelled
 from .deps import ERRORS, InferenceDep, on_tensor_thread
@@ -79,7 +80,7 @@ async def generate_stream(req: GenerateRequest, inference: InferenceDep) -> Stre
                     yield event("step", made[-1].model_dump_json())
                 yield event("done", generation.answer(made).model_dump_json())
                 done = True
-        except HTTPException as exc:  # e.g. the server too busy for the next step
+        except AttnvizError as exc:  # e.g. the server too busy for the next step
             yield event("error", json.dumps({"detail": exc.detail}))
             done = True
         except Exception:
