@@ -72,3 +72,15 @@ export function watchRun({
   button.onclick = cancel;
   return watch;
 }
+
+// The watched analysis under way, {key, summary, watch}: a render of the same input waits
+// for it (one run on the server, one Cancel); a render of another input aborts it.
+export const watched = { pending: null };
+
+// the watched analysis under way stopped, unless it reads `key` (the input now shown)
+export function supersede(key = null) {
+  if (watched.pending && watched.pending.key !== key) {
+    watched.pending.watch.abort(); // the server stops reading it at its next layer
+    watched.pending = null;
+  }
+}

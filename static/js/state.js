@@ -1,51 +1,78 @@
 // The whole view lives in the URL: reload or share a link and the same view comes back.
+// The page's own keys are here; every other key is a view's (its `state` in
+// views/index.js) or a lab experiment's (views/lab/index.js gathers theirs), so that a view
+// adding a key adds it in its own module.
 import { LANGS } from "./i18n.js";
-import { VIEW_IDS } from "./views/index.js";
-import { EXPERIMENT_IDS } from "./views/lab/index.js";
+import { VIEW_IDS, VIEWS } from "./views/index.js";
 
-const KEYS = [
-  "model",
-  "text",
-  "compare",
-  "type",
-  "layer",
-  "head",
-  "view",
-  "lang",
-  "kind",
-  "avg",
-  "words",
-  "hide",
-  "lab",
-  "step",
-  "other",
-  "vs",
-  "ablate",
-  "rep",
-  "chat",
-  "cont",
-  "tok",
-  "q",
-  "nv",
-  "qk",
-  "more",
-  "thr",
-  "lh",
-  "cr",
-  "cs",
-  "cp",
-  "win",
-];
-const FLAGS = ["avg", "words", "hide", "chat"];
-const NUMBERS = new Set(["layer", "head", "step", "tok", "q"]);
-// values a link may carry (the views and the lab's experiments from their registries);
-// anything else falls back to the default
-const CHOICES = {
-  view: VIEW_IDS,
-  lab: EXPERIMENT_IDS,
-  kind: ["weights", "scores", "mask"],
-  lang: LANGS,
+// The page's keys and their defaults (main.js sets the model's, the view's and the
+// language's from the server and the browser). A default's type is the key's: a number
+// is read as a number, a boolean as a flag ("1" or absent).
+const PAGE = {
+  model: "",
+  text: "",
+  compare: "",
+  chat: false,
+  cont: "", // the tokens generated after the prompt, ids "12,7,9"
+  type: "",
+  layer: 0,
+  head: 0,
+  view: "",
+  lang: "en",
+  kind: "weights",
+  avg: false,
+  words: false,
+  hide: false,
 };
+
+// What a view's key may be cleared by (its `clearedOn`): the keys whose change makes it
+// belong to something no longer shown.
+//   input   another text, model, second text, chat mode or continuation (e.g. a window)
+//   prompt  another text, model or chat mode: what was generated for it goes
+//   heads   another model or attention type (e.g. the heads picked for an ablation)
+const EVENTS = {
+  input: ["text", "model", "compare", "chat", "cont"],
+  prompt: ["text", "model", "chat"],
+  heads: ["model", "type"],
+};
+
+export const DEFAULTS = { ...PAGE };
+// values a link may carry; anything else falls back to the default
+const CHOICES = { view: VIEW_IDS, kind: ["weights", "scores", "mask"], lang: LANGS };
+const CLEARED = { input: [], prompt: ["cont"], heads: [] };
+for (const view of VIEWS) {
+  for (const [key, value] of Object.entries(view.state ?? {})) {
+    if (key in DEFAULTS && DEFAULTS[key] !== value) {
+      throw new Error(`the URL key ${key} of the view ${view.id} has another default elsewhere`);
+    }
+    DEFAULTS[key] = value;
+  }
+  Object.assign(CHOICES, view.choices);
+  for (const [key, event] of Object.entries(view.clearedOn ?? {})) {
+    if (!(event in EVENTS)) throw new Error(`the view ${view.id} clears ${key} on ${event}`);
+    if (!CLEARED[event].includes(key)) CLEARED[event].push(key);
+  }
+}
+const KEYS = Object.keys(DEFAULTS);
+const FLAGS = KEYS.filter((key) => typeof DEFAULTS[key] === "boolean");
+const NUMBERS = new Set(KEYS.filter((key) => typeof DEFAULTS[key] === "number"));
+
+// whether `changes` changes one of the keys an event names
+export function changes(event, next, state) {
+  return EVENTS[event].some((key) => key in next && next[key] !== state[key]);
+}
+
+// `next` with the keys it clears at their defaults (unless it sets them itself): what
+// belonged to the old input, prompt or heads. A change that brings its own continuation
+// keeps the generated token shown.
+export function withCleared(next, state) {
+  const cleared = {};
+  for (const [event, keys] of Object.entries(CLEARED)) {
+    if (!changes(event, next, state) || (event === "prompt" && "cont" in next)) continue;
+    for (const key of keys) cleared[key] = DEFAULTS[key];
+  }
+  return { ...cleared, ...next };
+}
 
 // `defaults` are the page's own, never the current state: a key missing from the URL
 // means its default, so back and forward restore every part of the view.

@@ -16,18 +16,29 @@ REGISTRY = "**/static/js/views/index.js"
 TOY_TAB = "nav.views [role=tab][data-view=toy]"
 LAST_VIEW = '  "./lab/index.js",\n'
 TOY_VIEW = """
-// a view as a new contributor would write one: its id, its label, what it draws
+// a view as a new contributor would write one: its id, its label, its strings in both
+// languages, the URL key it keeps (cleared when the input changes), what it draws
 export const view = {
   id: "toy",
   label: "view_toy",
   controls: [],
-  strings: { en: { view_toy: "Toy view" }, zh: { view_toy: "玩具视图" } },
+  state: { toy: "" },
+  clearedOn: { toy: "input" },
+  strings: {
+    en: { view_toy: "Toy view", toy_pick: "Pick" },
+    zh: { view_toy: "玩具视图", toy_pick: "选" },
+  },
   draw: async (ctx) => {
     const out = document.createElement("p");
     out.id = "toy-out";
-    out.textContent = `toy: ${ctx.analysis.source_tokens.join(" ")} (${ctx.state.model})`;
+    const picked = ctx.state.toy ? ` [${ctx.state.toy}]` : "";
+    out.textContent = `toy: ${ctx.analysis.source_tokens.join(" ")} (${ctx.state.model})${picked}`;
+    const pick = document.createElement("button");
+    pick.id = "toy-pick";
+    pick.textContent = ctx.t("toy_pick");
+    pick.addEventListener("click", () => ctx.update({ toy: "picked" }));
     ctx.elements.grid.hidden = false;
-    ctx.elements.grid.append(out);
+    ctx.elements.grid.append(out, pick);
   },
 };
 """
@@ -74,6 +85,31 @@ def test_a_view_added_through_the_registry_gets_its_tab(page: Page):
     assert url_state(page)["view"] == "head"
     expect(page.locator("#toy-out")).to_have_count(0)
     expect(page.locator("#plot .gtitle")).to_contain_text(re.compile(r"Head 1|头 1"))
+
+
+def test_a_view_keeps_its_own_url_state_and_strings(page: Page):
+    """The toy's URL key is its module's: kept by a link, cleared with the input."""
+    add_toy_view(page)
+    page.goto("/?text=猫追狗&view=toy&lang=zh")
+    ready(page)
+    expect(page.locator("#toy-pick")).to_have_text("选")
+    page.click("#toy-pick")
+    ready(page)
+    expect(page.locator("#toy-out")).to_have_text("toy: 猫 追 狗 (pronounce) [picked]")
+    assert url_state(page)["toy"] == "picked"
+    page.reload()
+    ready(page)
+    expect(page.locator("#toy-out")).to_have_text("toy: 猫 追 狗 (pronounce) [picked]")
+    page.click("#lang-en")
+    expect(page.locator("#toy-pick")).to_have_text("Pick")
+    page.fill("#text", "狗追猫")
+    page.click("#run")
+    ready(page)
+    expect(page.locator("#toy-out")).to_have_text("toy: 狗 追 猫 (pronounce)")
+    assert "toy" not in url_state(page)
+    page.go_back()  # the link of the old input brings its choice back
+    ready(page)
+    expect(page.locator("#toy-out")).to_have_text("toy: 猫 追 狗 (pronounce) [picked]")
 
 
 def test_without_the_registry_line_the_view_is_unknown(page: Page):

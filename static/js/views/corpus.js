@@ -363,6 +363,7 @@ function downloads(t, run) {
 
 export const view = {
   id: "corpus",
+  state: { cr: "", cs: "", cp: "" }, // the run's id; the statistic shown; the head search
   long: true,
   label: "view_corpus",
   controls: ["type", "layer", "head"],

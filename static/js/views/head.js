@@ -76,13 +76,57 @@ export function rowLabels(block, type, t) {
   return { rows: block.rows, rowNames, convention: t("rows_fed") };
 }
 
+// its strings, in both languages
+const STRINGS = {
+  en: {
+    words_weights_only:
+      "The word view and hidden special tokens apply to weights: these are the tokens' own.",
+    view_head: "Head view",
+    hint: "Arrow keys: ←/→ head, ↑/↓ layer.",
+    step_row: "step {i}: fed {fed}, predicts {predicts}",
+    rows_predicted:
+      "Rows: the token each decoder step predicts (that step was fed the token before it). Columns: the source tokens.",
+    rows_fed:
+      "Rows and columns: the tokens fed to the decoder, so the diagonal is a token itself; each row's step predicts the next token (hover a cell).",
+    rows_encoder: "Rows: each token as a query. Columns: the tokens it attends to.",
+    role_none: "the most focused head",
+    start_model_card: "Opened on the head the model card names, {role}.",
+    start_metrics: "Opened on this model's strongest head of its kind, {role}.",
+    start_trained_model:
+      "Opened on the head the trained model opens on (there, {role}). Compare what it does before training.",
+    start_focused:
+      "Opened on this model's most focused head (lowest entropy on its first example).",
+    start_first_head:
+      "Opened on its first head: this model of yours had not been read when the page loaded, so no head was chosen for it.",
+  },
+  zh: {
+    words_weights_only: "词视图和隐藏特殊词元只作用于权重：这里显示的是词元本身的数值。",
+    view_head: "单头视图",
+    hint: "方向键：←/→ 切换头，↑/↓ 切换层。",
+    step_row: "第 {i} 步：输入 {fed}，预测 {predicts}",
+    rows_predicted: "行：解码器每一步预测的词元（这一步输入的是它前面的词元）。列：源词元。",
+    rows_fed:
+      "行和列：输入解码器的词元，对角线即词元自身；每一行这一步预测的是下一个词元（悬停查看）。",
+    rows_encoder: "行：作为查询的每个词元。列：它所关注的词元。",
+    role_none: "最集中的头",
+    start_model_card: "打开的是模型卡所指的头，{role}。",
+    start_metrics: "打开的是该模型中同类最强的头，{role}。",
+    start_trained_model:
+      "打开的是训练后模型所打开的同一个头（在那里，{role}）。对比它训练前的样子。",
+    start_focused: "打开的是该模型最集中的头（在它第一个示例上熵最低）。",
+    start_first_head: "打开的是它的第一个头：页面加载时你的这个模型尚未读入，所以没有为它挑选头。",
+  },
+};
+
 export const view = {
   id: "head",
+  state: { win: "" }, // a long input's head zoomed to a window: "r0,r1,c0,c1"
+  clearedOn: { win: "input" },
   long: true,
   label: "view_head",
   controls: ["type", "layer", "head", "kind", "overlay", "average", "words", "hide"],
   arrowKeys: true,
-  strings,
+  strings: { en: { ...strings.en, ...STRINGS.en }, zh: { ...strings.zh, ...STRINGS.zh } },
   draw: drawHead,
   prefetch: (ctx) => {
     const { type, layer, kind } = ctx.state;

@@ -17,7 +17,13 @@
 //   strings   optional: i18n strings it brings, {en: {key: text}, zh: {key: text}}
 //   long      optional: true where it reads a long input (over 512 tokens: no whole head
 //             is kept, model/long/) by windows; the other views say to shorten it
-// Adding a view is its module and one line here.
+//   state     optional: the URL keys it keeps, {key: default} (state.js: a number default
+//             reads a number, a boolean one a flag); views may share a key and its default
+//   choices   optional: {key: [values]} a link may carry (anything else: the default)
+//   clearedOn optional: {key: "input" | "prompt" | "heads"}: the change after which its key
+//             goes back to its default (state.js says what each means)
+// Adding a view is its module and one line here: its tab, its URL keys, its strings and
+// whether the arrow keys move its head all come from its module.
 import { addStrings, hasString } from "../i18n.js";
 
 // biome-ignore format: one view a line, so that adding one is adding a line

@@ -273,6 +273,8 @@ function controls(ctx, count, heads, thr) {
 
 export const view = {
   id: "lines",
+  state: { win: "", thr: "", lh: "" }, // the window; the weight threshold; the heads, "0,3"
+  clearedOn: { win: "input" },
   label: "view_lines",
   controls: ["type", "layer"],
   draw: drawLines,

@@ -154,15 +154,31 @@ function thumbAt(layer, head) {
   return `.thumb[data-layer="${layer}"][data-head="${head}"]`;
 }
 
+// its strings, in both languages
+const STRINGS = {
+  en: {
+    summaries_progress: "Head summaries of this long input: {done} of {total} so far.",
+    view_model: "Model view",
+    hint_model:
+      "Rows: layers; columns: heads. Arrow keys move between thumbnails (Tab into them first); Enter or a click opens one.",
+    kv_group: "KV {g}: H{first}–H{last}",
+    kv_group_title: "Query heads {first}–{last} share key/value head {g}",
+  },
+  zh: {
+    summaries_progress: "这段长输入的注意力头摘要：已算出 {done} / {total}。",
+    view_model: "全模型视图",
+    hint_model: "行：层；列：头。方向键在缩略图之间移动（先用 Tab 进入）；回车或点击打开该头。",
+    kv_group: "KV {g}：H{first}–H{last}",
+    kv_group_title: "查询头 {first}–{last} 共享键/值头 {g}",
+  },
+};
+
 export const view = {
   id: "model",
   long: true,
   label: "view_model",
   controls: ["type", "words", "hide"],
   draw: drawModel,
-  strings: {
-    en: { summaries_progress: "Head summaries of this long input: {done} of {total} so far." },
-    zh: { summaries_progress: "这段长输入的注意力头摘要：已算出 {done} / {total}。" },
-  },
+  strings: STRINGS,
   prefetch: (ctx) => ctx.layerBlock(ctx.state.type, 0, "weights"),
 };

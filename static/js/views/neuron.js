@@ -210,6 +210,8 @@ async function bars(ctx, body, side, shown) {
 
 export const view = {
   id: "neuron",
+  state: { win: "", q: 0, nv: "" }, // the window; the query row; "before" (RoPE), "sorted"
+  clearedOn: { win: "input" },
   label: "view_neuron",
   controls: ["type", "layer", "head"],
   arrowKeys: true,

@@ -77,14 +77,72 @@ async function drawPositional(ctx) {
   elements.explain.textContent = `${first}${kind("pe_rows_columns")} ${kind("pe_explain")} ${pe.formula}`;
 }
 
+// its strings, in both languages
+const STRINGS = {
+  en: {
+    pe_first: "The first {n} of the text's {total} positions.",
+    pe_rows_columns:
+      "Table: rows are positions, columns dimensions. Similarity: positions against positions.",
+    view_positional: "Positional encoding",
+    pe_table: "The vector added to each position (positions × dims)",
+    pe_similarity: "Cosine similarity of positions: nearby positions look alike",
+    pe_table_relative:
+      "Each head's bias on the score, by distance from the first key (distances × heads)",
+    pe_similarity_relative: "Cosine similarity of distances, by their biases across heads",
+    pe_rows_columns_relative:
+      "Table: rows are distances from the first key, columns heads. Similarity: distances against distances.",
+    pe_explain_relative: "Nothing is added to the tokens:",
+    pe_curves: "A few dimensions across positions: sines and cosines of different frequencies",
+    pe_curves_learned: "A few dimensions across positions: learned values, no formula behind them",
+    pe_curves_rotary:
+      "A few pairs across positions: each rotates at its own rate (angles wrapped to ±π)",
+    pe_table_rotary:
+      "The angle RoPE rotates each pair of a head's dims by, per position (radians, wrapped to ±π)",
+    pe_similarity_rotary:
+      "How alike RoPE makes two positions: the mean cosine of their angle differences (it depends on their distance only)",
+    pe_rows_columns_rotary:
+      "Table: rows are positions, columns the pairs of a head's dims (i and i + d_head/2). Similarity: positions against positions.",
+    pe_explain_rotary:
+      "Self-attention alone does not see order; RoPE adds nothing to the embeddings but rotates each query and key by its position, so q · k depends on how far apart two tokens are.",
+    pe_curves_none: "This model adds no positional encoding",
+    pe_curves_relative:
+      "No vector is added: each head's learned bias on the score, by distance from the first key",
+    pair: "pair",
+    pe_explain:
+      "Self-attention alone does not see order (猫追狗 and 狗追猫 would look the same); the positional encoding adds each position's vector to the token embeddings.",
+  },
+  zh: {
+    pe_first: "文本 {total} 个位置中的前 {n} 个。",
+    pe_rows_columns: "表：行是位置，列是维度。相似度：位置对位置。",
+    view_positional: "位置编码",
+    pe_table: "每个位置加上的向量（位置 × 维度）",
+    pe_similarity: "位置之间的余弦相似度：相邻位置更相似",
+    pe_table_relative: "每个头按到第一个键的距离给分数加的偏置（距离 × 头）",
+    pe_similarity_relative: "距离之间的余弦相似度（按各头的偏置）",
+    pe_rows_columns_relative: "表：行是到第一个键的距离，列是头。相似度：距离对距离。",
+    pe_explain_relative: "不给词元加任何向量：",
+    pe_curves: "几个维度随位置的变化：不同频率的正弦和余弦",
+    pe_curves_learned: "几个维度随位置的变化：训练学到的数值，没有公式",
+    pe_curves_rotary: "几对维度随位置的变化：每对以自己的速率旋转（角度折回到 ±π）",
+    pe_table_rotary: "RoPE 在每个位置把头的每对维度旋转的角度（弧度，折回到 ±π）",
+    pe_similarity_rotary: "RoPE 眼中两个位置的相似度：角度差的平均余弦（只取决于两者的距离）",
+    pe_rows_columns_rotary:
+      "表：行是位置，列是头的维度对（i 与 i + d_head/2）。相似度：位置对位置。",
+    pe_explain_rotary:
+      "自注意力本身感知不到顺序；RoPE 不往嵌入上加任何东西，而是按位置旋转每个查询和键，于是 q · k 取决于两个词元相距多远。",
+    pe_curves_none: "该模型不加位置编码",
+    pe_curves_relative: "不加位置向量：每个头按到第一个键的距离给分数加上学到的偏置",
+    pair: "维度对",
+    pe_explain:
+      "自注意力本身感知不到顺序（“猫追狗”和“狗追猫”看起来一样）；位置编码把每个位置的向量加到词嵌入上。",
+  },
+};
+
 export const view = {
   id: "positional",
   long: true,
   label: "view_positional",
   controls: [],
   draw: drawPositional,
-  strings: {
-    en: { pe_first: "The first {n} of the text's {total} positions." },
-    zh: { pe_first: "文本 {total} 个位置中的前 {n} 个。" },
-  },
+  strings: STRINGS,
 };

@@ -289,6 +289,9 @@ function controls(ctx, chosen) {
 
 export const view = {
   id: "qk",
+  // the projection.dims.colour, e.g. "pca.2.position"; further sentences, one a line; a
+  // corpus run to read
+  state: { qk: "", more: "", cr: "" },
   label: "view_qk",
   controls: ["type", "layer", "head"],
   arrowKeys: true,

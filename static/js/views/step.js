@@ -76,10 +76,39 @@ async function drawStep(ctx) {
   elements.explain.textContent = t(next ? "step_explain" : "step_no_distribution");
 }
 
+// its strings, in both languages
+const STRINGS = {
+  en: {
+    view_step: "Generation step",
+    probability: "probability",
+    step_title: "Step {i}: fed {fed}, predicts {predicts}",
+    step_bars: "What step {i} predicts: the 10 likeliest tokens (the chosen one in colour)",
+    step_rows:
+      "Rows: every query head of the layer (heads sharing a key/value head are {group} in a row: KV n). Columns: the tokens this step sees, itself the last.",
+    step_explain:
+      "Click a generated token above to see its step; the layer picker shows another layer.",
+    step_no_distribution:
+      "This step generated no token of the continuation: Generate to see the distributions.",
+  },
+  zh: {
+    view_step: "生成步骤",
+    probability: "概率",
+    step_title: "第 {i} 步：输入 {fed}，预测 {predicts}",
+    step_bars: "第 {i} 步预测的下一个词元：概率最高的 10 个（选中的那个着色）",
+    step_rows:
+      "行：该层每个查询头（共享同一个键/值头的 {group} 个头相邻：KV n）。列：这一步看到的词元，最后一个是它自己。",
+    step_explain: "点击上方生成的词元查看它的那一步。层选择器：换一层。",
+    step_no_distribution: "这一步没有生成续写的词元：先点“生成”再看分布。",
+  },
+};
+
 export const view = {
   id: "step",
+  state: { tok: 0 }, // the generated token whose step is shown
+  clearedOn: { tok: "prompt" },
   label: "view_step",
   controls: ["layer"],
   applies: (info) => info.capabilities.generation === true,
   draw: drawStep,
+  strings: STRINGS,
 };

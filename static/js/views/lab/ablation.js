@@ -64,9 +64,38 @@ async function draw({ ctx, t, out, base }) {
   );
 }
 
+// its strings, in both languages
+const STRINGS = {
+  en: {
+    lab_ablation: "Head ablation",
+    lab_ablation_explain:
+      "Switch heads off (their output set to zero) and see what changes: the transcription and the probability of each of its tokens, or for an embedding model the cosine between the embeddings.",
+    lab_output: "output",
+    lab_ablated: "with the heads off",
+    lab_probability: "probability",
+    lab_cosine: "embedding cosine with/without",
+    lab_none_selected: "No head switched off: nothing changes.",
+    lab_output_token: "output token",
+  },
+  zh: {
+    lab_ablation: "注意力头消融",
+    lab_ablation_explain:
+      "关闭一些头（输出置零），看看有何变化：转写结果及其每个词元的概率；对句向量模型则是前后句向量的余弦。",
+    lab_output: "输出",
+    lab_ablated: "关闭这些头后",
+    lab_probability: "概率",
+    lab_cosine: "前后句向量余弦",
+    lab_none_selected: "没有关闭任何头：没有变化。",
+    lab_output_token: "输出词元",
+  },
+};
+
 export const experiment = {
   id: "ablation",
+  state: { ablate: "" }, // the heads switched off, "0,3" (of one model and type)
+  clearedOn: { ablate: "heads" },
   label: "lab_ablation",
   explain: "lab_ablation_explain",
   draw,
+  strings: STRINGS,
 };

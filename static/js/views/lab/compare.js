@@ -70,9 +70,37 @@ async function draw({ ctx, t, out, head }) {
   }
 }
 
+// its strings, in both languages
+const STRINGS = {
+  en: {
+    lab_compare: "Compare",
+    lab_compare_explain:
+      "The same head for two inputs, or two models, side by side, and their difference on the tokens found in both.",
+    lab_other_text: "Second text",
+    lab_other_model: "Second model",
+    lab_same_model: "(same model)",
+    lab_difference: "difference (first − second)",
+    lab_first: "first",
+    lab_second: "second",
+  },
+  zh: {
+    lab_compare: "对比",
+    lab_compare_explain:
+      "同一个头在两个输入（或两个模型）上的注意力并排显示，以及两者共有词元上的差。",
+    lab_other_text: "第二段文本",
+    lab_other_model: "第二个模型",
+    lab_same_model: "（同一模型）",
+    lab_difference: "差（第一 − 第二）",
+    lab_first: "第一",
+    lab_second: "第二",
+  },
+};
+
 export const experiment = {
   id: "compare",
+  state: { other: "", vs: "" }, // the second text; the second model
   label: "lab_compare",
   explain: "lab_compare_explain",
   draw,
+  strings: STRINGS,
 };

@@ -3,33 +3,30 @@
 // exporting `experiment = { id, label, explain, draw }` (label and explain: i18n keys); the
 // picker lists them in this order and offers those the model's info lists in
 // capabilities.experiments. An experiment may bring its own i18n strings (`strings`,
-// {en: {key: text}, zh: {key: text}}), and keeps its settings in the URL's `rep`, which a
-// change of experiment clears.
+// {en: {key: text}, zh: {key: text}}) and its own URL keys (`state` and `clearedOn`, as a
+// view's: views/index.js), or keep its settings in the URL's `rep`, which a change of
+// experiment clears. Adding an experiment is its module and one line in MODULES (and, on
+// the server, its module and one `register` line: app/lab/__init__.py).
 import { canRun } from "../../model-info.js";
-import { experiment as ablation } from "./ablation.js";
-import { experiment as compare } from "./compare.js";
-import { experiment as induction } from "./induction.js";
-import { experiment as kvCache } from "./kv-cache.js";
-import { experiment as masks } from "./masks.js";
-import { experiment as metrics } from "./metrics.js";
-import { experiment as needle } from "./needle.js";
-import { experiment as positions } from "./positions.js";
-import { experiment as rollout } from "./rollout.js";
-import { experiment as scaling } from "./scaling.js";
 import { el } from "./shared.js";
 
-export const EXPERIMENTS = [
-  scaling,
-  positions,
-  masks,
-  kvCache,
-  metrics,
-  rollout,
-  ablation,
-  compare,
-  induction,
-  needle,
+// biome-ignore format: one experiment a line, so that adding one is adding a line
+const MODULES = [
+  "./scaling.js",
+  "./positions.js",
+  "./masks.js",
+  "./kv-cache.js",
+  "./metrics.js",
+  "./rollout.js",
+  "./ablation.js",
+  "./compare.js",
+  "./induction.js",
+  "./needle.js",
 ];
+
+export const EXPERIMENTS = (await Promise.all(MODULES.map((path) => import(path)))).map(
+  (m) => m.experiment,
+);
 
 export const EXPERIMENT_IDS = EXPERIMENTS.map((e) => e.id);
 
@@ -39,6 +36,20 @@ function mergedStrings(experiments) {
   for (const e of experiments) {
     for (const [lang, table] of Object.entries(e.strings ?? {})) {
       merged[lang] = { ...merged[lang], ...table };
+    }
+  }
+  return merged;
+}
+
+// the URL keys the experiments keep, with their defaults (one default a key)
+function mergedState(experiments) {
+  const merged = { lab: EXPERIMENT_IDS[0], rep: "" };
+  for (const e of experiments) {
+    for (const [key, value] of Object.entries(e.state ?? {})) {
+      if (key in merged && merged[key] !== value) {
+        throw new Error(`the URL key ${key} of the experiment ${e.id} has another default`);
+      }
+      merged[key] = value;
     }
   }
   return merged;
@@ -91,10 +102,31 @@ async function drawLab(ctx) {
   if (focused) document.getElementById(focused)?.focus(); // the control just used
 }
 
+// its strings, in both languages
+const STRINGS = {
+  en: {
+    lab_rows_columns:
+      "In the heatmaps: rows are the queries, columns the keys; a decoder's cross-attention rows are named by the token each step predicts, its self-attention rows by the token fed in (a cell's hover names both); tables list heads by layer.",
+    view_lab: "Lab",
+    lab_experiment: "Experiment",
+  },
+  zh: {
+    lab_rows_columns:
+      "热力图中：行是查询，列是键；解码器交叉注意力的行以该步预测的词元命名，自注意力的行以输入的词元命名（悬停单元格可见两者）；表格按层列出各头。",
+    view_lab: "实验室",
+    lab_experiment: "实验",
+  },
+};
+
 export const view = {
   id: "lab",
   label: "view_lab",
   controls: ["type", "layer", "head"],
   draw: drawLab,
-  strings: mergedStrings(EXPERIMENTS),
+  strings: mergedStrings([{ strings: STRINGS }, ...EXPERIMENTS]),
+  // the experiment shown; its settings (a change of experiment clears them); and the
+  // experiments' own keys
+  state: mergedState(EXPERIMENTS),
+  choices: { lab: EXPERIMENT_IDS },
+  clearedOn: Object.assign({}, ...EXPERIMENTS.map((e) => e.clearedOn ?? {})),
 };

@@ -79,9 +79,45 @@ async function draw({ ctx, t, out, base }) {
   });
 }
 
+// its strings, in both languages
+const STRINGS = {
+  en: {
+    lab_kv_cache: "The KV cache",
+    lab_kv_cache_explain:
+      "Decoding one token at a time, the cache keeps every layer's keys and values, so each step computes only the new query's row over the cached keys. The logits match a full recomputation.",
+    lab_step: "Step",
+    lab_fed: "fed",
+    lab_predicted: "predicts",
+    lab_kv_cache_bytes: "cache per layer",
+    lab_cached_diff: "max |cached − uncached logits|",
+    lab_prompt_pass: "the prompt's {n} tokens read into the cache in one pass; its last, {token},",
+    lab_kv_shared:
+      "grouped-query attention: the cache holds {kv} key/value heads per layer for its {q} query heads: {ratio}× smaller than one per query head",
+    lab_piece: "decoded (input → output)",
+    lab_not_ended: "stopped at the length limit, before an end token",
+  },
+  zh: {
+    lab_kv_cache: "KV 缓存",
+    lab_kv_cache_explain:
+      "逐个词元解码时，缓存保存每层的键和值，每一步只计算新查询对缓存键的那一行。其 logits 与完整重算一致。",
+    lab_step: "步",
+    lab_fed: "输入",
+    lab_predicted: "预测",
+    lab_kv_cache_bytes: "每层缓存",
+    lab_cached_diff: "最大 |缓存 − 非缓存 logits|",
+    lab_prompt_pass: "提示的 {n} 个词元一次读入缓存；最后一个 {token}",
+    lab_kv_shared:
+      "分组查询注意力：每层缓存 {kv} 个键/值头，供 {q} 个查询头共用：是每个查询头各存一份的 1/{ratio}",
+    lab_piece: "解码（输入 → 输出）",
+    lab_not_ended: "到达长度上限，仍未输出结束词元",
+  },
+};
+
 export const experiment = {
   id: "kv-cache",
+  state: { step: 0 }, // the decoding step shown
   label: "lab_kv_cache",
   explain: "lab_kv_cache_explain",
   draw,
+  strings: STRINGS,
 };

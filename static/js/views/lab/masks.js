@@ -96,4 +96,47 @@ async function draw({ ctx, t, out, base }) {
   });
 }
 
-export const experiment = { id: "masks", label: "lab_masks", explain: "lab_masks_explain", draw };
+// its strings, in both languages
+const STRINGS = {
+  en: {
+    lab_masks: "Masks at work",
+    lab_masks_explain:
+      "The causal mask hides later tokens from the decoder: switched off, the decoder would read the future. The padding mask hides <pad> keys: in a padded batch of two sentences, the shorter one's weights on padding are 0 and equal its weights when run alone.",
+    lab_with_mask: "causal mask on",
+    lab_without_mask: "causal mask off",
+    lab_future: "mean weight on later tokens",
+    lab_padding_mask: "padding mask of the batch",
+    lab_batch_weights: "the shorter sentence in the batch",
+    lab_pad_weight: "weight on padding",
+    lab_alone_diff: "max difference from running it alone",
+    lab_no_decoder: "This model has no decoder: no causal mask.",
+    lab_most_future:
+      "Without the mask, layer {layer} head {head} looks ahead most ({weight} of its weight on later tokens): show it",
+    lab_second_sentence: "Second sentence (default: the first half)",
+  },
+  zh: {
+    lab_masks: "掩码的作用",
+    lab_masks_explain:
+      "因果掩码对解码器隐藏后面的词元：关掉它，解码器就能看到未来。填充掩码隐藏 <pad>：两句话组成的填充批次中，较短那句对填充的权重为 0，且与单独运行时相同。",
+    lab_with_mask: "开启因果掩码",
+    lab_without_mask: "关闭因果掩码",
+    lab_future: "对后面词元的平均权重",
+    lab_padding_mask: "批次的填充掩码",
+    lab_batch_weights: "批次中较短的句子",
+    lab_pad_weight: "填充上的权重",
+    lab_alone_diff: "与单独运行的最大差",
+    lab_no_decoder: "该模型没有解码器，没有因果掩码。",
+    lab_most_future:
+      "去掉掩码后，第 {layer} 层第 {head} 个头最爱看后面的词元（{weight} 的权重在后面）：查看它",
+    lab_second_sentence: "第二句（默认：前一半）",
+  },
+};
+
+export const experiment = {
+  id: "masks",
+  state: { other: "" }, // the second sentence
+  label: "lab_masks",
+  explain: "lab_masks_explain",
+  draw,
+  strings: STRINGS,
+};

@@ -40,10 +40,13 @@ async function draw({ ctx, t, out, base }) {
   const names = Object.keys(r.explain);
   const rows = r.rows.filter((row) => row.type === state.type);
   const metric = el("select", { id: "lab-metric" });
-  // the metrics' names and what they mean in the page's language (the API's explain is
-  // English)
+  // the metrics' names and what they mean in the page's language: the API's explain
+  // (model/head_stats.py, English) where this module has no translation
   const named = (name) => t(`metric_${name}`);
-  const meaning = (name) => t(`metric_${name}_explain`);
+  const meaning = (name) => {
+    const translated = t(`metric_${name}_explain`);
+    return translated === `metric_${name}_explain` ? r.explain[name] : translated;
+  };
   for (const name of names) {
     metric.append(el("option", { value: name, textContent: named(name) }));
   }
@@ -76,9 +79,51 @@ async function draw({ ctx, t, out, base }) {
   out.append(hint, el("div", { className: "table-scroll" }, metricsTable));
 }
 
+// its strings, in both languages
+const STRINGS = {
+  en: {
+    metric_entropy: "entropy",
+    metric_max_weight: "max weight",
+    metric_distance: "distance",
+    metric_previous: "previous token",
+    metric_first: "first token",
+    metric_special: "special tokens",
+    metric_alignment: "alignment",
+    lab_type: "type",
+    scroll_hint: "The table is wider than the screen: scroll it sideways.",
+    lab_metrics: "Head metrics",
+    lab_metrics_explain:
+      "A number per head: entropy (how spread out), distance (how far it looks), previous-token weight, weight on the first and on special tokens, and for cross-attention how often its strongest key lies on the diagonal (alignment). Click a column to sort.",
+    lab_metric: "Metric",
+  },
+  zh: {
+    metric_entropy: "熵",
+    metric_max_weight: "最大权重",
+    metric_distance: "距离",
+    metric_previous: "前一词元",
+    metric_first: "首词元",
+    metric_special: "特殊词元",
+    metric_alignment: "对齐",
+    metric_entropy_explain: "每个查询行的 softmax 熵的均值，单位比特（低：集中）",
+    metric_max_weight_explain: "每行最大权重的均值",
+    metric_distance_explain: "自注意力：按注意力加权的 |查询 − 键| 的均值，单位词元",
+    metric_previous_explain: "自注意力：落在查询前一个词元上的平均权重",
+    metric_first_explain: "落在第一个键上的平均权重",
+    metric_special_explain: "落在特殊词元（[CLS]、[SEP]、<bos>）上的平均权重",
+    metric_alignment_explain: "交叉注意力：最强键落在两种长度拉伸后的对角线一格以内的行所占比例",
+    lab_type: "类型",
+    scroll_hint: "表格比屏幕宽：可左右滑动。",
+    lab_metrics: "注意力头指标",
+    lab_metrics_explain:
+      "每个头的数值：熵（分散程度）、距离（看多远）、前一个词元的权重、第一个词元和特殊词元的权重，以及交叉注意力最强键落在对角线上的比例（对齐）。点击列名排序。",
+    lab_metric: "指标",
+  },
+};
+
 export const experiment = {
   id: "metrics",
   label: "lab_metrics",
   explain: "lab_metrics_explain",
   draw,
+  strings: STRINGS,
 };

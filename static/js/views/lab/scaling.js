@@ -39,9 +39,34 @@ async function draw({ ctx, t, out, head, title }) {
   );
 }
 
+// its strings, in both languages
+const STRINGS = {
+  en: {
+    lab_scaling: "Why divide by √d_k",
+    lab_scaling_explain:
+      "The scores q·kᵀ grow with the head's width d_k; without dividing by √d_k the softmax saturates: one key takes almost all the weight and the gradients vanish. The same input runs with and without the scaling; lower entropy and higher peaks show the saturation.",
+    lab_scaled: "scaled: q·kᵀ/√d_k",
+    lab_unscaled: "unscaled: q·kᵀ",
+    lab_mean_entropy: "mean entropy",
+    lab_bits: "bits",
+    lab_max_weight: "mean max weight",
+  },
+  zh: {
+    lab_scaling: "为什么除以 √d_k",
+    lab_scaling_explain:
+      "分数 q·kᵀ 随头的维度 d_k 增大；不除以 √d_k，softmax 会饱和：几乎所有权重落在一个键上，梯度消失。同一输入分别在缩放与不缩放下运行，更低的熵和更高的峰值说明了饱和。",
+    lab_scaled: "缩放：q·kᵀ/√d_k",
+    lab_unscaled: "不缩放：q·kᵀ",
+    lab_mean_entropy: "平均熵",
+    lab_bits: "比特",
+    lab_max_weight: "平均最大权重",
+  },
+};
+
 export const experiment = {
   id: "scaling",
   label: "lab_scaling",
   explain: "lab_scaling_explain",
   draw,
+  strings: STRINGS,
 };

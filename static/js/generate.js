@@ -1,0 +1,86 @@
+// A model that continues a prompt: Generate streams the continuation token by token, then
+// the views show the prompt and what was generated as one sequence (the URL's `cont`).
+import { api } from "./api.js";
+import { forgetBlocks } from "./blocks.js";
+import { clearOutput, clearPlots, setStatus, showError, showStreamed } from "./output.js";
+import { elements, modelInfo, page, t } from "./page.js";
+import { LONG_CHARS, supersede, watchRun } from "./run-progress.js";
+import { writeState } from "./state.js";
+
+export async function generate() {
+  page.streaming?.abort(); // a new Generate replaces the one under way (the server stops it)
+  performance.mark("attnviz:generate"); // (the page benchmark times from it to each token)
+  const controller = new AbortController();
+  page.streaming = controller;
+  const model = elements.model.value;
+  const text = elements.text.value;
+  const chat = elements.chat.checked;
+  page.state = {
+    ...page.state,
+    model,
+    text,
+    chat,
+    cont: "",
+    ...(page.state.view === "step" ? { view: "head" } : {}),
+  };
+  page.analysis = null;
+  forgetBlocks();
+  supersede(); // (a long analysis under way: its prompt is run again here)
+  page.generation++; // a render under way stops drawing
+  writeState(page.state);
+  clearPlots();
+  clearOutput();
+  setStatus(t("generating"), "busy");
+  // a long prompt's pass takes seconds: its progress, and Cancel
+  const watch =
+    text.length > LONG_CHARS
+      ? watchRun({
+          api,
+          t,
+          setStatus,
+          button: elements.cancelRun,
+          current: () => page.streaming === controller,
+          controller,
+        })
+      : null;
+  const made = [];
+  const body = {
+    model,
+    text,
+    chat,
+    max_new_tokens: Math.min(
+      Number(elements.newTokens.value) || 24,
+      modelInfo().max_new_tokens ?? Number.POSITIVE_INFINITY,
+    ),
+    temperature: Number(elements.temperature.value) || 0,
+  };
+  try {
+    const answer = await api.generate(
+      body,
+      (step) => {
+        watch?.stop();
+        made.push(step);
+        showStreamed(made);
+        performance.mark("attnviz:token");
+        const of = t("generating_n").replace("{max}", String(body.max_new_tokens));
+        setStatus(of.replace("{n}", String(made.length)), "busy");
+      },
+      controller.signal,
+      watch?.options.requestId,
+    );
+    if (page.streaming !== controller) return;
+    page.streaming = null;
+    await page.update({ cont: answer.continuation.join(",") }, { push: false });
+  } catch (err) {
+    if (watch?.cancelled && page.streaming === controller) {
+      page.streaming = null;
+      setStatus(t("run_cancelled"));
+      return;
+    }
+    if (controller.signal.aborted || page.streaming !== controller) return;
+    page.streaming = null;
+    showError(err);
+  } finally {
+    watch?.stop();
+  }
+}

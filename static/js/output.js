@@ -1,0 +1,126 @@
+// The status line and the output panel: the input's tokens, what the model made of them,
+// and what went wrong.
+import { ApiError } from "./api.js";
+import { maskedOutput } from "./masked.js";
+import { continues, elements, modelInfo, page, promptOf, t } from "./page.js";
+import { purge } from "./plots.js";
+
+export function setStatus(message, kind = "") {
+  elements.status.textContent = message;
+  elements.status.className = `status ${kind}`;
+}
+
+export function clearOutput() {
+  elements.source.textContent = "";
+  elements.output.textContent = "";
+  elements.truncated.hidden = true;
+  elements.unknown.hidden = true;
+  elements.moreTokens.hidden = true;
+}
+
+export function clearPlots() {
+  // (nothing is drawn before plotly.js has loaded)
+  for (const el of [elements.plot, elements.extra]) purge(el);
+  elements.grid.replaceChildren();
+  elements.explain.textContent = "";
+}
+
+export function showError(err, { keepView = false } = {}) {
+  let message;
+  if (err instanceof ApiError) {
+    const detail =
+      typeof err.detail === "string"
+        ? err.detail
+        : (err.detail || []).map((d) => `${(d.loc || []).slice(1).join(".")}: ${d.msg}`).join("; ");
+    if (err.status === 0) message = t("error_network");
+    else if ([413, 429, 503].includes(err.status)) message = t(`error_${err.status}`);
+    else if (err.status === 422 || err.status === 404) message = t(`error_${err.status}`) + detail;
+    else message = t("error_other") + detail;
+  } else {
+    message = t("error_other") + String(err);
+  }
+  setStatus(message, "error");
+  if (keepView) return;
+  clearPlots();
+  clearOutput();
+}
+
+// past this many, the token list shows its first lines and a button for the rest: a long
+// input would otherwise push the heatmap below the fold
+const TOKENS_SHOWN = 48;
+
+// the input's tokens (a continuation's set apart, each opening its step) and the output
+export function showTokens() {
+  const { analysis, state } = page;
+  const tokens = analysis.source_tokens;
+  const generated = continues() && promptOf().continuation ? analysis.output.length : 0;
+  if (generated) {
+    // the prompt as text, the generated tokens set apart: each opens its step
+    const prompt = tokens.length - generated;
+    elements.source.replaceChildren(
+      tokens.slice(0, prompt).join(" · "),
+      ...tokens.slice(prompt).map((token, i) => {
+        const button = document.createElement("button");
+        button.type = "button";
+        button.className = "generated";
+        button.dataset.pos = String(prompt + i);
+        button.textContent = token;
+        button.title = t("open_step");
+        button.setAttribute(
+          "aria-pressed",
+          String(state.view === "step" && state.tok === prompt + i),
+        );
+        button.addEventListener("click", () => page.update({ view: "step", tok: prompt + i }));
+        return button;
+      }),
+    );
+  } else {
+    elements.source.textContent = tokens.join(" · ");
+  }
+  const long = tokens.length > TOKENS_SHOWN;
+  elements.source.classList.toggle("collapsed", long);
+  elements.moreTokens.hidden = !long;
+  elements.moreTokens.textContent = t("more_tokens").replace("{n}", tokens.length);
+  let output = analysis.output_text;
+  if (analysis.embedding) {
+    const head = analysis.embedding
+      .slice(0, 6)
+      .map((v) => v.toFixed(3))
+      .join(", ");
+    output = `${t("embedding")} (${analysis.embedding.length}): ${head}, …`;
+    if (analysis.similarity !== null && analysis.similarity !== undefined) {
+      output += ` · ${t("similarity")}: ${analysis.similarity.toFixed(4)}`;
+    }
+  }
+  if (modelInfo().output === "masked")
+    elements.output.replaceChildren(...maskedOutput(analysis, t, modelInfo().mask_token));
+  else elements.output.textContent = output;
+  elements.truncated.hidden = !analysis.truncated;
+  // tokens the tokenizer could not read: say so, with the languages the model reads
+  const unknown = analysis.unknown_tokens ?? 0;
+  elements.unknown.hidden = unknown === 0;
+  elements.unknown.textContent = unknown
+    ? t("unknown_tokens")
+        .replace("{n}", unknown)
+        .replace("{total}", analysis.source_tokens.length)
+        .replace("{unk}", modelInfo().unknown_token)
+        .replace(
+          "{languages}",
+          modelInfo()
+            .languages.map((l) => t(`lang_${l}`))
+            .join(", "),
+        )
+    : "";
+}
+
+// the tokens generated so far, each as it came (set apart as generated tokens are)
+export function showStreamed(steps) {
+  elements.output.replaceChildren(
+    ...steps.map((step) => {
+      const span = document.createElement("span");
+      span.className = "generated";
+      span.textContent = step.token;
+      return span;
+    }),
+  );
+}

@@ -1,0 +1,78 @@
+// What the page's modules share: the server's boot data, the page's elements, and the view
+// shown (`page`: its state, the URL's; the summary of its input; the renders under way).
+import { t as translate } from "./i18n.js";
+
+export const boot = JSON.parse(document.getElementById("boot").textContent);
+export const models = Object.fromEntries(boot.models.map((m) => [m.id, m]));
+// models named to the server that it cannot serve, with why (listed, not selectable)
+export const refused = Object.fromEntries((boot.refused || []).map((m) => [m.id, m]));
+
+const $ = (id) => document.getElementById(id);
+export const elements = {
+  form: $("input-form"),
+  model: $("model"),
+  text: $("text"),
+  compare: $("compare"),
+  chat: $("chat"),
+  newTokens: $("new-tokens"),
+  temperature: $("temperature"),
+  run: $("run"),
+  examples: $("examples"),
+  source: $("source-tokens"),
+  moreTokens: $("more-tokens"),
+  output: $("output-text"),
+  truncated: $("truncated"),
+  unknown: $("unknown"),
+  status: $("status"),
+  cancelRun: $("cancel-run"),
+  tabs: $("views"),
+  type: $("type"),
+  layer: $("layer"),
+  head: $("head"),
+  kind: $("kind"),
+  overlay: $("overlay"),
+  average: $("average"),
+  words: $("words"),
+  hide: $("hide"),
+  hideLabel: document.querySelector("[data-i18n='hide']"),
+  exportButton: $("export"),
+  view: $("view"),
+  plot: $("plot"),
+  grid: $("grid"),
+  extra: $("extra"),
+  explain: $("explain"),
+  readout: $("readout"),
+  convention: $("convention"),
+};
+
+export const page = {
+  state: null, // the view shown, as the URL has it (main.js reads it)
+  analysis: null, // the analyze answer for (state.model, state.text)
+  generation: 0, // bumps on every render; older renders stop when they notice
+  streaming: null, // the AbortController of the generation under way
+  update: null, // main.js's update(changes, {push}): the one way the view changes
+};
+
+export const t = (key) => translate(page.state.lang, key);
+
+export function modelInfo() {
+  return models[page.state.model] || models[boot.default_model];
+}
+
+export function continues() {
+  return modelInfo().capabilities.generation === true;
+}
+
+// What a model that continues a prompt reads besides the text: its chat template (`chat`)
+// and the tokens generated after the prompt (the URL's `cont`); nothing for other models.
+export function promptOf(s = page.state) {
+  if (!continues()) return {};
+  const continuation = s.cont
+    ? s.cont
+        .split(",")
+        .filter((id) => id.trim() !== "")
+        .map(Number)
+        .filter((id) => Number.isInteger(id) && id >= 0)
+    : [];
+  return { ...(s.chat ? { chat: true } : {}), ...(continuation.length ? { continuation } : {}) };
+}
