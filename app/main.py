@@ -29,7 +29,7 @@ from .routes.deps import BODY_ERRORS
 from .runs import Inference, tensor_threads, text_limit
 from .schemas import Health, document_text_limit
 from .settings import Settings
-from .zoo import load_zoo
+from .zoo import import_plugins, load_zoo
 
 
 @asynccontextmanager
@@ -90,8 +90,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(models.router)
     app.include_router(inference.router)
     app.include_router(generate.router)
-    app.include_router(lab.router)
-    app.include_router(lab.inspect_router)
+    import_plugins(settings)  # (before the lab's routes: a plugin may add an experiment)
+    for router in lab.routers():
+        app.include_router(router)
     app.include_router(corpus.router)
     app.include_router(pages.router)
     app.mount("/static", pages.static_files(), name="static")

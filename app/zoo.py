@@ -269,13 +269,19 @@ def twin_model(config: ModelConfig) -> Transformer:
     return untrained(config)
 
 
+def import_plugins(settings: Settings) -> None:
+    """The modules `settings.plugins` names, imported (once a process): each registers
+    families (`register`) or lab experiments (`app.lab.register`) of its own."""
+    for module in settings.plugins:
+        importlib.import_module(module)
+
+
 def load_zoo(settings: Settings) -> Zoo:
     """The registered families (all in registry order, or those `settings.zoo` names in its order),
     each with its untrained twin (same config and tokenizers, fixed-seed weights), for
     comparing attention before and after training. `settings.plugins` are imported
     first: a plugin module registers families of its own."""
-    for module in settings.plugins:
-        importlib.import_module(module)
+    import_plugins(settings)
     unknown = sorted(set(settings.zoo) - set(REGISTRY))
     if unknown:
         raise ValueError(f"unknown model families {unknown}; registered: {sorted(REGISTRY)}")

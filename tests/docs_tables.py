@@ -40,7 +40,20 @@ def routes_table() -> str:
     return "\n".join(lines)
 
 
-TABLES = {"routes": ("api.md", routes_table)}
+def experiments_table() -> str:
+    """Every experiment of the lab's registry (plugins' included): its route, what it needs
+    of a model, whether it runs the model again, and its module's first paragraph."""
+    from app.lab import EXPERIMENTS
+
+    lines = ["| experiment | needs | runs the model again | what |", "| --- | --- | --- | --- |"]
+    for e in EXPERIMENTS.values():
+        needs = ", ".join(sorted(e.needs)) or "-"
+        again = "yes" if e.runs_model else "no"
+        lines.append(f"| `{e.id}` | {needs} | {again} | {first_paragraph(e.summary)} |")
+    return "\n".join(lines)
+
+
+TABLES = {"routes": ("api.md", routes_table), "experiments": ("lab.md", experiments_table)}
 
 
 def section(text: str, name: str) -> str:

@@ -1,10 +1,12 @@
 """The attention lab: the seed tutorial's claims as experiments on the served models, by
 interventions at the hook points (model/analysis.py), never a second copy of the model.
 
-Each experiment is one module, a function of (context, request); this registry says for
-each what it needs of a model (`ModelEntry.features`) and whether it runs the model again
-(then the route takes one run slot for the whole experiment). Adding an experiment is its
-module and one `Experiment(...)` line here."""
+Each experiment is one module, a function of (context, request), served as a `LabRoute`
+that says what it needs of a model (`ModelEntry.features`) and whether it runs the model
+again (then the route takes one run slot for the whole experiment). Adding an experiment
+is its module and one line: in `EXPERIMENTS` here, or `register(LabRoute(...))` from a
+plugin module (`ATTNVIZ_PLUGINS`); its route, its place in the models' capabilities and
+the docs' table follow. The views inside a head (app/head_views) are LabRoutes too."""
 
 from __future__ import annotations
 
@@ -44,7 +46,10 @@ NEEDS_EXPLAINED = {
 
 
 @dataclass(frozen=True)
-class Experiment:
+class LabRoute:
+    """A function of (LabContext, request) served at its route: a lab experiment, or a view
+    inside a head (`what` names which, for the 422 of a model that lacks a need)."""
+
     id: str  # its route, /api/v1/lab/<id>, and the page's name for it
     run: Callable[[LabContext, Any], BaseModel]  # (its request: `request`)
     request: type[BaseModel]
@@ -52,6 +57,7 @@ class Experiment:
     needs: frozenset[str] = frozenset()  # features the model must have
     runs_model: bool = False  # runs the model beyond the cached run: one run slot for all
     reads_long: bool = False  # reads a long input's run (its queries and keys) by windows
+    what: str = "experiment"  # what it is to a person: an experiment, or a view
 
     @property
     def summary(self) -> str:
@@ -71,32 +77,41 @@ class Experiment:
         if lacking:
             reasons = " and ".join(NEEDS_EXPLAINED.get(n, f"lacks {n}") for n in lacking)
             raise CannotServe(
-                f"the {self.id} experiment cannot run on {ctx.entry.id}: it {reasons}"
+                f"the {self.id} {self.what} cannot run on {ctx.entry.id}: it {reasons}"
             )
         with ctx.session() if self.runs_model else nullcontext():
             return self.run(ctx, req)
 
 
-EXPERIMENTS: dict[str, Experiment] = {
+EXPERIMENTS: dict[str, LabRoute] = {
     e.id: e
     for e in (
-        Experiment("scaling", scaling, s.HeadRequest, s.ScalingResponse, runs_model=True),
-        Experiment("positions", positions, s.PositionsRequest, s.PositionsResponse,
+        LabRoute("scaling", scaling, s.HeadRequest, s.ScalingResponse, runs_model=True),
+        LabRoute("positions", positions, s.PositionsRequest, s.PositionsResponse,
                    frozenset({"encoder", "positions"}), runs_model=True),
-        Experiment("masks", masks, s.MasksRequest, s.MasksResponse, frozenset({"encoder"}),
+        LabRoute("masks", masks, s.MasksRequest, s.MasksResponse, frozenset({"encoder"}),
                    runs_model=True),
-        Experiment("kv-cache", kv_cache, s.KVCacheRequest, s.KVCacheResponse,
+        LabRoute("kv-cache", kv_cache, s.KVCacheRequest, s.KVCacheResponse,
                    frozenset({"cached_decoding"}), runs_model=True),
-        Experiment("metrics", metrics, TextRequest, s.MetricsResponse),
-        Experiment("rollout", rollout, s.RolloutRequest, s.RolloutResponse),
-        Experiment("ablation", ablation, s.AblationRequest, s.AblationResponse, runs_model=True),
-        Experiment("compare", compare, s.CompareRequest, s.CompareResponse),
-        Experiment("induction", induction, s.InductionRequest, s.InductionResponse,
+        LabRoute("metrics", metrics, TextRequest, s.MetricsResponse),
+        LabRoute("rollout", rollout, s.RolloutRequest, s.RolloutResponse),
+        LabRoute("ablation", ablation, s.AblationRequest, s.AblationResponse, runs_model=True),
+        LabRoute("compare", compare, s.CompareRequest, s.CompareResponse),
+        LabRoute("induction", induction, s.InductionRequest, s.InductionResponse,
                    frozenset({"generation"}), runs_model=True),
-        Experiment("needle", needle, s.NeedleRequest, s.NeedleResponse,
+        LabRoute("needle", needle, s.NeedleRequest, s.NeedleResponse,
                    frozenset({"generation"}), runs_model=True),
     )
 }  # fmt: skip
+
+
+def register(experiment: LabRoute) -> LabRoute:
+    """Add an experiment to the lab (a plugin module's one line). Apps made after it serve
+    its route, and list it in the capabilities of the models that have what it needs."""
+    if experiment.id in EXPERIMENTS:
+        raise ValueError(f"the lab already has an experiment {experiment.id!r}")
+    EXPERIMENTS[experiment.id] = experiment
+    return experiment
 
 
 def available(entry: ModelEntry) -> list[str]:
@@ -104,4 +119,4 @@ def available(entry: ModelEntry) -> list[str]:
     return [e.id for e in EXPERIMENTS.values() if not e.missing(entry)]
 
 
-__all__ = ["EXPERIMENTS", "Experiment", "LabContext", "available"]
+__all__ = ["EXPERIMENTS", "LabContext", "LabRoute", "available", "register"]

@@ -1,32 +1,34 @@
-"""The attention lab's routes, one per experiment of the registry (app/lab)."""
+"""The lab's routes, one per experiment registered when the app is made (plugins
+included: app/lab), and the views inside a head (app/head_views)."""
 
 from fastapi import APIRouter
 
-from ..inspect import INSPECTIONS
-from ..lab import EXPERIMENTS, Experiment
+from ..head_views import HEAD_VIEWS
+from ..lab import EXPERIMENTS, LabRoute
 from .deps import ERRORS, InferenceDep, on_tensor_thread
 
-router = APIRouter(prefix="/api/v1/lab", tags=["lab"], responses=ERRORS)
-# the views inside a head (app/inspect), served as the lab's experiments are
-inspect_router = APIRouter(prefix="/api/v1", tags=["inside a head"], responses=ERRORS)
 
-
-def _route(experiment: Experiment, router: APIRouter = router) -> None:
+def _route(served: LabRoute, router: APIRouter) -> None:
     def endpoint(req, inference):
-        return experiment(inference, req)
+        return served(inference, req)
 
-    # the request and response models are the experiment's own, for validation and OpenAPI
+    # the request and response models are its own, for validation and OpenAPI
     endpoint.__annotations__ = {
-        "req": experiment.request,
+        "req": served.request,
         "inference": InferenceDep,
-        "return": experiment.response,
+        "return": served.response,
     }
-    endpoint.__name__ = experiment.id.replace("-", "_")
-    endpoint.__doc__ = experiment.summary
-    router.post(f"/{experiment.id}")(on_tensor_thread(endpoint))
+    endpoint.__name__ = served.id.replace("-", "_")
+    endpoint.__doc__ = served.summary
+    router.post(f"/{served.id}")(on_tensor_thread(endpoint))
 
 
-for _experiment in EXPERIMENTS.values():
-    _route(_experiment)
-for _inspection in INSPECTIONS.values():
-    _route(_inspection, inspect_router)
+def routers() -> list[APIRouter]:
+    """The lab's router and the head views' router, as the registries hold them now."""
+    lab = APIRouter(prefix="/api/v1/lab", tags=["lab"], responses=ERRORS)
+    for experiment in EXPERIMENTS.values():
+        _route(experiment, lab)
+    inside = APIRouter(prefix="/api/v1", tags=["inside a head"], responses=ERRORS)
+    for view in HEAD_VIEWS.values():
+        _route(view, inside)
+    return [lab, inside]

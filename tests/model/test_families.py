@@ -100,7 +100,7 @@ def test_the_neuron_views_before_is_the_query_projection_itself(tmp_path, model_
     import torch
     import transformers
 
-    from app.inspect.neuron import unrotate_half
+    from app.head_views.neuron import unrotate_half
     from harness.families import build_model
     from model.hf.capture import ATTENTION, register
     from model.hf.model import HFTransformer
