@@ -102,8 +102,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         if isinstance(exc.body, bytes) and exc.body:  # FastAPI kept a body it did not parse
-            kind = request.headers.get("content-type")
-            sent = f"not {kind[:100]}" if kind else "the request had none"
+            content_type = request.headers.get("content-type")
+            sent = f"not {content_type[:100]}" if content_type else "the request had none"
             detail = f"send the body as JSON, with Content-Type: application/json ({sent})"
             return JSONResponse({"detail": detail}, status_code=415)
         # Only where and what: the offending input may be NaN, huge, or not JSON at all.

@@ -20,10 +20,10 @@ from model.config import ModelConfig
 from model.hf.runners import HFEncoder, HFMaskedLM, HFSeq2Seq, parameter_count, peek_unit
 from model.long.reading import longest_prompt
 from model.pretrained.backends import Backend
-from model.pretrained.bert import MiniLM
+from model.pretrained.bert import BertRunner
 from model.pretrained.causal import CausalLM
 from model.pretrained.masked_lm import MaskedLM, mask_token_of
-from model.pretrained.sources import Source, cached, load_source, peek_source
+from model.pretrained.sources import Origin, cached, load_origin, peek_origin
 from model.runner import Runner, RunnerBase, attention_specs
 from model.runtime import release_free_memory
 from model.transformer import Transformer
@@ -32,7 +32,7 @@ from .errors import Unavailable
 from .settings import Settings
 
 LOG = logging.getLogger("attnviz")
-# the loaded runners' instance attributes the app reads (CausalLM's and MiniLM's)
+# the loaded runners' instance attributes the app reads (CausalLM's and BertRunner's)
 INSTANCE_NAMES = frozenset(
     {"model", "tokenizer", "vocabulary", "stop_ids", "chat_template", "name",
      "add_special_tokens", "template_tokens", "head", "mask_id"}
@@ -51,8 +51,8 @@ OUTPUT_SAID = {
 STOPS = (KeyboardInterrupt, SystemExit)
 MAX_REASON_CHARS = 2000  # a refusal's reason as listed (one naming 180,000 tensors is 6 MB)
 # (the runner classes: their class attributes state what the app reads before loading)
-KINDS: dict[str, type[RunnerBase]] = {
-    "bert": MiniLM, "masked-lm": MaskedLM, "hf-encoder-only": HFEncoder,
+RUNNER_CLASSES: dict[str, type[RunnerBase]] = {
+    "bert": BertRunner, "masked-lm": MaskedLM, "hf-encoder-only": HFEncoder,
     "hf-masked-lm": HFMaskedLM, "hf-encoder-decoder": HFSeq2Seq,
 }  # else CausalLM  # fmt: skip
 
@@ -110,21 +110,21 @@ class OwnRunner:
     ) -> None:
         self.name, self.pool, self.max_bytes = name, pool, max_bytes
         self.path, self.backend = Path(path), backend
-        self.config, self.source, kind, specials = peek_source(path, max_bytes, backend)
-        self.kind: Any = cast(Any, KINDS.get(kind, CausalLM))  # (its class)
+        self.config, self.origin, runner_key, specials = peek_origin(path, max_bytes, backend)
+        self.runner_class: Any = cast(Any, RUNNER_CLASSES.get(runner_key, CausalLM))  # (its class)
         # a language model reads prompts up to its context (model/long/), as long as
         # their capture fits in these bytes: on our code always, on transformers' where
         # its check passes when it is read (model/hf/long.py; else it keeps 512, and says
         # so once read); the others keep their own limit
-        self.max_capture_bytes = max_capture_bytes if self.kind is CausalLM else None
-        self.special_tokens = specials if specials is not None else self.kind.special_tokens
-        self._unit, self._unknown = self.kind.token_unit, self.kind.unknown_token
+        self.max_capture_bytes = max_capture_bytes if self.runner_class is CausalLM else None
+        self.special_tokens = specials if specials is not None else self.runner_class.special_tokens
+        self._unit, self._unknown = self.runner_class.token_unit, self.runner_class.unknown_token
         folder = cached(path)
-        if kind.startswith("hf-"):  # transformers' classes, counted on the meta device
-            self.parameter_count = parameter_count(folder, kind.removeprefix("hf-"))
+        if runner_key.startswith("hf-"):  # transformers' classes, counted on the meta device
+            self.parameter_count = parameter_count(folder, runner_key.removeprefix("hf-"))
         else:
             self.parameter_count = parameters_of(self.config)
-        if folder.is_dir() and kind not in ("bert", "masked-lm"):  # its tokenizer.json's
+        if folder.is_dir() and runner_key not in ("bert", "masked-lm"):  # its tokenizer.json's
             self._unit, unknown = peek_unit(folder)
             if self._unit != "byte-bpe":  # (byte-level: every text has tokens)
                 self._unknown = unknown
@@ -139,7 +139,9 @@ class OwnRunner:
         self._lock = threading.Lock()
         # what the loaded runner has that the app may read: anything else is not there
         # (probing a name it lacks, e.g. hasattr(runner, "card"), reads no weights)
-        self._forwarded = {n for n in dir(self.kind) if not n.startswith("_")} | INSTANCE_NAMES
+        self._forwarded = {
+            n for n in dir(self.runner_class) if not n.startswith("_")
+        } | INSTANCE_NAMES
 
     @property
     def model_config(self) -> ModelConfig:
@@ -150,7 +152,7 @@ class OwnRunner:
     # what the app reads of a model before it runs it: no weights needed
     @property
     def capabilities(self):
-        return self.kind.capabilities
+        return self.runner_class.capabilities
 
     @property
     def token_unit(self):
@@ -158,14 +160,14 @@ class OwnRunner:
 
     @property
     def output_kind(self):
-        return self.kind.output_kind
+        return self.runner_class.output_kind
 
     @property
     def mask_token(self) -> str | None:
         """A masked-language model's mask token, as its tokenizer writes it."""
-        if self.kind.output_kind != "masked":
+        if self.runner_class.output_kind != "masked":
             return None
-        return mask_token_of(self.special_tokens) or getattr(self.kind, "mask_token", None)
+        return mask_token_of(self.special_tokens) or getattr(self.runner_class, "mask_token", None)
 
     @property
     def max_tokens(self):
@@ -174,7 +176,7 @@ class OwnRunner:
             return loaded.max_tokens
         if self.max_capture_bytes is not None:
             return longest_prompt(self.config, self.max_capture_bytes)
-        return min(self.kind.max_tokens, self.config.max_seq_len)
+        return min(self.runner_class.max_tokens, self.config.max_seq_len)
 
     @property
     def unknown_token(self):
@@ -198,7 +200,7 @@ class OwnRunner:
             if self._runner is None:
                 LOG.info("reading model %s from %s", self.name, self.path)
                 try:
-                    loaded, _ = load_source(self.path, self.name, self.max_bytes, self.backend)
+                    loaded, _ = load_origin(self.path, self.name, self.max_bytes, self.backend)
                     if self.max_capture_bytes is not None and isinstance(loaded, CausalLM):
                         loaded = loaded.read_long(self.max_capture_bytes)
                     if loaded.attention != self.attention:  # what its config stated
@@ -275,8 +277,8 @@ def scrub(message: str, path: str | Path) -> str:
 
 def own_models(
     settings: Settings, taken: set[str]
-) -> tuple[list[tuple[str, OwnRunner, Source]], dict[str, str]]:
-    """(id, runner, source) of each of the user's models that can be read (checked now
+) -> tuple[list[tuple[str, OwnRunner, Origin]], dict[str, str]]:
+    """(id, runner, origin) of each of the user's models that can be read (checked now
     without its weights), and the reason of each that cannot be (logged too), by id,
     without the server's paths in it."""
     pool = Pool(settings.own_models_bytes)
@@ -300,5 +302,5 @@ def own_models(
             LOG.error("model %s from %s is not served: %s", model_id, path, reason(exc))
             refused[model_id] = reason(exc, path)
             continue
-        found.append((model_id, runner, runner.source))
+        found.append((model_id, runner, runner.origin))
     return found, refused

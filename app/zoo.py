@@ -16,11 +16,12 @@ from model.analysis import head_metrics, head_roles, layer_weights
 from model.config import ModelConfig
 from model.pretrained.bert import package_dir
 from model.pretrained.causal import CausalLM
-from model.pretrained.sources import Source, load_source
+from model.pretrained.sources import Origin, load_origin
 from model.pronounce.pronouncer import Pronouncer
 from model.runner import AttentionSpec, Runner, untrained
 from model.transformer import Transformer
 
+from .info import StartHead
 from .own import OUTPUT_SAID, OwnRunner, own_models
 from .settings import Settings
 
@@ -63,17 +64,6 @@ class Family:
     translations: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class StartHead:
-    """The head the page opens a model on (see `start_head`)."""
-
-    type: str
-    layer: int
-    head: int
-    role: str | None
-    source: str  # "model card", "metrics" or "trained model"
-
-
 REGISTRY: dict[str, Family] = {}
 
 
@@ -95,7 +85,7 @@ class ModelEntry:
     examples: tuple[str, ...] = ()
     start: StartHead | None = None  # None: chosen by start_head when the entry is made
     titles: dict[str, str] = field(default_factory=dict)  # by language, besides `title`
-    source: Source | None = None  # a model of the user's (settings.models): where from
+    origin: Origin | None = None  # a model of the user's (settings.models): where from
 
     @property
     def specs(self) -> dict[str, AttentionSpec]:
@@ -151,10 +141,12 @@ def start_head(entry: ModelEntry) -> StartHead:
     card = getattr(entry.runner, "card", None) or {}
     named = CARD_HEAD.fullmatch(str(card.get("alignment_head", "")))
     if named:
-        kind, layer, head = f"{named[1]}.{named[3]}", int(named[2]), int(named[4])
-        spec = entry.specs.get(kind)
+        atype, layer, head = f"{named[1]}.{named[3]}", int(named[2]), int(named[4])
+        spec = entry.specs.get(atype)
         if spec and layer < spec.layers and head < spec.query_heads:
-            return StartHead(kind, layer, head, "alignment", "model card")
+            return StartHead(
+                type=atype, layer=layer, head=head, role="alignment", source="model card"
+            )
     result = entry.runner.run(entry.examples[0] if entry.examples else "hello")
     heads = []  # (role, metrics, type, layer, head)
     for spec in entry.specs.values():
@@ -167,10 +159,10 @@ def start_head(entry: ModelEntry) -> StartHead:
     for role, metric in START_ROLES.items():
         playing = [x for x in heads if x[0] == role]
         if playing:
-            _, _, kind, layer, h = max(playing, key=lambda x: x[1][metric] or 0.0)
-            return StartHead(kind, layer, h, role, "metrics")
-    role, _, kind, layer, h = min(heads, key=lambda x: x[1]["entropy"] or 0.0)
-    return StartHead(kind, layer, h, role, "metrics")
+            _, _, atype, layer, h = max(playing, key=lambda x: x[1][metric] or 0.0)
+            return StartHead(type=atype, layer=layer, head=h, role=role, source="metrics")
+    role, _, atype, layer, h = min(heads, key=lambda x: x[1]["entropy"] or 0.0)
+    return StartHead(type=atype, layer=layer, head=h, role=role, source="metrics")
 
 
 @dataclass
@@ -222,7 +214,7 @@ register(
         MINILM_DESCRIPTION,
         ["en"],
         # the package's sentence-transformers folder, read as a folder of yours is
-        lambda settings: load_source(package_dir(), "minilm")[0],
+        lambda settings: load_origin(package_dir(), "minilm")[0],
         short_title="all-MiniLM-L6-v2",
         translations={"zh": ("all-MiniLM-L6-v2（英文）", "all-MiniLM-L6-v2")},
         examples=(
@@ -299,7 +291,7 @@ def load_zoo(settings: Settings) -> Zoo:
             title = f"{family.short_title or family.title}, untrained twin"
             # opened on the trained model's head, to compare the two
             assert trained.start is not None  # (chosen when the entry was made)
-            start = dataclasses.replace(trained.start, source="trained model")
+            start = trained.start.model_copy(update={"source": "trained model"})
             entries.append(
                 ModelEntry(
                     f"{family.id}-untrained",
@@ -317,27 +309,33 @@ def load_zoo(settings: Settings) -> Zoo:
                 )
             )
     own, refused = own_models(settings, {e.id for e in entries})
-    for model_id, own_runner, source in own:
+    for model_id, own_runner, origin in own:
         code = (
             "transformers' own modeling code"
-            if source.backend == "transformers"
+            if origin.backend == "transformers"
             else ("this project's model code")
         )
         entries.append(
             ModelEntry(
                 model_id,
-                f"{model_id} ({source.family}, yours)",
-                f"Your model from {source.shown}: {source.family}, weights stored as "
-                f"{source.stored} and computed in float32 on {code}, "
+                f"{model_id} ({origin.model_type}, yours)",
+                f"Your model from {origin.shown}: {origin.model_type}, weights stored as "
+                f"{origin.stored} and computed in float32 on {code}, "
                 f"read when first used. "
                 + OUTPUT_SAID[own_runner.output_kind].format(mask=own_runner.mask_token or "")
-                + (f" {source.note}" if source.note else ""),
+                + (f" {origin.note}" if origin.note else ""),
                 languages=[],
                 runner=own_runner,
                 examples=tuple(own_examples(own_runner)),
                 # not run yet: the first head (choosing one would read the weights now)
-                start=StartHead(own_runner.attention[0].type, 0, 0, None, "first head"),
-                source=source,
+                start=StartHead(
+                    type=own_runner.attention[0].type,
+                    layer=0,
+                    head=0,
+                    role=None,
+                    source="first head",
+                ),
+                origin=origin,
             )
         )
     if not entries:

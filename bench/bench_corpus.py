@@ -51,9 +51,9 @@ def reference(model: str, sentences: list[str]) -> float:
     from transformers import AutoModelForCausalLM, BertModel
 
     if model == "minilm":
-        from model.pretrained.bert import MiniLM, package_dir
+        from model.pretrained.bert import BertRunner, package_dir
 
-        ours = MiniLM.load()
+        ours = BertRunner.load()
         theirs = BertModel.from_pretrained(str(package_dir()), attn_implementation="eager").eval()
         specials, causal = {"[CLS]", "[SEP]"}, False
     else:
@@ -135,9 +135,9 @@ def main() -> None:
             ours = run["done"] / run["elapsed_s"]
             rows.append((model, run["done"], ours))
         # the query-key space of one head over a corpus of at least --qk-tokens tokens
-        from model.pretrained.bert import MiniLM
+        from model.pretrained.bert import BertRunner
 
-        minilm = MiniLM.load()
+        minilm = BertRunner.load()
         all_en = list(shipped_sentences("hsk-en"))
         count, n = 0, 0
         while count < args.qk_tokens and n < len(all_en):

@@ -7,7 +7,7 @@ and whether the greedy continuation is the same.
 Makes each tiny random model with transformers' own classes (2 layers, d_model 64, 4
 heads, 2 key/value heads for the GQA families; eager attention, float32), saves it with
 `save_pretrained` and a tokenizer trained with `tokenizers` (or writes a .gguf with the
-`gguf` library), reads it with `load_source` as the server does, and compares on three
+`gguf` library), reads it with `load_origin` as the server does, and compares on three
 prompts (a third of 42 tokens, longer than Mistral's window of 5).
 """
 
@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from harness.checkpoints import PROMPTS, saved, saved_masked_lm, tiny, wordpiece, write_gguf
-from model.pretrained.sources import load_source
+from model.pretrained.sources import load_origin
 
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
           "high_freq_factor": 4.0, "original_max_position_embeddings": 64}  # fmt: skip
@@ -56,7 +56,7 @@ def causal_row(root: Path, kind: str, extra: dict, how: dict) -> tuple[float, fl
         shards = {"max_shard_size": how["max_shard_size"]} if "max_shard_size" in how else {}
         where = saved(root, stored, **shards)
         theirs = stored.float()
-    ours, _ = load_source(where, "mine")
+    ours, _ = load_origin(where, "mine")
     attention = logits = 0.0
     same = []
     for prompt in PROMPTS:
@@ -92,7 +92,7 @@ def encoder_row(root: Path, name: str) -> tuple[float, float, str]:
         folder = root / "bert"
         theirs.save_pretrained(folder)
         wordpiece().save(str(folder / "tokenizer.json"))
-    ours, _ = load_source(folder, "mine")
+    ours, _ = load_origin(folder, "mine")
     attention = output = 0.0
     tops = []
     for text in BERT_TEXTS:

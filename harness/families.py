@@ -24,7 +24,7 @@ import torch
 
 from model.checkpoints import CheckpointError
 from model.pretrained.backends import OURS, choose, uses_attention_interface
-from model.pretrained.sources import load_source
+from model.pretrained.sources import load_origin
 
 VOCAB = 320  # harness/checkpoints.py's byte-level BPE tokenizer
 PROMPT = "The quick brown fox jumps over the lazy dog. The quick brown"
@@ -262,14 +262,14 @@ def compare(model_type: str, kind: str, backend: str | None = None, speed: bool 
             )
         try:
             try:
-                runner, _ = load_source(folder, model_type, backend=backend)  # type: ignore[arg-type]
+                runner, _ = load_origin(folder, model_type, backend=backend)  # type: ignore[arg-type]
             except CheckpointError as exc:
                 if "nothing to capture" not in str(exc):
                     raise
                 # a hybrid whose first layers hold no attention: 8 layers, tiny
                 shutil.rmtree(folder)
                 build(model_type, kind, folder, keep_layers=8)
-                runner, _ = load_source(folder, model_type, backend=backend)  # type: ignore[arg-type]
+                runner, _ = load_origin(folder, model_type, backend=backend)  # type: ignore[arg-type]
         except CheckpointError as exc:
             return Row(model_type, kind, chosen, False, str(exc).replace(str(folder), "<folder>"))
         except Exception as exc:  # (a rebuild that transformers refuses)

@@ -66,11 +66,11 @@ def is_fused() -> bool:
     return _FUSED.get()
 
 
-def _mask_kind(mask: Tensor, q_len: int, k_len: int) -> str:
+def _mask_form(mask: Tensor, q_len: int, k_len: int) -> str:
     """What a mask (B, 1, Tq or 1, Tk) is: "none" (every key seen), "causal" (exactly the
     causal mask of Tq = Tk positions) or "other"; found once per mask tensor (the layers of
     one pass share it)."""
-    known = getattr(mask, "_attnviz_kind", None)
+    known = getattr(mask, "_attnviz_form", None)
     if known is None:
         if bool(mask.all()):
             known = "none"
@@ -79,7 +79,7 @@ def _mask_kind(mask: Tensor, q_len: int, k_len: int) -> str:
             known = "causal" if bool((mask == tril).all()) else "other"
         else:
             known = "other"
-        mask._attnviz_kind = known  # type: ignore[attr-defined]
+        mask._attnviz_form = known  # type: ignore[attr-defined]
     return known
 
 
@@ -88,9 +88,9 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Ten
     weights: (B, H, Tq, d) with keys and values (B, H_kv, Tk, d) shared by groups of query
     heads. A row with no key at all gets a zero context, as `masked_softmax` gives it."""
     group = q.size(1) != k.size(1)
-    kind = "none" if mask is None else _mask_kind(mask, q.size(2), k.size(2))
-    if kind != "other":
-        return F.scaled_dot_product_attention(q, k, v, is_causal=kind == "causal", enable_gqa=group)
+    form = "none" if mask is None else _mask_form(mask, q.size(2), k.size(2))
+    if form != "other":
+        return F.scaled_dot_product_attention(q, k, v, is_causal=form == "causal", enable_gqa=group)
     assert mask is not None
     context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=group)
     return context.nan_to_num_(0.0) if not bool(mask.any(-1).all()) else context

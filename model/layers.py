@@ -91,7 +91,7 @@ class FeedForward(nn.Module):
 
 
 class _Layer(nn.Module):
-    """Residual wiring shared by both layer kinds: Post-LN (the seed's) or Pre-LN."""
+    """Residual wiring shared by both layer types: Post-LN (the seed's) or Pre-LN."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()

@@ -6,7 +6,7 @@ mask by the very functions the forward pass used (`attention_scores`, `masked_so
 It is made from the capture of a plain forward pass (no hook functions: the run cache's
 runs). A module's scores and weights are dropped only where recomputing gives back the
 captured tensors bit for bit, checked at construction on one module of each stack, module
-kind and shape (a family that computes them otherwise keeps them stored); a capture with
+name and shape (a model that computes them otherwise keeps them stored); a capture with
 more than one firing of a module (cached decoding) or without its queries and keys keeps
 them too."""
 
@@ -42,22 +42,22 @@ class LeanCapture(Capture):
         super().__init__()
         self._names = list(full)
         self._store = {name: full.all(name) for name in self._names}
-        self._recipes: dict[str, tuple[str, str]] = {}  # name -> (module prefix, kind)
+        self._recipes: dict[str, tuple[str, str]] = {}  # name -> (module prefix, hook)
         self._recent: OrderedDict[str, Tensor] = OrderedDict()
         self._lock = threading.Lock()  # requests read a cached run on several threads
         checked: dict[tuple, bool] = {}
         for name in self._names:
-            prefix, _, kind = name.rpartition(".")
-            if kind not in DERIVED or not self._derivable(prefix):
+            prefix, _, hook = name.rpartition(".")
+            if hook not in DERIVED or not self._derivable(prefix):
                 continue
-            # one module per stack, module kind, hook and shape is recomputed and compared:
+            # one module per stack, module name, hook and shape is recomputed and compared:
             # the others like it compute the same way
             stack, module = prefix.split(".")[0], prefix.split(".")[-1]
-            family = (stack, module, kind, tuple(self._store[name][0].shape))
-            if family not in checked:
-                checked[family] = self._derive(prefix, kind).equal(self._store[name][0])
-            if checked[family]:
-                self._recipes[name] = (prefix, kind)
+            group = (stack, module, hook, tuple(self._store[name][0].shape))
+            if group not in checked:
+                checked[group] = self._derive(prefix, hook).equal(self._store[name][0])
+            if checked[group]:
+                self._recipes[name] = (prefix, hook)
         # the recomputed tensors it keeps at most, counted in its bytes
         self._recent_bytes = RECENT * max(
             (self._store[name][0].nbytes for name in self._recipes), default=0
@@ -72,13 +72,13 @@ class LeanCapture(Capture):
         mask = len(self._store.get(f"{prefix}.hook_mask", [None]))
         return firings == [1, 1, 1] and mask == 1
 
-    def _derive(self, prefix: str, kind: str) -> Tensor:
+    def _derive(self, prefix: str, hook: str) -> Tensor:
         q = self._store[f"{prefix}.hook_q"][0]
         k = self._store[f"{prefix}.hook_k"][0]
         if q.size(1) != k.size(1):  # grouped-query attention: each key head serves a group
             k = k.repeat_interleave(q.size(1) // k.size(1), dim=1)
         scores = attention_scores(q, k)
-        if kind == "hook_scores":
+        if hook == "hook_scores":
             return scores
         mask = self._store.get(f"{prefix}.hook_mask", [None])[0]
         return masked_softmax(scores, mask)

@@ -88,7 +88,7 @@ class RotaryPositions(nn.Module):
         inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim)
         if scaling:
             inv_freq = scaled_frequencies(inv_freq, **scaling)
-            self.formula = SCALED_FORMULAS[scaling["kind"]].format(**scaling)
+            self.formula = SCALED_FORMULAS[scaling["rope_type"]].format(**scaling)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def angles(self, offset: int, length: int) -> Tensor:
@@ -109,7 +109,7 @@ SCALED_FORMULAS = {
 
 def scaled_frequencies(
     inv_freq: Tensor,
-    kind: str,
+    rope_type: str,
     factor: float,
     low_freq_factor: float = 1.0,
     high_freq_factor: float = 4.0,
@@ -119,7 +119,7 @@ def scaled_frequencies(
     "linear" divides each by `factor`; "llama3" divides those whose wavelength passes
     original_max_positions / low_freq_factor, keeps those under original / high_freq_factor
     and blends the band between by a smooth factor."""
-    if kind == "linear":
+    if rope_type == "linear":
         return inv_freq / factor
     wavelen = 2 * math.pi / inv_freq
     low_freq_wavelen = original_max_positions / low_freq_factor
@@ -149,7 +149,7 @@ def positions_module(config: ModelConfig) -> PositionsModule | None:
         scaling = None
         if config.rope_type != "default":
             scaling = {
-                "kind": config.rope_type,
+                "rope_type": config.rope_type,
                 "factor": config.rope_factor,
                 "low_freq_factor": config.rope_low_freq_factor,
                 "high_freq_factor": config.rope_high_freq_factor,

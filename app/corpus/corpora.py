@@ -15,7 +15,7 @@ class Shipped:
     title: str
     language: str  # ISO 639-1
     licence: str
-    source: str
+    origin: str  # where its sentences come from
 
 
 # HSK 3.0's graded sentences (hsk-sentences-audio, pinned in pyproject.toml): 4,354 in

@@ -31,7 +31,9 @@ QUEUED_AT_MOST = 16  # jobs waiting behind the running one, every client's; past
 
 
 @dataclass(frozen=True)
-class Head:
+class HeadKey:
+    """A head as a hashable key (the wire's `HeadRef`, app/lab/schemas.py, names one)."""
+
     type: str
     layer: int
     head: int
@@ -53,9 +55,9 @@ class Job:
     id: str
     entry: ModelEntry
     sentences: list[str]
-    source: str  # the shipped corpus's id, or "yours"
-    keep: list[Head]  # the heads whose vectors are kept
-    heads: list[Head]  # the statistics' columns
+    origin: str  # the shipped corpus's id, or "yours"
+    keep: list[HeadKey]  # the heads whose vectors are kept
+    heads: list[HeadKey]  # the statistics' columns
     owner: str = ""  # the owner's token: cancels the run; its newer runs may drop it
     client: str = ""  # the address it came from (runs waiting per client are bounded)
     status: str = "queued"  # queued, running, done, cancelled, failed
@@ -67,7 +69,7 @@ class Job:
     statistics: torch.Tensor | None = None  # (N, S, H) float32, NaN where n/a
     # which sentences have been read (batches run by token length, not in order)
     read: torch.Tensor | None = None  # (N,) bool
-    vectors: dict[Head, Vectors] = field(default_factory=dict)
+    vectors: dict[HeadKey, Vectors] = field(default_factory=dict)
     cancelled: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -94,9 +96,9 @@ class Job:
         return self.done / max(1e-9, (self.finished or time.time()) - self.started)
 
 
-def heads_of(entry: ModelEntry) -> list[Head]:
+def heads_of(entry: ModelEntry) -> list[HeadKey]:
     return [
-        Head(spec.type, layer, head)
+        HeadKey(spec.type, layer, head)
         for spec in entry.specs.values()
         for layer in range(spec.layers)
         for head in range(spec.query_heads)
@@ -120,8 +122,8 @@ class CorpusRuns:
         self,
         entry: ModelEntry,
         sentences: list[str],
-        source: str,
-        keep: list[Head],
+        origin: str,
+        keep: list[HeadKey],
         owner: str | None = None,
         client: str = "",
     ) -> Job:
@@ -141,7 +143,7 @@ class CorpusRuns:
                 "vectors are kept by corpus runs in this process only, not on Ray "
                 "(ATTNVIZ_RAY_ADDRESS is set)",
             )
-        job = Job(uuid.uuid4().hex[:16], entry, sentences, source, keep, heads)
+        job = Job(uuid.uuid4().hex[:16], entry, sentences, origin, keep, heads)
         job.owner = owner if owner and self._owns(owner) else secrets.token_urlsafe(18)
         job.client = client
         per_client = self.inference.settings.corpus_runs_per_client

@@ -81,7 +81,7 @@ class CorpusHeads(Strict):
     heads: list[HeadStatistics]
 
 
-class Example(Strict):
+class TopSentence(Strict):
     sentence: int
     text: str
     score: float
@@ -92,7 +92,7 @@ class RankedHead(Strict):
     layer: int
     head: int
     score: float = Field(description="The pattern's statistic, its mean over the corpus.")
-    examples: list[Example] = Field(description="The sentences where the head does it most.")
+    examples: list[TopSentence] = Field(description="The sentences where the head does it most.")
 
 
 class HeadSearch(Strict):

@@ -12,7 +12,7 @@ import torch
 from model.attention import masked_softmax
 from model.geometry import dot_distance_correlation, normalize, project, warm
 
-from ..corpus.jobs import Head
+from ..corpus.jobs import HeadKey
 from ..errors import Busy, CannotServe
 from ..lab.context import LabContext
 from ..runs import read_text
@@ -151,7 +151,7 @@ def corpus_pieces(ctx: LabContext, req: s.QKSpaceRequest, spec) -> list[Piece]:
     job = ctx.inference.corpus_runs.get(req.corpus_run)
     if job.entry.id != ctx.entry.id:
         raise CannotServe(f"corpus run {job.id} read {job.entry.id}, not {ctx.entry.id}")
-    kept = job.vectors.get(Head(spec.type, req.layer, req.head))
+    kept = job.vectors.get(HeadKey(spec.type, req.layer, req.head))
     if kept is None:
         said = ", ".join(f"{h.type} L{h.layer} H{h.head}" for h in job.keep) or "none"
         raise CannotServe(

@@ -22,7 +22,7 @@ from ..clients import CLIENT
 from ..corpus import npz
 from ..corpus import schemas as s
 from ..corpus.corpora import SHIPPED, read_lines, shipped_sentences
-from ..corpus.jobs import CorpusRuns, Head, Job
+from ..corpus.jobs import CorpusRuns, HeadKey, Job
 from ..lab.schemas import HeadRef
 from ..runs import read_text
 from ..schemas import ErrorMessage
@@ -57,7 +57,7 @@ def described(job: Job) -> s.CorpusRun:
     return s.CorpusRun(
         id=job.id,
         model=job.entry.id,
-        source=job.source,
+        source=job.origin,
         status=job.status,
         done=job.done,
         total=job.total,
@@ -82,14 +82,14 @@ def corpora() -> list[s.Corpus]:
             title=c.title,
             language=c.language,
             licence=c.licence,
-            source=c.source,
+            source=c.origin,
             sentences=len(shipped_sentences(c.id)),
         )
         for c in SHIPPED.values()
     ]
 
 
-def kept_heads(inference, entry, vectors: list[HeadRef]) -> list[Head]:
+def kept_heads(inference, entry, vectors: list[HeadRef]) -> list[HeadKey]:
     heads = []
     for ref in vectors:
         spec = entry.specs.get(ref.type)
@@ -101,12 +101,12 @@ def kept_heads(inference, entry, vectors: list[HeadRef]) -> list[Head]:
                 f"vectors: {ref.type} L{ref.layer} H{ref.head} out of range: "
                 f"{spec.layers} layers of {spec.query_heads} heads",
             )
-        heads.append(Head(ref.type, ref.layer, ref.head))
+        heads.append(HeadKey(ref.type, ref.layer, ref.head))
     return list(dict.fromkeys(heads))
 
 
 def start(
-    request: Request, inference, model, sentences, source, limit, vectors
+    request: Request, inference, model, sentences, origin, limit, vectors
 ) -> s.CorpusRunStarted:
     entry = inference.entry(model)
     settings = inference.settings
@@ -121,7 +121,7 @@ def start(
     job = runs_of(request).submit(
         entry,
         sentences,
-        source,
+        origin,
         kept_heads(inference, entry, vectors),
         owner=request.headers.get(OWNER_HEADER, "")[:100] or None,
         client=CLIENT.get(),
@@ -258,7 +258,7 @@ def search(
                 head=h.head,
                 score=round(float(means[j]), 6),
                 examples=[
-                    s.Example(
+                    s.TopSentence(
                         sentence=indices[i],
                         text=job.sentences[indices[i]],
                         score=round(float(per[i, j]), 6),

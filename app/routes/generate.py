@@ -36,8 +36,8 @@ def generate(req: GenerateRequest, inference: InferenceDep) -> GenerateResponse:
     return generation.answer(steps)
 
 
-def event(kind: str, body: str) -> bytes:
-    return f"event: {kind}\ndata: {body}\n\n".encode()
+def event(name: str, body: str) -> bytes:
+    return f"event: {name}\ndata: {body}\n\n".encode()
 
 
 @router.post(

@@ -16,7 +16,6 @@ from ..info import (
     ModelInfo,
     PositionalResponse,
     RefusedModel,
-    StartHead,
 )
 from ..lab import available
 from ..runs import Inference, text_limit
@@ -42,9 +41,9 @@ def model_info(
         title=entry.title,
         titles=entry.titles,
         description=entry.description,
-        source=entry.source.shown if entry.source else "shipped",
-        family=entry.source.family if entry.source else None,
-        stored_as=entry.source.stored if entry.source else None,
+        source=entry.origin.shown if entry.origin else "shipped",
+        family=entry.origin.model_type if entry.origin else None,
+        stored_as=entry.origin.stored if entry.origin else None,
         parameters=getattr(runner, "parameter_count", None)  # a model of yours, unread
         or sum(p.numel() for p in runner.model.parameters()),  # (tied: listed once)
         architecture=cfg.architecture,
@@ -66,7 +65,7 @@ def model_info(
         capabilities=CapabilitiesInfo(
             **dataclasses.asdict(runner.capabilities), experiments=available(entry)
         ),
-        start_head=StartHead.model_validate(entry.start, from_attributes=True),
+        start_head=entry.start,
         examples=list(entry.examples),
         default=default,
     )

@@ -81,9 +81,9 @@ class Traced:
 @dataclass
 class Call:
     """The forward call in progress: which hook points each attention call fires
-    (`points[type][layer]`, `kinds[id(module)]`), or, while tracing, what it saw."""
+    (`points[type][layer]`, `types[id(module)]`), or, while tracing, what it saw."""
 
-    kinds: dict[int, str]
+    types: dict[int, str]
     points: dict[str, list[AttentionPoints]]
     counters: dict[str, int] = field(default_factory=dict)
     trace: list[Traced] | None = None
@@ -120,12 +120,12 @@ class Call:
                        key.shape[-2], scaling, extras, unknown, sees_later(query, key, mask))
             )  # fmt: skip
             return None
-        kind = self.kinds.get(id(module))
-        if kind is None:
+        atype = self.types.get(id(module))
+        if atype is None:
             return None
-        layer = self.counters.get(kind, 0)
-        self.counters[kind] = layer + 1
-        layers = self.points[kind]
+        layer = self.counters.get(atype, 0)
+        self.counters[atype] = layer + 1
+        layers = self.points[atype]
         return layers[layer] if layer < len(layers) else None
 
 

@@ -92,7 +92,7 @@ def long_pass(
 
 def long_refusal(model: HFTransformer) -> str | None:
     """None where the model reads long prompts; else why it does not (it keeps 512)."""
-    if model.kind != "decoder-only":
+    if model.architecture != "decoder-only":
         return "only a decoder-only model reads long prompts"
     if any(c.extras for c in model.traced):
         return "its attention adds soft-capping, a position bias or sinks to the scores"

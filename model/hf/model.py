@@ -20,12 +20,12 @@ from ..long import LongCapture
 from ..runner import AttentionSpec
 from ..transformer import DecoderCache
 from . import long
+from .calls import BackendError, hf_architecture, specs_of, trace
 from .capture import AttentionPoints, Call, calling
 from .positions import Positions, halves_rotated, positions_of
-from .trace import BackendError, hf_kind, specs_of, trace
 
 
-class Stack(nn.Module):
+class StackPoints(nn.Module):
     """Hook points of one stack, numbered by layer as model/'s are (`decoder.0.self_attn.…`),
     its `hook_pos`, and `pos`: the positions the model uses (or None)."""
 
@@ -48,7 +48,7 @@ def widest(width) -> int:
 
 def summary(
     hf_config,
-    kind: str,
+    architecture: str,
     specs: list[AttentionSpec],
     positional: str,
     vocab: int | None = None,
@@ -80,9 +80,9 @@ def summary(
     if isinstance(params, dict) and params.get("rope_theta"):
         theta = float(params["rope_theta"])
     return ModelConfig(
-        architecture=cast(Architecture, kind),
+        architecture=cast(Architecture, architecture),
         source_vocab_size=vocab,
-        target_vocab_size=(logits or vocab) if kind != "encoder-only" else vocab,
+        target_vocab_size=(logits or vocab) if architecture != "encoder-only" else vocab,
         d_model=d_model,
         n_heads=first.query_heads,
         n_kv_heads=first.kv_heads,
@@ -94,7 +94,9 @@ def summary(
         dropout=0.0,
         positional=cast(Positional, positional),
         rope_theta=theta,
-        pad_id=token("pad_token_id", -1) if kind == "decoder-only" else token("pad_token_id", 0),
+        pad_id=token("pad_token_id", -1)
+        if architecture == "decoder-only"
+        else token("pad_token_id", 0),
         bos_id=token("bos_token_id", 1),
         eos_id=token("eos_token_id", 2),
     )
@@ -105,11 +107,11 @@ class HFTransformer(HookedModule):
     interface: forward(input_ids) -> last hidden state (encoder-only) or logits
     (decoder-only), forward(input_ids, target) -> logits (encoder-decoder)."""
 
-    def __init__(self, hf: Any, kind: str | None = None) -> None:
+    def __init__(self, hf: Any, architecture: str | None = None) -> None:
         super().__init__()
         self.hf: Any = hf.eval()  # (a transformers model: any architecture's methods)
-        self.kind = kind or hf_kind(hf.config)
-        by_type = trace(self.hf, self.kind)
+        self.architecture = architecture or hf_architecture(hf.config)
+        by_type = trace(self.hf, self.architecture)
         self._traced = [c for calls in by_type.values() for c in calls]
         self.specs = specs_of(by_type)
         positions = positions_of(self.hf)
@@ -120,25 +122,25 @@ class HFTransformer(HookedModule):
         vocab = self.hf.get_input_embeddings().num_embeddings
         out = self.hf.get_output_embeddings()
         logits = out.out_features if isinstance(out, nn.Linear) else vocab
-        positional = positions.kind if positions is not None else "none"
-        self.config = summary(hf.config, self.kind, self.specs, positional, vocab, logits)
+        positional = positions.positional if positions is not None else "none"
+        self.config = summary(hf.config, self.architecture, self.specs, positional, vocab, logits)
         pad = getattr(hf.config, "pad_token_id", None)
         self.pad_id = pad if isinstance(pad, int) and pad >= 0 else None  # (None: no padding)
-        kinds: dict[int, str] = {}
+        types: dict[int, str] = {}
         for name, calls in by_type.items():
             for c in calls:
-                if kinds.setdefault(id(c.module), name) != name:
-                    raise BackendError("one attention module serves two kinds of attention")
-        self._kinds = kinds
+                if types.setdefault(id(c.module), name) != name:
+                    raise BackendError("one attention module serves two attention types")
+        self._types = types
         parameters = inspect.signature(self.hf.forward).parameters
-        self._positions_given = self.kind == "decoder-only" and "position_ids" in parameters
+        self._positions_given = self.architecture == "decoder-only" and "position_ids" in parameters
         self._keeps_logits = "logits_to_keep" in parameters
         modules: dict[str, list[str]] = {}
         for spec in self.specs:
             modules.setdefault(spec.stack, []).append(spec.module)
         for stack, names in modules.items():
             layers = max(s.layers for s in self.specs if s.stack == stack)
-            self.add_module(stack, Stack(stack, layers, names))
+            self.add_module(stack, StackPoints(stack, layers, names))
         self._points = {
             spec.type: [getattr(getattr(self, spec.stack), str(i)).get_submodule(spec.module)
                         for i in range(spec.layers)]
@@ -148,13 +150,13 @@ class HFTransformer(HookedModule):
         main.pos = positions
         encoder = (
             self.hf
-            if self.kind == "encoder-only"
-            else (self.hf.get_encoder() if self.kind == "encoder-decoder" else None)
+            if self.architecture == "encoder-only"
+            else (self.hf.get_encoder() if self.architecture == "encoder-decoder" else None)
         )
         self._encoder_modules = {id(m) for m in encoder.modules()} if encoder is not None else set()
         if positions is not None:
             self._hook_positions(positions, main.hook_pos)
-        if self.kind == "decoder-only":
+        if self.architecture == "decoder-only":
             long.keep_final(self)
         if self.config.has_decoder:
             self.hook_logits = HookPoint()  # (B, T, V)
@@ -162,10 +164,10 @@ class HFTransformer(HookedModule):
     def _hook_positions(self, positions: Positions, point: HookPoint) -> None:
         """Show the positions to `hook_pos` as they are made; what a hook returns replaces
         them (zeros: no positions; for RoPE, angles of 0 are the identity rotation)."""
-        if positions.kind in ("learned", "sinusoidal"):  # the table it adds, as it adds it
+        if positions.positional in ("learned", "sinusoidal"):  # the table it adds, as it adds it
             positions.module.register_forward_hook(lambda m, args, out: point(out))
             return
-        if positions.kind == "relative":  # T5's bias per distance bucket and head, as its
+        if positions.positional == "relative":  # T5's bias per distance bucket and head, as its
             # table gives it ((Tq, Tk, H)); zeros: no bias, so nothing says where a token is
             for module in self.hf.modules():
                 table = getattr(module, "relative_attention_bias", None)
@@ -178,7 +180,7 @@ class HFTransformer(HookedModule):
                         lambda m, args, out, point_of=point_of: point_of(out) if active() else out
                     )
             return
-        if positions.kind != "rotary":
+        if positions.positional != "rotary":
             return
 
         def rotary(module, args, out):
@@ -200,7 +202,7 @@ class HFTransformer(HookedModule):
 
     def call(self, hidden: list[Tensor] | None = None) -> Call:
         """A forward call's state (with `hidden`: the final hidden states kept there)."""
-        return Call(self._kinds, self._points, hidden=hidden)
+        return Call(self._types, self._points, hidden=hidden)
 
     def run_call(self, call: Call, **inputs):
         """transformers' forward on `inputs`, its attention calls firing `call`'s points."""
@@ -237,7 +239,7 @@ class HFTransformer(HookedModule):
         None where nothing is padded."""
         if mask is not None:
             keep = mask.reshape(mask.size(0), -1)[:, -ids.size(1) :].long()
-        elif self.pad_id is not None and self.kind != "decoder-only":
+        elif self.pad_id is not None and self.architecture != "decoder-only":
             keep = (ids != self.pad_id).long()
         else:
             return None
@@ -246,11 +248,11 @@ class HFTransformer(HookedModule):
     def forward(self, input_ids: Tensor, target: Tensor | None = None, **kwargs) -> Tensor:
         padding = self.padding(input_ids)
         with calling(self.call()):
-            if self.kind == "encoder-only":  # (with a masked-LM head: the head's logits)
+            if self.architecture == "encoder-only":  # (with a masked-LM head: the head's logits)
                 out = self.hf(input_ids=input_ids, attention_mask=padding, **kwargs)
                 logits = getattr(out, "logits", None)
                 return logits if logits is not None else out.last_hidden_state
-            if self.kind == "decoder-only":
+            if self.architecture == "decoder-only":
                 out = self.hf(input_ids=input_ids, use_cache=False, **kwargs)
             else:
                 if target is None:
@@ -262,7 +264,9 @@ class HFTransformer(HookedModule):
     def encode(self, src: Tensor, src_mask: Tensor | None = None, **kwargs) -> Tensor:
         padding = self.padding(src, src_mask)
         with calling(self.call()):
-            encoder = self.hf.base_model if self.kind == "encoder-only" else self.hf.get_encoder()
+            encoder = (
+                self.hf.base_model if self.architecture == "encoder-only" else self.hf.get_encoder()
+            )
             return encoder(input_ids=src, attention_mask=padding).last_hidden_state
 
     def decode(
@@ -278,9 +282,9 @@ class HFTransformer(HookedModule):
         kept on `cache`). Its head runs inside the model's forward (with any soft-capping
         or scaling of its logits), so `logits` of what this returns is the same tensor."""
         inputs: dict = {
-            "decoder_input_ids" if self.kind == "encoder-decoder" else "input_ids": target
+            "decoder_input_ids" if self.architecture == "encoder-decoder" else "input_ids": target
         }
-        if self.kind == "encoder-decoder":
+        if self.architecture == "encoder-decoder":
             if memory is None:
                 raise ValueError("an encoder-decoder model decodes over encoder memory")
             from transformers.modeling_outputs import BaseModelOutput
@@ -290,7 +294,7 @@ class HFTransformer(HookedModule):
                 padding = src_mask.reshape(src_mask.size(0), -1)[:, -memory.size(1) :].long()
                 if not bool(padding.all()):
                     inputs["attention_mask"] = padding
-        elif self.kind != "decoder-only":
+        elif self.architecture != "decoder-only":
             raise BackendError("an encoder-only model does not decode")
         with calling(self.call()) as call:
             if cache is None:
@@ -322,15 +326,15 @@ class HFTransformer(HookedModule):
         """Each attention layer's keys and values of transformers' cache on ours (the lab
         counts their bytes); the same tensors, not copies. A hybrid's cache also holds
         its other layers' states: its attention layers are the ones with keys, in order."""
-        kinds = {"self": getattr(cache.hf, "self_attention_cache", cache.hf),
+        caches = {"self": getattr(cache.hf, "self_attention_cache", cache.hf),
                  "cross": getattr(cache.hf, "cross_attention_cache", None)}  # fmt: skip
-        for kind, held in kinds.items():
+        for attention, held in caches.items():
             pairs = [(getattr(layer, "keys", None), getattr(layer, "values", None))
                      for layer in getattr(held, "layers", [])]  # fmt: skip
             pairs = [(k, v) for k, v in pairs if isinstance(k, Tensor) and isinstance(v, Tensor)
                      and k.numel()]  # fmt: skip
             for ours, (keys, values) in zip(cache.layers, pairs, strict=False):
-                ours[kind].k, ours[kind].v = keys, values
+                ours[attention].k, ours[attention].v = keys, values
 
     @torch.no_grad()
     def greedy(self, source: Tensor, max_new_tokens: int) -> list[int]:

@@ -19,7 +19,7 @@ POSITION_NAMES = ("position_embeddings", "wpe", "embed_positions")  # tables it 
 class Positions:
     """The positions a transformers model uses, as model/positional's modules state them."""
 
-    kind: str  # "rotary", "learned", "sinusoidal" or "relative"
+    positional: str  # "rotary", "learned", "sinusoidal" or "relative"
     module: Any  # (a transformers module: its own methods and buffers)
     formula: str
     frequencies: str = "inv_freq"  # the rotary module's buffer (Gemma 3: one per layer type)
@@ -27,11 +27,11 @@ class Positions:
     def encoding(self, offset: int, length: int) -> Tensor:
         """The rotary angles (T, d_rot/2), the added table (T, d), or a relative bias's
         value per head for each distance from the first key (T, H), of offset.."""
-        if self.kind == "relative":
+        if self.positional == "relative":
             with torch.no_grad():  # (T, 1) keys: the first only, never a T x T table
                 bias = self.module.compute_bias(offset + length, 1)  # (1, H, T, 1)
             return bias[0, :, offset:, 0].T.float()
-        if self.kind == "rotary":
+        if self.positional == "rotary":
             inv_freq = getattr(self.module, self.frequencies).float()
             positions = torch.arange(offset, offset + length, dtype=torch.float32)
             return positions[:, None] * inv_freq[None]
@@ -68,11 +68,11 @@ def positions_of(hf: nn.Module) -> Positions | None:
     found = rotary_module(hf)
     if found is not None:
         rotary, frequencies = found
-        kind = getattr(rotary, "rope_type", None) or "default"
-        if isinstance(kind, dict):
-            kind = ", ".join(sorted(set(map(str, kind.values()))))
+        rope_type = getattr(rotary, "rope_type", None) or "default"
+        if isinstance(rope_type, dict):
+            rope_type = ", ".join(sorted(set(map(str, rope_type.values()))))
         formula = (
-            f"RoPE ({kind}): each pair of q and k dimensions i turned by position x θ_i, "
+            f"RoPE ({rope_type}): each pair of q and k dimensions i turned by position x θ_i, "
             f"θ_i from the model's own rotary embedding ({frequencies})"
         )
         return Positions("rotary", rotary, formula, frequencies)

@@ -1,7 +1,7 @@
 """Runners over transformers' own modeling code: a folder (or HF-cache snapshot) of any
 architecture transformers has, checked from its config without its weights
 (`peek_transformers`) and read (`load_transformers`) with the capturing attention. A
-decoder-only model is a `CausalLM`, an encoder a `MiniLM` (mean-pooled embedding) or, with
+decoder-only model is a `CausalLM`, an encoder a `BertRunner` (mean-pooled embedding) or, with
 its masked-LM head, a `MaskedLM`, as the models of model/ are: only their `model` differs;
 an encoder-decoder is an `HFSeq2Seq`."""
 
@@ -17,7 +17,7 @@ from torch import nn
 
 from ..checkpoints import CheckpointError
 from ..config import ModelConfig
-from ..pretrained.bert import MiniLM
+from ..pretrained.bert import BertRunner
 from ..pretrained.bytelevel import readable
 from ..pretrained.causal import CausalLM
 from ..pretrained.hf import causal_runner, token_unit_of, tokenizer_of, unknown_of
@@ -29,10 +29,10 @@ from ..runner import (
     OutputKind,
     TokenUnit,
 )
+from .calls import BackendError, has_masked_lm_head, hf_architecture
 from .capture import ATTENTION, register
 from .model import HFTransformer, summary
 from .seq2seq import HFSeq2Seq
-from .trace import BackendError, has_masked_lm_head, hf_kind
 
 
 def quiet_transformers() -> None:
@@ -54,7 +54,7 @@ def hf_config(folder: Path):
         raise CheckpointError(f"transformers cannot read its config.json: {exc}") from None
 
 
-def stated_specs(config, kind: str) -> list[AttentionSpec]:
+def stated_specs(config, architecture: str) -> list[AttentionSpec]:
     """The attention types a config states (before any weight is read): its layers, query
     and key/value heads and head width, by transformers' common names."""
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -78,7 +78,7 @@ def stated_specs(config, kind: str) -> list[AttentionSpec]:
 
     heads = first("num_attention_heads", "encoder_attention_heads", "num_heads", "n_head")
     decoder_heads = first("decoder_attention_heads", default=heads)
-    if kind == "encoder-decoder" and decoder_heads != heads:
+    if architecture == "encoder-decoder" and decoder_heads != heads:
         raise CheckpointError(
             f"its encoder has {heads} heads and its decoder {decoder_heads}: one head count "
             "for both is supported"
@@ -88,7 +88,7 @@ def stated_specs(config, kind: str) -> list[AttentionSpec]:
     head_dim = first("head_dim", "d_kv", default=hidden // heads)
     layers = first("num_hidden_layers", "encoder_layers", "num_layers", "n_layer")
     types = getattr(text, "layer_types", None)
-    if kind == "decoder-only" and isinstance(types, list) and types:
+    if architecture == "decoder-only" and isinstance(types, list) and types:
         # a hybrid's attention layers only (the others are linear attention or state space)
         attention = [t for t in types if isinstance(t, str) and "attention" in t
                      and "linear" not in t]  # fmt: skip
@@ -98,18 +98,22 @@ def stated_specs(config, kind: str) -> list[AttentionSpec]:
         "encoder-only": ["encoder.self"],
         "decoder-only": ["decoder.self"],
         "encoder-decoder": ["encoder.self", "decoder.self", "decoder.cross"],
-    }[kind]
+    }[architecture]
     specs = []
     for name in present:
         stack, module, rows, columns = ATTENTION_TYPES[name]
-        n = layers if stack == "encoder" else (decoder_layers if kind != "decoder-only" else layers)
+        n = (
+            layers
+            if stack == "encoder"
+            else (decoder_layers if architecture != "decoder-only" else layers)
+        )
         specs.append(
             AttentionSpec(name, stack, module, n, heads, kv_heads, head_dim, rows, columns)
         )
     return specs
 
 
-def stated_config(config, kind: str, specs: list[AttentionSpec]) -> ModelConfig:
+def stated_config(config, architecture: str, specs: list[AttentionSpec]) -> ModelConfig:
     """Our summary config of a transformers config, before its weights are read (its
     positions as the config suggests them; the loaded model states what it has)."""
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -119,11 +123,11 @@ def stated_config(config, kind: str, specs: list[AttentionSpec]) -> ModelConfig:
         positional = "relative"
     else:
         positional = "learned" if hasattr(text, "max_position_embeddings") else "none"
-    return summary(config, kind, specs, positional)
+    return summary(config, architecture, specs, positional)
 
 
-def model_class(kind: str):
-    """transformers' auto class of a kind ("masked-lm": an encoder with its head)."""
+def model_class(architecture: str):
+    """transformers' auto class of a architecture ("masked-lm": an encoder with its head)."""
     import transformers
 
     return {
@@ -131,31 +135,31 @@ def model_class(kind: str):
         "encoder-only": transformers.AutoModel,
         "masked-lm": transformers.AutoModelForMaskedLM,
         "encoder-decoder": transformers.AutoModelForSeq2SeqLM,
-    }[kind]
+    }[architecture]
 
 
 def peek_transformers(folder: Path) -> tuple[ModelConfig, str, list[AttentionSpec]]:
-    """(our summary config, its kind, its attention types) from config.json alone; the
-    kind is "masked-lm" for an encoder with its masked-LM head."""
+    """(our summary config, its architecture, its attention types) from config.json alone; the
+    architecture is "masked-lm" for an encoder with its masked-LM head."""
     config = hf_config(folder)
     try:
-        kind = hf_kind(config)
+        architecture = hf_architecture(config)
     except BackendError as exc:
         raise CheckpointError(str(exc)) from None
     if not (folder / "tokenizer.json").exists():
         raise CheckpointError(f"{folder} has no tokenizer.json: its text cannot be read")
-    specs = stated_specs(config, kind)
-    summary_ = stated_config(config, kind, specs)
-    if kind == "encoder-only" and has_masked_lm_head(config):
+    specs = stated_specs(config, architecture)
+    summary_ = stated_config(config, architecture, specs)
+    if architecture == "encoder-only" and has_masked_lm_head(config):
         return summary_, "masked-lm", specs
-    return summary_, kind, specs
+    return summary_, architecture, specs
 
 
-def wrapped(hf, kind: str) -> HFTransformer:
+def wrapped(hf, architecture: str) -> HFTransformer:
     """The model with its attention traced; a CheckpointError where that fails (its own
     forward pass included: such a model is refused, never a 500 later)."""
     try:
-        return HFTransformer(hf, kind)
+        return HFTransformer(hf, architecture)
     except BackendError as exc:
         raise CheckpointError(str(exc)) from None
     except Exception as exc:  # (transformers' own code raises what it raises)
@@ -164,14 +168,14 @@ def wrapped(hf, kind: str) -> HFTransformer:
         ) from None
 
 
-def load_model(folder: Path, kind: str) -> HFTransformer:
-    """The folder's weights in transformers' class for its kind ("masked-lm": an encoder
+def load_model(folder: Path, architecture: str) -> HFTransformer:
+    """The folder's weights in transformers' class for its architecture ("masked-lm": an encoder
     with its head), float32, capturing."""
     register()
     quiet_transformers()
     try:
         with contextlib.redirect_stderr(io.StringIO()):
-            hf = model_class(kind).from_pretrained(
+            hf = model_class(architecture).from_pretrained(
                 folder,
                 attn_implementation=ATTENTION,
                 dtype=torch.float32,
@@ -180,12 +184,12 @@ def load_model(folder: Path, kind: str) -> HFTransformer:
             )
     except (ValueError, KeyError, OSError, TypeError, RuntimeError) as exc:
         raise CheckpointError(f"transformers cannot read it: {exc}") from None
-    return wrapped(hf, "encoder-only" if kind == "masked-lm" else kind)
+    return wrapped(hf, "encoder-only" if architecture == "masked-lm" else architecture)
 
 
-class HFEncoder(MiniLM):
+class HFEncoder(BertRunner):
     """An encoder run by transformers' code: its output the mean-pooled last hidden state
-    (as MiniLM's), its special tokens and token unit its tokenizer's."""
+    (as BertRunner's), its special tokens and token unit its tokenizer's."""
 
     def __init__(
         self, model: HFTransformer, tokenizer: Tokenizer, specials: frozenset[str], unit: TokenUnit
@@ -196,7 +200,7 @@ class HFEncoder(MiniLM):
         self.unknown_token = unknown_of(tokenizer, "[UNK]")
 
     def encode(self, text: str):
-        """MiniLM's encoding, its byte-level tokens as people read them (RoBERTa's)."""
+        """BertRunner's encoding, its byte-level tokens as people read them (RoBERTa's)."""
         encoding = super().encode(text)
         if self.token_unit == "byte-bpe":
             encoding.tokens = readable(encoding.tokens, self.special_tokens)
@@ -240,17 +244,17 @@ class HFMaskedLM(HFEncoder):
 
 def load_transformers(folder: Path, name: str = "") -> CausalLM | HFEncoder | HFSeq2Seq:
     """A folder as a runner over transformers' code, checked on the way in."""
-    _, kind, _ = peek_transformers(folder)
-    model = load_model(folder, kind)
+    _, architecture, _ = peek_transformers(folder)
+    model = load_model(folder, architecture)
     tokenizer, vocabulary, specials = tokenizer_of(folder, model.config.target_vocab_size)
-    if kind in ("encoder-only", "masked-lm"):
+    if architecture in ("encoder-only", "masked-lm"):
         tokenizer.no_padding()
         tokenizer.no_truncation()
-        encoder = HFMaskedLM if kind == "masked-lm" else HFEncoder
+        encoder = HFMaskedLM if architecture == "masked-lm" else HFEncoder
         runner = encoder(model, tokenizer, specials, token_unit_of(tokenizer))
         runner.max_tokens = min(runner.max_tokens, model.config.max_seq_len)
         return runner
-    if kind == "encoder-decoder":
+    if architecture == "encoder-decoder":
         tokenizer.no_padding()
         tokenizer.no_truncation()
         seq2seq = HFSeq2Seq(model, tokenizer, vocabulary, specials, token_unit_of(tokenizer))
@@ -259,12 +263,12 @@ def load_transformers(folder: Path, name: str = "") -> CausalLM | HFEncoder | HF
     return causal_runner(folder, model, tokenizer, vocabulary, specials, name)
 
 
-def parameter_count(folder: Path, kind: str) -> int:
+def parameter_count(folder: Path, architecture: str) -> int:
     """The parameters its transformers class builds (a tied matrix once), counted on the
     meta device: nothing is allocated or read."""
     config = hf_config(folder)
     with torch.device("meta"), contextlib.redirect_stderr(io.StringIO()):
-        model = model_class(kind).from_config(config)
+        model = model_class(architecture).from_config(config)
     return sum(p.numel() for p in model.parameters())
 
 

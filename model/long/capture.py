@@ -58,7 +58,7 @@ def heads_of(capture: Capture, prefix: str) -> Heads:
     if isinstance(capture, LongCapture):
         return capture.attention[prefix]
     found = {
-        kind: capture[f"{prefix}.{kind}"][0] for kind in DERIVED if f"{prefix}.{kind}" in capture
+        hook: capture[f"{prefix}.{hook}"][0] for hook in DERIVED if f"{prefix}.{hook}" in capture
     }
     mask = found.get("hook_mask")
     return StoredAttention(

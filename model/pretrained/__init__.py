@@ -1,13 +1,13 @@
 """Pretrained weights on our own model code: one module per family, each mapping its
 tensor names onto ours through the checked mapping of `mapping.py`."""
 
-from .bert import MAX_TOKENS, NOT_MAPPED, MiniLM, config_from_bert, map_bert_state, package_dir
+from .bert import MAX_TOKENS, NOT_MAPPED, BertRunner, config_from_bert, map_bert_state, package_dir
 from .mapping import map_state
 
 __all__ = [
     "MAX_TOKENS",
     "NOT_MAPPED",
-    "MiniLM",
+    "BertRunner",
     "config_from_bert",
     "map_bert_state",
     "map_state",

@@ -1,11 +1,11 @@
 """Which backend reads each architecture (config.json's `model_type`): one table, as
 transformers' ALL_ATTENTION_FUNCTIONS and TransformerLens's adapter factory are.
 
-- `OURS`: the families model/ reads through a checked mapping, and why ours serves them.
+- `OURS`: the model types model/ reads through a checked mapping, and why ours serves them.
 - `REFUSED`: architectures transformers has that the capture cannot serve, and why.
 - Any other architecture transformers has is read by its own modeling code (model/hf)
   where its attention goes through the attention interface; otherwise it is refused,
-  saying so. `backend="transformers"` (ATTNVIZ_BACKEND) sends the families of `OURS` there
+  saying so. `backend="transformers"` (ATTNVIZ_BACKEND) sends the model types of `OURS` there
   too, so that each is tested equal both ways.
 """
 

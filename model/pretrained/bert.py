@@ -126,9 +126,10 @@ class Encoding:
     original_length: int
 
 
-class MiniLM(RunnerBase):
-    """all-MiniLM-L6-v2 (a `Runner`): our encoder-only Transformer with its weights, and
-    its tokenizer; its output is the mean-pooled sentence embedding."""
+class BertRunner(RunnerBase):
+    """A BERT folder (the shipped all-MiniLM-L6-v2, or one of yours) as a `Runner`: our
+    encoder-only Transformer with its weights, and its tokenizer; its output is the
+    mean-pooled sentence embedding."""
 
     token_unit: TokenUnit = "wordpiece"
     output_kind: OutputKind = "embedding"
@@ -142,7 +143,7 @@ class MiniLM(RunnerBase):
         self.tokenizer = tokenizer
 
     @classmethod
-    def load(cls, directory: str | Path | None = None, tensors: dict | None = None) -> MiniLM:
+    def load(cls, directory: str | Path | None = None, tensors: dict | None = None) -> BertRunner:
         """The weights and tokenizer of a sentence-transformers BERT folder (default: the
         package's all-MiniLM-L6-v2), mapped and checked; `tensors`: its weights, read."""
         directory = Path(directory) if directory else package_dir()
@@ -156,8 +157,8 @@ class MiniLM(RunnerBase):
         tokenizer.no_truncation()
         return cls(model, tokenizer)
 
-    def with_model(self, model: Transformer | HFTransformer) -> MiniLM:
-        return MiniLM(model, self.tokenizer)
+    def with_model(self, model: Transformer | HFTransformer) -> BertRunner:
+        return BertRunner(model, self.tokenizer)
 
     def encode(self, text: str) -> Encoding:
         """WordPiece ids with [CLS]/[SEP], cut to max_tokens (keeping the final [SEP])."""

@@ -76,8 +76,8 @@ class GGUFFile(GGUFReader):
                 raise CheckpointError(
                     "its metadata holds an array of arrays (llama.cpp reads none)"
                 )
-            kind = GGUFValueType(item)
-            least = 8 if item == STRING else np.dtype(self.gguf_scalar_to_np[kind]).itemsize
+            value_type = GGUFValueType(item)
+            least = 8 if item == STRING else np.dtype(self.gguf_scalar_to_np[value_type]).itemsize
             self._left(orig_offs + 12, items, least, "array values")
             self._values += items
             if self._values > MAX_VALUES:
@@ -103,11 +103,11 @@ class GGUFFile(GGUFReader):
         for f in fields:
             name = bytes(f.parts[1]).decode("utf-8", "replace")
             shape = [int(n) for n in f.parts[3]]
-            kind = GGMLQuantizationType(int(f.parts[4][0]))
-            block, size = GGML_QUANT_SIZES[kind]
+            quant = GGMLQuantizationType(int(f.parts[4][0]))
+            block, size = GGML_QUANT_SIZES[quant]
             if not shape or min(shape) < 1 or shape[0] % block:
                 raise CheckpointError(
-                    f"its tensor {name} declares the shape {tuple(shape)} of {kind.name}"
+                    f"its tensor {name} declares the shape {tuple(shape)} of {quant.name}"
                 )
             end = start_offs + int(f.parts[5][0]) + math.prod(shape) // block * size
             if end > len(self._plain):

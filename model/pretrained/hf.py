@@ -3,7 +3,7 @@ weights in safetensors (`model.safetensors`, or shards named by
 `model.safetensors.index.json`) and `tokenizer.json`, on our own model code. The Llama
 family, `llama`, `qwen2` (biases on Q, K and V) and `mistral` (a sliding window), and
 `gpt2` (model/pretrained/gpt2.py), decided by config.json's `model_type` (`bert` encoders
-are read as MiniLM is: model/pretrained/sources.py); each maps through the checked mapping
+are read by `BertRunner`: model/pretrained/sources.py); each maps through the checked mapping
 (every tensor used once, shapes equal, nothing left over). fp16 and bf16 weights are read
 as float32 and computed in float32."""
 
@@ -66,14 +66,14 @@ def read_json(path: Path) -> dict:
 def family_of(hf: dict, folder: Path) -> str:
     """The family a config.json names (`model_type`), or a CheckpointError naming the ones
     supported."""
-    kind = hf.get("model_type")
-    if kind not in FAMILIES:
-        named = kind or hf.get("architectures") or "none"
+    model_type = hf.get("model_type")
+    if model_type not in FAMILIES:
+        named = model_type or hf.get("architectures") or "none"
         raise CheckpointError(
             f"{folder}: the model family {named!r} does not map onto model/; supported: "
             f"{', '.join(FAMILIES)}"
         )
-    return kind
+    return model_type
 
 
 def rope_fields(hf: dict) -> dict:
@@ -82,31 +82,31 @@ def rope_fields(hf: dict) -> dict:
     (dynamic, yarn, longrope) is refused, named."""
     params, legacy = hf.get("rope_parameters") or {}, hf.get("rope_scaling") or {}
     scaling = {**legacy, **params}
-    kinds = (params.get("rope_type"), legacy.get("rope_type"), legacy.get("type"))
-    kind = next((k for k in kinds if k not in (None, "default")), "default")
-    if kind not in ("default", "linear", "llama3"):
+    named = (params.get("rope_type"), legacy.get("rope_type"), legacy.get("type"))
+    rope_type = next((k for k in named if k not in (None, "default")), "default")
+    if rope_type not in ("default", "linear", "llama3"):
         raise CheckpointError(
-            f"RoPE scaling {kind!r} is not supported (default, linear and llama3 are)"
+            f"RoPE scaling {rope_type!r} is not supported (default, linear and llama3 are)"
         )
     fields: dict[str, Any] = {
         "rope_theta": float(params.get("rope_theta") or hf.get("rope_theta") or 10000.0)
     }
-    if kind == "default":
+    if rope_type == "default":
         return fields
     try:
-        fields.update(rope_type=kind, rope_factor=float(scaling["factor"]))
-        if kind == "llama3":
+        fields.update(rope_type=rope_type, rope_factor=float(scaling["factor"]))
+        if rope_type == "llama3":
             fields.update(
                 rope_low_freq_factor=float(scaling["low_freq_factor"]),
                 rope_high_freq_factor=float(scaling["high_freq_factor"]),
                 rope_original_max_positions=int(scaling["original_max_position_embeddings"]),
             )
     except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"its {kind} RoPE scaling lacks or misstates {exc}") from None
+        raise CheckpointError(f"its {rope_type} RoPE scaling lacks or misstates {exc}") from None
     return fields
 
 
-def config_from_llama(hf: dict, family: str) -> ModelConfig:
+def config_from_llama(hf: dict, model_type: str) -> ModelConfig:
     """Our decoder-only configuration from a Llama-family config.json."""
     d_model, heads = hf["hidden_size"], hf["num_attention_heads"]
     head_dim = hf.get("head_dim") or d_model // heads
@@ -118,12 +118,12 @@ def config_from_llama(hf: dict, family: str) -> ModelConfig:
         raise CheckpointError(f"the activation {hf['hidden_act']!r} is not supported (silu is)")
     if hf.get("attention_bias") or hf.get("mlp_bias"):
         raise CheckpointError("attention_bias / mlp_bias Llama models are not supported yet")
-    if family == "qwen2" and hf.get("use_sliding_window"):
+    if model_type == "qwen2" and hf.get("use_sliding_window"):
         raise CheckpointError("Qwen2's per-layer sliding window is not supported yet")
     eos = hf.get("eos_token_id")
     return ModelConfig(
         architecture="decoder-only",
-        sliding_window=hf.get("sliding_window") if family == "mistral" else None,
+        sliding_window=hf.get("sliding_window") if model_type == "mistral" else None,
         target_vocab_size=hf["vocab_size"],
         d_model=d_model,
         n_heads=heads,
@@ -140,7 +140,7 @@ def config_from_llama(hf: dict, family: str) -> ModelConfig:
         activation="silu",
         gated_ffn=True,
         bias=False,
-        qkv_bias=family == "qwen2",
+        qkv_bias=model_type == "qwen2",
         embed_scale=False,
         tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
         pad_id=-1,
@@ -249,25 +249,25 @@ def tokenizer_of(folder: Path, vocab_size: int) -> tuple[Tokenizer, list[str], f
 
 
 def mapped(
-    folder: Path, hf: dict, family: str, dtypes: set[str] | None, meta: bool
+    folder: Path, hf: dict, model_type: str, dtypes: set[str] | None, meta: bool
 ) -> tuple[ModelConfig, Tokenizer, list[str], frozenset[str], Transformer]:
     """A folder checked and mapped: its config, tokenizer, vocabulary and specials, and
     our Transformer with its weights (with `meta`, on the meta device: every name and
     shape checked from the headers, nothing read)."""
     try:
-        config = config_from_gpt2(hf) if family == "gpt2" else config_from_llama(hf, family)
+        config = config_from_gpt2(hf) if model_type == "gpt2" else config_from_llama(hf, model_type)
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"{folder / 'config.json'}: {exc!r}") from None
     tokenizer, vocabulary, specials = tokenizer_of(folder, config.target_vocab_size)
     tensors = read_weights(folder, dtypes, meta)
     named = our_name
-    if family == "gpt2":
+    if model_type == "gpt2":
         tensors, named = split_gpt2(tensors, config.d_model), gpt2_name
     if config.tie_embeddings:
         untie(tensors, named)
     with torch.device("meta" if meta else "cpu"):
         model = Transformer(config, init=False)
-    state = map_state(tensors, model, named, {}, f"{family} ({folder})")
+    state = map_state(tensors, model, named, {}, f"{model_type} ({folder})")
     if not meta:
         model.load_state_dict(state)
     return config, tokenizer, vocabulary, specials, model
@@ -277,18 +277,18 @@ def load_folder(folder: str | Path, name: str = "", dtypes: set[str] | None = No
     """A Llama-family or GPT-2 folder as a runner on our model code, checked on the way in."""
     folder = Path(folder)
     hf = read_json(folder / "config.json")
-    family = family_of(hf, folder)
-    _, tokenizer, vocabulary, specials, model = mapped(folder, hf, family, dtypes, meta=False)
+    model_type = family_of(hf, folder)
+    _, tokenizer, vocabulary, specials, model = mapped(folder, hf, model_type, dtypes, meta=False)
     return causal_runner(folder, model, tokenizer, vocabulary, specials, name)
 
 
 def token_unit_of(tokenizer: Tokenizer) -> TokenUnit:
     """What a token of a tokenizer.json is: a WordPiece piece, a byte-level BPE piece, or
     a SentencePiece one (Unigram, or BPE over "▁"-marked words)."""
-    kind = type(tokenizer.model).__name__
-    if kind == "WordPiece":
+    model = type(tokenizer.model).__name__
+    if model == "WordPiece":
         return "wordpiece"
-    if kind == "BPE" and "ByteLevel" in repr(tokenizer.pre_tokenizer):
+    if model == "BPE" and "ByteLevel" in repr(tokenizer.pre_tokenizer):
         return "byte-bpe"
     return "sentencepiece"
 

@@ -256,7 +256,7 @@ def byte_level_tokenizer(reader: GGUFReader) -> tuple[Tokenizer, list[str], list
     types = field(reader, "tokenizer.ggml.token_type", [])
     if not isinstance(types, list) or len(types) not in (0, len(tokens)):
         raise CheckpointError(f"its token types are not one for each of its {len(tokens):,} tokens")
-    control = [tokens[i] for i, kind in enumerate(types) if kind == CONTROL]
+    control = [tokens[i] for i, token_type in enumerate(types) if token_type == CONTROL]
     tokenizer.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in control])
     return tokenizer, tokens, control
 

@@ -20,7 +20,7 @@ from ..hooks import NamesFilter
 from ..layers import ACTIVATION_MODULES, LayerNorm
 from ..runner import Capabilities, OutputKind, RunResult, untrained
 from ..transformer import Transformer
-from .bert import MiniLM, config_from_bert, map_bert_state, read_safetensors
+from .bert import BertRunner, config_from_bert, map_bert_state, read_safetensors
 
 if TYPE_CHECKING:
     from ..hf.model import HFTransformer
@@ -137,7 +137,7 @@ def split(tensors: dict[str, torch.Tensor]) -> tuple[dict, dict]:
     return encoder, head
 
 
-class MaskedLM(MiniLM):
+class MaskedLM(BertRunner):
     """A BertForMaskedLM folder (a `Runner`): BERT's encoder with its words written as
     [MASK] predicted; `output_tokens` the likeliest word at each, `output_text` the text
     with them filled in, `RunResult.masked` the top 5 at each [MASK] position."""

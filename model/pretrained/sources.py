@@ -1,7 +1,7 @@
 """Where a model of yours comes from (settings.models): a folder in Hugging Face's layout,
 the repo id of one in the Hugging Face cache, or a Llama .gguf file; checked without its
-weights (`peek_source`: its config, tokenizer and every tensor's name and shape from the
-files' headers) and read (`load_source`)."""
+weights (`peek_origin`: its config, tokenizer and every tensor's name and shape from the
+files' headers) and read (`load_origin`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ..runner import Runner
 from ..transformer import Transformer
 from .backends import Backend, choose
 from .bert import NOT_MAPPED as BERT_NOT_MAPPED
-from .bert import MiniLM, config_from_bert
+from .bert import BertRunner, config_from_bert
 from .bert import our_name as bert_name
 from .causal import CausalLM
 from .hf import family_of, load_folder, mapped, read_json, read_weights, tokenizer_of
@@ -27,11 +27,11 @@ from .masked_lm import MaskedLM, MaskedLMHead, required_mask_token, split, tied
 
 
 @dataclass(frozen=True)
-class Source:
+class Origin:
     """Where a model of the user's came from, as `/api/v1/models` states it."""
 
     path: str
-    family: str  # config.json's model_type, or "llama (GGUF)"
+    model_type: str  # config.json's model_type, or "llama (GGUF)"
     stored: str  # the dtypes its weights were stored in (computed in float32 here)
     backend: str = "ours"  # which code runs it: "ours" (model/) or "transformers"
     note: str = ""  # what else a reader of its views should know (a hybrid's layer numbers)
@@ -67,7 +67,7 @@ def cached(where: str | Path) -> Path:
 
 
 def weight_files(path: Path) -> list[Path]:
-    """The files holding a source's weights: the .gguf itself, or a folder's safetensors."""
+    """The files holding a model's weights: the .gguf itself, or a folder's safetensors."""
     if path.is_file():
         return [path]
     index = path / "model.safetensors.index.json"
@@ -87,30 +87,30 @@ def check_size(path: Path, max_bytes: int | None) -> None:
             )
 
 
-BERT_KINDS = {"BertModel": "bert", "BertForMaskedLM": "masked-lm"}
+BERT_ARCHITECTURES = {"BertModel": "bert", "BertForMaskedLM": "masked-lm"}
 
 
 def check_bert(folder: Path, hf: dict) -> str:
-    """A BERT folder's kind ("bert": its encoder, mean-pooled; "masked-lm": with its
+    """A BERT folder's architecture ("bert": its encoder, mean-pooled; "masked-lm": with its
     masked-LM head), its tokenizer and weight file there; otherwise CheckpointError."""
-    found = {BERT_KINDS.get(a) for a in hf.get("architectures") or ["BertModel"]}
-    kinds = {k for k in found if k is not None}
-    if None in found or len(kinds) != 1:
+    found = {BERT_ARCHITECTURES.get(a) for a in hf.get("architectures") or ["BertModel"]}
+    named = {k for k in found if k is not None}
+    if None in found or len(named) != 1:
         raise CheckpointError(
             f"{folder}: {hf['architectures']} is not supported; a BERT folder maps as "
-            f"{' or '.join(BERT_KINDS)}"
+            f"{' or '.join(BERT_ARCHITECTURES)}"
         )
     if not (folder / "tokenizer.json").exists():
         raise CheckpointError(f"{folder} has no tokenizer.json: its text cannot be read")
     if not (folder / "model.safetensors").exists():
         raise CheckpointError(f"{folder}: a BERT folder is read from one model.safetensors")
     check_pooling(folder)
-    return kinds.pop()
+    return named.pop()
 
 
 def check_pooling(folder: Path) -> None:
     """A sentence-transformers folder (modules.json) must pool by the mean of its tokens,
-    as MiniLM does (a BertModel folder without one is mean-pooled, as the model says)."""
+    as BertRunner does (a BertModel folder without one is mean-pooled, as the model says)."""
     if not (folder / "modules.json").exists():
         return
     for module in read_json(folder / "modules.json"):
@@ -135,17 +135,17 @@ def hf_depth(folder: Path) -> int | None:
 
 
 def model_type_of(hf: dict, folder: Path) -> str:
-    kind = hf.get("model_type")
-    if not isinstance(kind, str) or not kind:
+    model_type = hf.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
         raise CheckpointError(
             f"{folder}/config.json names no model_type: its architecture is unknown"
         )
-    return kind
+    return model_type
 
 
-def load_source(
+def load_origin(
     path: str | Path, name: str = "", max_bytes: int | None = None, backend: Backend | None = None
-) -> tuple[Runner, Source]:
+) -> tuple[Runner, Origin]:
     """A folder in Hugging Face's layout or a Llama-family .gguf file, as a runner and
     where it came from, read by the backend `backends.choose` names for its architecture
     (`backend="transformers"` forces transformers' code); one whose weight files pass
@@ -159,14 +159,14 @@ def load_source(
             from ..hf.runners import load_gguf_transformers
 
             runner = load_gguf_transformers(path, name)
-            return runner, Source(str(path.resolve()), "llama (GGUF)", stored, "transformers")
-        return CausalLM.read(path), Source(str(path.resolve()), "llama (GGUF)", stored)
+            return runner, Origin(str(path.resolve()), "llama (GGUF)", stored, "transformers")
+        return CausalLM.read(path), Origin(str(path.resolve()), "llama (GGUF)", stored)
     if not path.is_dir():
         raise CheckpointError(f"{path} is neither a model folder nor a .gguf file")
     dtypes: set[str] = set()
     hf = read_json(path / "config.json")
-    family = model_type_of(hf, path)
-    if choose(family, backend).backend == "transformers":
+    model_type = model_type_of(hf, path)
+    if choose(model_type, backend).backend == "transformers":
         from ..hf.runners import load_transformers
 
         read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)
@@ -176,35 +176,36 @@ def load_source(
             if given == str(path)
             else f"{given} (the Hugging Face cache: {path})"
         )
-        return runner, Source(where, family, ", ".join(sorted(dtypes)), "transformers")
-    elif family == "bert":
+        return runner, Origin(where, model_type, ", ".join(sorted(dtypes)), "transformers")
+    elif model_type == "bert":
         runner = load_bert(path, hf, dtypes)
     else:
         runner = load_folder(path, name, dtypes)
     where = (
         str(path.resolve()) if given == str(path) else f"{given} (the Hugging Face cache: {path})"
     )
-    return runner, Source(where, family, ", ".join(sorted(dtypes)))
+    return runner, Origin(where, model_type, ", ".join(sorted(dtypes)))
 
 
-def load_bert(folder: Path, hf: dict, dtypes: set[str]) -> MiniLM:
-    """A BERT folder: a BertModel (or sentence-transformers) one as MiniLM is read, its
-    output the mean-pooled sentence embedding; a BertForMaskedLM one with its head."""
-    kind = check_bert(folder, hf)
+def load_bert(folder: Path, hf: dict, dtypes: set[str]) -> BertRunner:
+    """A BERT folder: a BertModel (or sentence-transformers) one read as the shipped MiniLM
+    is (`BertRunner`), its output the mean-pooled sentence embedding; a BertForMaskedLM one
+    with its head."""
+    architecture = check_bert(folder, hf)
     tensors = read_weights(folder, dtypes)  # (refuses pickles; checks the files read)
     try:
-        runner = (MaskedLM if kind == "masked-lm" else MiniLM).load(folder, tensors)
+        runner = (MaskedLM if architecture == "masked-lm" else BertRunner).load(folder, tensors)
     except (KeyError, OSError, SafetensorError, ValueError) as exc:
         raise CheckpointError(f"{folder}: {exc!r}") from None
     runner.max_tokens = min(runner.max_tokens, runner.model.config.max_seq_len)
     return runner
 
 
-def peek_source(
+def peek_origin(
     path: str | Path, max_bytes: int | None = None, backend: Backend | None = None
-) -> tuple[ModelConfig, Source, str, frozenset[str] | None]:
-    """A source checked without reading its weights: (its config, where it comes from,
-    its kind (a family of ours, "masked-lm", or "hf-" and the architecture kind of one
+) -> tuple[ModelConfig, Origin, str, frozenset[str] | None]:
+    """A model checked without reading its weights: (its config, where it comes from,
+    its runner key (a model_type model/ maps, "masked-lm", or "hf-" and the architecture of one
     transformers' code reads), its special tokens or None where the runner's own apply)."""
     given, path = str(path), cached(path)
     check_size(path, max_bytes)
@@ -217,30 +218,30 @@ def peek_source(
         stored = "GGUF (dequantized to float32)"
         return (
             config_from_gguf(reader),
-            Source(str(path.resolve()), "llama (GGUF)", stored, backend or "ours"),
+            Origin(str(path.resolve()), "llama (GGUF)", stored, backend or "ours"),
             "llama",
             frozenset(control),
         )
     if not path.is_dir():
         raise CheckpointError(f"{path} is neither a model folder nor a .gguf file")
     hf = read_json(path / "config.json")
-    family = model_type_of(hf, path)
+    model_type = model_type_of(hf, path)
     dtypes: set[str] = set()
     where = (
         str(path.resolve()) if given == str(path) else f"{given} (the Hugging Face cache: {path})"
     )
-    if choose(family, backend).backend == "transformers":
+    if choose(model_type, backend).backend == "transformers":
         from ..hf.runners import peek_transformers
 
-        config, kind, _ = peek_transformers(path)
+        config, architecture, _ = peek_transformers(path)
         read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)
         _, _, specials = tokenizer_of(path, config.target_vocab_size)
-        if kind == "masked-lm":
+        if architecture == "masked-lm":
             required_mask_token(specials)
         depth = hf_depth(path)
         note = ""
         attending = config.decoder_layers
-        if kind == "decoder-only" and depth and attending < depth:
+        if architecture == "decoder-only" and depth and attending < depth:
             which = (
                 "its attention layer is numbered 0" if attending == 1
                 else f"its attention layers are numbered 0 to {attending - 1} among themselves"
@@ -250,21 +251,21 @@ def peek_source(
                 f"Only {attending} of its {depth} layers {verb} (the others are "
                 f"linear-attention or state-space layers): {which}."
             )
-        source = Source(where, family, ", ".join(sorted(dtypes)), "transformers", note)
-        return config, source, f"hf-{kind}", specials
-    family = family_of(hf, path)
-    if family == "bert":
-        kind = check_bert(path, hf)
+        origin = Origin(where, model_type, ", ".join(sorted(dtypes)), "transformers", note)
+        return config, origin, f"hf-{architecture}", specials
+    model_type = family_of(hf, path)
+    if model_type == "bert":
+        architecture = check_bert(path, hf)
         tensors = read_weights(path, dtypes, meta=True)
         config = config_from_bert(hf)
         with torch.device("meta"):
             model = Transformer(config, init=False)
-        if kind == "masked-lm":
+        if architecture == "masked-lm":
             tensors, head = split(tensors)
             with torch.device("meta"):
                 MaskedLMHead(config, model.encoder.tok_embed).check(head, tied(hf))
         tensors.pop("embeddings.position_ids", None)  # (checked when read)
         map_state(tensors, model, bert_name, BERT_NOT_MAPPED, f"BERT ({path})")
-        return config, Source(where, family, ", ".join(sorted(dtypes))), kind, None
-    config, _, _, specials, _ = mapped(path, hf, family, dtypes, meta=True)
-    return config, Source(where, family, ", ".join(sorted(dtypes))), family, specials
+        return config, Origin(where, model_type, ", ".join(sorted(dtypes))), architecture, None
+    config, _, _, specials, _ = mapped(path, hf, model_type, dtypes, meta=True)
+    return config, Origin(where, model_type, ", ".join(sorted(dtypes))), model_type, specials

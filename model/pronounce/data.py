@@ -42,7 +42,7 @@ class Example:
     text: str  # normalized source
     target: tuple[str, ...]  # output tokens
     source_index: tuple[int, ...]  # for each output token, the index of its first source char
-    kind: str  # "zh", "en", "mixed", "word"
+    category: str  # "zh", "en", "mixed", "word"
 
 
 class Lexicon:
@@ -236,15 +236,15 @@ class Generator:
         zh_share, en_share, _ = self.mix
         while True:
             if roll < zh_share:
-                text, kind = self.zh_sentence(rng), "zh"
+                text, category = self.zh_sentence(rng), "zh"
             elif roll < zh_share + en_share:
-                text, kind = self.en_sentence(rng, self._en_train), "en"
+                text, category = self.en_sentence(rng, self._en_train), "en"
             else:
-                text, kind = self.mixed_sentence(rng), "mixed"
+                text, category = self.mixed_sentence(rng), "mixed"
             text = normalize(text)
             if text and text not in self.held_out:
                 target, index = label(text, self.lexicon)
-                return Example(text, target, index, kind)
+                return Example(text, target, index, category)
 
     def batch(self, step: int, size: int) -> list[Example]:
         rng = self.rng(step)

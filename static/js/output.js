@@ -5,9 +5,9 @@ import { maskedOutput } from "./masked.js";
 import { continues, elements, modelInfo, page, promptOf, t } from "./page.js";
 import { purge } from "./plots.js";
 
-export function setStatus(message, kind = "") {
+export function setStatus(message, tone = "") {
   elements.status.textContent = message;
-  elements.status.className = `status ${kind}`;
+  elements.status.className = `status ${tone}`;
 }
 
 export function clearOutput() {

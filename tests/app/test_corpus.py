@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from model.corpus_stats import STATISTICS, sentence_statistics
-from model.pretrained import MiniLM
+from model.pretrained import BertRunner
 
 SENTENCES = [
     "The cat sat on the mat.",
@@ -74,7 +74,7 @@ def test_every_heads_statistics_are_those_computed_directly(client):
     heads = client.get(f"/api/v1/corpus-runs/{run['id']}/heads").json()["heads"]
     assert len(heads) == 6 * 12
     # independently: MiniLM's own weights, sentence by sentence, by loops
-    minilm = MiniLM.load()
+    minilm = BertRunner.load()
     expected = {}
     for sentence in SENTENCES:
         ids, tokens = minilm.tokenize(sentence)
@@ -183,7 +183,7 @@ def test_a_corpus_runs_kept_vectors_make_its_query_key_space(client):
     wait(client, run["id"])
     npz = client.get(f"/api/v1/corpus-runs/{run['id']}/vectors.npz")
     arrays = np.load(io.BytesIO(npz.content))
-    minilm = MiniLM.load()
+    minilm = BertRunner.load()
     n = sum(len(minilm.tokenize(s)[0]) for s in SENTENCES)
     assert arrays["encoder.self.L3.H2.queries"].shape == (n, 32)
     body = client.post(

@@ -13,7 +13,7 @@ import torch
 
 from model.geometry import dot_distance_correlation, normalize, project
 from model.hooks import hooked
-from model.pretrained import MiniLM
+from model.pretrained import BertRunner
 
 TEXT = "The animal didn't cross the street because it was too tired."
 PROMPT = "The capital of France is Paris, and the capital of Italy is"
@@ -27,7 +27,7 @@ def post(client, path: str, status: int = 200, **body) -> dict:
 
 @pytest.fixture(scope="module")
 def minilm():
-    return MiniLM.load()
+    return BertRunner.load()
 
 
 def captured(model, ids, names):

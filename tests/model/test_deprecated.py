@@ -14,7 +14,7 @@ import torch
 from model.checkpoints import CheckpointError
 from model.config import ModelConfig
 from model.layers import FeedForward
-from model.pretrained import MiniLM
+from model.pretrained import BertRunner
 from model.pronounce import pronouncer
 from model.pronounce.pronouncer import SHIPPED, Pronouncer
 
@@ -90,4 +90,4 @@ def test_what_model_does_not_implement_is_refused_not_replaced(field, value, mes
 
 def test_minilms_old_constructor_is_gone():
     with pytest.raises(TypeError):
-        MiniLM(trained=False)  # the earlier MiniLM(directory, trained): MiniLM.load now
+        BertRunner(trained=False)  # the earlier MiniLM(directory, trained): BertRunner.load now

@@ -85,10 +85,11 @@ def test_the_docs_table_is_the_matrix(rows):
     )
 
 
-@pytest.mark.parametrize("family", sorted(OURS))
-def test_our_families_are_equal_through_transformers_path_too(family):
-    kind = "encoder-only" if family == "bert" else "decoder-only"
-    ours, theirs = compare(family, kind), compare(family, kind, backend="transformers")
+@pytest.mark.parametrize("model_type", sorted(OURS))
+def test_our_families_are_equal_through_transformers_path_too(model_type):
+    architecture = "encoder-only" if model_type == "bert" else "decoder-only"
+    ours = compare(model_type, architecture)
+    theirs = compare(model_type, architecture, backend="transformers")
     assert (ours.backend, theirs.backend) == ("ours", "transformers")
     assert ours.equal and theirs.equal, (ours, theirs)
 
@@ -157,11 +158,11 @@ def test_a_decoder_whose_tokens_see_later_ones_is_refused(tmp_path):
     from harness.checkpoints import tokenizer
     from harness.families import tiny_config
     from model.checkpoints import CheckpointError
-    from model.pretrained.sources import load_source
+    from model.pretrained.sources import load_origin
 
     config = tiny_config("bert-generation")
     config.is_decoder = False
     transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
     tokenizer().save(str(tmp_path / "tokenizer.json"))
     with pytest.raises(CheckpointError, match="attend to later tokens"):
-        load_source(tmp_path, "bidirectional")
+        load_origin(tmp_path, "bidirectional")

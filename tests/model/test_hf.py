@@ -26,7 +26,7 @@ from harness.checkpoints import (
 )
 from model.checkpoints import CheckpointError
 from model.pretrained.hf import load_folder
-from model.pretrained.sources import load_source
+from model.pretrained.sources import load_origin
 
 
 def matches(ours, theirs, prompt: str) -> list[int]:
@@ -149,10 +149,10 @@ def test_a_tied_output_saved_as_well_is_read_once(tmp_path):
 def test_a_model_over_the_size_limit_is_refused_unread(tmp_path):
     folder = saved(tmp_path, tiny("llama"))
     size = (folder / "model.safetensors").stat().st_size
-    _, source = load_source(folder, "mine", max_bytes=size)
-    assert (source.family, source.stored) == ("llama", "float32")
+    _, origin = load_origin(folder, "mine", max_bytes=size)
+    assert (origin.model_type, origin.stored) == ("llama", "float32")
     with pytest.raises(CheckpointError, match="ATTNVIZ_MAX_MODEL_BYTES"):
-        load_source(folder, "mine", max_bytes=size - 1)
+        load_origin(folder, "mine", max_bytes=size - 1)
 
 
 def test_a_repo_id_is_found_in_the_hugging_face_cache_without_downloading(tmp_path, monkeypatch):
@@ -165,11 +165,11 @@ def test_a_repo_id_is_found_in_the_hugging_face_cache_without_downloading(tmp_pa
     (repo / "refs" / "main").write_text("0123abcd")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    runner, source = load_source("me/tiny-llama", "mine")
-    assert source.path == f"me/tiny-llama (the Hugging Face cache: {repo}/snapshots/0123abcd)"
+    runner, origin = load_origin("me/tiny-llama", "mine")
+    assert origin.path == f"me/tiny-llama (the Hugging Face cache: {repo}/snapshots/0123abcd)"
     assert runner.model.config.n_layers == 2
     with pytest.raises(CheckpointError, match="neither a path nor a model in the Hugging Face"):
-        load_source("me/not-there", "other")
+        load_origin("me/not-there", "other")
 
 
 def test_mistrals_window_hides_what_lies_beyond_it(tmp_path):
@@ -197,8 +197,8 @@ def test_a_gguf_file_written_from_the_tiny_llama_matches_it(tmp_path):
     theirs = tiny("llama")
     path = tmp_path / "tiny.gguf"
     write_gguf(theirs, path)
-    ours, source = load_source(path, "tiny")
-    assert source.family == "llama (GGUF)"
+    ours, origin = load_origin(path, "tiny")
+    assert origin.model_type == "llama (GGUF)"
     matches(ours, theirs, PROMPTS[0])
 
 
@@ -224,8 +224,8 @@ def test_a_bert_folder_matches_transformers_bert_model(tmp_path):
     folder = tmp_path / "bert"
     theirs.save_pretrained(folder)
     wordpiece().save(str(folder / "tokenizer.json"))
-    ours, source = load_source(folder, "mine")
-    assert (source.family, ours.output_kind) == ("bert", "embedding")
+    ours, origin = load_origin(folder, "mine")
+    assert (origin.model_type, ours.output_kind) == ("bert", "embedding")
     ids, tokens = ours.tokenize("The quick brown fox")
     assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
     with torch.no_grad():
@@ -243,24 +243,24 @@ def test_a_bert_folder_matches_transformers_bert_model(tmp_path):
     pooling = {"word_embedding_dimension": 64, "pooling_mode_cls_token": False,
                "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False}  # fmt: skip
     (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
-    assert load_source(folder, "mine")[1].family == "bert"
+    assert load_origin(folder, "mine")[1].model_type == "bert"
     pooling.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
     (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
     with pytest.raises(CheckpointError, match=r"pooling is \['cls_token'\]"):
-        load_source(folder, "mine")
+        load_origin(folder, "mine")
     # a BERT with another head is refused, naming the ones read
     config.architectures = ["BertForSequenceClassification"]
     transformers.BertForSequenceClassification(config).save_pretrained(tmp_path / "cls")
     wordpiece().save(str(tmp_path / "cls" / "tokenizer.json"))
     with pytest.raises(CheckpointError, match=r"BertForSequenceClassification.*BertForMaskedLM"):
-        load_source(tmp_path / "cls", "cls")
+        load_origin(tmp_path / "cls", "cls")
 
 
 @pytest.mark.parametrize("tie", [True, False], ids=["tied", "untied"])
 def test_a_bert_masked_lm_predicts_each_mask_as_transformers_does(tmp_path, tie):
     theirs = saved_masked_lm(tmp_path / "mlm", tie)
-    ours, source = load_source(tmp_path / "mlm", "mlm")
-    assert (source.family, ours.output_kind) == ("bert", "masked")
+    ours, origin = load_origin(tmp_path / "mlm", "mlm")
+    assert (origin.model_type, ours.output_kind) == ("bert", "masked")
     result = ours.run("The quick [MASK] fox jumps over the [MASK] dog.")
     ids = torch.tensor([result.source_ids])
     masks = [i for i, t in enumerate(result.source_tokens) if t == "[MASK]"]
@@ -284,22 +284,22 @@ def test_a_bert_masked_lm_predicts_each_mask_as_transformers_does(tmp_path, tie)
 
 
 def test_a_masked_lm_head_that_does_not_map_is_refused(tmp_path):
-    from model.pretrained.sources import peek_source
+    from model.pretrained.sources import peek_origin
 
     folder = tmp_path / "mlm"
     saved_masked_lm(folder, tie=False)
-    assert peek_source(folder)[2] == "masked-lm"
+    assert peek_origin(folder)[2] == "masked-lm"
     tensors = load_file(str(folder / "model.safetensors"))
     bias = tensors.pop("cls.predictions.bias")
     save_file(tensors, str(folder / "model.safetensors"))
-    for check in (peek_source, load_source):
+    for check in (peek_origin, load_origin):
         with pytest.raises(CheckpointError, match=r"nothing fills cls\.predictions\.bias"):
             check(folder)
     tensors["cls.predictions.bias"] = bias[:-1].clone()
     tensors["cls.predictions.extra"] = bias
     save_file(tensors, str(folder / "model.safetensors"))
     with pytest.raises(CheckpointError, match=r"extra has no place.*bias \(\d+,\) !="):
-        peek_source(folder)
+        peek_origin(folder)
 
 
 def test_a_prompt_gets_the_tokens_its_tokenizer_adds_in_front(tmp_path):
@@ -329,12 +329,12 @@ def test_a_prompt_gets_the_tokens_its_tokenizer_adds_in_front(tmp_path):
 def test_the_shipped_minilm_folder_reads_as_a_model_of_yours():
     """all-MiniLM-L6-v2's sentence-transformers folder (modules.json: mean pooling) through
     the path a user's folder takes: the same embedding as the shipped runner's."""
-    from model.pretrained.bert import MiniLM, package_dir
+    from model.pretrained.bert import BertRunner, package_dir
 
-    ours, source = load_source(package_dir(), "minilm-folder")
-    assert source.family == "bert" and "float32" in source.stored
+    ours, origin = load_origin(package_dir(), "minilm-folder")
+    assert origin.model_type == "bert" and "float32" in origin.stored
     text = "The animal didn't cross the street because it was too tired."
-    shipped = MiniLM.load().run(text, capture=False).embedding
+    shipped = BertRunner.load().run(text, capture=False).embedding
     assert ours.run(text, capture=False).embedding == shipped
 
 

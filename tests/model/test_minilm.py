@@ -13,7 +13,7 @@ from safetensors import safe_open
 
 from model import pad_batch
 from model.checkpoints import CheckpointError
-from model.pretrained.bert import MAX_TOKENS, NOT_MAPPED, MiniLM, map_bert_state, package_dir
+from model.pretrained.bert import MAX_TOKENS, NOT_MAPPED, BertRunner, map_bert_state, package_dir
 
 SENTENCES = [
     "The animal didn't cross the street because it was too tired.",
@@ -24,8 +24,8 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module")
-def minilm() -> MiniLM:
-    return MiniLM.load()
+def minilm() -> BertRunner:
+    return BertRunner.load()
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def bert_tensors() -> dict[str, torch.Tensor]:
         return {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
 
 
-def batch(minilm: MiniLM, texts: list[str]) -> torch.Tensor:
+def batch(minilm: BertRunner, texts: list[str]) -> torch.Tensor:
     return pad_batch([minilm.encode(t).ids for t in texts])
 
 

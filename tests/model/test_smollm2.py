@@ -246,10 +246,10 @@ def test_the_chat_template_makes_one_user_turn(lm):
 def test_both_backends_read_smollm2s_gguf_alike(lm):
     """The GGUF through transformers' own loader and modeling code (backend=transformers)
     captures what model/ does: every head's weights, the logits, a greedy continuation."""
-    from model.pretrained.sources import load_source
+    from model.pretrained.sources import load_origin
 
-    theirs, source = load_source(PATH, "smollm2-hf", backend="transformers")
-    assert source.backend == "transformers"
+    theirs, origin = load_origin(PATH, "smollm2-hf", backend="transformers")
+    assert origin.backend == "transformers"
     assert (theirs.vocabulary, theirs.stop_ids) == (lm.vocabulary, lm.stop_ids)
     ids = lm.tokenize("The capital of France is Paris, and the capital of Spain is")[0]
     batch = torch.tensor([ids])

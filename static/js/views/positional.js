@@ -22,7 +22,7 @@ async function drawPositional(ctx) {
       : info.d_model;
   const dims = Math.min(width, 64);
   const suffix = rotary ? "_rotary" : relative ? "_relative" : "";
-  const kind = (key) => t(`${key}${suffix}`); // what the plots show, by kind
+  const said = (key) => t(`${key}${suffix}`); // what the plots show, by encoding
   const pe = await ctx.positional(positions, dims);
   if (ctx.stale()) return;
   const posLabels = Array.from({ length: pe.positions }, (_, i) => String(i));
@@ -31,14 +31,14 @@ async function drawPositional(ctx) {
     z: pe.table,
     rows: posLabels,
     columns: dimLabels,
-    title: kind("pe_table"),
+    title: said("pe_table"),
     valueLabel: rotary ? "rad" : relative ? "bias" : "PE",
   });
   await heatmap(elements.extra, {
     z: pe.similarity,
     rows: posLabels,
     columns: posLabels,
-    title: kind("pe_similarity"),
+    title: said("pe_similarity"),
     zmin: -1,
     zmax: 1,
     valueLabel: "cos",
@@ -74,7 +74,7 @@ async function drawPositional(ctx) {
   );
   const first =
     tokens > SHOWN ? `${t("pe_first").replace("{n}", SHOWN).replace("{total}", tokens)} ` : "";
-  elements.explain.textContent = `${first}${kind("pe_rows_columns")} ${kind("pe_explain")} ${pe.formula}`;
+  elements.explain.textContent = `${first}${said("pe_rows_columns")} ${said("pe_explain")} ${pe.formula}`;
 }
 
 // its strings, in both languages

@@ -82,8 +82,8 @@ function colours(cloud, colour) {
   return { color: cloud.tokens.map((tok) => `hsl(${hue(tok)}, 65%, 45%)`) };
 }
 
-function trace(body, cloud, kind, chosen, t) {
-  const name = t(kind === "query" ? "qk_query" : "qk_key");
+function trace(body, cloud, role, chosen, t) {
+  const name = t(role === "query" ? "qk_query" : "qk_key");
   const at = (axis) => cloud.coords.map((p) => p[axis]);
   const text = cloud.tokens.map(
     (tok, i) =>
@@ -91,7 +91,7 @@ function trace(body, cloud, kind, chosen, t) {
   );
   const marker = {
     size: chosen.dims === 3 ? 4 : 7,
-    symbol: kind === "query" ? "circle" : "diamond",
+    symbol: role === "query" ? "circle" : "diamond",
     opacity: 0.8,
     ...colours(cloud, chosen.colour),
   };

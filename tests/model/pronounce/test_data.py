@@ -38,7 +38,7 @@ def test_batches_are_a_pure_function_of_seed_and_step(lexicon):
 
 def test_mix_and_lengths(lexicon):
     examples = Generator(lexicon, seed=0).batch(0, 400)
-    kinds = {k: sum(e.kind == k for e in examples) for k in ("zh", "en", "mixed")}
+    kinds = {k: sum(e.category == k for e in examples) for k in ("zh", "en", "mixed")}
     assert 180 < kinds["zh"] < 300 and 90 < kinds["en"] < 190 and 15 < kinds["mixed"] < 70
     assert all(1 <= len(e.text) <= 40 for e in examples)
     assert all(len(e.target) == len(e.source_index) for e in examples)
@@ -58,7 +58,7 @@ def test_held_out_english_words_never_appear_in_training(lexicon, split):
         w
         for step in range(20)
         for e in gen.batch(step, 64)
-        if e.kind != "zh"
+        if e.category != "zh"
         for w in ENGLISH_WORD.findall(e.text)
     }
     assert len(seen) > 500 and not seen & test_words

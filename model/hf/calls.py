@@ -1,5 +1,5 @@
 """Which attention calls a transformers model makes, found by tracing one short forward
-pass through the capturing attention: its kind (decoder-only, encoder-only,
+pass through the capturing attention: its architecture (decoder-only, encoder-only,
 encoder-decoder), each call's attention type, layer and head shapes, and what the capture
 cannot reproduce (refused, saying why)."""
 
@@ -18,7 +18,7 @@ class BackendError(ValueError):
     """What a transformers model has that the capture cannot reach, said plainly."""
 
 
-def hf_kind(config) -> str:
+def hf_architecture(config) -> str:
     """decoder-only, encoder-only or encoder-decoder, from a transformers config."""
     if getattr(config, "is_encoder_decoder", False):
         return "encoder-decoder"
@@ -54,27 +54,29 @@ def has_masked_lm_head(config) -> bool:
     )
 
 
-def trace_inputs(kind: str, device: str | torch.device = "cpu") -> dict[str, Tensor]:
+def trace_inputs(architecture: str, device: str | torch.device = "cpu") -> dict[str, Tensor]:
     """A short input of each side, of different lengths (a cross-attention call is the one
     whose keys are the source's)."""
     source = torch.zeros(1, 5, dtype=torch.long, device=device)
     target = torch.zeros(1, 3, dtype=torch.long, device=device)
     # (a 2-D mask of ones spares transformers a check that cannot run on the meta device)
-    if kind == "encoder-decoder":
+    if architecture == "encoder-decoder":
         return {"input_ids": source, "decoder_input_ids": target,
                 "attention_mask": torch.ones_like(source)}  # fmt: skip
-    ids = target if kind == "decoder-only" else source
+    ids = target if architecture == "decoder-only" else source
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
 
-def classify(kind: str, traced: list[Traced], encoder: nn.Module | None) -> dict[str, list[Traced]]:
+def classify(
+    architecture: str, traced: list[Traced], encoder: nn.Module | None
+) -> dict[str, list[Traced]]:
     """The calls of one traced pass by attention type, in the order of the forward pass."""
     in_encoder = {id(m) for m in encoder.modules()} if encoder is not None else set()
     by_type: dict[str, list[Traced]] = {t: [] for t in ATTENTION_TYPES}
     for call in traced:
-        if kind == "encoder-only" or id(call.module) in in_encoder:
+        if architecture == "encoder-only" or id(call.module) in in_encoder:
             by_type["encoder.self"].append(call)
-        elif kind == "encoder-decoder" and call.key_length != call.query_length:
+        elif architecture == "encoder-decoder" and call.key_length != call.query_length:
             by_type["decoder.cross"].append(call)
         else:
             by_type["decoder.self"].append(call)
@@ -102,14 +104,14 @@ def specs_of(by_type: dict[str, list[Traced]]) -> list[AttentionSpec]:
     return specs
 
 
-def trace(hf: Any, kind: str) -> dict[str, list[Traced]]:
+def trace(hf: Any, architecture: str) -> dict[str, list[Traced]]:
     """Every attention call of one short pass, by type; a BackendError where none goes
     through the attention interface."""
     traced: list[Traced] = []
     call = Call({}, {}, trace=traced)
     device = next(iter(hf.parameters())).device
     with torch.no_grad(), calling(call):
-        hf(**trace_inputs(kind, device), use_cache=False)
+        hf(**trace_inputs(architecture, device), use_cache=False)
     unknown = sorted({name for c in traced for name in c.unknown})
     if unknown:
         raise BackendError(
@@ -121,15 +123,15 @@ def trace(hf: Any, kind: str) -> dict[str, list[Traced]]:
             "its attention does not go through transformers' attention interface "
             "(attn_implementation): nothing to capture"
         )
-    encoder = hf.get_encoder() if kind == "encoder-decoder" else None
-    by_type = classify(kind, traced, encoder)
+    encoder = hf.get_encoder() if architecture == "encoder-decoder" else None
+    by_type = classify(architecture, traced, encoder)
     if any(c.sees_later for c in by_type.get("decoder.self", [])):
         raise BackendError(
             "its decoder's tokens attend to later tokens (as a config with is_decoder "
             "false or bidirectional attention makes them): it cannot continue a prompt "
             "token by token"
         )
-    if kind == "encoder-decoder":
+    if architecture == "encoder-decoder":
         missing = [t for t in ATTENTION_TYPES if t not in by_type]
         if missing:
             raise BackendError(
