@@ -2,8 +2,8 @@
 
 A toy lab experiment, registered as a plugin (ATTNVIZ_PLUGINS='["tests.toy_experiment"]'):
 what adding an experiment takes — a function of (context, request), its request and
-answer models, and one register line. The page's half is TOY_MODULE: one module, and one
-line in static/js/views/lab/index.js."""
+answer models, and one register line. The page's half is TOY_MODULE in
+tests/e2e/test_toy_experiment.py: one module, and one line in static/js/views/lab/index.js."""
 
 from __future__ import annotations
 
@@ -39,36 +39,3 @@ def strongest_keys(ctx: LabContext, req: HeadRequest) -> StrongestKeys:
 
 
 register(LabRoute("toy-strongest", strongest_keys, HeadRequest, StrongestKeys))
-
-# the page's half, served in place of static/js/views/lab/toy.js by the e2e test
-TOY_MODULE = """
-// a lab experiment as a new contributor would write one: its id, label and explanation
-// (strings in both languages), the URL key it keeps, what it draws
-import { ask, summary } from "./shared.js";
-
-async function draw({ ctx, t, out, head }) {
-  const r = await ask(ctx, "toy-strongest", head);
-  if (ctx.stale()) return;
-  const pairs = r.rows.map((row, i) => `${row}→${r.strongest[i]}`);
-  summary(out, t("toy_said").replace("{pairs}", pairs.join(" ")));
-  const mark = document.createElement("button");
-  mark.id = "toy-mark";
-  mark.textContent = ctx.state.toymark ? `${t("toy_marked")}: ${ctx.state.toymark}` : t("toy_mark");
-  mark.addEventListener("click", () => ctx.update({ toymark: r.strongest[0] }));
-  out.append(mark);
-}
-
-export const experiment = {
-  id: "toy-strongest",
-  label: "lab_toy",
-  explain: "lab_toy_explain",
-  state: { toymark: "" },
-  draw,
-  strings: {
-    en: { lab_toy: "Strongest keys", lab_toy_explain: "Each query's strongest key.",
-          toy_said: "Strongest: {pairs}", toy_mark: "Mark", toy_marked: "Marked" },
-    zh: { lab_toy: "最强的键", lab_toy_explain: "每个查询最强的键。",
-          toy_said: "最强：{pairs}", toy_mark: "标记", toy_marked: "已标记" },
-  },
-};
-"""

@@ -1,7 +1,8 @@
-"""A lab experiment added as a contributor would add one (tests/toy_experiment.py): on the
-server its module and one register line, on the page its module and one line in
-static/js/views/lab/index.js. The picker lists it, it draws from its route, its strings
-follow the language and its URL key survives a reload."""
+"""A lab experiment added as a contributor would add one: on the server its module and one
+register line (tests/toy_experiment.py, a plugin of the server this test starts; never
+imported here, so this process's lab stays the shipped one), on the page its module
+(TOY_MODULE) and one line in static/js/views/lab/index.js. The picker lists it, it draws
+from its route, its strings follow the language and its URL key survives a reload."""
 
 from __future__ import annotations
 
@@ -12,9 +13,41 @@ import pytest
 from playwright.sync_api import Page, Route, expect
 
 from harness.serving import start_server
-from tests.toy_experiment import TOY_MODULE
 
 from .conftest import page_of
+
+# the page's half, served in place of static/js/views/lab/toy.js by the e2e test
+TOY_MODULE = """
+// a lab experiment as a new contributor would write one: its id, label and explanation
+// (strings in both languages), the URL key it keeps, what it draws
+import { ask, summary } from "./shared.js";
+
+async function draw({ ctx, t, out, head }) {
+  const r = await ask(ctx, "toy-strongest", head);
+  if (ctx.stale()) return;
+  const pairs = r.rows.map((row, i) => `${row}→${r.strongest[i]}`);
+  summary(out, t("toy_said").replace("{pairs}", pairs.join(" ")));
+  const mark = document.createElement("button");
+  mark.id = "toy-mark";
+  mark.textContent = ctx.state.toymark ? `${t("toy_marked")}: ${ctx.state.toymark}` : t("toy_mark");
+  mark.addEventListener("click", () => ctx.update({ toymark: r.strongest[0] }));
+  out.append(mark);
+}
+
+export const experiment = {
+  id: "toy-strongest",
+  label: "lab_toy",
+  explain: "lab_toy_explain",
+  state: { toymark: "" },
+  draw,
+  strings: {
+    en: { lab_toy: "Strongest keys", lab_toy_explain: "Each query's strongest key.",
+          toy_said: "Strongest: {pairs}", toy_mark: "Mark", toy_marked: "Marked" },
+    zh: { lab_toy: "最强的键", lab_toy_explain: "每个查询最强的键。",
+          toy_said: "最强：{pairs}", toy_mark: "标记", toy_marked: "已标记" },
+  },
+};
+"""
 
 REGISTRY = "**/static/js/views/lab/index.js"
 LAST = '  "./needle.js",\n'
