@@ -19,6 +19,7 @@ from model.checkpoints import CheckpointError
 from model.config import ModelConfig
 from model.hf.runners import HFEncoder, HFMaskedLM, HFSeq2Seq, parameter_count, peek_unit
 from model.long.reading import longest_prompt
+from model.outputs import output_of
 from model.pretrained.backends import Backend
 from model.pretrained.bert import BertRunner
 from model.pretrained.causal import CausalLM
@@ -38,13 +39,6 @@ INSTANCE_NAMES = frozenset(
      "add_special_tokens", "template_tokens", "head", "mask_id"}
 )  # fmt: skip
 MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-OUTPUT_SAID = {
-    "continuation": "It continues a prompt.",
-    "embedding": "Its output is the mean-pooled sentence embedding.",
-    "masked": "It predicts the words written as {mask}, the top 5 of each.",
-    "transcription": "It writes its output token by token (greedy decoding); its "
-    "cross-attention shows what each output token reads of the input.",
-}
 # how a process is asked to stop: never a model's fault, so never caught as a refusal (any
 # other BaseException is: a Rust panic in `tokenizers` or `safetensors` is pyo3's
 # PanicException, a BaseException that `except Exception` lets through)
@@ -165,7 +159,7 @@ class OwnRunner:
     @property
     def mask_token(self) -> str | None:
         """A masked-language model's mask token, as its tokenizer writes it."""
-        if self.runner_class.output_kind != "masked":
+        if not output_of(self).fills_masks:
             return None
         return mask_token_of(self.special_tokens) or getattr(self.runner_class, "mask_token", None)
 

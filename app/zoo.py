@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from model.analysis import head_metrics, head_roles, layer_weights
 from model.config import ModelConfig
+from model.outputs import output_of
 from model.pretrained.bert import package_dir
 from model.pretrained.causal import CausalLM
 from model.pretrained.sources import Origin, load_origin
@@ -22,27 +23,10 @@ from model.runner import AttentionSpec, Runner, untrained
 from model.transformer import Transformer
 
 from .info import StartHead
-from .own import OUTPUT_SAID, OwnRunner, own_models
+from .own import OwnRunner, own_models
 from .settings import Settings
 
 LOG = logging.getLogger("attnviz")
-
-OWN_EXAMPLES = {
-    "continuation": ("The capital of France is", "def fibonacci(n):"),
-    "embedding": ("The animal didn't cross the street because it was too tired.",),
-    "masked": ("The capital of France is [MASK].", "The man went to the [MASK] to buy milk."),
-    "transcription": (
-        "translate English to German: The house is wonderful.",
-        "The quick brown fox jumps over the lazy dog.",
-    ),
-}
-
-
-def own_examples(runner) -> list[str]:
-    """A model of yours' examples for its output, written with its own mask token."""
-    mask = getattr(runner, "mask_token", None) or "[MASK]"
-    return [e.replace("[MASK]", mask) for e in OWN_EXAMPLES[runner.output_kind]]
-
 
 TWIN_DESCRIPTION = "The same configuration with fixed-seed random weights, for comparison."
 TWIN_TITLES = {"zh": "{}（未训练的孪生模型）"}
@@ -322,11 +306,11 @@ def load_zoo(settings: Settings) -> Zoo:
                 f"Your model from {origin.shown}: {origin.model_type}, weights stored as "
                 f"{origin.stored} and computed in float32 on {code}, "
                 f"read when first used. "
-                + OUTPUT_SAID[own_runner.output_kind].format(mask=own_runner.mask_token or "")
+                + output_of(own_runner).described(own_runner.mask_token)
                 + (f" {origin.note}" if origin.note else ""),
                 languages=[],
                 runner=own_runner,
-                examples=tuple(own_examples(own_runner)),
+                examples=tuple(output_of(own_runner).examples_for(own_runner.mask_token)),
                 # not run yet: the first head (choosing one would read the weights now)
                 start=StartHead(
                     type=own_runner.attention[0].type,

@@ -294,8 +294,10 @@ class MaskingRunner(Runner, Protocol):
 
 
 def masking(runner: Runner) -> MaskingRunner:
-    """A runner whose output kind is `masked`, as one (a TypeError otherwise)."""
-    if runner.output_kind != "masked":
+    """A runner whose output fills mask tokens, as one (a TypeError otherwise)."""
+    from .outputs import output_of  # (outputs reads this module's names)
+
+    if not output_of(runner).fills_masks:
         raise TypeError(f"{type(runner).__name__} predicts no mask")
     return runner  # type: ignore[return-value]  # (its output kind says so)
 

@@ -10,6 +10,8 @@ import numpy as np
 from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel
 
+from model.outputs import output_of
+
 from ..info import (
     AttentionInfo,
     CapabilitiesInfo,
@@ -59,7 +61,7 @@ def model_info(
         special_tokens=sorted(runner.special_tokens),
         unknown_token=getattr(runner, "unknown_token", "<unk>"),
         output=runner.output_kind,
-        mask_token=getattr(runner, "mask_token", None) if runner.output_kind == "masked" else None,
+        mask_token=getattr(runner, "mask_token", None) if output_of(runner).fills_masks else None,
         attention_types=entry.attention_types(),
         attention=attention,
         capabilities=CapabilitiesInfo(

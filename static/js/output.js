@@ -1,7 +1,7 @@
 // The status line and the output panel: the input's tokens, what the model made of them,
 // and what went wrong.
 import { ApiError } from "./api.js";
-import { maskedOutput } from "./masked.js";
+import { OUTPUTS } from "./outputs.js";
 import { continues, elements, modelInfo, page, promptOf, t } from "./page.js";
 import { purge } from "./plots.js";
 
@@ -81,20 +81,9 @@ export function showTokens() {
   elements.source.classList.toggle("collapsed", long);
   elements.moreTokens.hidden = !long;
   elements.moreTokens.textContent = t("more_tokens").replace("{n}", tokens.length);
-  let output = analysis.output_text;
-  if (analysis.embedding) {
-    const head = analysis.embedding
-      .slice(0, 6)
-      .map((v) => v.toFixed(3))
-      .join(", ");
-    output = `${t("embedding")} (${analysis.embedding.length}): ${head}, …`;
-    if (analysis.similarity !== null && analysis.similarity !== undefined) {
-      output += ` · ${t("similarity")}: ${analysis.similarity.toFixed(4)}`;
-    }
-  }
-  if (modelInfo().output === "masked")
-    elements.output.replaceChildren(...maskedOutput(analysis, t, modelInfo().mask_token));
-  else elements.output.textContent = output;
+  // what the model made of it, as its output kind shows it (outputs.js)
+  const info = modelInfo();
+  elements.output.replaceChildren(...OUTPUTS[info.output](analysis, t, info));
   elements.truncated.hidden = !analysis.truncated;
   // tokens the tokenizer could not read: say so, with the languages the model reads
   const unknown = analysis.unknown_tokens ?? 0;
