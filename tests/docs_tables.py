@@ -53,7 +53,25 @@ def experiments_table() -> str:
     return "\n".join(lines)
 
 
-TABLES = {"routes": ("api.md", routes_table), "experiments": ("lab.md", experiments_table)}
+def families_table() -> str:
+    """Every family of the registry (plugins' included): its id, title, the languages it
+    reads, whether an untrained twin is served beside it, and its description."""
+    from app.zoo import REGISTRY
+
+    lines = ["| id | title | reads | twin | what |", "| --- | --- | --- | --- | --- |"]
+    for f in REGISTRY.values():
+        twin = f"`{f.id}-untrained`" if f.twin else "-"
+        reads = ", ".join(f.languages)
+        said = first_paragraph(f.description)
+        lines.append(f"| `{f.id}` | {f.title} | {reads} | {twin} | {said} |")
+    return "\n".join(lines)
+
+
+TABLES = {
+    "routes": ("api.md", routes_table),
+    "experiments": ("lab.md", experiments_table),
+    "families": ("models.md", families_table),
+}
 
 
 def section(text: str, name: str) -> str:

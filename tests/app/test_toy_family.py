@@ -106,3 +106,10 @@ def test_the_lab_runs_what_the_toy_can_and_says_why_not_the_rest(toy):
             refused.json()["detail"].startswith(f"the {name} experiment cannot run on toy: it ")
             and need in refused.json()["detail"]
         )
+
+
+def test_the_toy_is_in_the_docs_families_table(toy):
+    from tests.docs_tables import families_table
+
+    row = "| `toy` | Toy decoder-only | en | `toy-untrained` |"
+    assert any(line.startswith(row) for line in families_table().splitlines())
