@@ -4,29 +4,21 @@ place in the models' capabilities and its row in the docs' tables, with no other
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from app.lab import EXPERIMENTS
-from app.main import create_app
-from app.settings import Settings
 from tests.docs_tables import experiments_table, routes_table
+
+from .conftest import with_plugin
 
 HEAD = {"type": "decoder.cross", "layer": 2, "head": 1}
 
 
 @pytest.fixture(scope="module")
 def toy():
-    saved = dict(EXPERIMENTS)
-    settings = Settings(torch_threads=1, plugins=["tests.toy_experiment"], zoo=["pronounce"])
-    with TestClient(create_app(settings)) as client:
+    with with_plugin("tests.toy_experiment", EXPERIMENTS, ["pronounce"]) as client:
         yield client
-    EXPERIMENTS.clear()
-    EXPERIMENTS.update(saved)  # the other tests' apps serve the shipped experiments only
-    sys.modules.pop("tests.toy_experiment", None)  # a later plugin import registers it anew
 
 
 def test_the_toy_is_served_and_listed(toy):

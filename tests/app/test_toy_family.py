@@ -4,27 +4,20 @@ register line) is served by the model list, the API and the lab with no other ch
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 import pytest
 import torch
-from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
 from app.zoo import REGISTRY
+
+from .conftest import with_plugin
 
 
 @pytest.fixture(scope="module")
 def toy():
-    saved = dict(REGISTRY)
-    settings = Settings(torch_threads=1, plugins=["tests.toy_family"], zoo=["toy"])
-    with TestClient(create_app(settings)) as client:
+    with with_plugin("tests.toy_family", REGISTRY, ["toy"]) as client:
         yield client
-    REGISTRY.clear()
-    REGISTRY.update(saved)  # the other tests' app sees the shipped families only
-    sys.modules.pop("tests.toy_family", None)  # a later plugin import registers it anew
 
 
 def test_the_model_list_states_the_toy(toy):
