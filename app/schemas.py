@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 AttentionType = Literal["encoder.self", "decoder.self", "decoder.cross"]
-Kind = Literal["weights", "scores", "mask", "q", "k", "v"]
+Kind = Literal["weights", "scores", "mask", "q", "k", "v", "norms"]
 Encoding = Literal["json", "u1", "f2", "f4"]
 
 
@@ -265,7 +265,12 @@ class AttentionRequest(TextRequest):
     kinds: list[Kind] = Field(
         ["weights"],
         min_length=1,
-        description="weights (after softmax), scores (scaled, before the mask), mask, q, k, v.",
+        description="weights (after softmax), scores (scaled, before the mask), mask, q, k, v; "
+        "norms: value-weighted attention (Kobayashi et al. 2020), per head the norm of what "
+        "key j adds to query i, ‖α_ij f_h(x_j)‖ with f_h(x) = (x W_V^h + b_V^h) W_O^h (the "
+        "value vector through the head's slice of the output projection; its bias belongs "
+        "to no head): a weight on a token whose transformed value is small adds little. "
+        "Whole heads of models on our model code (inputs of at most 512 tokens).",
     )
     granularity: Literal["token", "word"] = Field(
         "token",

@@ -16,6 +16,7 @@ from model.lean import LeanCapture
 from model.long import Kind, LongCapture, edges, heads_of
 from model.positional import NO_POSITIONS_FORMULA
 from model.runner import AttentionSpec, RunResult
+from model.value_norms import layer_norms
 
 from .errors import CannotServe
 from .runs import stop_if_cancelled
@@ -107,6 +108,11 @@ def attention_blocks(
         bad = sorted(set(kinds) - set(WINDOWED))
         if bad:
             raise CannotServe(f"rows, columns and pool apply to {WINDOWED}, not {bad}")
+    if long and "norms" in kinds:
+        raise CannotServe(
+            "value-weighted norms are served for whole heads: on an input of at most 512 "
+            "tokens (this one is read by windows)"
+        )
     if (asked_window or long) and reshaped:
         raise CannotServe(
             "granularity=word and hide_special need whole heads: ask without rows, "
@@ -162,7 +168,13 @@ def attention_blocks(
             if (asked_window or long) and kind in WINDOWED:
                 blocks.append(window_block(entry, result, req, spec, layer, kind, query_heads))
                 continue
-            tensor = result.captured[spec.hook(layer, HOOK_OF_KIND[kind])][0]
+            if kind == "norms":
+                try:
+                    tensor = layer_norms(entry.runner.model, result.captured, spec, layer)
+                except ValueError as exc:
+                    raise CannotServe(f"{entry.id}: {exc}") from None
+            else:
+                tensor = result.captured[spec.hook(layer, HOOK_OF_KIND[kind])][0]
             heads = kv_heads_of(spec, query_heads) if kind in ("k", "v") else query_heads
             every_head = kind == "mask" or heads == list(range(tensor.size(0)))
             stack = tensor if every_head else tensor.index_select(0, torch.tensor(heads))

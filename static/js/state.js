@@ -38,7 +38,7 @@ const EVENTS = {
 
 export const DEFAULTS = { ...PAGE };
 // values a link may carry; anything else falls back to the default
-const CHOICES = { view: VIEW_IDS, kind: ["weights", "scores", "mask"], lang: LANGS };
+const CHOICES = { view: VIEW_IDS, kind: ["weights", "scores", "mask", "norms"], lang: LANGS };
 const CLEARED = { input: [], prompt: ["cont"], heads: [] };
 for (const view of VIEWS) {
   for (const [key, value] of Object.entries(view.state ?? {})) {

@@ -115,6 +115,14 @@ def test_what_a_long_input_cannot_serve_says_what_to_ask_instead(client, long_ru
         json={"model": "smollm2", "text": TEXT, "layers": [0], "kinds": ["q"], "pool": 8},
     )
     assert q.status_code == 422 and "apply to" in q.json()["detail"]
+    norms = client.post(
+        "/api/v1/attention",
+        json={"model": "smollm2", "text": TEXT, "layers": [0], "kinds": ["norms"]},
+    )
+    assert norms.status_code == 422 and norms.json()["detail"] == (
+        "value-weighted norms are served for whole heads: on an input of at most 512 tokens "
+        "(this one is read by windows)"
+    )
 
 
 def test_a_prompt_past_the_models_context_is_refused_naming_the_longest(client):

@@ -301,3 +301,13 @@ def test_a_long_prompt_on_transformers_code_is_read_whole_by_windows(client):
     window = {**body, "rows": [n - 40, n], "columns": [0, n]}
     exact = c.post("/api/v1/attention", json=window).json()["blocks"][0]
     assert np.abs(decode(exact["data"])[0] - expected[n - 40 :].numpy()).max() <= 1e-5
+
+
+def test_value_weighted_norms_say_they_are_served_on_our_model_code(client):
+    c, _ = client
+    answer = c.post("/api/v1/attention", json={"model": "qwen3", "text": TEXT, "kinds": ["norms"]})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"] == (
+        "qwen3: value-weighted norms are served for models on our model code; this one runs "
+        "on transformers' code, whose output projection is each architecture's own"
+    )

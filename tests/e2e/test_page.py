@@ -281,3 +281,28 @@ def test_a_512_token_input_labels_every_kth_token_and_the_readout_names_each(pag
     page.goto("/?model=minilm&view=model&text=" + " ".join(words[:600]))
     ready(page)
     assert page.locator("#grid canvas").count() == 6 * 12
+
+
+def test_the_value_weighted_toggle_draws_the_apis_norms_and_says_what_they_are(page: Page):
+    text = "The cat sat on the mat."
+    page.goto(f"/?model=minilm&text={text}&type=encoder.self&layer=2&head=0&lang=en")
+    ready(page)
+    page.select_option("#kind", "norms")
+    ready(page)
+    assert url_state(page)["kind"] == "norms"
+    expect(page.locator("#explain")).to_contain_text(
+        "Value-weighted (Kobayashi et al. 2020): each cell is ‖α f(x)‖, the size of what the "
+        "key adds to the query through this head"
+    )
+    page.locator("#plot .nsewdrag").hover(position={"x": 1, "y": 1})  # [CLS] -> [CLS]
+    expect(page.locator("#plot .hovertext")).to_contain_text("norm")
+    drawn = page.evaluate("document.getElementById('plot').data[0].z")
+    body = {"model": "minilm", "text": text, "layers": [2], "heads": [0], "kinds": ["norms"],
+            "encoding": "json"}  # fmt: skip
+    served = page.request.post("/api/v1/attention", data=body).json()["blocks"][0]["data"][0]
+    assert len(drawn) == len(served) and max(max(row) for row in served) > 0
+    for shown, exact in zip(drawn, served, strict=True):  # (the page asks f2: 3 digits)
+        assert all(abs(a - b) <= 2e-3 * max(1.0, abs(b)) for a, b in zip(shown, exact, strict=True))
+    page.click("#lang-zh")
+    expect(page.locator("#explain")).to_contain_text("按值加权（Kobayashi 等，2020）")
+    expect(page.locator("#kind option[value=norms]")).to_have_text("按值加权")

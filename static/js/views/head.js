@@ -31,15 +31,17 @@ async function drawHead(ctx) {
     columns: block.columns,
     title: `${t(state.type)} · ${t("layer")} ${state.layer} · ${who}`,
     zmin: kind === "scores" ? undefined : 0,
-    zmax: kind === "scores" ? undefined : 1,
-    valueLabel: kind === "scores" ? t("score") : t("weight"),
+    zmax: kind === "scores" || kind === "norms" ? undefined : 1, // (norms: their own scale)
+    valueLabel: { scores: t("score"), norms: t("norm") }[kind] ?? t("weight"),
     overlay: masks && masks.height === z.length ? masks.matrix(0) : null,
     readout: ctx.elements.readout,
     fill: true,
     // exported images say what they show
     filename: `attnviz-${state.model}-${state.type}-L${state.layer}-${state.avg ? "mean" : `H${state.head}`}-${kind}`,
   });
-  ctx.elements.explain.textContent = t("hint");
+  // what a value-weighted cell is, where they are shown
+  ctx.elements.explain.textContent =
+    kind === "norms" ? `${t("norms_said")} ${t("hint")}` : t("hint");
 }
 
 // What the head a model opens on shows (its info's start_head), while it is the one drawn.
@@ -79,6 +81,9 @@ export function rowLabels(block, type, t) {
 // its strings, in both languages
 const STRINGS = {
   en: {
+    norm: "norm",
+    norms_said:
+      "Value-weighted (Kobayashi et al. 2020): each cell is ‖α f(x)‖, the size of what the key adds to the query through this head, its weight times the norm of its value vector carried through the head's output projection. A large weight on a key whose value is small adds little.",
     words_weights_only:
       "The word view and hidden special tokens apply to weights: these are the tokens' own.",
     view_head: "Head view",
@@ -100,6 +105,9 @@ const STRINGS = {
       "Opened on its first head: this model of yours had not been read when the page loaded, so no head was chosen for it.",
   },
   zh: {
+    norm: "范数",
+    norms_said:
+      "按值加权（Kobayashi 等，2020）：每个单元是 ‖α f(x)‖，即这个键经由该头加给查询的向量大小：权重乘以其值向量经该头输出投影后的范数。权重大而值向量小的键，贡献也小。",
     words_weights_only: "词视图和隐藏特殊词元只作用于权重：这里显示的是词元本身的数值。",
     view_head: "单头视图",
     hint: "方向键：←/→ 切换头，↑/↓ 切换层。",

@@ -1,0 +1,56 @@
+"""Value-weighted attention (Kobayashi et al. 2020, "Attention is Not Only a Weight:
+Analyzing Transformers with Vector Norms"): what key j actually adds to query i through
+head h is the vector α_hij · f_h(x_j), with f_h(x) = (x W_V^h + b_V^h) W_O^h — the value
+vector (its bias in) carried through the head's slice of the output projection. Its norm
+‖α_hij f_h(x_j)‖ = α_hij ‖f_h(x_j)‖ (α ≥ 0) corrects a weight for how much its value
+vector weighs: a large weight on a token whose transformed value is small ([SEP], <s>)
+adds little. The output projection's bias is added once after the heads are summed, so it
+belongs to no head and no key."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .hooks import Capture
+from .runner import AttentionSpec
+
+
+def value_norms(v: Tensor, wo: Tensor, n_heads: int) -> Tensor:
+    """‖f_h(x_j)‖ per query head and key: (H, Tk).
+
+    v: the value vectors (H_kv, Tk, d_head), bias included (what `hook_v` sees); each
+    query head h reads key/value head h // (H / H_kv) (grouped-query attention).
+    wo: the output projection's weight (d_model, H * d_head), as `nn.Linear` stores it:
+    head h's slice is its columns h * d_head .. (h + 1) * d_head."""
+    kv_heads, _, d_head = v.shape
+    if wo.size(1) != n_heads * d_head or n_heads % kv_heads:
+        raise ValueError(
+            f"an output projection of {tuple(wo.shape)} does not take {n_heads} heads of "
+            f"{d_head} read from {kv_heads} value heads"
+        )
+    per_head = wo.reshape(wo.size(0), n_heads, d_head).permute(1, 2, 0)  # (H, d_head, d_model)
+    values = v.repeat_interleave(n_heads // kv_heads, dim=0)  # (H, Tk, d_head)
+    return torch.linalg.vector_norm(values.to(per_head.dtype) @ per_head, dim=-1)
+
+
+def weighted_norms(weights: Tensor, v: Tensor, wo: Tensor) -> Tensor:
+    """‖α_hij f_h(x_j)‖: (H, Tq, Tk), from one layer's weights (H, Tq, Tk), its value
+    vectors and its output projection's weight (see `value_norms`)."""
+    return weights * value_norms(v, wo, weights.size(0))[:, None, :].to(weights.dtype)
+
+
+def layer_norms(model: nn.Module, capture: Capture, spec: AttentionSpec, layer: int) -> Tensor:
+    """One layer's value-weighted norms (H, Tq, Tk) of a captured run (its first row): its
+    weights and value vectors from the capture, its output projection from the model.
+    A ValueError where the attention module has no `wo` projection of our model code
+    (a model on transformers' code: each architecture names and shapes its own)."""
+    name = spec.hook(layer, "hook_v").rsplit(".", 1)[0]
+    wo = getattr(model.get_submodule(name), "wo", None)
+    if not isinstance(wo, nn.Linear):
+        raise ValueError(
+            "value-weighted norms are served for models on our model code; this one runs on "
+            "transformers' code, whose output projection is each architecture's own"
+        )
+    weights = capture[spec.hook(layer, "hook_weights")][0]
+    return weighted_norms(weights, capture[spec.hook(layer, "hook_v")][0], wo.weight.detach())

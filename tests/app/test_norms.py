@@ -1,0 +1,53 @@
+"""Value-weighted norms through the API (`kinds: ["norms"]`), against the formula
+recomputed from transformers' BertModel modules (tests/model/test_value_norms.py's
+reference), and the 422s where they are not served."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import torch
+
+from model.pretrained.bert import BertRunner, package_dir
+from tests.model.test_value_norms import heads_of, reference
+
+TEXT = "The animal didn't cross the street because it was too tired."
+
+
+def test_minilms_norms_are_the_formula_on_transformers_modules(client):
+    from transformers import BertModel
+
+    theirs = BertModel.from_pretrained(str(package_dir()), attn_implementation="eager").eval()
+    layer = theirs.encoder.layer[2]
+    seen = {}
+    hook = layer.attention.self.value.register_forward_hook(
+        lambda m, a, out: seen.__setitem__("v", out)
+    )
+    ids = torch.tensor([BertRunner.load().encode(TEXT).ids])
+    with torch.no_grad():
+        weights = theirs(input_ids=ids, output_attentions=True).attentions[2][0]
+    hook.remove()
+    w = layer.attention.output.dense.weight.detach()
+    expected = reference(
+        weights, heads_of(seen["v"], 12), w.view(w.size(0), 12, -1).permute(1, 2, 0)
+    )
+    body = {"model": "minilm", "text": TEXT, "layers": [2], "kinds": ["norms"], "encoding": "f4"}
+    answer = client.post("/api/v1/attention", json=body)
+    assert answer.status_code == 200, answer.text
+    block = answer.json()["blocks"][0]
+    got = np.frombuffer(base64.b64decode(block["data"]["bdata"]), "<f4").reshape(block["shape"])
+    assert block["kind"] == "norms" and block["shape"] == list(expected.shape)
+    assert np.abs(got - expected.numpy()).max() <= 1e-5 * float(expected.abs().max())
+    # not the weights: a weight on a small value vector counts for less
+    assert not np.allclose(got / got.sum(-1, keepdims=True), weights.numpy(), atol=1e-3)
+
+
+def test_norms_are_refused_in_u1_and_by_windows(client):
+    for extra, said in [
+        ({"encoding": "u1"}, "u1 holds values in [0, 1] only"),
+        ({"rows": [0, 4]}, "rows, columns and pool apply to"),
+    ]:
+        body = {"model": "minilm", "text": TEXT, "kinds": ["norms"], **extra}
+        answer = client.post("/api/v1/attention", json=body)
+        assert answer.status_code == 422 and said in answer.json()["detail"], answer.text
