@@ -33,6 +33,11 @@ class CapabilitiesInfo(BaseModel):
         False,
         description="Continues a prompt: /generate, and chat and continuation on every route.",
     )
+    value_norms: bool = Field(
+        False,
+        description="Value-weighted norms (attention kind `norms`) are served: a model on our "
+        "model code (inputs of at most 512 tokens).",
+    )
     experiments: list[str] = Field(description="The lab experiments this model can run.")
 
 

@@ -62,8 +62,8 @@ class Settings(BaseSettings):
     )
     plugins: list[str] = Field(
         [],
-        description="Python modules imported before the zoo loads (JSON list); each may "
-        "register model families of its own (app.zoo.register).",
+        description="Python modules imported when the app is made (JSON list); each may "
+        "register model families (app.zoo.register) or lab experiments (app.lab.register).",
     )
     default_model: str = Field(
         "pronounce", description="The model a request without one runs (if loaded; else the first)."

@@ -1,7 +1,7 @@
 """Head statistics over a corpus (exBERT's search, AttentionViz's summaries): per sentence
 and head, what its attention does, each a mean over the sentence's query rows, and
 their means over the corpus. Each statistic is defined, computed and explained in
-`head_stats.TABLE` (`explained()` here: one line each). NaN where a statistic does not
+`head_stats.TABLE`. NaN where a statistic does not
 apply to a sentence (no row to average over: `previous` with one token; no token
 repeated, for `same` and `induction`) or to a head (`distance`, `previous`, `same` are
 self-attention's, `induction` causal self-attention's, `alignment` cross-attention's);
@@ -12,11 +12,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .head_stats import NAN, explained, per_head
+from .head_stats import NAN, per_head
 
 STATISTICS = ("entropy", "distance", "previous", "first", "special", "same", "induction",
               "alignment")  # fmt: skip
-EXPLAINED = explained(STATISTICS)
 
 
 def sentence_statistics(

@@ -50,7 +50,7 @@ class LabRoute:
     """A function of (LabContext, request) served at its route: a lab experiment, or a view
     inside a head (`what` names which, for the 422 of a model that lacks a need)."""
 
-    id: str  # its route, /api/v1/lab/<id>, and the page's name for it
+    id: str  # its route's last segment: /api/v1/lab/<id> (a head view's: /api/v1/<id>)
     run: Callable[[LabContext, Any], BaseModel]  # (its request: `request`)
     request: type[BaseModel]
     response: type[BaseModel]

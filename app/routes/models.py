@@ -11,6 +11,7 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel
 
 from model.outputs import output_of
+from model.transformer import Transformer
 
 from ..info import (
     AttentionInfo,
@@ -28,6 +29,15 @@ from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1/models", tags=["models"])
 JSON_FLOAT_BYTES = BYTES_PER_ENTRY["json"]  # a float of the table (rounded: wire.encode)
+
+
+def on_our_code(runner) -> bool:
+    """Whether a model runs on our model code (a model of yours says so before it is read;
+    reading its weights here would load it)."""
+    origin = getattr(runner, "origin", None)
+    if origin is not None and hasattr(origin, "backend"):
+        return origin.backend != "transformers"
+    return isinstance(runner.model, Transformer)
 
 
 def model_info(
@@ -65,7 +75,9 @@ def model_info(
         attention_types=entry.attention_types(),
         attention=attention,
         capabilities=CapabilitiesInfo(
-            **dataclasses.asdict(runner.capabilities), experiments=available(entry)
+            **dataclasses.asdict(runner.capabilities),
+            value_norms=on_our_code(runner),
+            experiments=available(entry),
         ),
         start_head=entry.start,
         examples=list(entry.examples),

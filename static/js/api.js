@@ -105,7 +105,7 @@ export const api = {
     (await post("/api/v1/attention", request, {}, signal)).json(),
   lab: async (route, body) => (await post(`/api/v1/lab/${route}`, body)).json(),
   // the views inside a head (/api/v1/neuron, /api/v1/qk-space)
-  inspect: async (route, body) => (await post(`/api/v1/${route}`, body)).json(),
+  headView: async (route, body) => (await post(`/api/v1/${route}`, body)).json(),
   // corpus runs: started (a shipped corpus or sentences; or a file's bytes as they are),
   // followed, searched, cancelled
   corpora: async () => (await call("/api/v1/corpora")).json(),

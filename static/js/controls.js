@@ -70,6 +70,11 @@ export function syncControls() {
   elements.layer.value = String(state.layer);
   fillSelect(elements.head, [...Array(heads).keys()]);
   elements.head.value = String(state.head);
+  // value-weighted norms where the model's attention is on our model code (info's
+  // capabilities): elsewhere the choice is not offered, and a link's falls back to weights
+  const norms = elements.kind.querySelector("option[value=norms]");
+  norms.hidden = norms.disabled = !info.capabilities.value_norms;
+  if (norms.disabled && state.kind === "norms") state.kind = "weights";
   elements.kind.value = state.kind;
   elements.average.checked = state.avg;
   elements.words.checked = state.words;

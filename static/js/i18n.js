@@ -1,4 +1,5 @@
-// Every label, help text and error message, in both languages.
+// The page's own strings, in both languages, and the one lookup; views, experiments and
+// masked.js bring theirs beside the code that uses them (`addStrings`).
 const STRINGS = {
   en: {
     tagline: "Every attention head of a Transformer, live.",

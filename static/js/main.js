@@ -63,7 +63,7 @@ async function render() {
     positional: (positions, dims) => api.positional(state.model, positions, dims),
     promptOptions: input.prompt, // a continuing model's chat and continuation, for requests
     lab: (route, body) => api.lab(route, { ...body, ...input.prompt }),
-    inspect: (route, body) => api.inspect(route, { ...body, ...input.prompt }),
+    headView: (route, body) => api.headView(route, { ...body, ...input.prompt }),
     api,
     openStep: (tok) => update({ view: "step", tok }),
     update,

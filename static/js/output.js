@@ -83,7 +83,8 @@ export function showTokens() {
   elements.moreTokens.textContent = t("more_tokens").replace("{n}", tokens.length);
   // what the model made of it, as its output kind shows it (outputs.js)
   const info = modelInfo();
-  elements.output.replaceChildren(...OUTPUTS[info.output](analysis, t, info));
+  const shown = OUTPUTS[info.output] ?? OUTPUTS.transcription; // (a kind it does not know: the text)
+  elements.output.replaceChildren(...shown(analysis, t, info));
   elements.truncated.hidden = !analysis.truncated;
   // tokens the tokenizer could not read: say so, with the languages the model reads
   const unknown = analysis.unknown_tokens ?? 0;

@@ -32,6 +32,8 @@ def test_minilms_norms_are_the_formula_on_transformers_modules(client):
     expected = reference(
         weights, heads_of(seen["v"], 12), w.view(w.size(0), 12, -1).permute(1, 2, 0)
     )
+    info = {m["id"]: m for m in client.get("/api/v1/models").json()}
+    assert info["minilm"]["capabilities"]["value_norms"] is True
     body = {"model": "minilm", "text": TEXT, "layers": [2], "kinds": ["norms"], "encoding": "f4"}
     answer = client.post("/api/v1/attention", json=body)
     assert answer.status_code == 200, answer.text

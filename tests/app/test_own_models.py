@@ -66,6 +66,7 @@ def test_a_folder_of_yours_is_served_beside_the_shipped_models(served):
     assert str(good.parent) not in httpx2.get(f"{base}/api/v1/models").text
     assert mine["parameters"] == sum(p.numel() for p in theirs.parameters())
     assert mine["architecture"] == "decoder-only" and mine["capabilities"]["generation"]
+    assert mine["capabilities"]["value_norms"]  # on our model code, said before it is read
     assert infos["pronounce"]["source"] == "shipped" and infos["pronounce"]["family"] is None
 
 

@@ -306,6 +306,8 @@ def test_a_long_prompt_on_transformers_code_is_read_whole_by_windows(client):
 def test_value_weighted_norms_say_they_are_served_on_our_model_code(client):
     c, _ = client
     answer = c.post("/api/v1/attention", json={"model": "qwen3", "text": TEXT, "kinds": ["norms"]})
+    info = {m["id"]: m for m in c.get("/api/v1/models").json()}["qwen3"]
+    assert info["capabilities"]["value_norms"] is False  # the page does not offer them
     assert answer.status_code == 422, answer.text
     assert answer.json()["detail"] == (
         "qwen3: value-weighted norms are served for models on our model code; this one runs "

@@ -75,7 +75,7 @@ async function drawNeuron(ctx) {
     return t("neuron_zoom_first").replace("{n}", fmt(n)).replace("{level}", String(TOKEN_LEVEL));
   }
   const query = Math.max(rows[0], Math.min(state.q, rows[1] - 1));
-  const body = await ctx.inspect("neuron", {
+  const body = await ctx.headView("neuron", {
     model: state.model,
     text: state.text,
     type: state.type,

@@ -209,7 +209,7 @@ async function keptRun(ctx) {
 async function prepared(ctx, body) {
   for (let tries = 0; ; tries++) {
     try {
-      return await ctx.inspect("qk-space", body);
+      return await ctx.headView("qk-space", body);
     } catch (err) {
       if (err.status !== 503 || tries >= 20 || ctx.stale()) throw err;
       ctx.elements.convention.textContent = err.message;

@@ -6,7 +6,8 @@
 // {en: {key: text}, zh: {key: text}}) and its own URL keys (`state` and `clearedOn`, as a
 // view's: views/index.js), or keep its settings in the URL's `rep`, which a change of
 // experiment clears. Adding an experiment is its module and one line in MODULES (and, on
-// the server, its module and one `register` line: app/lab/__init__.py).
+// the server, its module and one line: a LabRoute in app/lab/__init__.py's EXPERIMENTS, or
+// `register(LabRoute(...))` from a plugin).
 import { canRun } from "../../model-info.js";
 import { el } from "./shared.js";
 
