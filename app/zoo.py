@@ -78,12 +78,22 @@ class ModelEntry:
         return {spec.type: spec for spec in self.runner.attention}
 
     @property
+    def on_our_code(self) -> bool:
+        """Whether it runs on our model code, not transformers' (a model of yours says so
+        before it is read: reading its weights to know would load it)."""
+        origin = getattr(self.runner, "origin", None)
+        if origin is not None and hasattr(origin, "backend"):
+            return origin.backend != "transformers"
+        return isinstance(self.runner.model, Transformer)
+
+    @property
     def features(self) -> frozenset[str]:
         """What the model has and can do, as the lab's experiments name their needs: its
         capabilities that hold, "encoder", "decoder", "positions" (an encoding that can
-        be switched off) and "cached_decoding"."""
+        be switched off), "cached_decoding" and "value_norms" (on our model code)."""
         cfg = self.config
         flags = dataclasses.asdict(self.runner.capabilities) | {
+            "value_norms": self.on_our_code,
             "encoder": cfg.has_encoder,
             "decoder": cfg.has_decoder,
             # (T5's relative bias: switched off at hook_pos too)

@@ -16,7 +16,7 @@ ALONE = (
     "app/test_fuzz.py",  # (schemathesis' items are counted as one on an xdist worker)
     "app/test_health.py",
     "app/test_hostile_models.py",
-    "deploy/",
+    "deploy/test_replicas.py",  # (the manifests' checks, deploy/test_k8s.py, run with the rest)
     "e2e/test_bench_smoke.py",
 )
 

@@ -26,6 +26,7 @@ from . import schemas as s
 from .ablation import ablation
 from .compare import compare
 from .context import LabContext
+from .contribution import ContributionResponse, contribution
 from .induction import induction
 from .kv_cache import kv_cache
 from .masks import masks
@@ -42,6 +43,8 @@ NEEDS_EXPLAINED = {
     "cached_decoding": "does not decode step by step, so there is no KV cache to show",
     "similarity": "makes no sentence embedding",
     "generation": "does not predict the next token of a text, so nothing is copied",
+    "value_norms": "runs on transformers' code, whose output projection the value-weighted "
+    "norms do not read",
 }
 
 
@@ -95,6 +98,8 @@ EXPERIMENTS: dict[str, LabRoute] = {
                    frozenset({"cached_decoding"}), runs_model=True),
         LabRoute("metrics", metrics, TextRequest, s.MetricsResponse),
         LabRoute("rollout", rollout, s.RolloutRequest, s.RolloutResponse),
+        LabRoute("contribution", contribution, s.HeadRequest, ContributionResponse,
+                 frozenset({"value_norms"})),
         LabRoute("ablation", ablation, s.AblationRequest, s.AblationResponse, runs_model=True),
         LabRoute("compare", compare, s.CompareRequest, s.CompareResponse),
         LabRoute("induction", induction, s.InductionRequest, s.InductionResponse,

@@ -11,7 +11,6 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel
 
 from model.outputs import output_of
-from model.transformer import Transformer
 
 from ..info import (
     AttentionInfo,
@@ -29,15 +28,6 @@ from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1/models", tags=["models"])
 JSON_FLOAT_BYTES = BYTES_PER_ENTRY["json"]  # a float of the table (rounded: wire.encode)
-
-
-def on_our_code(runner) -> bool:
-    """Whether a model runs on our model code (a model of yours says so before it is read;
-    reading its weights here would load it)."""
-    origin = getattr(runner, "origin", None)
-    if origin is not None and hasattr(origin, "backend"):
-        return origin.backend != "transformers"
-    return isinstance(runner.model, Transformer)
 
 
 def model_info(
@@ -76,7 +66,7 @@ def model_info(
         attention=attention,
         capabilities=CapabilitiesInfo(
             **dataclasses.asdict(runner.capabilities),
-            value_norms=on_our_code(runner),
+            value_norms=entry.on_our_code,
             experiments=available(entry),
         ),
         start_head=entry.start,

@@ -53,3 +53,44 @@ def test_norms_are_refused_in_u1_and_by_windows(client):
         body = {"model": "minilm", "text": TEXT, "kinds": ["norms"], **extra}
         answer = client.post("/api/v1/attention", json=body)
         assert answer.status_code == 422 and said in answer.json()["detail"], answer.text
+
+
+def test_attention_vs_contribution_is_the_formula_on_transformers_modules(client):
+    """The lab's contribution experiment: per head the mean total variation distance
+    between each row's weights and its norm shares, and the chosen head's keys, from
+    transformers' BertModel (value projection by a hook, weights by output_attentions)."""
+    from transformers import BertModel
+
+    theirs = BertModel.from_pretrained(str(package_dir()), attn_implementation="eager").eval()
+    values = {}
+    hooks = [
+        layer.attention.self.value.register_forward_hook(
+            lambda m, a, out, i=i: values.__setitem__(i, out)
+        )
+        for i, layer in enumerate(theirs.encoder.layer)
+    ]
+    ids = torch.tensor([BertRunner.load().encode(TEXT).ids])
+    with torch.no_grad():
+        attentions = theirs(input_ids=ids, output_attentions=True).attentions
+    for hook in hooks:
+        hook.remove()
+    distance, chosen = [], None
+    for i, weights in enumerate(attentions):
+        w = theirs.encoder.layer[i].attention.output.dense.weight.detach()
+        wo = w.view(w.size(0), 12, -1).permute(1, 2, 0)
+        norms = reference(weights[0], heads_of(values[i], 12), wo)
+        share = norms / norms.sum(-1, keepdim=True)
+        distance.append((0.5 * (weights[0].double() - share).abs().sum(-1).mean(-1)).tolist())
+        if i == 3:
+            chosen = weights[0][5].double().mean(0), share[5].mean(0)
+    body = {"model": "minilm", "text": TEXT, "type": "encoder.self", "layer": 3, "head": 5}
+    answer = client.post("/api/v1/lab/contribution", json=body)
+    assert answer.status_code == 200, answer.text
+    got = answer.json()
+    assert np.abs(np.array(got["distance"]) - np.array(distance)).max() <= 1e-5
+    weight, share = chosen
+    gaps = [abs(k["weight"] - k["norm_share"]) for k in got["keys"]]
+    assert gaps == sorted(gaps, reverse=True) and len(gaps) == ids.size(1)
+    for key in got["keys"]:
+        assert abs(key["weight"] - float(weight[key["position"]])) <= 1e-5
+        assert abs(key["norm_share"] - float(share[key["position"]])) <= 1e-5

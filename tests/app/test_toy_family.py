@@ -35,7 +35,7 @@ def test_the_model_list_states_the_toy(toy):
         64,
     )
     assert info["capabilities"]["experiments"] == [
-        "scaling", "metrics", "rollout", "ablation", "compare"
+        "scaling", "metrics", "rollout", "contribution", "ablation", "compare"
     ]  # fmt: skip
     assert models[1]["title"] == "Toy decoder-only, untrained twin"
     assert toy.get("/healthz").json()["models"] == ["toy", "toy-untrained"]
@@ -90,6 +90,9 @@ def test_the_lab_runs_what_the_toy_can_and_says_why_not_the_rest(toy):
         elif name == "ablation":  # the run again with every head off: its own continuation
             assert result["ablated"] == body["ablate"] and result["cosine"] is None
             assert result["output"] == fed[len(text) + 1 :] and len(result["ablated_output"]) == 4
+        elif name == "contribution":  # every key of its one head, each head's distance
+            assert sorted(k["position"] for k in result["keys"]) == list(range(len(fed)))
+            assert len(result["distance"]) == 1 and len(result["distance"][0]) == 4
         elif name == "compare":  # the model against itself: no difference
             assert np.all(np.array(result["difference"]) == 0)
     for name, need in (("positions", "has no encoder"), ("kv-cache", "does not decode")):

@@ -132,3 +132,32 @@ def test_errors_stay_in_the_lab_and_focus_stays_on_the_control(page: Page):
     page.select_option("#model", "minilm")
     ready(page)
     assert page.locator("#lab-experiment option[value=kv-cache]").is_disabled()
+
+
+def fmt(v: float) -> str:
+    """As the lab's tables write a number (views/lab/shared.js `fmt`)."""
+    if v != 0 and abs(v) < 1e-3:
+        mantissa, exponent = f"{v:.1e}".split("e")
+        return f"{mantissa}e{int(exponent)}"
+    return f"{v:.3f}"
+
+
+def test_attention_vs_contribution_says_where_weights_mislead(page: Page):
+    text = "The cat sat on the mat."
+    lab(page, "contribution", f"&model=minilm&text={text}&type=encoder.self&layer=3&head=5")
+    body = {"model": "minilm", "text": text, "type": "encoder.self", "layer": 3, "head": 5}
+    answer = page.request.post("/api/v1/lab/contribution", data=body).json()
+    top = answer["keys"][0]
+    apart = answer["distance"][3][5]
+    expect(page.locator("#lab-out .lab-summary")).to_have_text(
+        f"This head's weights and norm shares are {fmt(apart)} apart (total variation, mean "
+        f"over rows; 0: the same, 1: disjoint). Where they differ most: {top['token']}, "
+        f"given {fmt(top['weight'])} of the weight and adding {fmt(top['norm_share'])} of "
+        "the norms."
+    )
+    rows = page.locator("#lab-contribution-table tbody tr")
+    expect(rows).to_have_count(min(8, len(answer["keys"])))
+    expect(rows.first.locator("td").nth(1)).to_have_text(top["token"])
+    assert ticks(page, "y", "#lab-out .plot") == [f"L{i}" for i in range(6)]
+    page.click("#lang-zh")
+    expect(page.locator("#lab-out .lab-summary")).to_contain_text("总变差距离")

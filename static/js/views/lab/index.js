@@ -19,6 +19,7 @@ const MODULES = [
   "./kv-cache.js",
   "./metrics.js",
   "./rollout.js",
+  "./contribution.js",
   "./ablation.js",
   "./compare.js",
   "./induction.js",
