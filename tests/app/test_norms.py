@@ -9,29 +9,16 @@ import base64
 import numpy as np
 import torch
 
-from model.pretrained.bert import BertRunner, package_dir
-from tests.model.test_value_norms import heads_of, reference
+from model.pretrained.bert import BertRunner
+from tests.model.test_value_norms import bert_reference, reference
 
 TEXT = "The animal didn't cross the street because it was too tired."
 
 
 def test_minilms_norms_are_the_formula_on_transformers_modules(client):
-    from transformers import BertModel
-
-    theirs = BertModel.from_pretrained(str(package_dir()), attn_implementation="eager").eval()
-    layer = theirs.encoder.layer[2]
-    seen = {}
-    hook = layer.attention.self.value.register_forward_hook(
-        lambda m, a, out: seen.__setitem__("v", out)
-    )
     ids = torch.tensor([BertRunner.load().encode(TEXT).ids])
-    with torch.no_grad():
-        weights = theirs(input_ids=ids, output_attentions=True).attentions[2][0]
-    hook.remove()
-    w = layer.attention.output.dense.weight.detach()
-    expected = reference(
-        weights, heads_of(seen["v"], 12), w.view(w.size(0), 12, -1).permute(1, 2, 0)
-    )
+    weights, values, wo = bert_reference(ids)[2]
+    expected = reference(weights, values, wo)
     info = {m["id"]: m for m in client.get("/api/v1/models").json()}
     assert info["minilm"]["capabilities"]["value_norms"] is True
     body = {"model": "minilm", "text": TEXT, "layers": [2], "kinds": ["norms"], "encoding": "f4"}
@@ -59,30 +46,14 @@ def test_attention_vs_contribution_is_the_formula_on_transformers_modules(client
     """The lab's contribution experiment: per head the mean total variation distance
     between each row's weights and its norm shares, and the chosen head's keys, from
     transformers' BertModel (value projection by a hook, weights by output_attentions)."""
-    from transformers import BertModel
-
-    theirs = BertModel.from_pretrained(str(package_dir()), attn_implementation="eager").eval()
-    values = {}
-    hooks = [
-        layer.attention.self.value.register_forward_hook(
-            lambda m, a, out, i=i: values.__setitem__(i, out)
-        )
-        for i, layer in enumerate(theirs.encoder.layer)
-    ]
     ids = torch.tensor([BertRunner.load().encode(TEXT).ids])
-    with torch.no_grad():
-        attentions = theirs(input_ids=ids, output_attentions=True).attentions
-    for hook in hooks:
-        hook.remove()
     distance, chosen = [], None
-    for i, weights in enumerate(attentions):
-        w = theirs.encoder.layer[i].attention.output.dense.weight.detach()
-        wo = w.view(w.size(0), 12, -1).permute(1, 2, 0)
-        norms = reference(weights[0], heads_of(values[i], 12), wo)
+    for i, (weights, values, wo) in enumerate(bert_reference(ids)):
+        norms = reference(weights, values, wo)
         share = norms / norms.sum(-1, keepdim=True)
-        distance.append((0.5 * (weights[0].double() - share).abs().sum(-1).mean(-1)).tolist())
+        distance.append((0.5 * (weights.double() - share).abs().sum(-1).mean(-1)).tolist())
         if i == 3:
-            chosen = weights[0][5].double().mean(0), share[5].mean(0)
+            chosen = weights[5].double().mean(0), share[5].mean(0)
     body = {"model": "minilm", "text": TEXT, "type": "encoder.self", "layer": 3, "head": 5}
     answer = client.post("/api/v1/lab/contribution", json=body)
     assert answer.status_code == 200, answer.text

@@ -81,10 +81,12 @@ def test_a_decoders_norms_equal_the_formula_on_transformers_modules(tmp_path, ki
         close(ours(runner.model, capture, "decoder", i), reference(weights[0], v, wo))
 
 
-def test_minilms_norms_equal_the_formula_on_transformers_bert():
+def bert_reference(ids):
+    """transformers' BertModel (MiniLM's package folder) on `ids` (1, T): per layer its
+    weights (H, T, T) by output_attentions, its value vectors per head (H, T, d) by a hook
+    on its value projection, and its output projection per head (H, d, d_model)."""
     from transformers import BertModel
 
-    minilm = BertRunner.load()
     theirs = BertModel.from_pretrained(str(package_dir()), attn_implementation="eager").eval()
     values = {}
     hooks = [
@@ -93,21 +95,27 @@ def test_minilms_norms_equal_the_formula_on_transformers_bert():
         )
         for i, layer in enumerate(theirs.encoder.layer)
     ]
-    ids = torch.tensor(
-        [minilm.encode("The animal didn't cross the street because it was too tired.").ids]
-    )
     with torch.no_grad():
-        expected = theirs(input_ids=ids, output_attentions=True)
-        _, capture = minilm.model.run_with_capture(ids)
+        attentions = theirs(input_ids=ids, output_attentions=True).attentions
     for hook in hooks:
         hook.remove()
-    for i, weights in enumerate(expected.attentions):
-        w = theirs.encoder.layer[i].attention.output.dense.weight
-        wo = w.view(w.size(0), 12, -1).permute(1, 2, 0)
-        close(
-            ours(minilm.model, capture, "encoder", i),
-            reference(weights[0], heads_of(values[i], 12), wo),
-        )
+    heads = theirs.config.num_attention_heads
+    layers = []
+    for i, weights in enumerate(attentions):
+        w = theirs.encoder.layer[i].attention.output.dense.weight.detach()
+        wo = w.view(w.size(0), heads, -1).permute(1, 2, 0)
+        layers.append((weights[0], heads_of(values[i].detach(), heads), wo))
+    return layers
+
+
+def test_minilms_norms_equal_the_formula_on_transformers_bert():
+    minilm = BertRunner.load()
+    text = "The animal didn't cross the street because it was too tired."
+    ids = torch.tensor([minilm.encode(text).ids])
+    with torch.no_grad():
+        _, capture = minilm.model.run_with_capture(ids)
+    for i, (weights, values, wo) in enumerate(bert_reference(ids)):
+        close(ours(minilm.model, capture, "encoder", i), reference(weights, values, wo))
 
 
 def test_value_norms_refuse_an_output_projection_of_another_shape():
