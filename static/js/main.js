@@ -223,8 +223,9 @@ function init() {
   document.addEventListener("keydown", onKey);
   window.addEventListener("popstate", onHistory);
   if (!LANGS.includes(page.state.lang)) page.state.lang = "en";
-  elements.text.value = page.state.text;
-  elements.compare.value = page.state.compare;
+  // what was typed before the page was ready stays, unless the link brings a text
+  if (page.state.text || !elements.text.value) elements.text.value = page.state.text;
+  if (page.state.compare || !elements.compare.value) elements.compare.value = page.state.compare;
   render().then(() => {
     if (!refusal) return;
     const said = t("model_refused_status").replace("{id}", refusal.id);
