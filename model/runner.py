@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -211,11 +211,17 @@ class StepwiseRunner(Runner, Protocol):
     def target_vocabulary(self) -> list[str]: ...
 
 
+def _as_stated(runner: Runner, stated: bool, lacking: str) -> Any:
+    """The runner as the protocol its statement (a capability, its output kind) promises:
+    the checked cast `stepwise`, `generating` and `masking` make (a TypeError otherwise)."""
+    if not stated:
+        raise TypeError(f"{type(runner).__name__} {lacking}")
+    return runner
+
+
 def stepwise(runner: Runner) -> StepwiseRunner:
     """A runner that states the capability `kv_cache`, as one (a TypeError otherwise)."""
-    if not runner.capabilities.kv_cache:
-        raise TypeError(f"{type(runner).__name__} does not decode step by step")
-    return runner  # type: ignore[return-value]  # (its capability says so)
+    return _as_stated(runner, runner.capabilities.kv_cache, "does not decode step by step")
 
 
 @runtime_checkable
@@ -276,9 +282,7 @@ class GeneratingRunner(Runner, Protocol):
 
 def generating(runner: Runner) -> GeneratingRunner:
     """A runner that states the capability `generation`, as one (a TypeError otherwise)."""
-    if not runner.capabilities.generation:
-        raise TypeError(f"{type(runner).__name__} does not generate")
-    return runner  # type: ignore[return-value]  # (its capability says so)
+    return _as_stated(runner, runner.capabilities.generation, "does not generate")
 
 
 @runtime_checkable
@@ -297,9 +301,7 @@ def masking(runner: Runner) -> MaskingRunner:
     """A runner whose output fills mask tokens, as one (a TypeError otherwise)."""
     from .outputs import output_of  # (outputs reads this module's names)
 
-    if not output_of(runner).fills_masks:
-        raise TypeError(f"{type(runner).__name__} predicts no mask")
-    return runner  # type: ignore[return-value]  # (its output kind says so)
+    return _as_stated(runner, output_of(runner).fills_masks, "predicts no mask")
 
 
 class RunnerBase:

@@ -15,6 +15,7 @@ from playwright.sync_api import Page, Route, expect
 from harness.serving import start_server
 
 from .conftest import page_of
+from .test_page import ready
 
 # the page's half, served in place of static/js/views/lab/toy.js by the e2e test
 TOY_MODULE = """
@@ -51,7 +52,6 @@ export const experiment = {
 
 REGISTRY = "**/static/js/views/lab/index.js"
 LAST = '  "./needle.js",\n'
-READY = ("Ready.", "就绪。")
 
 
 @pytest.fixture(scope="module")
@@ -83,10 +83,6 @@ def add_toy_experiment(page: Page) -> None:
     )
 
 
-def ready(page: Page) -> None:
-    expect(page.locator("#status")).to_have_text(READY[0], timeout=60_000)
-
-
 def test_a_toy_experiment_is_listed_drawn_and_linked(browser, toy_server, outside_requests):
     context, page, errors = page_of(browser, toy_server, outside_requests)
     add_toy_experiment(page)
@@ -111,7 +107,7 @@ def test_a_toy_experiment_is_listed_drawn_and_linked(browser, toy_server, outsid
     query = parse_qs(urlparse(page.url).query)
     assert query["toymark"] == [answer["strongest"][0]] and query["lab"] == ["toy-strongest"]
     page.reload()  # the link brings the experiment and its own key back
-    expect(page.locator("#status")).to_have_text(READY[0], timeout=60_000)
+    ready(page)
     expect(page.locator("#toy-mark")).to_have_text(f"Marked: {answer['strongest'][0]}")
     page.click("#lang-zh")
     expect(picker.locator("option[value=toy-strongest]")).to_have_text("最强的键")
