@@ -35,8 +35,8 @@ class CapabilitiesInfo(BaseModel):
     )
     value_norms: bool = Field(
         False,
-        description="Value-weighted norms (attention kind `norms`) are served: a model on our "
-        "model code (inputs of at most 512 tokens).",
+        description="Value-weighted norms (attention kind `norms`) are served (inputs of at "
+        "most 512 tokens): every layer's output projection reads its heads' outputs unchanged.",
     )
     experiments: list[str] = Field(description="The lab experiments this model can run.")
 

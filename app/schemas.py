@@ -270,7 +270,8 @@ class AttentionRequest(TextRequest):
         "key j adds to query i, ‖α_ij f_h(x_j)‖ with f_h(x) = (x W_V^h + b_V^h) W_O^h (the "
         "value vector through the head's slice of the output projection; its bias belongs "
         "to no head): a weight on a token whose transformed value is small adds little. "
-        "Whole heads of models on our model code (inputs of at most 512 tokens).",
+        "Whole heads (inputs of at most 512 tokens), on either backend; refused where the "
+        "attention's output is gated or normalized before its projection reads it.",
     )
     granularity: Literal["token", "word"] = Field(
         "token",

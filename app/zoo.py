@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from model.analysis import head_metrics, head_roles, layer_weights
 from model.config import ModelConfig
+from model.lens import stream_refusal
 from model.outputs import output_of
 from model.pretrained.bert import package_dir
 from model.pretrained.causal import CausalLM
@@ -77,23 +78,42 @@ class ModelEntry:
         read, then as tracing its forward pass found them)."""
         return {spec.type: spec for spec in self.runner.attention}
 
+    def _read(self) -> tuple[Runner | None, str | None]:
+        """(its runner, or None for a model of yours not read yet; the backend it states
+        before it is read, or None): what a feature read off the loaded model needs."""
+        backend = getattr(getattr(self.runner, "origin", None), "backend", None)
+        if backend is None:
+            return self.runner, None
+        return self.runner.__dict__.get("_runner"), backend
+
     @property
-    def on_our_code(self) -> bool:
-        """Whether it runs on our model code, not transformers' (a model of yours says so
-        before it is read: reading its weights to know would load it)."""
-        origin = getattr(self.runner, "origin", None)
-        if origin is not None and hasattr(origin, "backend"):
-            return origin.backend != "transformers"
-        return isinstance(self.runner.model, Transformer)
+    def value_norms(self) -> bool:
+        """Whether it serves value-weighted norms: every attention call's output projection
+        reads the heads' outputs unchanged (our model code's do; on transformers' code, as
+        its trace found them). A model of yours not read yet is said to: reading its weights
+        to know would load it, and a request then gets the reason where it does not."""
+        runner, _ = self._read()
+        return runner is None or bool(getattr(runner.model, "projects_heads", True))
+
+    @property
+    def residual_stream(self) -> bool:
+        """Whether the logit lens and direct logit attribution read its residual stream
+        (model/lens.py): a decoder-only model on our model code (a model of yours not read
+        yet: as its backend and config say)."""
+        runner, backend = self._read()
+        if runner is None:
+            return backend != "transformers" and self.config.architecture == "decoder-only"
+        return stream_refusal(runner.model) is None
 
     @property
     def features(self) -> frozenset[str]:
         """What the model has and can do, as the lab's experiments name their needs: its
         capabilities that hold, "encoder", "decoder", "positions" (an encoding that can
-        be switched off), "cached_decoding" and "value_norms" (on our model code)."""
+        be switched off), "cached_decoding", "value_norms" and "residual_stream"."""
         cfg = self.config
         flags = dataclasses.asdict(self.runner.capabilities) | {
-            "value_norms": self.on_our_code,
+            "value_norms": self.value_norms,
+            "residual_stream": self.residual_stream,
             "encoder": cfg.has_encoder,
             "decoder": cfg.has_decoder,
             # (T5's relative bias: switched off at hook_pos too)

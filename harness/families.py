@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ import torch
 from model.checkpoints import CheckpointError
 from model.pretrained.backends import OURS, choose, uses_attention_interface
 from model.pretrained.sources import load_origin
+from model.value_norms import output_projection, projection_module
 
 VOCAB = 320  # harness/checkpoints.py's byte-level BPE tokenizer
 PROMPT = "The quick brown fox jumps over the lazy dog. The quick brown"
@@ -89,6 +91,11 @@ class Row:
     # largest difference of its weights from transformers' eager ones, or why it has none
     long: float = float("nan")
     long_reason: str = ""
+    # value-weighted norms: each layer's heads' vectors Σ_j α_hij f_h(x_j) summed over heads
+    # (with the projection's bias) against what its output projection gave in the forward
+    # pass, relative to the largest output; or why the norms are not served
+    norms: float = float("nan")
+    norms_reason: str = ""
 
     @property
     def equal(self) -> bool:
@@ -333,9 +340,10 @@ def measured(model_type: str, kind: str, folder: Path, runner, chosen: str, spee
     with torch.no_grad():
         expected = eager(batch, **theirs_inputs, output_attentions=True)
         plain = default(batch, **theirs_inputs)
-    out, capture = runner.model.run_with_capture(
-        *inputs, names_filter=lambda n: n.endswith("hook_weights")
-    )
+    with projections_seen(runner) as seen:
+        out, capture = runner.model.run_with_capture(
+            *inputs, names_filter=lambda n: n.endswith(("hook_weights", "hook_v"))
+        )
     diffs = weight_pairs(kind, expected, capture, eager.config)
 
     def outputs(o):
@@ -359,6 +367,7 @@ def measured(model_type: str, kind: str, folder: Path, runner, chosen: str, spee
             theirs = default.generate(batch, max_new_tokens=CONTINUATION, do_sample=False,
                                       num_beams=1)  # fmt: skip
             row.greedy = runner.model.greedy(batch, CONTINUATION) == theirs[0].tolist()
+    row.norms, row.norms_reason = heads_sum_to_projection(runner, capture, seen)
     if kind == "decoder-only":
         long_path(row, runner, ids, expected, eager.config)
     if speed:
@@ -367,6 +376,51 @@ def measured(model_type: str, kind: str, folder: Path, runner, chosen: str, spee
         ours_s = timed(lambda: runner.model.run_with_capture(*inputs))
         row.ratio = ours_s / theirs_s
     return row
+
+
+@contextmanager
+def projections_seen(runner):
+    """Within: each output projection's outputs as the model ran it, read by a forward
+    hook, in the order of its calls (a module shared by every layer, ALBERT's: one a layer)."""
+    seen: dict[int, list] = {}
+    modules = {id(m): m for spec in runner.attention for layer in range(spec.layers)
+               if (m := projection_module(runner.model, spec, layer)) is not None}  # fmt: skip
+    hooks = [
+        m.register_forward_hook(lambda m, a, out: seen.setdefault(id(m), []).append(out.detach()))
+        for m in modules.values()
+    ]
+    try:
+        yield seen
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+def heads_sum_to_projection(runner, capture, seen) -> tuple[float, str]:
+    """The value-weighted vectors α_hij f_h(x_j) of every layer summed over keys and heads,
+    plus the projection's bias, against the projection's output in the forward pass (the
+    largest difference relative to the largest output); or why norms are not served."""
+    worst = 0.0
+    calls: dict[int, int] = {}  # a module's calls read so far
+    for spec in runner.attention:
+        for layer in range(spec.layers):
+            try:
+                wo = output_projection(runner.model, spec, layer).double()
+            except ValueError as exc:
+                return float("nan"), str(exc)
+            module = projection_module(runner.model, spec, layer)
+            weights = capture[spec.hook(layer, "hook_weights")][0].double()
+            v = capture[spec.hook(layer, "hook_v")][0].double()
+            heads, d = weights.size(0), v.size(-1)
+            v = v.repeat_interleave(heads // v.size(0), dim=0)
+            f = v @ wo.view(wo.size(0), heads, d).permute(1, 2, 0)  # (H, Tk, d_model)
+            total = (weights @ f).sum(0)
+            if getattr(module, "bias", None) is not None:
+                total = total + module.bias.double()
+            made = seen[id(module)][calls.setdefault(id(module), 0)][0].double()
+            calls[id(module)] += 1
+            worst = max(worst, ((total - made).abs().max() / made.abs().max()).item())
+    return worst, ""
 
 
 def long_path(row: Row, runner, ids: list[int], expected, config) -> None:
@@ -429,8 +483,8 @@ def readme_table(rows: list[Row]) -> str:
     it and whether it is served equal (or why not)."""
     lines = [
         "| architecture | kind | read by | served and equal to transformers "
-        "| prompts past 512 tokens |",
-        "| --- | --- | --- | --- | --- |",
+        "| prompts past 512 tokens | value-weighted norms |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
 
     def cell(text: str) -> str:
@@ -443,7 +497,10 @@ def readme_table(rows: list[Row]) -> str:
         long = "—"
         if r.equal and r.kind == "decoder-only":
             long = cell("yes" if r.long <= 1e-5 else "no: " + (r.long_reason or "differs"))
-        lines.append(f"| `{r.model_type}` | {r.kind} | {backend} | {said} | {long} |")
+        norms = "—"
+        if r.equal:
+            norms = cell("yes" if r.norms <= 1e-5 else "no: " + (r.norms_reason or "differs"))
+        lines.append(f"| `{r.model_type}` | {r.kind} | {backend} | {said} | {long} | {norms} |")
     return "\n".join(lines)
 
 

@@ -9,6 +9,8 @@ belongs to no head and no key."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
@@ -40,17 +42,35 @@ def weighted_norms(weights: Tensor, v: Tensor, wo: Tensor) -> Tensor:
     return weights * value_norms(v, wo, weights.size(0))[:, None, :].to(weights.dtype)
 
 
-def layer_norms(model: nn.Module, capture: Capture, spec: AttentionSpec, layer: int) -> Tensor:
-    """One layer's value-weighted norms (H, Tq, Tk) of a captured run (its first row): its
-    weights and value vectors from the capture, its output projection from the model.
-    A ValueError where the attention module has no `wo` projection of our model code
-    (a model on transformers' code: each architecture names and shapes its own)."""
+def projection_module(model: nn.Module, spec: AttentionSpec, layer: int) -> nn.Module | None:
+    """The module that projects a layer's heads' outputs (side by side) to the model's
+    width: our model code's `wo`; on transformers' code the Linear (or Conv1D) the trace
+    saw read the attention's output unchanged. None where there is none."""
+    found = getattr(model, "projection_module", None)
+    if callable(found):
+        return found(spec.type, layer)
     name = spec.hook(layer, "hook_v").rsplit(".", 1)[0]
     wo = getattr(model.get_submodule(name), "wo", None)
-    if not isinstance(wo, nn.Linear):
+    return wo if isinstance(wo, nn.Linear) else None
+
+
+def output_projection(model: nn.Module, spec: AttentionSpec, layer: int) -> Tensor:
+    """A layer's output projection's weight (d_model, H * d_head), as `nn.Linear` stores it
+    (a Conv1D's transposed). A ValueError where there is none."""
+    module = projection_module(model, spec, layer)
+    if module is None:
         raise ValueError(
-            "value-weighted norms are served for models on our model code; this one runs on "
-            "transformers' code, whose output projection is each architecture's own"
+            "its attention's output is changed (gated or normalized) before a projection "
+            "reads it: what each head adds is not one linear map of its values"
         )
+    weight = cast(Tensor, module.weight).detach()
+    return weight if isinstance(module, nn.Linear) else weight.t()
+
+
+def layer_norms(model: nn.Module, capture: Capture, spec: AttentionSpec, layer: int) -> Tensor:
+    """One layer's value-weighted norms (H, Tq, Tk) of a captured run (its first row): its
+    weights and value vectors from the capture, its output projection from the model
+    (a ValueError where it has none: see `output_projection`)."""
     weights = capture[spec.hook(layer, "hook_weights")][0]
-    return weighted_norms(weights, capture[spec.hook(layer, "hook_v")][0], wo.weight.detach())
+    wo = output_projection(model, spec, layer)
+    return weighted_norms(weights, capture[spec.hook(layer, "hook_v")][0], wo)

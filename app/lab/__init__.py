@@ -27,8 +27,10 @@ from .ablation import ablation
 from .compare import compare
 from .context import LabContext
 from .contribution import ContributionResponse, contribution
+from .dla import DlaRequest, DlaResponse, dla
 from .induction import induction
 from .kv_cache import kv_cache
+from .lens import LensRequest, LensResponse, lens
 from .masks import masks
 from .metrics import metrics
 from .needle import needle
@@ -43,8 +45,10 @@ NEEDS_EXPLAINED = {
     "cached_decoding": "does not decode step by step, so there is no KV cache to show",
     "similarity": "makes no sentence embedding",
     "generation": "does not predict the next token of a text, so nothing is copied",
-    "value_norms": "runs on transformers' code, whose output projection the value-weighted "
-    "norms do not read",
+    "residual_stream": "is not a decoder-only model on our model code, whose residual "
+    "stream this reads",
+    "value_norms": "changes its attention's output (a gate, a norm) before its output "
+    "projection reads it, so what each head adds is not one linear map of its values",
 }
 
 
@@ -100,6 +104,10 @@ EXPERIMENTS: dict[str, LabRoute] = {
         LabRoute("rollout", rollout, s.RolloutRequest, s.RolloutResponse),
         LabRoute("contribution", contribution, s.HeadRequest, ContributionResponse,
                  frozenset({"value_norms"})),
+        LabRoute("lens", lens, LensRequest, LensResponse,
+                 frozenset({"generation", "residual_stream"}), runs_model=True),
+        LabRoute("dla", dla, DlaRequest, DlaResponse,
+                 frozenset({"generation", "residual_stream", "value_norms"}), runs_model=True),
         LabRoute("ablation", ablation, s.AblationRequest, s.AblationResponse, runs_model=True),
         LabRoute("compare", compare, s.CompareRequest, s.CompareResponse),
         LabRoute("induction", induction, s.InductionRequest, s.InductionResponse,

@@ -66,7 +66,7 @@ def model_info(
         attention=attention,
         capabilities=CapabilitiesInfo(
             **dataclasses.asdict(runner.capabilities),
-            value_norms=entry.on_our_code,
+            value_norms=entry.value_norms,
             experiments=available(entry),
         ),
         start_head=entry.start,

@@ -5,6 +5,7 @@ cannot reproduce (refused, saying why)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -54,11 +55,13 @@ def has_masked_lm_head(config) -> bool:
     )
 
 
-def trace_inputs(architecture: str, device: str | torch.device = "cpu") -> dict[str, Tensor]:
+def trace_inputs(
+    architecture: str, device: str | torch.device = "cpu", token: int = 0
+) -> dict[str, Tensor]:
     """A short input of each side, of different lengths (a cross-attention call is the one
-    whose keys are the source's)."""
-    source = torch.zeros(1, 5, dtype=torch.long, device=device)
-    target = torch.zeros(1, 3, dtype=torch.long, device=device)
+    whose keys are the source's), every position `token`."""
+    source = torch.full((1, 5), token, dtype=torch.long, device=device)
+    target = torch.full((1, 3), token, dtype=torch.long, device=device)
     # (a 2-D mask of ones spares transformers a check that cannot run on the meta device)
     if architecture == "encoder-decoder":
         return {"input_ids": source, "decoder_input_ids": target,
@@ -104,14 +107,50 @@ def specs_of(by_type: dict[str, list[Traced]]) -> list[AttentionSpec]:
     return specs
 
 
+def probe_token(hf: Any) -> int:
+    """A token id to trace with whose embedding is no padding's zeros (which would make
+    every attention output zero: then a gated output would look unchanged): the last of
+    the vocabulary, or the one before where that is the padding id."""
+    last = hf.get_input_embeddings().num_embeddings - 1
+    return last - 1 if getattr(hf.config, "pad_token_id", None) == last else last
+
+
+def _reads_output(traced: list[Traced], module: nn.Module, args: tuple) -> None:
+    """A Linear's (or Conv1D's) pre-hook while tracing: where its input is the last
+    attention call's output unchanged ((B, Tq, H, d) as (B, Tq, H * d)), it is that call's
+    output projection."""
+    last = traced[-1] if traced else None
+    if last is None or last.output is None or not args or not isinstance(args[0], Tensor):
+        return
+    seen, output = args[0], last.output
+    last.output = None  # (only the first projection after the call can be its own)
+    # (an output of zeros would match a gated one as well: no proof)
+    if (
+        seen.shape == (*output.shape[:2], output.shape[2] * output.shape[3])
+        and output.device.type != "meta"
+        and bool(output.ne(0).any())
+        and torch.equal(seen, output.reshape(seen.shape))
+    ):
+        last.projection = module
+
+
 def trace(hf: Any, architecture: str) -> dict[str, list[Traced]]:
     """Every attention call of one short pass, by type; a BackendError where none goes
     through the attention interface."""
     traced: list[Traced] = []
     call = Call({}, {}, trace=traced)
     device = next(iter(hf.parameters())).device
-    with torch.no_grad(), calling(call):
-        hf(**trace_inputs(architecture, device), use_cache=False)
+    hooks = [
+        m.register_forward_pre_hook(functools.partial(_reads_output, traced))
+        for m in hf.modules()
+        if isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D"
+    ]
+    try:
+        with torch.no_grad(), calling(call):
+            hf(**trace_inputs(architecture, device, probe_token(hf)), use_cache=False)
+    finally:
+        for hook in hooks:
+            hook.remove()
     unknown = sorted({name for c in traced for name in c.unknown})
     if unknown:
         raise BackendError(

@@ -76,6 +76,11 @@ class Traced:
     extras: bool = False  # soft-capping, a position bias or sinks besides the scaling
     unknown: tuple[str, ...] = ()  # tensors passed that the capture does not read
     sees_later: bool = False  # a query may attend to a key after its own position
+    # what the call returned (B, Tq, H, d_head), until a projection reads it, and the
+    # Linear or Conv1D that reads it unchanged as (B, Tq, H * d_head): its output
+    # projection (None where something else comes between: a gate, a norm)
+    output: Tensor | None = field(default=None, repr=False)
+    projection: nn.Module | None = None
 
 
 @dataclass
@@ -323,7 +328,10 @@ def capturing_attention(
     if dropout and module.training:
         weights = nn.functional.dropout(weights, p=dropout, training=True)
     context = hook("hook_context")(torch.matmul(weights, values))
-    return context.transpose(1, 2).contiguous(), weights
+    output = context.transpose(1, 2).contiguous()
+    if call is not None and call.trace:  # (tracing: its output projection is looked for)
+        call.trace[-1].output = output
+    return output, weights
 
 
 def register() -> None:

@@ -113,6 +113,7 @@ class HFTransformer(HookedModule):
         self.architecture = architecture or hf_architecture(hf.config)
         by_type = trace(self.hf, self.architecture)
         self._traced = [c for calls in by_type.values() for c in calls]
+        self._projections = {t: [c.projection for c in calls] for t, calls in by_type.items()}
         self.specs = specs_of(by_type)
         positions = positions_of(self.hf)
         # transformers' usual RoPE pairs dim i with i + d/2 (rotate_half); where a family
@@ -213,6 +214,17 @@ class HFTransformer(HookedModule):
     def traced(self):
         """The attention calls its trace saw."""
         return self._traced
+
+    def projection_module(self, attention_type: str, layer: int) -> nn.Module | None:
+        """The Linear (or Conv1D) that reads a layer's attention output unchanged (its
+        heads' outputs side by side), as the trace found it; None where none does (a gate
+        or a norm comes between)."""
+        return self._projections[attention_type][layer]
+
+    @property
+    def projects_heads(self) -> bool:
+        """Whether every attention call's output projection was found (value norms)."""
+        return all(p is not None for calls in self._projections.values() for p in calls)
 
     def prefixes(self) -> list[str]:
         """Every attention call's hook prefix, in the order of a forward pass's calls."""

@@ -112,6 +112,8 @@ def test_per_layer_type_and_partial_rope_are_shown_as_the_model_turns(client):
 @pytest.mark.parametrize("model_type", ARCHITECTURES)
 def test_every_route_answers_for_a_model_on_transformers_code(client, model_type):
     c, _ = client
+    # (read first: what a model of yours can do is known once its weights are read)
+    c.post("/api/v1/analyze", json={"model": model_type, "text": TEXT})
     info = {m["id"]: m for m in c.get("/api/v1/models").json()}[model_type]
     assert info["status"] == "served" and "transformers' own modeling code" in info["description"]
     types = info["attention_types"]
@@ -303,13 +305,67 @@ def test_a_long_prompt_on_transformers_code_is_read_whole_by_windows(client):
     assert np.abs(decode(exact["data"])[0] - expected[n - 40 :].numpy()).max() <= 1e-5
 
 
-def test_value_weighted_norms_say_they_are_served_on_our_model_code(client):
+# where each architecture keeps its layers, value projection and output projection: the
+# test reads transformers' own modules by name, not the projection our trace found
+NAMED = {
+    "qwen3": ("layers", "self_attn.v_proj", "self_attn.o_proj"),
+    "phi": ("layers", "self_attn.v_proj", "self_attn.dense"),
+    "roberta": ("encoder.layer", "attention.self.value", "attention.output.dense"),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(NAMED))
+def test_value_weighted_norms_on_transformers_code_equal_its_modules(client, model_type):
+    """‖α_hij (v_j^h W_O^h)‖ recomputed in float64 from the value vectors a forward hook
+    reads off the value projection and the output projection's weight sliced per head."""
+    c, root = client
+    theirs = reference(root, model_type)
+    stack, value_name, output_name = NAMED[model_type]
+    layers = next(m for n, m in theirs.named_modules() if n.endswith(stack))
+    config = theirs.config
+    heads, width = config.num_attention_heads, config.hidden_size
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or width // heads
+    values = {}
+    hooks = [
+        layer.get_submodule(value_name).register_forward_hook(
+            lambda m, a, out, i=i: values.__setitem__(i, out.detach())
+        )
+        for i, layer in enumerate(layers)
+    ]
+    info = {m["id"]: m for m in c.get("/api/v1/models").json()}[model_type]
+    atype = info["attention"][0]["type"]
+    body = {"model": model_type, "text": TEXT, "kinds": ["norms"], "encoding": "f4"}
+    answer = c.post("/api/v1/attention", json=body)
+    assert answer.status_code == 200, answer.text
+    ids = c.app.state.inference.zoo.models[model_type].runner.tokenize(TEXT)[0]
+    with torch.no_grad():
+        attentions = theirs(torch.tensor([ids]), output_attentions=True).attentions
+    for hook in hooks:
+        hook.remove()
+    assert info["capabilities"]["value_norms"] is True
+    for block in answer.json()["blocks"]:
+        i = block["layer"]
+        v = values[i][0].double().view(len(ids), kv_heads, head_dim).transpose(0, 1)
+        v = v.repeat_interleave(heads // kv_heads, dim=0)
+        wo = layers[i].get_submodule(output_name).weight.double()  # (d_model, H * d)
+        f = torch.einsum("hjd,hde->hje", v, wo.view(wo.size(0), heads, head_dim).permute(1, 2, 0))
+        expected = attentions[i][0].double() * f.norm(dim=-1)[:, None, :]
+        got = torch.from_numpy(decode(block["data"]).copy()).double()
+        assert block["type"] == atype
+        assert (got - expected).abs().max() <= 1e-5 * expected.abs().max()
+
+
+def test_value_weighted_norms_are_refused_where_a_gate_comes_between(client):
+    """Qwen3-Next multiplies its attention's output by a gate before the output projection:
+    what a head adds is no linear map of its values, and the API says so."""
     c, _ = client
-    answer = c.post("/api/v1/attention", json={"model": "qwen3", "text": TEXT, "kinds": ["norms"]})
-    info = {m["id"]: m for m in c.get("/api/v1/models").json()}["qwen3"]
+    body = {"model": "qwen3_next", "text": TEXT, "kinds": ["norms"]}
+    answer = c.post("/api/v1/attention", json=body)
+    info = {m["id"]: m for m in c.get("/api/v1/models").json()}["qwen3_next"]
     assert info["capabilities"]["value_norms"] is False  # the page does not offer them
     assert answer.status_code == 422, answer.text
     assert answer.json()["detail"] == (
-        "qwen3: value-weighted norms are served for models on our model code; this one runs "
-        "on transformers' code, whose output projection is each architecture's own"
+        "qwen3_next: its attention's output is changed (gated or normalized) before a "
+        "projection reads it: what each head adds is not one linear map of its values"
     )

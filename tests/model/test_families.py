@@ -24,6 +24,7 @@ from model.pretrained.backends import OURS
 # whose own eager and default forwards differ by more than 1e-4). A change that serves
 # fewer is a regression.
 SERVED_AND_EQUAL_AT_LEAST = 151
+NORMS_AT_LEAST = 134  # of the 151 served equal (measured on 5.24; 17 gate or normalize)
 READ_LONG_AT_LEAST = 99  # of the 115 decoders served equal (measured on 5.24)
 
 
@@ -75,6 +76,21 @@ def test_every_decoder_reads_long_prompts_equal_or_says_why(rows):
         assert model_type in by_type, model_type
     capped = {r.model_type: r for r in decoders}["gemma2"]
     assert "soft-capping" in capped.long_reason
+
+
+def test_value_weighted_norms_decompose_each_projections_output_or_say_why(rows):
+    """Each head's value-weighted vectors α_hij f_h(x_j), summed over keys and heads with
+    the bias, give back what the output projection made in transformers' forward pass (its
+    output read by a forward hook): the heads are sliced as the projection reads them."""
+    equal = [r for r in rows if r.equal]
+    with_norms = [r for r in equal if not r.norms_reason]
+    for row in with_norms:
+        assert row.norms <= 1e-5, (row.model_type, row.norms)
+    assert len(with_norms) >= NORMS_AT_LEAST, len(with_norms)
+    by_type = {r.model_type: r for r in equal}
+    for model_type in ("llama", "gpt2", "bert", "t5", "bart", "albert", "roberta", "gemma2"):
+        assert not by_type[model_type].norms_reason, by_type[model_type]
+    assert "gated" in by_type["qwen3_next"].norms_reason
 
 
 def test_the_docs_table_is_the_matrix(rows):

@@ -16,7 +16,8 @@ import torch
 from harness.checkpoints import PROMPTS, saved, tiny
 from model.pretrained.bert import BertRunner, package_dir
 from model.pretrained.hf import load_folder
-from model.value_norms import value_norms, weighted_norms
+from model.pretrained.sources import load_origin
+from model.value_norms import layer_norms, value_norms
 
 
 def reference(weights, values, wo_per_head):
@@ -31,12 +32,10 @@ def heads_of(x, heads):
     return x[0].view(x.size(1), heads, -1).transpose(0, 1)
 
 
-def ours(model, capture, stack, layer):
-    name = f"{stack}.{layer}.self_attn"
-    attention = model.get_submodule(name)
-    return weighted_norms(
-        capture[f"{name}.hook_weights"][0], capture[f"{name}.hook_v"][0], attention.wo.weight
-    )
+def ours(runner, capture, layer):
+    """Our norms of a self-attention layer, with the output projection as the runner's model
+    finds it (our code's `wo`; on transformers' code, the module its trace found)."""
+    return layer_norms(runner.model, capture, runner.attention[0], layer)
 
 
 def close(got, expected):
@@ -44,10 +43,13 @@ def close(got, expected):
     assert (got.double() - expected).abs().max() <= 1e-5 * expected.abs().max()
 
 
+@pytest.mark.parametrize("backend", ["ours", "transformers"])
 @pytest.mark.parametrize("kind", ["llama", "qwen2", "gpt2"])
-def test_a_decoders_norms_equal_the_formula_on_transformers_modules(tmp_path, kind):
+def test_a_decoders_norms_equal_the_formula_on_transformers_modules(tmp_path, kind, backend):
     theirs = tiny(kind)
-    runner = load_folder(saved(tmp_path, theirs))
+    folder = saved(tmp_path, theirs)
+    runner = load_origin(folder, backend="transformers")[0] if backend != "ours" else None
+    runner = runner or load_folder(folder)
     config = theirs.config
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
@@ -78,7 +80,7 @@ def test_a_decoders_norms_equal_the_formula_on_transformers_modules(tmp_path, ki
         else:  # Linear: x @ weight.T, weight (d_model, H * d)
             w = theirs.model.layers[i].self_attn.o_proj.weight
             wo = w.view(w.size(0), heads, -1).permute(1, 2, 0)
-        close(ours(runner.model, capture, "decoder", i), reference(weights[0], v, wo))
+        close(ours(runner, capture, i), reference(weights[0], v, wo))
 
 
 def bert_reference(ids):
@@ -115,7 +117,7 @@ def test_minilms_norms_equal_the_formula_on_transformers_bert():
     with torch.no_grad():
         _, capture = minilm.model.run_with_capture(ids)
     for i, (weights, values, wo) in enumerate(bert_reference(ids)):
-        close(ours(minilm.model, capture, "encoder", i), reference(weights, values, wo))
+        close(ours(minilm, capture, i), reference(weights, values, wo))
 
 
 def test_value_norms_refuse_an_output_projection_of_another_shape():

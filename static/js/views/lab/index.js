@@ -20,6 +20,8 @@ const MODULES = [
   "./metrics.js",
   "./rollout.js",
   "./contribution.js",
+  "./lens.js",
+  "./dla.js",
   "./ablation.js",
   "./compare.js",
   "./induction.js",

@@ -1,0 +1,102 @@
+"""The logit lens (nostalgebraist 2020): the residual stream before each layer, and after
+the last, read through the model's final norm and unembedding as if the model ended there.
+For every position the most likely next token after each layer; for the chosen position
+the top tokens after each layer, and the rank and probability of the token the model
+finally predicts there (its trajectory). The last row is the model's own prediction."""
+
+from __future__ import annotations
+
+import torch
+from pydantic import BaseModel, Field, StrictInt
+
+from model.lens import Stream, lens_logits, read_stream
+from model.runner import model_inputs
+
+from ..errors import CannotServe
+from ..schemas import Index, TextRequest
+from .context import LabContext
+
+
+class LensRequest(TextRequest):
+    position: Index | None = Field(None, description="The position read (default: the last).")
+    top: StrictInt = Field(5, ge=1, le=10, description="Top tokens listed per layer.")
+
+
+class Guess(BaseModel):
+    token: str
+    id: int
+    probability: float
+
+
+class LensRow(BaseModel):
+    label: str = Field(description='"embeddings", or "after layer i" (the last: the output).')
+    best: list[Guess] = Field(
+        description="Per position, the most likely next token read at this depth."
+    )
+    top: list[Guess] = Field(description="At the chosen position, the top tokens.")
+    rank: int = Field(
+        description="At the chosen position, the rank (1: the most likely) of the token the "
+        "model finally predicts there."
+    )
+    probability: float = Field(description="That token's probability at this depth.")
+
+
+class LensResponse(BaseModel):
+    model: str
+    tokens: list[str] = Field(description="The input's tokens, one per position.")
+    position: int
+    predicted: Guess = Field(description="What the model predicts after the chosen position.")
+    rows: list[LensRow] = Field(
+        description="One per depth: the embeddings alone, then after each layer; the "
+        "residual through the final norm and unembedding (the last row: the model's logits)."
+    )
+
+
+def stream_of(ctx: LabContext) -> Stream:
+    """The run's residual stream (one more forward pass), or a 422 saying why not."""
+    try:
+        return read_stream(ctx.model, model_inputs(ctx.config, ctx.source, ctx.target))
+    except ValueError as exc:
+        raise CannotServe(f"{ctx.entry.id}: {exc}") from None
+
+
+def position_of(ctx: LabContext, asked: int | None, tokens: list[str]) -> int:
+    if asked is None:
+        return len(tokens) - 1
+    if asked >= len(tokens):
+        raise CannotServe(f"position {asked} out of range: the input has 0..{len(tokens) - 1}")
+    return asked
+
+
+def lens(ctx: LabContext, req: LensRequest) -> LensResponse:
+    tokens = ctx.result.target_tokens
+    position = position_of(ctx, req.position, tokens)
+    stream = stream_of(ctx)
+    vocab = ctx.runner.target_vocabulary() or []
+
+    def guess(i: int, p: float) -> Guess:
+        return Guess(token=vocab[i] if i < len(vocab) else f"<{i}>", id=i, probability=round(p, 6))
+
+    final = int(stream.logits[position].argmax())
+    rows = []
+    for depth in range(len(stream.pre) + 1):
+        probs = torch.softmax(lens_logits(stream, depth), dim=-1)  # (T, V)
+        best_p, best = probs.max(-1)
+        here = probs[position]
+        top_p, top = here.topk(min(req.top, here.numel()))
+        rows.append(
+            LensRow(
+                label="embeddings" if depth == 0 else f"after layer {depth - 1}",
+                best=[guess(int(i), float(p)) for i, p in zip(best, best_p, strict=True)],
+                top=[guess(int(i), float(p)) for i, p in zip(top, top_p, strict=True)],
+                rank=int((here > here[final]).sum()) + 1,
+                probability=round(float(here[final]), 6),
+            )
+        )
+    return LensResponse(
+        model=ctx.entry.id,
+        tokens=tokens,
+        position=position,
+        predicted=guess(final, float(torch.softmax(stream.logits[position], -1)[final])),
+        rows=rows,
+    )
