@@ -70,11 +70,12 @@ kubectl:
 haproxy:
 	@$(call apt,haproxy,haproxy)
 
-# The Python and npm installs (and the lint) alongside apt-get's: a fresh machine's set-up.
+# The Python and npm installs (and the lint) alongside apt-get's and the reference
+# environment's (TransformerLens, for tests/model/test_lens.py): a fresh machine's set-up.
 # Then most tests on two workers (a file per worker at a time), and those that bound
 # latency or time on their own (the `alone` mark, tests/conftest.py).
 test:
-	@$(MAKE) --no-print-directory -j2 lint system-deps
+	@$(MAKE) --no-print-directory -j3 lint system-deps ref-env
 	$(BIN)/pytest -n 2 --dist loadfile -m "not alone"
 	$(BIN)/pytest -m alone
 
@@ -133,16 +134,9 @@ bench-families: $(STAMP)
 
 # the transformers backend's capture pass against transformers' eager forward with
 # output_attentions (bench/bench_capture.py)
-# TransformerLens 4.3, the peer, lives in its own environment (not a dependency of ours)
-# (inside .venv: removed with it by make clean, outside what the project ships)
-PEERS := $(VENV)/peers
-$(PEERS)/.installed:
-	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
-	$(PEERS)/bin/python -m pip install --quiet --disable-pip-version-check \
-	  torch==2.13.0 transformer-lens==4.3.0 transformers==5.24.0
-	touch $(PEERS)/.installed
-
-bench-capture: $(STAMP) $(PEERS)/.installed
+# TransformerLens 4.3, the peer, lives in its own pinned environment, .venv-ref (ref-env,
+# below), which the logit lens tests read as their reference too
+bench-capture: $(STAMP) ref-env
 	$(BIN)/python bench/bench_capture.py --repeat 7
 
 # the long-context tests at full length: the page zooms an 8,192-token SmolLM2 prompt from
@@ -153,7 +147,7 @@ test-long: $(STAMP) e2e-deps
 
 # long prompts (model/long.py) against transformers' sdpa and eager forwards and
 # TransformerLens, each case in its own process under one memory cap
-bench-long: $(STAMP) $(PEERS)/.installed
+bench-long: $(STAMP) ref-env
 	$(BIN)/python bench/bench_long.py
 
 bench-corpus: $(STAMP) e2e-deps
@@ -177,3 +171,7 @@ soak: $(STAMP)
 # and 2-5 minutes; skips, saying why, only where podman cannot be installed.
 container-check:
 	$(PYTHON) tests/container/check.py
+
+# TransformerLens 4.3 in its own environment (.venv-ref), the reference of the logit lens
+# and direct logit attribution tests: `make ref-env`.
+include harness/references/ref-env.mk

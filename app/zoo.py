@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from model.alti import alti_refusal
 from model.analysis import head_metrics, head_roles, layer_weights
 from model.config import ModelConfig
 from model.lens import stream_refusal
@@ -106,14 +107,24 @@ class ModelEntry:
         return stream_refusal(runner.model) is None
 
     @property
+    def alti(self) -> bool:
+        """Whether ALTI (model/alti.py) reads one of its self-attention stacks: on our model
+        code (a model of yours not read yet: as its backend says)."""
+        runner, backend = self._read()
+        if runner is None:
+            return backend != "transformers"
+        return any(alti_refusal(runner.model, spec) is None for spec in self.specs.values())
+
+    @property
     def features(self) -> frozenset[str]:
         """What the model has and can do, as the lab's experiments name their needs: its
         capabilities that hold, "encoder", "decoder", "positions" (an encoding that can
-        be switched off), "cached_decoding", "value_norms" and "residual_stream"."""
+        be switched off), "cached_decoding", "value_norms", "residual_stream" and "alti"."""
         cfg = self.config
         flags = dataclasses.asdict(self.runner.capabilities) | {
             "value_norms": self.value_norms,
             "residual_stream": self.residual_stream,
+            "alti": self.alti,
             "encoder": cfg.has_encoder,
             "decoder": cfg.has_decoder,
             # (T5's relative bias: switched off at hook_pos too)

@@ -24,6 +24,7 @@ from ..schemas import TextRequest
 from ..zoo import ModelEntry
 from . import schemas as s
 from .ablation import ablation
+from .alti import AltiRequest, AltiResponse, alti
 from .compare import compare
 from .context import LabContext
 from .contribution import ContributionResponse, contribution
@@ -45,6 +46,7 @@ NEEDS_EXPLAINED = {
     "cached_decoding": "does not decode step by step, so there is no KV cache to show",
     "similarity": "makes no sentence embedding",
     "generation": "does not predict the next token of a text, so nothing is copied",
+    "alti": "runs on transformers' code, whose layers' inputs and norms ALTI does not read",
     "residual_stream": "is not a decoder-only model on our model code, whose residual "
     "stream this reads",
     "value_norms": "changes its attention's output (a gate, a norm) before its output "
@@ -102,6 +104,7 @@ EXPERIMENTS: dict[str, LabRoute] = {
                    frozenset({"cached_decoding"}), runs_model=True),
         LabRoute("metrics", metrics, TextRequest, s.MetricsResponse),
         LabRoute("rollout", rollout, s.RolloutRequest, s.RolloutResponse),
+        LabRoute("alti", alti, AltiRequest, AltiResponse, frozenset({"alti"}), runs_model=True),
         LabRoute("contribution", contribution, s.HeadRequest, ContributionResponse,
                  frozenset({"value_norms"})),
         LabRoute("lens", lens, LensRequest, LensResponse,

@@ -1,6 +1,6 @@
-"""The logit lens and direct logit attribution in headless Chromium: what a person reads
-(the sentence, the rows, the heatmap's axes, the button that opens a head) is the API's
-answer, in both languages."""
+"""The logit lens, direct logit attribution and ALTI in headless Chromium: what a person
+reads (the sentence, the rows, the heatmaps' axes, the button that opens a head) is the
+API's answer, in both languages."""
 
 from __future__ import annotations
 
@@ -100,3 +100,24 @@ def test_direct_logit_attribution_sums_to_the_logit_difference_and_opens_a_head(
         key=lambda c: abs(c[0]),
     )
     assert (int(state["layer"]), int(state["head"])) == (best[1], best[2])
+
+
+def test_alti_is_drawn_beside_rollout(page: Page):
+    text = "The cat sat on the mat."
+    lab(page, "alti", f"&model=minilm&text={quote(text)}&type=encoder.self&layer=2")
+    body = {"model": "minilm", "text": text, "type": "encoder.self", "layer": 2}
+    r = page.request.post("/api/v1/lab/alti", data=body).json()
+    row = r["composed"][-1]
+    top = row.index(max(row))
+    expect(page.locator("#lab-alti-said")).to_have_text(
+        f"After every layer, “{r['tokens'][-1]}” (the last token) draws most on "
+        f"“{r['tokens'][top]}”: {fmt(row[top])} of its contributions by ALTI, where rollout "
+        f"gives {fmt(r['rollout'][-1][top])}."
+    )
+    for plot in ("#lab-alti-composed", "#lab-alti-rollout", "#lab-alti-layer"):
+        assert ticks(page, "x", plot) == r["tokens"]
+    expect(page.locator("#lab-alti-layer .gtitle")).to_contain_text("this layer's own ALTI")
+    expect(page.locator("#lab-alti-layer .gtitle")).to_contain_text("Layer 2")
+    page.click("#lang-zh")
+    ready(page)
+    expect(page.locator("#lab-alti-said")).to_contain_text("经过所有层后")

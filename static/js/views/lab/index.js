@@ -19,6 +19,7 @@ const MODULES = [
   "./kv-cache.js",
   "./metrics.js",
   "./rollout.js",
+  "./alti.js",
   "./contribution.js",
   "./lens.js",
   "./dla.js",

@@ -1,0 +1,155 @@
+"""ALTI (Ferrando et al. 2022, "Measuring the Mixing of Contextual Information in the
+Transformer"): how much each token j contributes to each token i's output of a layer's
+attention block — its heads, the residual and (after a post-norm block) the layer norm
+included — and the composition of those contributions over the layers.
+
+For one layer, with x its input and f_h(x_j) = v_j^h W_O^h the value vector through head
+h's slice of the output projection (model/value_norms.py), token i's output is a sum over
+the tokens j:
+
+    y_i = Σ_j T_i(x_j) + b_O,    T_i(x_j) = Σ_h α_hij f_h(x_j) + δ_ij x_i
+
+(the residual belongs to i itself; the output bias to no token). A post-norm block
+(BERT's) normalizes y_i: with s_i its standard deviation, LN(y_i) is linear in the terms,
+T_i(x_j) ↦ γ ⊙ (T_i(x_j) − mean) / s_i, and the bias terms (b_O's, β) stay in the whole. A
+pre-norm block (a decoder's) normalizes each x_j before its values are made, so its
+terms are as above with the whole y_i itself. Each term's contribution is how close it
+is to the whole, in the L1 distance:
+
+    c_ij = max(0, ‖ŷ_i‖₁ − ‖ŷ_i − T_i(x_j)‖₁),   C[i, j] = c_ij / Σ_k c_ik
+
+and the layers compose as rollout does, C_{L−1} ··· C_0: row i of the product is how much
+each input token contributes to token i at the top.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from .runner import AttentionSpec
+from .value_norms import output_projection, projection_module
+
+ROW_BLOCK = 1 << 22  # the entries (rows × keys × width) of the terms held at once
+
+
+@dataclass
+class Alti:
+    """One stack's ALTI on one input: each layer's contributions and their composition."""
+
+    layers: list[Tensor]  # (T, T) per layer, rows summing to 1
+    composed: Tensor  # (T, T): C_{L-1} ··· C_0
+
+
+def block_terms(
+    x: Tensor,
+    weights: Tensor,
+    v: Tensor,
+    wo: Tensor,
+    bias: Tensor | None,
+    norm: Any | None = None,
+    rows: slice = slice(None),
+) -> tuple[Tensor, Tensor]:
+    """The terms T_i(x_j) (R, T, d_model) of a block's output at the query rows `rows`, and
+    the whole ŷ_i (R, d_model) they and the biases sum to, in float64. x: the layer's input
+    (T, d_model); weights (H, T, T); v: the value vectors (H_kv, T, d_head), bias in; wo:
+    the output projection (d_model, H·d_head) as `nn.Linear` stores it, bias its bias;
+    norm: a post-norm block's LayerNorm (None: a pre-norm block, whose whole is its output
+    before the next norm)."""
+    x, weights, v, wo = x.double(), weights.double(), v.double(), wo.double()
+    heads, d_head = weights.size(0), v.size(-1)
+    v = v.repeat_interleave(heads // v.size(0), dim=0)
+    per_head = wo.view(wo.size(0), heads, d_head).permute(1, 2, 0)  # (H, d_head, d_model)
+    terms = torch.einsum("hij,hje->ije", weights[:, rows], v @ per_head)  # (R, T, d)
+    index = torch.arange(x.size(0))[rows]
+    terms[index - index[0], index] += x[rows]
+    whole = terms.sum(1)
+    if bias is not None:
+        whole = whole + bias.double()
+    if norm is not None:
+        scale = torch.sqrt(whole.var(-1, keepdim=True, unbiased=False) + norm.eps)
+        gain = norm.gamma.detach().double()
+        terms = gain * (terms - terms.mean(-1, keepdim=True)) / scale[:, None]
+        whole = gain * (whole - whole.mean(-1, keepdim=True)) / scale
+        whole = whole + norm.beta.detach().double()
+    return terms, whole
+
+
+def layer_contributions(
+    x: Tensor,
+    weights: Tensor,
+    v: Tensor,
+    wo: Tensor,
+    bias: Tensor | None,
+    norm: Any | None = None,
+) -> Tensor:
+    """One layer's C (T, T) in float64 (the arguments as `block_terms` takes them), a block
+    of query rows at a time."""
+    length = x.size(0)
+    out = torch.empty(length, length, dtype=torch.float64)
+    step = max(1, ROW_BLOCK // max(1, length * x.size(1)))
+    for start in range(0, length, step):
+        rows = slice(start, min(length, start + step))
+        terms, whole = block_terms(x, weights, v, wo, bias, norm, rows)
+        size = whole.abs().sum(-1, keepdim=True)  # (R, 1)
+        apart = (whole[:, None, :] - terms).abs().sum(-1)  # (R, T)
+        out[rows] = (size - apart).clamp_min(0)
+    return out / out.sum(-1, keepdim=True).clamp_min(1e-300)
+
+
+def alti_refusal(model: nn.Module, spec: AttentionSpec) -> str | None:
+    """Why `alti` cannot read a stack; None where it can: a self-attention stack of our
+    model code with no cross-attention between its layers."""
+    stack: Any = getattr(model, spec.stack, None)
+    if stack is None or not hasattr(stack, "layers") or not spec.self_attention:
+        return (
+            "ALTI reads the self-attention layers of our model code (their inputs and layer "
+            "norms); this model or attention type is not one"
+        )
+    if any(getattr(layer, "cross_attn", None) is not None for layer in stack.layers()):
+        return "its decoder's layers attend to an encoder too: ALTI here reads self-attention alone"
+    return None
+
+
+def alti(model: nn.Module, inputs: tuple[Tensor, ...], spec: AttentionSpec) -> Alti:
+    """ALTI of one self-attention stack of our model code on one input (its first row), from
+    one forward pass: each layer's input by a forward pre-hook, its weights and values
+    captured, its output projection and (post-norm) layer norm from the model."""
+    refusal = alti_refusal(model, spec)
+    if refusal is not None:
+        raise ValueError(refusal)
+    stack: Any = getattr(model, spec.stack)
+    layers = stack.layers()
+    seen: list[Tensor] = []
+    hooks = [
+        layer.register_forward_pre_hook(lambda m, args: seen.append(args[0][0].detach()))
+        for layer in layers
+    ]
+    names = [spec.hook(i, p) for i in range(spec.layers) for p in ("hook_weights", "hook_v")]
+    try:
+        with torch.no_grad():
+            _, capture = model.run_with_capture(*inputs, names_filter=names)  # type: ignore[operator]
+    finally:
+        for hook in hooks:
+            hook.remove()
+    per_layer = []
+    for i, layer in enumerate(layers):
+        projection = projection_module(model, spec, i)
+        bias = getattr(projection, "bias", None)
+        per_layer.append(
+            layer_contributions(
+                seen[i],
+                capture[spec.hook(i, "hook_weights")][0],
+                capture[spec.hook(i, "hook_v")][0],
+                output_projection(model, spec, i),
+                bias.detach() if bias is not None else None,
+                None if layer.pre_norm else layer.self_attn_norm,
+            )
+        )
+    composed = per_layer[0]
+    for layer_c in per_layer[1:]:
+        composed = layer_c @ composed
+    return Alti(per_layer, composed)

@@ -1,0 +1,100 @@
+"""ALTI (model/alti.py) against an independent float64 implementation written from the
+paper and the authors' code (harness/references/contributions.py, fed by transformers' own
+modules, with the L1 distance's eps at 0 as ours): MiniLM (post-norm, as BertModel) and
+tiny GPT-2, Llama and Qwen2 decoders (pre-norm). Each block's terms sum back to what the
+block gave in the forward pass, and each row of contributions sums to 1."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest
+import torch
+
+from harness.checkpoints import PROMPTS, saved, tiny
+from harness.references.contributions import alti as reference_encoder
+from harness.references.contributions import alti_decoder as reference_decoder
+from model.alti import alti, block_terms
+from model.pretrained.bert import BertRunner, package_dir
+from model.pretrained.hf import load_folder
+from model.value_norms import output_projection, projection_module
+
+TEXT = "The animal didn't cross the street because it was too tired."
+
+
+def close(ours, theirs, tolerance=1e-5):
+    assert (ours.double() - torch.as_tensor(theirs).double()).abs().max() <= tolerance
+
+
+def check_sums_back(model, spec, inputs):
+    """Each layer's terms Σ_j T_i(x_j) plus the biases' share give the block's output as
+    the model computed it: a post-norm block's layer norm output, a pre-norm block's
+    residual after attention (what its feed-forward norm reads), read by hooks."""
+    stack = getattr(model, spec.stack)
+    seen: dict[str, list] = {"x": [], "out": [], "normed_in": []}
+    hooks = []
+    for layer in stack.layers():
+        hooks.append(layer.register_forward_pre_hook(lambda m, a: seen["x"].append(a[0][0])))
+        if layer.pre_norm:  # the residual after attention is what the next norm reads
+            hooks.append(layer.ffn_norm.register_forward_pre_hook(
+                lambda m, a: seen["out"].append(a[0][0])
+            ))  # fmt: skip
+        else:
+            norm = layer.self_attn_norm
+            hooks.append(norm.register_forward_hook(lambda m, a, o: seen["out"].append(o[0])))
+            hooks.append(norm.register_forward_pre_hook(
+                lambda m, a: seen["normed_in"].append(a[0][0])
+            ))  # fmt: skip
+    with torch.no_grad():
+        _, capture = model.run_with_capture(*inputs)
+    for hook in hooks:
+        hook.remove()
+    for i, layer in enumerate(stack.layers()):
+        bias = projection_module(model, spec, i).bias
+        norm = None if layer.pre_norm else layer.self_attn_norm
+        terms, whole = block_terms(
+            seen["x"][i], capture[spec.hook(i, "hook_weights")][0],
+            capture[spec.hook(i, "hook_v")][0], output_projection(model, spec, i),
+            bias, norm,
+        )  # fmt: skip
+        made = seen["out"][i].double()
+        assert (whole - made).abs().max() <= 1e-5 * made.abs().max()
+        share = bias.double() if bias is not None else torch.zeros_like(whole)
+        if norm is not None:  # the biases through the norm, at each row's own scale
+            y = seen["normed_in"][i].double()
+            scale = torch.sqrt(y.var(-1, keepdim=True, unbiased=False) + norm.eps)
+            share = norm.gamma.double() * (share - share.mean()) / scale + norm.beta.double()
+        assert (terms.sum(1) + share - made).abs().max() <= 1e-5 * made.abs().max()
+
+
+def test_minilms_alti_equals_the_reference_on_bertmodel():
+    from transformers import BertModel
+
+    minilm = BertRunner.load()
+    ids = torch.tensor([minilm.encode(TEXT).ids])
+    ours = alti(minilm.model, (ids,), minilm.attention[0])
+    theirs_model = BertModel.from_pretrained(str(package_dir()), attn_implementation="eager")
+    theirs = reference_encoder(theirs_model.eval(), ids[0].tolist(), eps=0.0)
+    for i, layer in enumerate(ours.layers):
+        close(layer, theirs["per_layer"][i])
+        close(layer.sum(-1), torch.ones(ids.size(1)), 1e-12)
+    close(ours.composed, theirs["composed"])
+    check_sums_back(minilm.model, minilm.attention[0], (ids,))
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "qwen2"])
+def test_a_decoders_alti_equals_the_reference(tmp_path, kind):
+    theirs_model = tiny(kind)
+    runner = load_folder(saved(tmp_path, theirs_model))
+    ids, _ = runner.tokenize(PROMPTS[0] + " jumps over the lazy dog")
+    batch = torch.tensor([ids])
+    ours = alti(runner.model, (batch,), runner.attention[0])
+    theirs = reference_decoder(theirs_model, ids, eps=0.0)
+    for i, layer in enumerate(ours.layers):
+        close(layer, theirs["per_layer"][i])
+        assert layer.triu(1).abs().max() == 0  # no contribution from a later token
+    close(ours.composed, theirs["composed"])
+    close(ours.composed.sum(-1), torch.ones(len(ids)), 1e-12)
+    check_sums_back(runner.model, runner.attention[0], (batch,))

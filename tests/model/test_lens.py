@@ -1,0 +1,76 @@
+"""The logit lens and direct logit attribution (model/lens.py) against TransformerLens 4.3,
+run in its own environment (`make ref-env`: .venv-ref) by harness/references/lens.py on the
+same checkpoint: a GPT-2-shaped (LayerNorm, learned positions, biases) and a Llama-shaped
+(RMSNorm, grouped-query attention) tiny random model, their norms' gains randomized so
+that the final norm's weight counts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from harness.checkpoints import PROMPTS, saved, tiny
+from model.lens import attribute, lens_logits, read_stream
+from model.pretrained.hf import load_folder
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT / ".venv-ref" / "bin" / "python"
+
+
+def with_gains(kind: str):
+    """A tiny model whose norms' gains (and LayerNorm biases) are random, not ones."""
+    model = tiny(kind)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ("norm" in name or "ln_" in name) and name.endswith("weight"):
+                p.uniform_(0.5, 1.5)
+    return model
+
+
+def theirs(folder: Path, ids: list[int], tmp_path: Path) -> dict:
+    if not REFERENCE.exists():
+        pytest.fail("the TransformerLens environment is missing: `make ref-env` makes it")
+    given = tmp_path / "in.json"
+    given.write_text(json.dumps({"model": str(folder), "ids": ids, "position": -1, "tokens": None}))
+    out = tmp_path / "out.npz"
+    done = subprocess.run(
+        [str(REFERENCE), str(ROOT / "harness/references/lens.py"), str(given), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return dict(np.load(out))
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_lens_and_dla_equal_transformerlens(tmp_path, kind):
+    folder = saved(tmp_path, with_gains(kind))
+    runner = load_folder(folder)
+    ids, _ = runner.tokenize(PROMPTS[0] + " jumps over the lazy dog")
+    tl = theirs(folder, ids, tmp_path)
+    batch = torch.tensor([ids])
+    stream = read_stream(runner.model, (batch,))
+    depths = len(stream.pre) + 1
+    assert tl["lens_logits"].shape[0] == depths
+    for depth in range(depths):  # the residual through the final norm, recomputed per depth
+        ours = lens_logits(stream, depth).double().numpy()
+        assert np.abs(ours - tl["lens_logits"][depth]).max() <= 1e-4, depth
+    _, capture = runner.model.run_with_capture(batch)
+    a, b, position = int(tl["a"]), int(tl["b"]), int(tl["position"])
+    made = attribute(runner.model, stream, capture, runner.attention[0], position, a, b)
+    assert abs(made.logit_diff - float(tl["logit_diff"])) <= 1e-4
+    # each head's output with its value bias in (TransformerLens's unfolded heads)
+    assert np.abs(np.array(made.heads) - tl["head_dla_unfolded"]).max() <= 1e-4
+    assert np.abs(np.array(made.feed_forward) - tl["mlp_dla"]).max() <= 1e-4
+    assert np.abs(np.array(made.attention_bias) - tl["attn_bias_dla_unfolded"]).max() <= 1e-4
+    assert abs(made.embeddings - float(tl["embed_dla"])) <= 1e-4
+    assert abs(made.biases - float(tl["final_bias_dla"])) <= 1e-4
+    # the decomposition: every term sums to the logit difference
+    assert abs(made.total - made.logit_diff) <= 1e-4
