@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-families bench-capture test-long bench-long bench-corpus bench-page e2e-deps \
+.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-contrib bench-families bench-capture test-long bench-long bench-corpus bench-page e2e-deps \
 	system-deps hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy \
 	docs screenshot
 
@@ -127,6 +127,11 @@ bench-minilm: $(STAMP)
 
 bench-llm: $(STAMP)
 	$(BIN)/python bench/bench_llm.py
+
+# value-weighted norms, ALTI, the logit lens and DLA against the passes they qualify
+# (bench/bench_contrib.py)
+bench-contrib: $(STAMP)
+	$(BIN)/python bench/bench_contrib.py
 
 bench-families: $(STAMP)
 	$(BIN)/python bench/bench_families.py

@@ -31,9 +31,9 @@ import torch
 from torch import Tensor, nn
 
 from .runner import AttentionSpec
-from .value_norms import output_projection, projection_module
+from .value_norms import output_projection
 
-ROW_BLOCK = 1 << 22  # the entries (rows × keys × width) of the terms held at once
+ROW_BLOCK = 1_200_000  # the entries (keys × rows × width) of the terms held at once
 
 
 @dataclass
@@ -44,59 +44,78 @@ class Alti:
     composed: Tensor  # (T, T): C_{L-1} ··· C_0
 
 
+def head_values(v: Tensor, wo: Tensor, heads: int) -> Tensor:
+    """f_h(x_j) = v_j^h W_O^h for every head and token: (H, T, d_model), from the value
+    vectors (H_kv, T, d_head) and the output projection (d_model, H·d_head)."""
+    d_head = v.size(-1)
+    v = v.repeat_interleave(heads // v.size(0), dim=0)
+    return v @ wo.view(wo.size(0), heads, d_head).permute(1, 2, 0)
+
+
 def block_terms(
     x: Tensor,
-    weights: Tensor,
-    v: Tensor,
-    wo: Tensor,
-    bias: Tensor | None,
+    by_key: Tensor,
+    f: Tensor,
+    y: Tensor,
     norm: Any | None = None,
     rows: slice = slice(None),
+    keys: int | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """The terms T_i(x_j) (R, T, d_model) of a block's output at the query rows `rows`, and
-    the whole ŷ_i (R, d_model) they and the biases sum to, in float64. x: the layer's input
-    (T, d_model); weights (H, T, T); v: the value vectors (H_kv, T, d_head), bias in; wo:
-    the output projection (d_model, H·d_head) as `nn.Linear` stores it, bias its bias;
-    norm: a post-norm block's LayerNorm (None: a pre-norm block, whose whole is its output
-    before the next norm)."""
-    x, weights, v, wo = x.double(), weights.double(), v.double(), wo.double()
-    heads, d_head = weights.size(0), v.size(-1)
-    v = v.repeat_interleave(heads // v.size(0), dim=0)
-    per_head = wo.view(wo.size(0), heads, d_head).permute(1, 2, 0)  # (H, d_head, d_model)
-    terms = torch.einsum("hij,hje->ije", weights[:, rows], v @ per_head)  # (R, T, d)
+    """The terms T_i(x_j) of a block's output, key-major (K, R, d_model): the query rows
+    `rows` and the first `keys` keys (default: all; a causal block's later keys add
+    nothing); and the whole ŷ_i (R, d_model) that the terms of every key and the biases sum
+    to. x: the layer's input (T, d_model); by_key: its weights as (Tk, Tq, H); f:
+    `head_values` as (Tk, H, d_model); y: the block's sum y_i = x_i + its attention's
+    output (T, d_model), as the forward pass made it; norm: a post-norm block's LayerNorm
+    (None: a pre-norm block, whose whole is y itself). In the dtype of f."""
+    keys = x.size(0) if keys is None else keys
+    terms = torch.bmm(by_key[:keys, rows], f[:keys])  # (K, R, d): Σ_h α_hij f_h(x_j)
     index = torch.arange(x.size(0))[rows]
-    terms[index - index[0], index] += x[rows]
-    whole = terms.sum(1)
-    if bias is not None:
-        whole = whole + bias.double()
+    terms[index, index - index[0]] += x[rows]
+    whole = y[rows]
     if norm is not None:
-        scale = torch.sqrt(whole.var(-1, keepdim=True, unbiased=False) + norm.eps)
-        gain = norm.gamma.detach().double()
-        terms = gain * (terms - terms.mean(-1, keepdim=True)) / scale[:, None]
+        scale = torch.sqrt(whole.var(-1, keepdim=True, unbiased=False) + norm.eps)  # (R, 1)
+        gain = norm.gamma.detach().to(f.dtype)
+        terms -= terms.mean(-1, keepdim=True)
+        terms *= gain / scale
         whole = gain * (whole - whole.mean(-1, keepdim=True)) / scale
-        whole = whole + norm.beta.detach().double()
+        whole = whole + norm.beta.detach().to(f.dtype)
     return terms, whole
 
 
 def layer_contributions(
     x: Tensor,
+    y: Tensor,
     weights: Tensor,
     v: Tensor,
     wo: Tensor,
-    bias: Tensor | None,
     norm: Any | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> Tensor:
-    """One layer's C (T, T) in float64 (the arguments as `block_terms` takes them), a block
-    of query rows at a time."""
+    """One layer's C (T, T) in float64: its terms made in `dtype` (their L1 norms summed in
+    float64) a few query rows at a time. x: its input (T, d_model); y: x plus its
+    attention's output (the output projection's bias in), as the forward pass made it;
+    weights (H, T, T); v: the value vectors (H_kv, T, d_head), bias in; wo: the output
+    projection (d_model, H·d_head) as `nn.Linear` stores it; norm: see `block_terms`.
+    Where every later key's weight is 0 (a causal block), a block of rows stops at its
+    last."""
     length = x.size(0)
-    out = torch.empty(length, length, dtype=torch.float64)
+    causal = bool(weights.triu(1).eq(0).all())
+    x, y, weights = x.to(dtype), y.to(dtype), weights.to(dtype)
+    by_key = weights.permute(2, 1, 0).contiguous()  # (Tk, Tq, H)
+    f = head_values(v.to(dtype), wo.to(dtype), weights.size(0))
+    f = f.transpose(0, 1).contiguous()  # (Tk, H, d)
+    out = torch.zeros(length, length, dtype=torch.float64)
     step = max(1, ROW_BLOCK // max(1, length * x.size(1)))
     for start in range(0, length, step):
         rows = slice(start, min(length, start + step))
-        terms, whole = block_terms(x, weights, v, wo, bias, norm, rows)
-        size = whole.abs().sum(-1, keepdim=True)  # (R, 1)
-        apart = (whole[:, None, :] - terms).abs().sum(-1)  # (R, T)
-        out[rows] = (size - apart).clamp_min(0)
+        keys = rows.stop if causal else length
+        terms, whole = block_terms(x, by_key, f, y, norm, rows, keys)
+        size = whole.abs().sum(-1, dtype=torch.float64)  # (R,)
+        apart = terms.sub_(whole).abs_().sum(-1, dtype=torch.float64)  # (K, R)
+        out[rows, :keys] = (size[:, None] - apart.t()).clamp_min(0)
+    if causal:  # (a later key's term is zero: exactly no contribution, whatever the rounding)
+        out = out.tril()
     return out / out.sum(-1, keepdim=True).clamp_min(1e-300)
 
 
@@ -123,11 +142,16 @@ def alti(model: nn.Module, inputs: tuple[Tensor, ...], spec: AttentionSpec) -> A
         raise ValueError(refusal)
     stack: Any = getattr(model, spec.stack)
     layers = stack.layers()
-    seen: list[Tensor] = []
-    hooks = [
-        layer.register_forward_pre_hook(lambda m, args: seen.append(args[0][0].detach()))
-        for layer in layers
-    ]
+    inputs_seen: list[Tensor] = []
+    added: list[Tensor] = []  # each attention's output: what its block adds to x
+    hooks = []
+    for layer in layers:
+        hooks.append(layer.register_forward_pre_hook(
+            lambda m, args: inputs_seen.append(args[0][0].detach())
+        ))  # fmt: skip
+        hooks.append(layer.self_attn.register_forward_hook(
+            lambda m, args, out: added.append(out[0].detach())
+        ))  # fmt: skip
     names = [spec.hook(i, p) for i in range(spec.layers) for p in ("hook_weights", "hook_v")]
     try:
         with torch.no_grad():
@@ -137,15 +161,14 @@ def alti(model: nn.Module, inputs: tuple[Tensor, ...], spec: AttentionSpec) -> A
             hook.remove()
     per_layer = []
     for i, layer in enumerate(layers):
-        projection = projection_module(model, spec, i)
-        bias = getattr(projection, "bias", None)
+        x = inputs_seen[i]
         per_layer.append(
             layer_contributions(
-                seen[i],
+                x,
+                x + added[i],
                 capture[spec.hook(i, "hook_weights")][0],
                 capture[spec.hook(i, "hook_v")][0],
                 output_projection(model, spec, i),
-                bias.detach() if bias is not None else None,
                 None if layer.pre_norm else layer.self_attn_norm,
             )
         )

@@ -16,7 +16,7 @@ import torch
 from harness.checkpoints import PROMPTS, saved, tiny
 from harness.references.contributions import alti as reference_encoder
 from harness.references.contributions import alti_decoder as reference_decoder
-from model.alti import alti, block_terms
+from model.alti import alti, block_terms, head_values
 from model.pretrained.bert import BertRunner, package_dir
 from model.pretrained.hf import load_folder
 from model.value_norms import output_projection, projection_module
@@ -54,11 +54,15 @@ def check_sums_back(model, spec, inputs):
     for i, layer in enumerate(stack.layers()):
         bias = projection_module(model, spec, i).bias
         norm = None if layer.pre_norm else layer.self_attn_norm
-        terms, whole = block_terms(
-            seen["x"][i], capture[spec.hook(i, "hook_weights")][0],
-            capture[spec.hook(i, "hook_v")][0], output_projection(model, spec, i),
-            bias, norm,
-        )  # fmt: skip
+        weights = capture[spec.hook(i, "hook_weights")][0].double()
+        v = capture[spec.hook(i, "hook_v")][0].double()
+        f = head_values(v, output_projection(model, spec, i).double(), weights.size(0))
+        own = bias.double() if bias is not None else None
+        x = seen["x"][i].double()
+        y = torch.bmm(weights, f).sum(0) + x  # every key's terms, with the bias below
+        if own is not None:
+            y = y + own
+        terms, whole = block_terms(x, weights.permute(2, 1, 0), f.transpose(0, 1), y, norm)
         made = seen["out"][i].double()
         assert (whole - made).abs().max() <= 1e-5 * made.abs().max()
         share = bias.double() if bias is not None else torch.zeros_like(whole)
@@ -66,7 +70,7 @@ def check_sums_back(model, spec, inputs):
             y = seen["normed_in"][i].double()
             scale = torch.sqrt(y.var(-1, keepdim=True, unbiased=False) + norm.eps)
             share = norm.gamma.double() * (share - share.mean()) / scale + norm.beta.double()
-        assert (terms.sum(1) + share - made).abs().max() <= 1e-5 * made.abs().max()
+        assert (terms.sum(0) + share - made).abs().max() <= 1e-5 * made.abs().max()
 
 
 def test_minilms_alti_equals_the_reference_on_bertmodel():
