@@ -42,6 +42,8 @@ class Alti:
 
     layers: list[Tensor]  # (T, T) per layer, rows summing to 1
     composed: Tensor  # (T, T): C_{L-1} ··· C_0
+    # (T, T): one layer's ‖T_i(x_j)‖ (Kobayashi et al. 2021), where asked
+    norms: Tensor | None = None
 
 
 def head_values(v: Tensor, wo: Tensor, heads: int) -> Tensor:
@@ -91,9 +93,12 @@ def layer_contributions(
     wo: Tensor,
     norm: Any | None = None,
     dtype: torch.dtype = torch.float32,
-) -> Tensor:
-    """One layer's C (T, T) in float64: its terms made in `dtype` (their L1 norms summed in
-    float64) a few query rows at a time. x: its input (T, d_model); y: x plus its
+    with_norms: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """One layer's C (T, T) in float64, and with `with_norms` its terms' L2 norms (T, T):
+    Kobayashi et al. 2021's norms of attention, residual and (post-norm) layer norm
+    together, ‖T_i(x_j)‖. Its terms are made in `dtype` (their norms summed in float64) a
+    few query rows at a time. x: its input (T, d_model); y: x plus its
     attention's output (the output projection's bias in), as the forward pass made it;
     weights (H, T, T); v: the value vectors (H_kv, T, d_head), bias in; wo: the output
     projection (d_model, H·d_head) as `nn.Linear` stores it; norm: see `block_terms`.
@@ -106,17 +111,20 @@ def layer_contributions(
     f = head_values(v.to(dtype), wo.to(dtype), weights.size(0))
     f = f.transpose(0, 1).contiguous()  # (Tk, H, d)
     out = torch.zeros(length, length, dtype=torch.float64)
+    norms = torch.zeros(length, length, dtype=torch.float64) if with_norms else None
     step = max(1, ROW_BLOCK // max(1, length * x.size(1)))
     for start in range(0, length, step):
         rows = slice(start, min(length, start + step))
         keys = rows.stop if causal else length
         terms, whole = block_terms(x, by_key, f, y, norm, rows, keys)
+        if norms is not None:
+            norms[rows, :keys] = torch.linalg.vector_norm(terms, dim=-1, dtype=torch.float64).t()
         size = whole.abs().sum(-1, dtype=torch.float64)  # (R,)
         apart = terms.sub_(whole).abs_().sum(-1, dtype=torch.float64)  # (K, R)
         out[rows, :keys] = (size[:, None] - apart.t()).clamp_min(0)
     if causal:  # (a later key's term is zero: exactly no contribution, whatever the rounding)
         out = out.tril()
-    return out / out.sum(-1, keepdim=True).clamp_min(1e-300)
+    return out / out.sum(-1, keepdim=True).clamp_min(1e-300), norms
 
 
 def alti_refusal(model: nn.Module, spec: AttentionSpec) -> str | None:
@@ -133,10 +141,13 @@ def alti_refusal(model: nn.Module, spec: AttentionSpec) -> str | None:
     return None
 
 
-def alti(model: nn.Module, inputs: tuple[Tensor, ...], spec: AttentionSpec) -> Alti:
+def alti(
+    model: nn.Module, inputs: tuple[Tensor, ...], spec: AttentionSpec, norms_of: int | None = None
+) -> Alti:
     """ALTI of one self-attention stack of our model code on one input (its first row), from
     one forward pass: each layer's input by a forward pre-hook, its weights and values
-    captured, its output projection and (post-norm) layer norm from the model."""
+    captured, its output projection and (post-norm) layer norm from the model; with
+    `norms_of`, that layer's terms' norms too."""
     refusal = alti_refusal(model, spec)
     if refusal is not None:
         raise ValueError(refusal)
@@ -159,20 +170,21 @@ def alti(model: nn.Module, inputs: tuple[Tensor, ...], spec: AttentionSpec) -> A
     finally:
         for hook in hooks:
             hook.remove()
-    per_layer = []
+    per_layer, norms = [], None
     for i, layer in enumerate(layers):
         x = inputs_seen[i]
-        per_layer.append(
-            layer_contributions(
-                x,
-                x + added[i],
-                capture[spec.hook(i, "hook_weights")][0],
-                capture[spec.hook(i, "hook_v")][0],
-                output_projection(model, spec, i),
-                None if layer.pre_norm else layer.self_attn_norm,
-            )
+        made, these = layer_contributions(
+            x,
+            x + added[i],
+            capture[spec.hook(i, "hook_weights")][0],
+            capture[spec.hook(i, "hook_v")][0],
+            output_projection(model, spec, i),
+            None if layer.pre_norm else layer.self_attn_norm,
+            with_norms=i == norms_of,
         )
+        per_layer.append(made)
+        norms = these if these is not None else norms
     composed = per_layer[0]
     for layer_c in per_layer[1:]:
         composed = layer_c @ composed
-    return Alti(per_layer, composed)
+    return Alti(per_layer, composed, norms)

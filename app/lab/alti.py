@@ -2,7 +2,8 @@
 every attention block — its heads, the residual connection and (after a post-norm block)
 the layer norm included — measured by how close each token's term is to the whole (L1
 distance), rows summing to 1, and composed over the layers as rollout is. Beside it,
-rollout on the same input: raw weights averaged over heads and mixed with the identity."""
+rollout on the same input: raw weights averaged over heads and mixed with the identity;
+and the chosen layer's norms of the same terms (Kobayashi et al. 2021)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,11 @@ class AltiResponse(BaseModel):
     layer_contributions: s.Matrix = Field(
         description="[i][j]: the chosen layer's own contributions; rows sum to 1."
     )
+    norms: s.Matrix = Field(
+        description="[i][j]: the chosen layer's ‖T_i(x_j)‖ (Kobayashi et al. 2021): the size "
+        "of what token j adds to token i's output through the heads, the residual (j = i) "
+        "and, in a post-norm block, the layer norm."
+    )
     rollout: s.Matrix = Field(
         description="Attention rollout on the same input (residual 0.5), for comparison."
     )
@@ -47,7 +53,7 @@ def alti(ctx: LabContext, req: AltiRequest) -> AltiResponse:
         raise CannotServe(f"layer {req.layer} out of range: {spec.type} has 0..{spec.layers - 1}")
     inputs = model_inputs(ctx.config, ctx.source, ctx.target)
     try:
-        made = alti_of(ctx.model, inputs, spec)
+        made = alti_of(ctx.model, inputs, spec, norms_of=req.layer)
     except ValueError as exc:
         raise CannotServe(f"{ctx.entry.id}: {exc}") from None
     weights = [ctx.weights(ctx.result.captured, spec, i).float() for i in range(spec.layers)]
@@ -59,5 +65,6 @@ def alti(ctx: LabContext, req: AltiRequest) -> AltiResponse:
         layer=req.layer,
         composed=encode(made.composed.float(), "json"),
         layer_contributions=encode(made.layers[req.layer].float(), "json"),
+        norms=encode(made.norms.float(), "json") if made.norms is not None else [],
         rollout=encode(rollout_of(weights, 0.5), "json"),
     )

@@ -114,10 +114,11 @@ def test_alti_is_drawn_beside_rollout(page: Page):
         f"“{r['tokens'][top]}”: {fmt(row[top])} of its contributions by ALTI, where rollout "
         f"gives {fmt(r['rollout'][-1][top])}."
     )
-    for plot in ("#lab-alti-composed", "#lab-alti-rollout", "#lab-alti-layer"):
+    for plot in ("#lab-alti-composed", "#lab-alti-rollout", "#lab-alti-layer", "#lab-alti-norms"):
         assert ticks(page, "x", plot) == r["tokens"]
     expect(page.locator("#lab-alti-layer .gtitle")).to_contain_text("this layer's own ALTI")
     expect(page.locator("#lab-alti-layer .gtitle")).to_contain_text("Layer 2")
+    expect(page.locator("#lab-alti-norms .gtitle")).to_contain_text("Kobayashi et al. 2021")
     page.click("#lang-zh")
     ready(page)
     expect(page.locator("#lab-alti-said")).to_contain_text("经过所有层后")

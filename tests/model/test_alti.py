@@ -15,6 +15,7 @@ import torch
 
 from harness.checkpoints import PROMPTS, saved, tiny
 from harness.references.contributions import alti as reference_encoder
+from harness.references.contributions import kobayashi2021
 from harness.references.contributions import alti_decoder as reference_decoder
 from model.alti import alti, block_terms, head_values
 from model.pretrained.bert import BertRunner, package_dir
@@ -86,6 +87,20 @@ def test_minilms_alti_equals_the_reference_on_bertmodel():
         close(layer.sum(-1), torch.ones(ids.size(1)), 1e-12)
     close(ours.composed, theirs["composed"])
     check_sums_back(minilm.model, minilm.attention[0], (ids,))
+
+
+def test_minilms_norms_with_residual_and_layer_norm_equal_kobayashi_2021():
+    """‖γ ⊙ (Σ_h α_hij f_h(x_j) + δ_ij x_i − mean) / s_i‖: their ATTN+RES+LN norms."""
+    from transformers import BertModel
+
+    minilm = BertRunner.load()
+    ids = torch.tensor([minilm.encode(TEXT).ids])
+    theirs_model = BertModel.from_pretrained(str(package_dir()), attn_implementation="eager")
+    theirs = kobayashi2021(theirs_model.eval(), ids[0].tolist())["attn_res_ln"]
+    for layer in (0, 3):
+        ours = alti(minilm.model, (ids,), minilm.attention[0], norms_of=layer).norms
+        expected = torch.as_tensor(theirs[layer]).double()
+        assert (ours - expected).abs().max() <= 1e-5 * expected.abs().max()
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama", "qwen2"])

@@ -1,6 +1,6 @@
 // ALTI (Ferrando et al. 2022): token-to-token contributions of every attention block, its
 // residual and layer norm included, composed over the layers; beside rollout on the same
-// input, and the chosen layer's own contributions.
+// input, the chosen layer's own contributions and its terms' norms (Kobayashi et al. 2021).
 import { heatmap } from "../../plots.js";
 import { ask, fmt, plotBox, summary } from "./shared.js";
 
@@ -34,18 +34,19 @@ async function draw({ ctx, t, out, base }) {
       "lab-alti-layer",
     ],
   ];
-  for (const [z, title, id] of plots) {
+  // the layer's norms of the same terms (Kobayashi et al. 2021), on their own scale
+  const largest = Math.max(...r.norms.flat());
+  plots.push([
+    r.norms,
+    `${t("lab_alti_norms")} · ${t(r.type)} · ${t("layer")} ${r.layer}`,
+    "lab-alti-norms",
+    largest,
+    t("lab_alti_norm"),
+  ]);
+  for (const [z, title, id, zmax = 1, valueLabel = t("lab_alti_value")] of plots) {
     const box = plotBox(out);
     box.id = id;
-    await heatmap(box, {
-      z,
-      rows: r.tokens,
-      columns: r.tokens,
-      title,
-      zmin: 0,
-      zmax: 1,
-      valueLabel: t("lab_alti_value"),
-    });
+    await heatmap(box, { z, rows: r.tokens, columns: r.tokens, title, zmin: 0, zmax, valueLabel });
     if (ctx.stale()) return;
   }
 }
@@ -62,6 +63,9 @@ const STRINGS = {
     lab_alti_rollout: "rollout (raw weights)",
     lab_alti_layer: "this layer's own ALTI",
     lab_alti_value: "contribution",
+    lab_alti_norms:
+      "this layer's ‖T_i(x_j)‖: heads, residual and layer norm (Kobayashi et al. 2021)",
+    lab_alti_norm: "norm",
   },
   zh: {
     lab_alti: "ALTI：逐层贡献",
@@ -73,6 +77,8 @@ const STRINGS = {
     lab_alti_rollout: "rollout（原始权重）",
     lab_alti_layer: "本层自身的 ALTI",
     lab_alti_value: "贡献",
+    lab_alti_norms: "本层的 ‖T_i(x_j)‖：各头、残差与层归一化（Kobayashi 等，2021）",
+    lab_alti_norm: "范数",
   },
 };
 
