@@ -15,8 +15,8 @@ import torch
 
 from harness.checkpoints import PROMPTS, saved, tiny
 from harness.references.contributions import alti as reference_encoder
-from harness.references.contributions import kobayashi2021
 from harness.references.contributions import alti_decoder as reference_decoder
+from harness.references.contributions import kobayashi2021
 from model.alti import alti, block_terms, head_values
 from model.pretrained.bert import BertRunner, package_dir
 from model.pretrained.hf import load_folder
