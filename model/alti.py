@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from .runner import AttentionSpec
-from .value_norms import output_projection
+from .value_norms import head_values, output_projection
 
 ROW_BLOCK = 1_200_000  # the entries (keys × rows × width) of the terms held at once
 
@@ -44,14 +44,6 @@ class Alti:
     composed: Tensor  # (T, T): C_{L-1} ··· C_0
     # (T, T): one layer's ‖T_i(x_j)‖ (Kobayashi et al. 2021), where asked
     norms: Tensor | None = None
-
-
-def head_values(v: Tensor, wo: Tensor, heads: int) -> Tensor:
-    """f_h(x_j) = v_j^h W_O^h for every head and token: (H, T, d_model), from the value
-    vectors (H_kv, T, d_head) and the output projection (d_model, H·d_head)."""
-    d_head = v.size(-1)
-    v = v.repeat_interleave(heads // v.size(0), dim=0)
-    return v @ wo.view(wo.size(0), heads, d_head).permute(1, 2, 0)
 
 
 def block_terms(

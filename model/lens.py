@@ -138,7 +138,9 @@ def lens_logits(stream: Stream, layer: int) -> Tensor:
     the model's own logits): (T, V), the residual through the final norm (in float64) and
     the unembedding (in the model's dtype: a float64 copy of a large vocabulary's matrix
     per depth would cost more than the rest)."""
-    resid = stream.final if layer == len(stream.pre) else stream.pre[layer]
+    if layer == len(stream.pre):  # after the last layer: the model's own logits
+        return stream.logits.to(stream.unembed.weight.dtype)
+    resid = stream.pre[layer]
     unembed = stream.unembed
     weight = unembed.weight.detach()
     logits = normed(stream.norm, resid).to(weight.dtype) @ weight.t()

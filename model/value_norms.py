@@ -18,22 +18,26 @@ from .hooks import Capture
 from .runner import AttentionSpec
 
 
-def value_norms(v: Tensor, wo: Tensor, n_heads: int) -> Tensor:
-    """‖f_h(x_j)‖ per query head and key: (H, Tk).
-
-    v: the value vectors (H_kv, Tk, d_head), bias included (what `hook_v` sees); each
-    query head h reads key/value head h // (H / H_kv) (grouped-query attention).
-    wo: the output projection's weight (d_model, H * d_head), as `nn.Linear` stores it:
-    head h's slice is its columns h * d_head .. (h + 1) * d_head."""
+def head_values(v: Tensor, wo: Tensor, heads: int) -> Tensor:
+    """f_h(x_j) = v_j^h W_O^h for every query head and key: (H, Tk, d_model), from the value
+    vectors (H_kv, Tk, d_head), bias included (what `hook_v` sees; query head h reads
+    key/value head h // (H / H_kv): grouped-query attention) and the output projection's
+    weight (d_model, H * d_head), as `nn.Linear` stores it: head h's slice is its columns
+    h * d_head .. (h + 1) * d_head."""
     kv_heads, _, d_head = v.shape
-    if wo.size(1) != n_heads * d_head or n_heads % kv_heads:
+    if wo.size(1) != heads * d_head or heads % kv_heads:
         raise ValueError(
-            f"an output projection of {tuple(wo.shape)} does not take {n_heads} heads of "
+            f"an output projection of {tuple(wo.shape)} does not take {heads} heads of "
             f"{d_head} read from {kv_heads} value heads"
         )
-    per_head = wo.reshape(wo.size(0), n_heads, d_head).permute(1, 2, 0)  # (H, d_head, d_model)
-    values = v.repeat_interleave(n_heads // kv_heads, dim=0)  # (H, Tk, d_head)
-    return torch.linalg.vector_norm(values.to(per_head.dtype) @ per_head, dim=-1)
+    per_head = wo.reshape(wo.size(0), heads, d_head).permute(1, 2, 0)  # (H, d_head, d_model)
+    values = v.repeat_interleave(heads // kv_heads, dim=0)  # (H, Tk, d_head)
+    return values.to(per_head.dtype) @ per_head
+
+
+def value_norms(v: Tensor, wo: Tensor, n_heads: int) -> Tensor:
+    """‖f_h(x_j)‖ per query head and key: (H, Tk) (see `head_values`)."""
+    return torch.linalg.vector_norm(head_values(v, wo, n_heads), dim=-1)
 
 
 def weighted_norms(weights: Tensor, v: Tensor, wo: Tensor) -> Tensor:

@@ -29,6 +29,7 @@ from .compare import compare
 from .context import LabContext
 from .contribution import ContributionResponse, contribution
 from .dla import DlaRequest, DlaResponse, dla
+from .graph import GraphRequest, GraphResponse, graph
 from .induction import induction
 from .kv_cache import kv_cache
 from .lens import LensRequest, LensResponse, lens
@@ -110,6 +111,8 @@ EXPERIMENTS: dict[str, LabRoute] = {
         LabRoute("lens", lens, LensRequest, LensResponse,
                  frozenset({"generation", "residual_stream"}), runs_model=True),
         LabRoute("dla", dla, DlaRequest, DlaResponse,
+                 frozenset({"generation", "residual_stream", "value_norms"}), runs_model=True),
+        LabRoute("graph", graph, GraphRequest, GraphResponse,
                  frozenset({"generation", "residual_stream", "value_norms"}), runs_model=True),
         LabRoute("ablation", ablation, s.AblationRequest, s.AblationResponse, runs_model=True),
         LabRoute("compare", compare, s.CompareRequest, s.CompareResponse),

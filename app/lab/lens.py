@@ -97,6 +97,6 @@ def lens(ctx: LabContext, req: LensRequest) -> LensResponse:
         model=ctx.entry.id,
         tokens=tokens,
         position=position,
-        predicted=guess(final, float(torch.softmax(stream.logits[position], -1)[final])),
+        predicted=guess(final, rows[-1].probability),
         rows=rows,
     )

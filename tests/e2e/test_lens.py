@@ -1,4 +1,5 @@
-"""The logit lens, direct logit attribution and ALTI in headless Chromium: what a person
+"""The logit lens, direct logit attribution, ALTI and the contribution graph in headless
+Chromium: what a person
 reads (the sentence, the rows, the heatmaps' axes, the button that opens a head) is the
 API's answer, in both languages."""
 
@@ -122,3 +123,48 @@ def test_alti_is_drawn_beside_rollout(page: Page):
     page.click("#lang-zh")
     ready(page)
     expect(page.locator("#lab-alti-said")).to_contain_text("经过所有层后")
+
+
+def test_the_contribution_graph_traces_the_prediction_to_the_input(page: Page):
+    lab(page, "graph", QUERY)
+    r = page.request.post("/api/v1/lab/graph", data={"model": "smollm2", "text": TEXT}).json()
+    inputs = sorted({int(e["source"][3:]) for e in r["edges"] if e["source"].startswith("X0_")})
+    expect(page.locator("#lab-graph-said")).to_have_text(
+        f"{len(r['edges'])} edges above 0.040 trace the prediction “{r['predicted']}” after "
+        f"“{r['tokens'][r['position']]}” (position {r['position']}) back to the input tokens "
+        + ", ".join(f"“{r['tokens'][i]}”" for i in inputs)
+        + "."
+    )
+    attention = sorted(
+        (e for e in r["edges"] if e["target"].startswith("A")), key=lambda e: -e["weight"]
+    )
+    rows = page.locator("#lab-graph-edges tbody tr")
+    expect(rows).to_have_count(min(8, len(attention)))
+    top = attention[0]
+    head = max(range(len(top["heads"])), key=lambda h: top["heads"][h])
+    expect(rows.first.locator("td").first).to_have_text(top["target"][1:].split("_")[0])
+    expect(rows.first.locator("td").nth(4)).to_have_text(str(head))
+    # one dot an edge, whose hover names its heads
+    dots = page.locator("#lab-graph .scatterlayer .trace").last.locator(".point")
+    expect(dots).to_have_count(len(r["edges"]))
+    assert ticks(page, "x", "#lab-graph") == [f"{i}: {t}" for i, t in enumerate(r["tokens"])]
+    page.fill("#lab-graph-threshold", "0.2")
+    page.click("#lab-graph-apply")
+    expect(page.locator("#lab-graph-said")).to_contain_text("above 0.200")
+    page.click("#lang-zh")
+    ready(page)
+    expect(page.locator("#lab-graph-said")).to_contain_text("条高于 0.200 的边")
+    body = {"model": "smollm2", "text": TEXT, "threshold": 0.2}
+    strongest = max(
+        (e for e in page.request.post("/api/v1/lab/graph", data=body).json()["edges"]
+         if e["target"].startswith("A")),
+        key=lambda e: e["weight"],
+    )  # fmt: skip
+    page.locator("#lab-graph-edges .lab-graph-open").first.click()
+    ready(page)
+    state = url_state(page)
+    assert state["view"] == "head"
+    assert int(state["layer"]) == int(strongest["target"][1:].split("_")[0])
+    assert int(state["head"]) == max(
+        range(len(strongest["heads"])), key=strongest["heads"].__getitem__
+    )

@@ -23,6 +23,7 @@ const MODULES = [
   "./contribution.js",
   "./lens.js",
   "./dla.js",
+  "./graph.js",
   "./ablation.js",
   "./compare.js",
   "./induction.js",
