@@ -98,21 +98,21 @@ class ModelEntry:
 
     @property
     def residual_stream(self) -> bool:
-        """Whether the logit lens and direct logit attribution read its residual stream
-        (model/lens.py): a decoder-only model on our model code (a model of yours not read
-        yet: as its backend and config say)."""
-        runner, backend = self._read()
+        """Whether the logit lens, direct logit attribution and the contribution graph read
+        its residual stream (model/lens.py): a decoder whose layers add their blocks'
+        outputs to it (a model of yours not read yet is said to, where a decoder)."""
+        runner, _ = self._read()
         if runner is None:
-            return backend != "transformers" and self.config.architecture == "decoder-only"
+            return self.config.architecture == "decoder-only"
         return stream_refusal(runner.model) is None
 
     @property
     def alti(self) -> bool:
-        """Whether ALTI (model/alti.py) reads one of its self-attention stacks: on our model
-        code (a model of yours not read yet: as its backend says)."""
-        runner, backend = self._read()
+        """Whether ALTI (model/alti.py) reads one of its self-attention stacks (a model of
+        yours not read yet is said to)."""
+        runner, _ = self._read()
         if runner is None:
-            return backend != "transformers"
+            return True
         return any(alti_refusal(runner.model, spec) is None for spec in self.specs.values())
 
     @property

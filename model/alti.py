@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .lens import first, layer_input, layout_of
 from .runner import AttentionSpec
 from .value_norms import head_values, output_projection
 
@@ -119,41 +120,57 @@ def layer_contributions(
     return out / out.sum(-1, keepdim=True).clamp_min(1e-300), norms
 
 
-def alti_refusal(model: nn.Module, spec: AttentionSpec) -> str | None:
-    """Why `alti` cannot read a stack; None where it can: a self-attention stack of our
-    model code with no cross-attention between its layers."""
+def _blocks(model: nn.Module, spec: AttentionSpec) -> tuple[list, list, list] | str:
+    """(each layer, the module whose output its attention block adds, its post-norm or
+    None) of a self-attention stack ALTI reads; or why it cannot: our model code's
+    self-attention layers (no cross-attention between them), or on transformers' code a
+    decoder whose residual stream is a sum of its blocks (model/hf/stream.py)."""
+    if hasattr(model, "residual_layout"):
+        layout = layout_of(model)
+        if isinstance(layout, str) or spec.type != "decoder.self":
+            why = layout if isinstance(layout, str) else "this attention type is no decoder's"
+            return f"on transformers' code ALTI reads a decoder's residual stream: {why}"
+        return layout.layers, layout.attention, [None] * len(layout.layers)
     stack: Any = getattr(model, spec.stack, None)
     if stack is None or not hasattr(stack, "layers") or not spec.self_attention:
         return (
             "ALTI reads the self-attention layers of our model code (their inputs and layer "
             "norms); this model or attention type is not one"
         )
-    if any(getattr(layer, "cross_attn", None) is not None for layer in stack.layers()):
+    layers = stack.layers()
+    if any(getattr(layer, "cross_attn", None) is not None for layer in layers):
         return "its decoder's layers attend to an encoder too: ALTI here reads self-attention alone"
-    return None
+    norms = [None if layer.pre_norm else layer.self_attn_norm for layer in layers]
+    return layers, [layer.self_attn for layer in layers], norms
+
+
+def alti_refusal(model: nn.Module, spec: AttentionSpec) -> str | None:
+    """Why `alti` cannot read a stack; None where it can (see `_blocks`)."""
+    found = _blocks(model, spec)
+    return found if isinstance(found, str) else None
 
 
 def alti(
     model: nn.Module, inputs: tuple[Tensor, ...], spec: AttentionSpec, norms_of: int | None = None
 ) -> Alti:
-    """ALTI of one self-attention stack of our model code on one input (its first row), from
-    one forward pass: each layer's input by a forward pre-hook, its weights and values
-    captured, its output projection and (post-norm) layer norm from the model; with
-    `norms_of`, that layer's terms' norms too."""
-    refusal = alti_refusal(model, spec)
-    if refusal is not None:
-        raise ValueError(refusal)
-    stack: Any = getattr(model, spec.stack)
-    layers = stack.layers()
+    """ALTI of one self-attention stack on one input (its first row), from one forward pass:
+    each layer's input by a forward pre-hook and what its attention adds by a forward hook,
+    its weights and values captured, its output projection and (post-norm) layer norm from
+    the model; with `norms_of`, that layer's terms' norms too."""
+    found = _blocks(model, spec)
+    if isinstance(found, str):
+        raise ValueError(found)
+    layers, attention, post_norms = found
     inputs_seen: list[Tensor] = []
     added: list[Tensor] = []  # each attention's output: what its block adds to x
     hooks = []
-    for layer in layers:
+    for i, layer in enumerate(layers):
         hooks.append(layer.register_forward_pre_hook(
-            lambda m, args: inputs_seen.append(args[0][0].detach())
+            lambda m, args, kwargs: inputs_seen.append(layer_input(args, kwargs)[0].detach()),
+            with_kwargs=True,
         ))  # fmt: skip
-        hooks.append(layer.self_attn.register_forward_hook(
-            lambda m, args, out: added.append(out[0].detach())
+        hooks.append(attention[i].register_forward_hook(
+            lambda m, args, out: added.append(first(out)[0].detach())
         ))  # fmt: skip
     names = [spec.hook(i, p) for i in range(spec.layers) for p in ("hook_weights", "hook_v")]
     try:
@@ -163,7 +180,7 @@ def alti(
         for hook in hooks:
             hook.remove()
     per_layer, norms = [], None
-    for i, layer in enumerate(layers):
+    for i in range(len(layers)):
         x = inputs_seen[i]
         made, these = layer_contributions(
             x,
@@ -171,7 +188,7 @@ def alti(
             capture[spec.hook(i, "hook_weights")][0],
             capture[spec.hook(i, "hook_v")][0],
             output_projection(model, spec, i),
-            None if layer.pre_norm else layer.self_attn_norm,
+            post_norms[i],
             with_norms=i == norms_of,
         )
         per_layer.append(made)

@@ -22,12 +22,12 @@ head's share (and the residual's, where j = i).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from .lens import stream_refusal
+from .hooks import Capture
+from .lens import Stream
 from .runner import AttentionSpec
 from .value_norms import head_values, output_projection
 
@@ -95,51 +95,22 @@ def feed_forward_shares(y: Tensor, ffn: Tensor) -> tuple[Tensor, Tensor]:
     return block / (block + kept), kept / (block + kept)
 
 
-def read_shares(model: nn.Module, inputs: tuple[Tensor, ...], spec: AttentionSpec) -> Shares:
-    """Every layer's shares in one forward pass of a pre-norm decoder on our model code
-    (as the logit lens reads it: model/lens.py)."""
-    refusal = stream_refusal(model)
-    if refusal is not None:
-        raise ValueError(refusal)
-    layers = cast_layers(model)
-    seen: dict[str, list[Tensor]] = {"x": [], "attention": [], "ffn": []}
-    hooks = []
-    for layer in layers:
-        hooks.append(layer.register_forward_pre_hook(
-            lambda m, args: seen["x"].append(args[0][0].detach())
-        ))  # fmt: skip
-        hooks.append(layer.self_attn.register_forward_hook(
-            lambda m, args, out: seen["attention"].append(out[0].detach())
-        ))  # fmt: skip
-        hooks.append(layer.feed_forward.register_forward_hook(
-            lambda m, args, out: seen["ffn"].append(out[0].detach())
-        ))  # fmt: skip
-    names = [spec.hook(i, p) for i in range(spec.layers) for p in ("hook_weights", "hook_v")]
-    try:
-        with torch.no_grad():
-            _, capture = model.run_with_capture(*inputs, names_filter=names)  # type: ignore[operator]
-    finally:
-        for hook in hooks:
-            hook.remove()
+def read_shares(model: nn.Module, stream: Stream, capture: Capture, spec: AttentionSpec) -> Shares:
+    """Every layer's shares, from a pass's residual stream (model/lens.py `read_stream`) and
+    the capture of the same input (its weights and value vectors)."""
     shares = Shares([], [], [], [])
-    for i in range(len(layers)):
-        x = seen["x"][i]
-        y = x + seen["attention"][i]
+    for i, x in enumerate(stream.pre):
+        y = x + stream.attention[i]
         weights = capture[spec.hook(i, "hook_weights")][0]
-        f = head_values(capture[spec.hook(i, "hook_v")][0], output_projection(model, spec, i),
-                        weights.size(0))  # fmt: skip
+        wo = output_projection(model, spec, i)
+        f = head_values(capture[spec.hook(i, "hook_v")][0], wo, weights.size(0))
         attention, residual = attention_shares(x, y, weights, f)
-        block, kept = feed_forward_shares(y, seen["ffn"][i])
+        block, kept = feed_forward_shares(y, stream.feed_forward[i])
         shares.attention.append(attention)
         shares.residual.append(residual)
         shares.feed_forward.append(block)
         shares.kept.append(kept)
     return shares
-
-
-def cast_layers(model: nn.Module) -> list[Any]:
-    decoder: Any = getattr(model, "decoder")  # noqa: B009 (checked by stream_refusal)
-    return decoder.layers()
 
 
 @dataclass

@@ -35,6 +35,47 @@ TOLERANCE = 1e-4
 
 
 @dataclass
+class FinalNorm:
+    """A final norm as the linear map it is once each position's scale is known:
+    y = gain ⊙ (x − mean(x) if it centres) / s + bias, s = sqrt(var or mean square + eps)."""
+
+    centres: bool  # LayerNorm's (else RMSNorm's: no centring, no bias)
+    gain: Tensor
+    bias: Tensor | None
+    eps: float
+
+    def scale(self, x: Tensor) -> Tensor:
+        """s per position (..., 1) at the norm's input x (..., d)."""
+        if self.centres:
+            variance = x.var(-1, keepdim=True, unbiased=False)
+        else:
+            variance = x.pow(2).mean(-1, keepdim=True)
+        return torch.sqrt(variance + self.eps)
+
+    def linear(self, c: Tensor, scale: Tensor) -> Tensor:
+        """c through the norm with the scale held (its bias left out)."""
+        return (c - c.mean(-1, keepdim=True) if self.centres else c) / scale * self.gain
+
+    def __call__(self, x: Tensor) -> Tensor:
+        y = self.linear(x, self.scale(x))
+        return y + self.bias if self.bias is not None else y
+
+
+@dataclass
+class Layout:
+    """Where a decoder's residual stream is read: each layer (its input: the residual it
+    reads), the modules whose outputs its attention and feed-forward blocks add, the final
+    norm (and its map) and the unembedding."""
+
+    layers: list[nn.Module]
+    attention: list[nn.Module]
+    feed_forward: list[nn.Module]
+    final_norm: nn.Module
+    norm: FinalNorm
+    unembed: nn.Linear
+
+
+@dataclass
 class Stream:
     """One pass's residual stream (first row, float64): what each layer reads, what its
     attention and feed-forward blocks add, the final norm's input and the model's logits."""
@@ -44,59 +85,88 @@ class Stream:
     feed_forward: list[Tensor]  # (T, d)
     final: Tensor  # (T, d) after the last layer: what the final norm reads
     logits: Tensor  # (T, V) the model's own
-    norm: Any  # the final norm (model/layers.py's LayerNorm or RMSNorm)
+    norm: FinalNorm
     unembed: nn.Linear
 
 
-def stream_refusal(model: nn.Module) -> str | None:
-    """Why `read_stream` cannot read a model's residual stream; None where it can."""
+def norm_of(module: Any) -> FinalNorm:
+    """Our model code's LayerNorm (gamma, beta) or RMSNorm (weight) as a `FinalNorm`."""
+    if hasattr(module, "gamma"):
+        return FinalNorm(True, module.gamma.detach().double(), module.beta.detach().double(),
+                         module.eps)  # fmt: skip
+    return FinalNorm(False, module.weight.detach().double(), None, module.eps)
+
+
+def layout_of(model: nn.Module) -> Layout | str:
+    """Where a model's residual stream is read, or why it is not: a decoder-only model with
+    pre-norm layers, a final norm and a linear unembedding (transformers' code: as its
+    probe found them, model/hf/stream.py)."""
+    found = getattr(model, "residual_layout", None)
+    if found is not None:
+        return found
     decoder: Any = getattr(model, "decoder", None)
     if decoder is None or not hasattr(decoder, "layers") or hasattr(model, "encoder"):
         return (
             "the logit lens and direct logit attribution read the residual stream of a "
-            "decoder-only model on our model code; this model is not one"
+            "decoder-only model; this model is not one"
         )
-    if decoder.final_norm is None or not all(layer.pre_norm for layer in decoder.layers()):
+    layers = decoder.layers()
+    if decoder.final_norm is None or not all(layer.pre_norm for layer in layers):
         return (
             "its layers normalize after adding to the residual stream (post-norm): the "
             "stream is no sum of what each block adds"
         )
-    return None
+    unembed: Any = model.output
+    return Layout(layers, [layer.self_attn for layer in layers],
+                  [layer.feed_forward for layer in layers], decoder.final_norm,
+                  norm_of(decoder.final_norm), unembed)  # fmt: skip
+
+
+def stream_refusal(model: nn.Module) -> str | None:
+    """Why `read_stream` cannot read a model's residual stream; None where it can."""
+    found = layout_of(model)
+    return found if isinstance(found, str) else None
+
+
+def first(out: Any) -> Tensor:
+    """A module's output tensor (the first of a tuple)."""
+    return out[0] if isinstance(out, tuple | list) else out
+
+
+def layer_input(args: tuple, kwargs: dict) -> Tensor:
+    """The hidden states a layer is called with (positionally or by name)."""
+    return args[0] if args else kwargs["hidden_states"]
 
 
 def read_stream(model: nn.Module, inputs: tuple[Tensor, ...]) -> Stream:
-    """The residual stream of a decoder-only model on our model code (pre-norm layers, a
-    final norm, a linear unembedding); a ValueError where the model is not one, or where
-    the terms do not add up to what each layer reads."""
-    refusal = stream_refusal(model)
-    if refusal is not None:
-        raise ValueError(refusal)
-    decoder: Any = model.decoder
-    layers = decoder.layers()
-    seen: dict[str, list[Tensor]] = {"pre": [], "attention": [], "feed_forward": []}
-    final: list[Tensor] = []
+    """The residual stream of one forward pass (`layout_of` says where); a ValueError
+    where the model has none, or where the terms do not add up to what each layer reads."""
+    layout = layout_of(model)
+    if isinstance(layout, str):
+        raise ValueError(layout)
+    seen: dict[str, list[Tensor]] = {"pre": [], "attention": [], "feed_forward": [], "final": []}
 
     def keep(key: str):
-        return lambda module, args, out: seen[key].append(out[0].detach().double())
+        return lambda module, args, out: seen[key].append(first(out)[0].detach().double())
 
-    hooks = [decoder.final_norm.register_forward_pre_hook(
-        lambda module, args: final.append(args[0][0].detach().double())
-    )]  # fmt: skip
-    for layer in layers:
-        hooks.append(layer.register_forward_pre_hook(
-            lambda module, args: seen["pre"].append(args[0][0].detach().double())
-        ))  # fmt: skip
-        hooks.append(layer.self_attn.register_forward_hook(keep("attention")))
-        hooks.append(layer.feed_forward.register_forward_hook(keep("feed_forward")))
+    def keep_input(key: str):
+        return lambda module, args, kwargs: seen[key].append(
+            layer_input(args, kwargs)[0].detach().double()
+        )
+
+    hooks = [layout.final_norm.register_forward_pre_hook(keep_input("final"), with_kwargs=True)]
+    for i, layer in enumerate(layout.layers):
+        hooks.append(layer.register_forward_pre_hook(keep_input("pre"), with_kwargs=True))
+        hooks.append(layout.attention[i].register_forward_hook(keep("attention")))
+        hooks.append(layout.feed_forward[i].register_forward_hook(keep("feed_forward")))
     try:
         with torch.no_grad():
             logits = model(*inputs)
     finally:
         for hook in hooks:
             hook.remove()
-    unembed: Any = model.output
-    stream = Stream(seen["pre"], seen["attention"], seen["feed_forward"], final[0],
-                    logits[0].detach().double(), decoder.final_norm, unembed)  # fmt: skip
+    stream = Stream(seen["pre"], seen["attention"], seen["feed_forward"], seen["final"][0],
+                    logits[0].detach().double(), layout.norm, layout.unembed)  # fmt: skip
     after = [*stream.pre[1:], stream.final]
     for i, (read, next_read) in enumerate(zip(stream.pre, after, strict=True)):
         made = read + stream.attention[i] + stream.feed_forward[i]
@@ -106,31 +176,6 @@ def read_stream(model: nn.Module, inputs: tuple[Tensor, ...]) -> Stream:
                 "next layer reads: its residual stream is no sum of its blocks"
             )
     return stream
-
-
-def _scale(norm: Any, x: Tensor) -> tuple[Tensor, bool]:
-    """The final norm's scale per position (T, 1) at its input x (T, d), and whether it
-    centres (LayerNorm) or not (RMSNorm)."""
-    centres = hasattr(norm, "beta")
-    if centres:
-        variance = x.var(-1, keepdim=True, unbiased=False)
-    else:
-        variance = x.pow(2).mean(-1, keepdim=True)
-    return torch.sqrt(variance + norm.eps), centres
-
-
-def _gain_bias(norm: Any) -> tuple[Tensor, Tensor | None]:
-    gain = norm.gamma if hasattr(norm, "gamma") else norm.weight
-    bias = getattr(norm, "beta", None)
-    return gain.detach().double(), bias.detach().double() if bias is not None else None
-
-
-def normed(norm: nn.Module, x: Tensor) -> Tensor:
-    """The final norm applied to residuals x (..., d) as the model applies it, in float64."""
-    scale, centres = _scale(norm, x)
-    gain, bias = _gain_bias(norm)
-    y = (x - x.mean(-1, keepdim=True) if centres else x) / scale * gain
-    return y + bias if bias is not None else y
 
 
 def lens_logits(stream: Stream, layer: int) -> Tensor:
@@ -143,7 +188,7 @@ def lens_logits(stream: Stream, layer: int) -> Tensor:
     resid = stream.pre[layer]
     unembed = stream.unembed
     weight = unembed.weight.detach()
-    logits = normed(stream.norm, resid).to(weight.dtype) @ weight.t()
+    logits = stream.norm(resid).to(weight.dtype) @ weight.t()
     if unembed.bias is not None:
         logits = logits + unembed.bias.detach()
     return logits
@@ -198,13 +243,13 @@ def attribute(
 ) -> Attribution:
     """Every term of the stream at `position` on W_U[a] − W_U[b], through the final norm
     with the position's scale held (TransformerLens's `apply_ln_to_stack`)."""
-    scale, centres = _scale(stream.norm, stream.final[position])
-    gain, bias = _gain_bias(stream.norm)
+    norm = stream.norm
+    scale = norm.scale(stream.final[position])
     weight = stream.unembed.weight.detach().double()
-    direction = gain * (weight[a] - weight[b]) / scale  # (d,)
+    direction = weight[a] - weight[b]  # (d,)
 
     def on(c: Tensor) -> Tensor:
-        return (c - c.mean(-1, keepdim=True) if centres else c) @ direction
+        return norm.linear(c, scale) @ direction
 
     heads, attention_bias = [], []
     for layer in range(len(stream.pre)):
@@ -213,9 +258,10 @@ def attribute(
         projection = projection_module(model, spec, layer)
         own = getattr(projection, "bias", None)
         attention_bias.append(float(on(own.detach().double())) if own is not None else 0.0)
-    biases = float(bias @ (weight[a] - weight[b])) if bias is not None else 0.0
+    biases = float(norm.bias @ direction) if norm.bias is not None else 0.0
     if stream.unembed.bias is not None:
-        biases += float(stream.unembed.bias[a] - stream.unembed.bias[b])
+        own = stream.unembed.bias.detach()
+        biases += float(own[a] - own[b])
     logits = stream.logits[position]
     return Attribution(
         a=a,

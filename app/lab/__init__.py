@@ -47,9 +47,10 @@ NEEDS_EXPLAINED = {
     "cached_decoding": "does not decode step by step, so there is no KV cache to show",
     "similarity": "makes no sentence embedding",
     "generation": "does not predict the next token of a text, so nothing is copied",
-    "alti": "runs on transformers' code, whose layers' inputs and norms ALTI does not read",
-    "residual_stream": "is not a decoder-only model on our model code, whose residual "
-    "stream this reads",
+    "alti": "has no self-attention stack ALTI reads (our model code's, or a decoder's whose "
+    "residual stream is a sum of its blocks)",
+    "residual_stream": "has no residual stream this reads: a decoder-only model whose layers "
+    "add their attention's and feed-forward block's outputs to it",
     "value_norms": "changes its attention's output (a gate, a norm) before its output "
     "projection reads it, so what each head adds is not one linear map of its values",
 }

@@ -12,12 +12,11 @@ from pydantic import BaseModel, Field, StrictFloat
 
 from model.graph import graph as graph_of
 from model.graph import read_shares
-from model.runner import model_inputs
 
 from ..errors import CannotServe
 from ..schemas import Index, TextRequest
 from .context import LabContext
-from .lens import position_of
+from .lens import position_of, stream_of
 
 MOST_TOKENS = 256  # what one graph reads: its parts grow as tokens² × heads × width
 
@@ -62,7 +61,7 @@ def graph(ctx: LabContext, req: GraphRequest) -> GraphResponse:
     position = position_of(ctx, req.position, tokens)
     spec = ctx.spec("decoder.self")
     try:
-        shares = read_shares(ctx.model, model_inputs(ctx.config, ctx.source, ctx.target), spec)
+        shares = read_shares(ctx.model, stream_of(ctx), ctx.result.captured, spec)
     except ValueError as exc:
         raise CannotServe(f"{ctx.entry.id}: {exc}") from None
     edges = graph_of(shares, position, req.threshold)

@@ -221,6 +221,14 @@ class HFTransformer(HookedModule):
         or a norm comes between)."""
         return self._projections[attention_type][layer]
 
+    @functools.cached_property
+    def residual_layout(self):
+        """Where its residual stream is read (model/lens.py's `Layout`), or why not: found
+        once, by a probe pass (model/hf/stream.py)."""
+        from .stream import residual_layout
+
+        return residual_layout(self)
+
     @property
     def projects_heads(self) -> bool:
         """Whether every attention call's output projection was found (value norms)."""

@@ -20,6 +20,7 @@ from harness.references.contributions import kobayashi2021
 from model.alti import alti, block_terms, head_values
 from model.pretrained.bert import BertRunner, package_dir
 from model.pretrained.hf import load_folder
+from model.pretrained.sources import load_origin
 from model.value_norms import output_projection, projection_module
 
 TEXT = "The animal didn't cross the street because it was too tired."
@@ -103,10 +104,13 @@ def test_minilms_norms_with_residual_and_layer_norm_equal_kobayashi_2021():
         assert (ours - expected).abs().max() <= 1e-5 * expected.abs().max()
 
 
+@pytest.mark.parametrize("backend", ["ours", "transformers"])
 @pytest.mark.parametrize("kind", ["gpt2", "llama", "qwen2"])
-def test_a_decoders_alti_equals_the_reference(tmp_path, kind):
+def test_a_decoders_alti_equals_the_reference(tmp_path, kind, backend):
     theirs_model = tiny(kind)
-    runner = load_folder(saved(tmp_path, theirs_model))
+    folder = saved(tmp_path, theirs_model)
+    runner = load_origin(folder, backend="transformers")[0] if backend != "ours" else None
+    runner = runner or load_folder(folder)
     ids, _ = runner.tokenize(PROMPTS[0] + " jumps over the lazy dog")
     batch = torch.tensor([ids])
     ours = alti(runner.model, (batch,), runner.attention[0])
@@ -116,4 +120,5 @@ def test_a_decoders_alti_equals_the_reference(tmp_path, kind):
         assert layer.triu(1).abs().max() == 0  # no contribution from a later token
     close(ours.composed, theirs["composed"])
     close(ours.composed.sum(-1), torch.ones(len(ids)), 1e-12)
-    check_sums_back(runner.model, runner.attention[0], (batch,))
+    if backend == "ours":  # (the hooks name our layers' norms)
+        check_sums_back(runner.model, runner.attention[0], (batch,))

@@ -16,15 +16,23 @@ import torch
 from harness.checkpoints import PROMPTS, saved, tiny
 from harness.references.contributions import llm_tt, llm_tt_graph
 from model.graph import graph, read_shares
+from model.lens import read_stream
 from model.pretrained.hf import load_folder
+from model.pretrained.sources import load_origin
 
 
+@pytest.mark.parametrize("backend", ["ours", "transformers"])
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
-def test_shares_and_edges_equal_the_reference(tmp_path, kind):
+def test_shares_and_edges_equal_the_reference(tmp_path, kind, backend):
     theirs_model = tiny(kind)
-    runner = load_folder(saved(tmp_path, theirs_model))
+    folder = saved(tmp_path, theirs_model)
+    runner = load_origin(folder, backend="transformers")[0] if backend != "ours" else None
+    runner = runner or load_folder(folder)
     ids, _ = runner.tokenize(PROMPTS[0] + " jumps over the lazy dog")
-    shares = read_shares(runner.model, (torch.tensor([ids]),), runner.attention[0])
+    batch = torch.tensor([ids])
+    _, capture = runner.model.run_with_capture(batch)
+    stream = read_stream(runner.model, (batch,))
+    shares = read_shares(runner.model, stream, capture, runner.attention[0])
     theirs = llm_tt(theirs_model, ids)
     assert theirs["residual_mid"] <= 1e-12  # the reference's parts sum to its whole
     for layer in range(len(shares.attention)):

@@ -17,6 +17,7 @@ import torch
 from harness.checkpoints import PROMPTS, saved, tiny
 from model.lens import attribute, lens_logits, read_stream
 from model.pretrained.hf import load_folder
+from model.pretrained.sources import load_origin
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / ".venv-ref" / "bin" / "python"
@@ -51,10 +52,16 @@ def theirs(folder: Path, ids: list[int], tmp_path: Path) -> dict:
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 def test_lens_and_dla_equal_transformerlens(tmp_path, kind):
+    """On both backends: our model code, and transformers' code read by its probe."""
     folder = saved(tmp_path, with_gains(kind))
-    runner = load_folder(folder)
-    ids, _ = runner.tokenize(PROMPTS[0] + " jumps over the lazy dog")
+    runners = [load_folder(folder), load_origin(folder, backend="transformers")[0]]
+    ids, _ = runners[0].tokenize(PROMPTS[0] + " jumps over the lazy dog")
     tl = theirs(folder, ids, tmp_path)
+    for runner in runners:
+        check(runner, ids, tl)
+
+
+def check(runner, ids: list[int], tl: dict) -> None:
     batch = torch.tensor([ids])
     stream = read_stream(runner.model, (batch,))
     depths = len(stream.pre) + 1

@@ -1,0 +1,141 @@
+"""Where a transformers decoder's residual stream is read (model/lens.py's `Layout`), found
+by one probe pass rather than by each architecture's names: its layers are the ModuleList
+that holds its attention modules; what a layer's attention adds is its output projection's
+output (as the trace found the projection); its feed-forward block is the child of the
+layer whose output is what remains of the layer's output; its final norm is the module
+whose output the unembedding reads. Each is checked on the probe: a layer whose output is
+not its input plus those two (a norm after the attention or the feed-forward, as Gemma's),
+a hybrid's layers without attention, a final norm that is not a LayerNorm or an RMSNorm
+read from its weights, or logits changed after the unembedding (soft-capped) are refused
+with the reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..lens import FinalNorm, Layout, first, layer_input
+from ..value_norms import projection_module
+from .calls import probe_token
+
+CLOSE = 1e-4  # relative to the largest value: what the probe's checks allow (float32)
+
+
+def _close(a: Tensor, b: Tensor) -> bool:
+    return a.shape == b.shape and bool((a - b).abs().max() <= CLOSE * b.abs().max().clamp_min(1))
+
+
+def _final_norm(module: nn.Module, x: Tensor, out: Tensor) -> FinalNorm | None:
+    """A norm module read from its weights as a `FinalNorm` (LayerNorm or RMSNorm, its
+    gain its weight or, as Gemma's, one plus it), checked to give `out` from `x`."""
+    weight = getattr(module, "weight", None)
+    eps = next((getattr(module, n) for n in ("eps", "variance_epsilon", "epsilon")
+                if isinstance(getattr(module, n, None), float)), None)  # fmt: skip
+    if not isinstance(weight, Tensor) or eps is None:
+        return None
+    bias = getattr(module, "bias", None)
+    bias = bias.detach().double() if isinstance(bias, Tensor) else None
+    for centres in (True, False):
+        for gain in (weight.detach().double(), 1 + weight.detach().double()):
+            norm = FinalNorm(centres, gain, bias, eps)
+            if _close(norm(x.double()), out.double()):
+                return norm
+    return None
+
+
+def residual_layout(model: Any) -> Layout | str:
+    """model: an `HFTransformer` (its `hf`, `specs`, architecture); the layout or why not."""
+    if model.architecture != "decoder-only":
+        return "the logit lens reads a decoder-only model's residual stream; this is not one"
+    hf = model.hf
+    spec = next(s for s in model.specs if s.type == "decoder.self")
+    names = {id(m): n for n, m in hf.named_modules()}
+    attention_modules = [c.module for c in model.traced]
+    holders = []
+    for module in attention_modules:
+        name = names.get(id(module), "")
+        parts = name.split(".")
+        holder = next((".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1)
+                       if isinstance(hf.get_submodule(".".join(parts[: k - 1]) or ""),
+                                     nn.ModuleList)), None)  # fmt: skip
+        holders.append(holder)
+    named = [h for h in holders if h is not None]
+    if len(named) != len(holders) or len(set(named)) != spec.layers:
+        return "its attention modules are not one a layer of one list of layers"
+    layers = [hf.get_submodule(h) for h in named]
+    container = hf.get_submodule(named[0].rsplit(".", 1)[0])
+    if len(container) != spec.layers:
+        return (
+            f"only {spec.layers} of its {len(container)} layers attend (a hybrid): its "
+            "residual stream is not read layer by layer here"
+        )
+    found = [projection_module(model, spec, i) for i in range(spec.layers)]
+    projections = [p for p in found if p is not None]
+    if len(projections) != len(found):
+        return "its attention's output is changed (gated or normalized) before its projection"
+    unembed = hf.get_output_embeddings()
+    if not isinstance(unembed, nn.Linear):
+        return "its unembedding is no linear layer"
+    seen: dict[Any, Any] = {}
+    hooks = [unembed.register_forward_pre_hook(lambda m, a: seen.__setitem__("h", a[0]))]
+    for i, layer in enumerate(layers):
+        hooks.append(layer.register_forward_pre_hook(
+            lambda m, a, k, i=i: seen.__setitem__(("in", i), layer_input(a, k)), with_kwargs=True
+        ))  # fmt: skip
+        hooks.append(layer.register_forward_hook(
+            lambda m, a, o, i=i: seen.__setitem__(("out", i), first(o))
+        ))  # fmt: skip
+        hooks.append(projections[i].register_forward_hook(
+            lambda m, a, o, i=i: seen.__setitem__(("attn", i), o)
+        ))  # fmt: skip
+        for child in layer.children():
+            hooks.append(child.register_forward_hook(
+                lambda m, a, o, i=i: seen.setdefault(("child", i), []).append((m, first(o)))
+            ))  # fmt: skip
+    last = probe_token(hf)
+    ids = torch.tensor([[last, last - 1, last - 2, last - 3]], device=unembed.weight.device)
+    outside = {id(m) for layer in layers for m in layer.modules()}
+    finals: list = []
+    for module in hf.modules():
+        if id(module) not in outside and not list(module.children()):
+            hooks.append(module.register_forward_hook(
+                lambda m, a, o: finals.append((m, a[0] if a else None, o))
+            ))  # fmt: skip
+    try:
+        with torch.no_grad():
+            logits = model(ids)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    feed_forward = []
+    for i in range(len(layers)):
+        remainder = seen[("out", i)] - seen[("in", i)] - seen[("attn", i)]
+        called = [m for m, _ in seen.get(("child", i), [])]
+        # (a module called twice in a layer, as Phi's dropout on both blocks, is neither)
+        found = [m for m, out in seen.get(("child", i), []) if called.count(m) == 1
+                 and isinstance(out, Tensor) and _close(out, remainder)]  # fmt: skip
+        if not found:
+            return (
+                f"its layer {i}'s output is not its input plus what its attention and "
+                "feed-forward blocks give (a norm after one of them): its residual stream is "
+                "no sum of its blocks"
+            )
+        feed_forward.append(found[-1])
+    h = seen["h"]
+    norm_module, norm = None, None
+    for module, given, out in finals:
+        if isinstance(given, Tensor) and isinstance(out, Tensor) and _close(out, h):
+            norm = _final_norm(module, given, out)
+            if norm is not None and _close(given, seen[("out", len(layers) - 1)]):
+                norm_module = module
+                break
+    if norm_module is None or norm is None:
+        return "its final norm is not one the lens reads (a LayerNorm or an RMSNorm)"
+    made = norm(seen[("out", len(layers) - 1)].double()) @ unembed.weight.double().t()
+    if unembed.bias is not None:
+        made = made + unembed.bias.double()
+    if not _close(made.float(), logits):
+        return "its logits are changed after the unembedding (soft-capped or scaled)"
+    return Layout(layers, projections, feed_forward, norm_module, norm, unembed)  # type: ignore[arg-type]
