@@ -26,6 +26,7 @@ import torch
 from model.checkpoints import CheckpointError
 from model.pretrained.backends import OURS, choose, uses_attention_interface
 from model.pretrained.sources import load_origin
+from model.lens import attribute, read_stream, stream_refusal
 from model.value_norms import output_projection, projection_module
 
 VOCAB = 320  # harness/checkpoints.py's byte-level BPE tokenizer
@@ -96,6 +97,10 @@ class Row:
     # pass, relative to the largest output; or why the norms are not served
     norms: float = float("nan")
     norms_reason: str = ""
+    # a decoder's residual stream (model/lens.py: the logit lens, DLA, the graph): how far
+    # direct logit attribution's terms sum from the logit difference, or why it is not read
+    stream: float = float("nan")
+    stream_reason: str = ""
 
     @property
     def equal(self) -> bool:
@@ -369,6 +374,7 @@ def measured(model_type: str, kind: str, folder: Path, runner, chosen: str, spee
             row.greedy = runner.model.greedy(batch, CONTINUATION) == theirs[0].tolist()
     row.norms, row.norms_reason = heads_sum_to_projection(runner, capture, seen)
     if kind == "decoder-only":
+        row.stream, row.stream_reason = stream_sums(runner, batch, capture)
         long_path(row, runner, ids, expected, eager.config)
     if speed:
         with torch.no_grad():
@@ -421,6 +427,18 @@ def heads_sum_to_projection(runner, capture, seen) -> tuple[float, str]:
             calls[id(module)] += 1
             worst = max(worst, ((total - made).abs().max() / made.abs().max()).item())
     return worst, ""
+
+
+def stream_sums(runner, batch, capture) -> tuple[float, str]:
+    """Direct logit attribution's terms at the last position, summed, against the logit
+    difference of its top two tokens (relative to it, or 1); or why the stream is not read."""
+    refusal = stream_refusal(runner.model)
+    if refusal is not None:
+        return float("nan"), refusal
+    stream = read_stream(runner.model, (batch,))
+    a, b = stream.logits[-1].topk(2).indices.tolist()
+    made = attribute(runner.model, stream, capture, runner.attention[0], batch.size(1) - 1, a, b)
+    return abs(made.total - made.logit_diff) / max(1.0, abs(made.logit_diff)), ""
 
 
 def long_path(row: Row, runner, ids: list[int], expected, config) -> None:
@@ -483,8 +501,8 @@ def readme_table(rows: list[Row]) -> str:
     it and whether it is served equal (or why not)."""
     lines = [
         "| architecture | kind | read by | served and equal to transformers "
-        "| prompts past 512 tokens | value-weighted norms |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| prompts past 512 tokens | value-weighted norms | residual stream |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
 
     def cell(text: str) -> str:
@@ -500,7 +518,12 @@ def readme_table(rows: list[Row]) -> str:
         norms = "—"
         if r.equal:
             norms = cell("yes" if r.norms <= 1e-5 else "no: " + (r.norms_reason or "differs"))
-        lines.append(f"| `{r.model_type}` | {r.kind} | {backend} | {said} | {long} | {norms} |")
+        stream = "—"
+        if r.equal and r.kind == "decoder-only":
+            stream = cell("yes" if r.stream <= 1e-4 else "no: " + (r.stream_reason or "differs"))
+        lines.append(
+            f"| `{r.model_type}` | {r.kind} | {backend} | {said} | {long} | {norms} | {stream} |"
+        )
     return "\n".join(lines)
 
 

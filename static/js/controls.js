@@ -70,12 +70,18 @@ export function syncControls() {
   elements.layer.value = String(state.layer);
   fillSelect(elements.head, [...Array(heads).keys()]);
   elements.head.value = String(state.head);
-  // value-weighted norms where the model's attention is on our model code (info's
-  // capabilities): elsewhere the choice is not offered, and a link's falls back to weights
+  // value-weighted norms where the model serves them (info's capabilities): elsewhere the
+  // choice is not offered, and a link's falls back to weights; a view that draws only some
+  // kinds (its `kinds`) offers those, showing weights for the others it does not draw
   const norms = elements.kind.querySelector("option[value=norms]");
   norms.hidden = norms.disabled = !info.capabilities.value_norms;
   if (norms.disabled && state.kind === "norms") state.kind = "weights";
-  elements.kind.value = state.kind;
+  const drawn = viewOf(state.view).kinds;
+  for (const option of elements.kind.options) {
+    const offered = !drawn || drawn.includes(option.value);
+    option.hidden = option.disabled = !offered || (option === norms && norms.disabled);
+  }
+  elements.kind.value = !drawn || drawn.includes(state.kind) ? state.kind : "weights";
   elements.average.checked = state.avg;
   elements.words.checked = state.words;
   elements.hide.checked = state.hide;

@@ -35,7 +35,7 @@ def test_the_model_list_states_the_toy(toy):
         64,
     )
     assert info["capabilities"]["experiments"] == [
-        "scaling", "metrics", "rollout", "contribution", "ablation", "compare"
+        "scaling", "metrics", "rollout", "alti", "contribution", "ablation", "compare"
     ]  # fmt: skip
     assert models[1]["title"] == "Toy decoder-only, untrained twin"
     assert toy.get("/healthz").json()["models"] == ["toy", "toy-untrained"]

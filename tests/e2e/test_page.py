@@ -306,3 +306,23 @@ def test_the_value_weighted_toggle_draws_the_apis_norms_and_says_what_they_are(p
     page.click("#lang-zh")
     expect(page.locator("#explain")).to_contain_text("按值加权（Kobayashi 等，2020）")
     expect(page.locator("#kind option[value=norms]")).to_have_text("按值加权")
+
+
+def test_the_model_views_thumbnails_draw_value_weighted_norms(page: Page):
+    text = "The cat sat on the mat."
+    page.goto(f"/?model=minilm&view=model&text={text}&kind=norms&lang=en")
+    ready(page)
+    expect(page.locator("#explain")).to_contain_text(
+        "Value-weighted norms ‖α f(x)‖: what each key adds, each layer's thumbnails on its own "
+        "scale (its largest brightest)."
+    )
+    expect(page.locator("#kind")).to_have_value("norms")
+    # the model view draws weights or norms: the other choices are not offered there
+    assert page.locator("#kind option[value=scores]").is_hidden()
+    expect(page.locator("#grid canvas")).to_have_count(6 * 12)
+    first = "document.querySelector('#grid canvas').toDataURL()"
+    drawn = page.evaluate(first)
+    page.select_option("#kind", "weights")
+    ready(page)
+    expect(page.locator("#explain")).not_to_contain_text("Value-weighted")
+    assert page.evaluate(first) != drawn

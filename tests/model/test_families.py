@@ -25,6 +25,7 @@ from model.pretrained.backends import OURS
 # fewer is a regression.
 SERVED_AND_EQUAL_AT_LEAST = 151
 NORMS_AT_LEAST = 134  # of the 151 served equal (measured on 5.24; 17 gate or normalize)
+STREAM_AT_LEAST = 65  # of the 115 decoders served equal (measured on 5.24)
 READ_LONG_AT_LEAST = 99  # of the 115 decoders served equal (measured on 5.24)
 
 
@@ -91,6 +92,21 @@ def test_value_weighted_norms_decompose_each_projections_output_or_say_why(rows)
     for model_type in ("llama", "gpt2", "bert", "t5", "bart", "albert", "roberta", "gemma2"):
         assert not by_type[model_type].norms_reason, by_type[model_type]
     assert "gated" in by_type["qwen3_next"].norms_reason
+
+
+def test_most_decoders_residual_streams_are_read_or_say_why(rows):
+    """The logit lens, DLA and the contribution graph read a decoder's residual stream
+    (model/lens.py; on transformers' code as its probe finds it): DLA's terms sum to the
+    logit difference, or the row says why the stream is not read."""
+    decoders = [r for r in rows if r.equal and r.kind == "decoder-only"]
+    read = [r for r in decoders if not r.stream_reason]
+    for row in read:
+        assert row.stream <= 1e-4, (row.model_type, row.stream)
+    assert len(read) >= STREAM_AT_LEAST, len(read)
+    by_type = {r.model_type: r for r in decoders}
+    for model_type in ("llama", "gpt2", "qwen2", "qwen3", "mistral", "phi", "gpt_neox"):
+        assert not by_type[model_type].stream_reason, by_type[model_type]
+    assert "a norm after one of them" in by_type["gemma2"].stream_reason
 
 
 def test_the_docs_table_is_the_matrix(rows):

@@ -36,6 +36,8 @@ async function drawModel(ctx) {
     grid.querySelector(thumbAt(...moves[event.key]))?.focus();
   };
   await drawEntropy(ctx, analysis, layers, heads);
+  // value-weighted norms where chosen (whole heads: not a long input's overviews)
+  const norms = state.kind === "norms" && !analysis.long;
   if (group > 1) grid.append(groupHeader(kv, group, t));
   for (let layer = 0; layer < layers; layer++) {
     if (ctx.stale()) return;
@@ -49,8 +51,14 @@ async function drawModel(ctx) {
     // a long input's heads: max-pooled overviews (no whole matrix is kept)
     const block = analysis.long
       ? await overviewBlock(ctx, state.type, layer, THUMB_CELLS)
-      : await ctx.layerBlock(state.type, layer, "weights");
+      : await ctx.layerBlock(state.type, layer, norms ? "norms" : "weights");
     if (ctx.stale()) return;
+    // norms have no fixed range: each layer's on its own scale, its largest the brightest
+    let largest = 0;
+    for (let i = 0; norms && i < block.heads.length; i++) {
+      for (const v of block.flat(i)) if (v > largest) largest = v;
+    }
+    largest ||= 1;
     block.heads.forEach((head, i) => {
       const button = document.createElement("button");
       button.type = "button";
@@ -59,7 +67,8 @@ async function drawModel(ctx) {
       button.dataset.layer = String(layer);
       button.dataset.head = String(head);
       const canvas = document.createElement("canvas");
-      drawThumbnail(canvas, block.flat(i), block.height, block.width);
+      const values = norms ? block.flat(i).map((v) => v / largest) : block.flat(i);
+      drawThumbnail(canvas, values, block.height, block.width);
       const caption = document.createElement("span");
       caption.className = "thumb-caption";
       button.append(canvas, caption);
@@ -71,7 +80,7 @@ async function drawModel(ctx) {
   }
   // the current head is marked
   grid.querySelector(thumbAt(state.layer, state.head))?.classList.add("current");
-  elements.explain.textContent = t("hint_model");
+  elements.explain.textContent = norms ? `${t("norms_model")} ${t("hint_model")}` : t("hint_model");
   if (analysis.long) await followSummaries(ctx, analysis, layers, heads);
 }
 
@@ -163,6 +172,8 @@ const STRINGS = {
       "Rows: layers; columns: heads. Arrow keys move between thumbnails (Tab into them first); Enter or a click opens one.",
     kv_group: "KV {g}: H{first}–H{last}",
     kv_group_title: "Query heads {first}–{last} share key/value head {g}",
+    norms_model:
+      "Value-weighted norms ‖α f(x)‖: what each key adds, each layer's thumbnails on its own scale (its largest brightest).",
   },
   zh: {
     summaries_progress: "这段长输入的注意力头摘要：已算出 {done} / {total}。",
@@ -170,6 +181,8 @@ const STRINGS = {
     hint_model: "行：层；列：头。方向键在缩略图之间移动（先用 Tab 进入）；回车或点击打开该头。",
     kv_group: "KV {g}：H{first}–H{last}",
     kv_group_title: "查询头 {first}–{last} 共享键/值头 {g}",
+    norms_model:
+      "按值加权的范数 ‖α f(x)‖：每个键实际加入的量；每层缩略图使用各自的刻度（该层最大者最亮）。",
   },
 };
 
@@ -177,7 +190,8 @@ export const view = {
   id: "model",
   long: true,
   label: "view_model",
-  controls: ["type", "words", "hide"],
+  controls: ["type", "kind", "words", "hide"],
+  kinds: ["weights", "norms"], // (of the Show choices: what its thumbnails draw)
   draw: drawModel,
   strings: STRINGS,
   prefetch: (ctx) => ctx.layerBlock(ctx.state.type, 0, "weights"),
