@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 
 from model.checkpoints import CheckpointError
+from model.lens import attribute, read_stream, stream_refusal
 from model.pretrained.backends import OURS, choose, uses_attention_interface
 from model.pretrained.sources import load_origin
-from model.lens import attribute, read_stream, stream_refusal
 from model.value_norms import output_projection, projection_module
 
 VOCAB = 320  # harness/checkpoints.py's byte-level BPE tokenizer
