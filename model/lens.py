@@ -178,14 +178,14 @@ def read_stream(model: nn.Module, inputs: tuple[Tensor, ...]) -> Stream:
     return stream
 
 
-def lens_logits(stream: Stream, layer: int) -> Tensor:
+def lens_logits(stream: Stream, layer: int, rows: slice = slice(None)) -> Tensor:
     """The logit lens after `layer` layers (0: the embeddings alone; the number of layers:
-    the model's own logits): (T, V), the residual through the final norm (in float64) and
-    the unembedding (in the model's dtype: a float64 copy of a large vocabulary's matrix
-    per depth would cost more than the rest)."""
+    the model's own logits) at the positions `rows`: (R, V), the residual through the final
+    norm (in float64) and the unembedding (in the model's dtype: a float64 copy of a large
+    vocabulary's matrix per depth would cost more than the rest)."""
     if layer == len(stream.pre):  # after the last layer: the model's own logits
-        return stream.logits.to(stream.unembed.weight.dtype)
-    resid = stream.pre[layer]
+        return stream.logits[rows].to(stream.unembed.weight.dtype)
+    resid = stream.pre[layer][rows]
     unembed = stream.unembed
     weight = unembed.weight.detach()
     logits = stream.norm(resid).to(weight.dtype) @ weight.t()

@@ -30,6 +30,7 @@ LONGEST_FIRST = (
     "e2e/test_generation.py",
     "app/test_ray.py",
     "app/test_head_views.py",
+    "e2e/test_lens.py",
     "model/test_families.py",
     "model/pronounce/test_train.py",
     "model/test_bench_llm_smoke.py",

@@ -18,7 +18,7 @@ from ..schemas import Index, TextRequest
 from .context import LabContext
 from .lens import position_of, stream_of
 
-MOST_TOKENS = 256  # what one graph reads: its parts grow as tokens² × heads × width
+MOST_TOKENS = 128  # what one graph reads: its parts grow as tokens² × heads × width
 
 
 class GraphRequest(TextRequest):

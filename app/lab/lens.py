@@ -1,6 +1,7 @@
 """The logit lens (nostalgebraist 2020): the residual stream before each layer, and after
 the last, read through the model's final norm and unembedding as if the model ended there.
-For every position the most likely next token after each layer; for the chosen position
+For the chosen position and up to 47 before it, the most likely next token after each
+layer; for the chosen position
 the top tokens after each layer, and the rank and probability of the token the model
 finally predicts there (its trajectory). The last row is the model's own prediction."""
 
@@ -28,10 +29,14 @@ class Guess(BaseModel):
     probability: float
 
 
+TABLE = 48  # the positions of the depth × position table: the chosen one and those before
+
+
 class LensRow(BaseModel):
     label: str = Field(description='"embeddings", or "after layer i" (the last: the output).')
     best: list[Guess] = Field(
-        description="Per position, the most likely next token read at this depth."
+        description="Per position from `first` to the chosen one (at most 48), the most "
+        "likely next token read at this depth."
     )
     top: list[Guess] = Field(description="At the chosen position, the top tokens.")
     rank: int = Field(
@@ -45,6 +50,7 @@ class LensResponse(BaseModel):
     model: str
     tokens: list[str] = Field(description="The input's tokens, one per position.")
     position: int
+    first: int = Field(description="The position of each row's first `best` entry.")
     predicted: Guess = Field(description="What the model predicts after the chosen position.")
     rows: list[LensRow] = Field(
         description="One per depth: the embeddings alone, then after each layer; the "
@@ -78,11 +84,12 @@ def lens(ctx: LabContext, req: LensRequest) -> LensResponse:
         return Guess(token=vocab[i] if i < len(vocab) else f"<{i}>", id=i, probability=round(p, 6))
 
     final = int(stream.logits[position].argmax())
+    first = max(0, position + 1 - TABLE)
     rows = []
     for depth in range(len(stream.pre) + 1):
-        probs = torch.softmax(lens_logits(stream, depth), dim=-1)  # (T, V)
+        probs = torch.softmax(lens_logits(stream, depth, slice(first, position + 1)), dim=-1)
         best_p, best = probs.max(-1)
-        here = probs[position]
+        here = probs[-1]
         top_p, top = here.topk(min(req.top, here.numel()))
         rows.append(
             LensRow(
@@ -97,6 +104,7 @@ def lens(ctx: LabContext, req: LensRequest) -> LensResponse:
         model=ctx.entry.id,
         tokens=tokens,
         position=position,
+        first=first,
         predicted=guess(final, rows[-1].probability),
         rows=rows,
     )

@@ -29,6 +29,7 @@ def test_the_lens_ends_on_the_models_own_prediction(client):
     last = r["rows"][-1]
     assert last["rank"] == 1 and last["top"][0]["id"] == r["predicted"]["id"]
     assert abs(last["probability"] - r["predicted"]["probability"]) <= 1e-6
+    assert r["first"] == 0  # (at most 48 positions: all 5 of them)
     assert all(len(row["best"]) == len(r["tokens"]) and len(row["top"]) == 3 for row in r["rows"])
 
 
@@ -57,7 +58,7 @@ def test_alti_rows_sum_to_one_and_a_decoders_future_is_empty(client):
         ("dla", {"target": 49152}, "target 49152 out of range: the vocabulary has 0..49151"),
         ("dla", {"target": 5, "baseline": 5}, "target and baseline are the same token"),
         ("alti", {"layer": 30}, "layer 30 out of range: decoder.self has 0..29"),
-        ("graph", {"text": "word " * 300}, "the contribution graph reads at most 256 tokens"),
+        ("graph", {"text": "word " * 200}, "the contribution graph reads at most 128 tokens"),
     ],
 )
 def test_what_cannot_be_answered_is_a_422_that_says_why(client, route, body, said):

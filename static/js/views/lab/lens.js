@@ -71,9 +71,9 @@ async function trajectory(box, r, t, names) {
 
 async function bestTable(box, r, t, names) {
   const Plotly = await plotly;
-  const columns = r.tokens.map((token, i) => `${i}: ${token}`);
+  const columns = r.rows[0].best.map((_, k) => `${r.first + k}: ${r.tokens[r.first + k]}`);
   const text = r.rows.map((row) => row.best.map((g) => escapeText(g.token)));
-  const cells = r.rows.length * r.tokens.length;
+  const cells = r.rows.length * columns.length;
   await Plotly.react(
     box,
     [
