@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from bench.bench_llm import TEXT
+from bench.bench_llm import median_time as timed
 from model.alti import alti
 from model.lens import attribute, lens_logits, read_stream
 from model.pretrained.bert import BertRunner, package_dir
@@ -32,20 +32,11 @@ from model.pretrained.causal import CausalLM
 from model.pretrained.llama import smollm2_path
 from model.value_norms import layer_norms
 
-TEXT = (
-    "Attention lets every token look at every earlier one. In 2017 the Transformer replaced "
-    "recurrence with it; def attend(q, k, v): return softmax(q @ k.T / 8) @ v  # 64 dims\n"
-) * 60
-
 
 def median_time(fn, runs: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    """bench_llm's median, after one warm-up run."""
+    fn()
+    return timed(fn, runs)
 
 
 def measure(name, model, inputs, spec, theirs, theirs_inputs, repeat) -> list[tuple]:

@@ -75,6 +75,17 @@ def saved(tmp_path, model, **save) -> object:
     return folder
 
 
+def read_back(folder, backend: str = "ours"):
+    """A saved checkpoint read back as the server reads it: by our model code ("ours") or
+    by transformers' code ("transformers")."""
+    from model.pretrained.hf import load_folder
+    from model.pretrained.sources import load_origin
+
+    if backend == "transformers":
+        return load_origin(folder, backend="transformers")[0]
+    return load_folder(folder)
+
+
 def permuted(weight, heads: int):
     """Q or K rows in llama.cpp's rotary layout, as its converter writes them."""
     return (

@@ -13,14 +13,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 
-from harness.checkpoints import PROMPTS, saved, tiny
+from harness.checkpoints import PROMPTS, read_back, saved, tiny
 from harness.references.contributions import alti as reference_encoder
 from harness.references.contributions import alti_decoder as reference_decoder
 from harness.references.contributions import kobayashi2021
 from model.alti import alti, block_terms, head_values
 from model.pretrained.bert import BertRunner, package_dir
-from model.pretrained.hf import load_folder
-from model.pretrained.sources import load_origin
 from model.value_norms import output_projection, projection_module
 
 TEXT = "The animal didn't cross the street because it was too tired."
@@ -109,8 +107,7 @@ def test_minilms_norms_with_residual_and_layer_norm_equal_kobayashi_2021():
 def test_a_decoders_alti_equals_the_reference(tmp_path, kind, backend):
     theirs_model = tiny(kind)
     folder = saved(tmp_path, theirs_model)
-    runner = load_origin(folder, backend="transformers")[0] if backend != "ours" else None
-    runner = runner or load_folder(folder)
+    runner = read_back(folder, backend)
     ids, _ = runner.tokenize(PROMPTS[0] + " jumps over the lazy dog")
     batch = torch.tensor([ids])
     ours = alti(runner.model, (batch,), runner.attention[0])

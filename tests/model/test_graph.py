@@ -13,12 +13,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 
-from harness.checkpoints import PROMPTS, saved, tiny
+from harness.checkpoints import PROMPTS, read_back, saved, tiny
 from harness.references.contributions import llm_tt, llm_tt_graph
 from model.graph import graph, read_shares
 from model.lens import read_stream
-from model.pretrained.hf import load_folder
-from model.pretrained.sources import load_origin
 
 
 @pytest.mark.parametrize("backend", ["ours", "transformers"])
@@ -26,8 +24,7 @@ from model.pretrained.sources import load_origin
 def test_shares_and_edges_equal_the_reference(tmp_path, kind, backend):
     theirs_model = tiny(kind)
     folder = saved(tmp_path, theirs_model)
-    runner = load_origin(folder, backend="transformers")[0] if backend != "ours" else None
-    runner = runner or load_folder(folder)
+    runner = read_back(folder, backend)
     ids, _ = runner.tokenize(PROMPTS[0] + " jumps over the lazy dog")
     batch = torch.tensor([ids])
     _, capture = runner.model.run_with_capture(batch)

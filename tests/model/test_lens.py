@@ -14,10 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.checkpoints import PROMPTS, saved, tiny
+from harness.checkpoints import PROMPTS, read_back, saved, tiny
 from model.lens import attribute, lens_logits, read_stream
-from model.pretrained.hf import load_folder
-from model.pretrained.sources import load_origin
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / ".venv-ref" / "bin" / "python"
@@ -54,7 +52,7 @@ def theirs(folder: Path, ids: list[int], tmp_path: Path) -> dict:
 def test_lens_and_dla_equal_transformerlens(tmp_path, kind):
     """On both backends: our model code, and transformers' code read by its probe."""
     folder = saved(tmp_path, with_gains(kind))
-    runners = [load_folder(folder), load_origin(folder, backend="transformers")[0]]
+    runners = [read_back(folder, backend) for backend in ("ours", "transformers")]
     ids, _ = runners[0].tokenize(PROMPTS[0] + " jumps over the lazy dog")
     tl = theirs(folder, ids, tmp_path)
     for runner in runners:

@@ -13,10 +13,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything comes from the instal
 import pytest
 import torch
 
-from harness.checkpoints import PROMPTS, saved, tiny
+from harness.checkpoints import PROMPTS, read_back, saved, tiny
 from model.pretrained.bert import BertRunner, package_dir
-from model.pretrained.hf import load_folder
-from model.pretrained.sources import load_origin
 from model.value_norms import layer_norms, value_norms
 
 
@@ -48,8 +46,7 @@ def close(got, expected):
 def test_a_decoders_norms_equal_the_formula_on_transformers_modules(tmp_path, kind, backend):
     theirs = tiny(kind)
     folder = saved(tmp_path, theirs)
-    runner = load_origin(folder, backend="transformers")[0] if backend != "ours" else None
-    runner = runner or load_folder(folder)
+    runner = read_back(folder, backend)
     config = theirs.config
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads

@@ -2,16 +2,11 @@
 // residual and layer norm included, composed over the layers; beside rollout on the same
 // input, the chosen layer's own contributions and its terms' norms (Kobayashi et al. 2021).
 import { heatmap } from "../../plots.js";
-import { ask, fmt, plotBox, summary } from "./shared.js";
+import { ask, fmt, plotBox, selfType, summary } from "./shared.js";
 
 async function draw({ ctx, t, out, base }) {
-  const { state } = ctx;
-  const selfTypes = ctx
-    .modelInfo()
-    .attention.filter((a) => a.rows === a.columns)
-    .map((a) => a.type);
-  const type = selfTypes.includes(state.type) ? state.type : selfTypes[0];
-  const r = await ask(ctx, "alti", { ...base, type, layer: state.layer });
+  const type = selfType(ctx);
+  const r = await ask(ctx, "alti", { ...base, type, layer: ctx.state.layer });
   if (ctx.stale()) return;
   const last = r.tokens.length - 1;
   const row = r.composed[last];

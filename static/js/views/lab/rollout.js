@@ -1,14 +1,9 @@
 // Attention rollout: how much each input token flows into each position through the layers.
-import { ask, summary, weights } from "./shared.js";
+import { ask, selfType, summary, weights } from "./shared.js";
 
 async function draw({ ctx, t, out, base }) {
-  const { state } = ctx;
   // rollout multiplies layers of self-attention: queries and keys are the same tokens
-  const selfTypes = ctx
-    .modelInfo()
-    .attention.filter((a) => a.rows === a.columns)
-    .map((a) => a.type);
-  const type = selfTypes.includes(state.type) ? state.type : selfTypes[0];
+  const type = selfType(ctx);
   const r = await ask(ctx, "rollout", { ...base, type });
   if (ctx.stale()) return;
   // what rollout assumes, in the page's language (the API states it in English)

@@ -124,3 +124,13 @@ export function settingsBar(ctx, fields, chosen, applyId) {
     apply,
   );
 }
+
+// the self-attention type a stack-wide experiment reads (queries and keys the same tokens):
+// the chosen type where it is one, else the model's first
+export function selfType(ctx) {
+  const types = ctx
+    .modelInfo()
+    .attention.filter((a) => a.rows === a.columns)
+    .map((a) => a.type);
+  return types.includes(ctx.state.type) ? ctx.state.type : types[0];
+}
