@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from harness.browser import CHROMIUM, FLAGS
+from tests.app.test_api import decode
 
 from .conftest import block_outside
 from .test_page import ready, ticks, url_state
@@ -108,6 +109,22 @@ def test_the_query_key_space_says_how_faithful_it_is_and_marks_a_querys_keys(gl_
     ready(page)
     assert url_state(page)["qk"] == "pca.3.position"
     expect(page.locator("#plot .gl-container, #plot canvas").first).to_be_attached()
+
+
+def test_the_lines_view_draws_value_weighted_norms_as_fractions_of_the_layers_largest(
+    page: Page, server
+):
+    page.goto(f"/?model=minilm&text={TEXT}&view=lines&type=encoder.self&layer=2&head=5&kind=norms")
+    ready(page)
+    block = api(server, "attention", model="minilm", text=TEXT, types=["encoder.self"],
+                layers=[2], kinds=["norms"], encoding="f2")["blocks"][0]  # fmt: skip
+    norms = decode(block["data"])  # (as the page reads them: float16)
+    expected = int((norms[5] / norms.max() >= 0.1).sum())
+    expect(page.locator("#convention")).to_contain_text(
+        f"{expected} lines drawn: the value-weighted norms ≥ 0.1 of this layer's largest, of Head 5"
+    )
+    expect(page.locator("#explain")).to_contain_text("Value-weighted norms ‖α f(x)‖")
+    expect(page.locator("#kind")).to_have_value("norms")
 
 
 def test_the_lines_view_says_how_many_lines_it_draws(page: Page, server):

@@ -27,6 +27,10 @@ const STRINGS = {
     lines_explain:
       "Hover a token to see its lines alone; tick heads to draw several at once; lower the threshold to see fainter weights.",
     lines_none: "No weight reaches {thr}: lower the threshold.",
+    lines_count_norms:
+      "{drawn} lines drawn: the value-weighted norms ≥ {thr} of this layer's largest, of {heads} ({all} query–key pairs in all). A line's opacity is its norm over the layer's largest; a colour is a head.",
+    lines_norms:
+      "Value-weighted norms ‖α f(x)‖: what each key adds to the query, as a fraction of this layer's largest.",
     lines_window:
       "A long input: the lines of the head view's zoomed window, queries {r0}–{r1} → keys {c0}–{c1} of {n} (a query's weights on keys outside it are not drawn).",
     lines_zoom_first:
@@ -41,6 +45,9 @@ const STRINGS = {
       "绘制了 {drawn} 条线：{heads} 中权重 ≥ {thr} 的（共 {all} 个查询–键对）。线的不透明度即权重；每种颜色是一个头。",
     lines_explain: "悬停某个词元只看它的连线；勾选多个头可同时绘制；降低阈值可看到更弱的权重。",
     lines_none: "没有权重达到 {thr}：请降低阈值。",
+    lines_count_norms:
+      "绘制了 {drawn} 条线：{heads} 中按值加权的范数不低于本层最大值 {thr} 倍的（共 {all} 个查询–键对）。线的不透明度即范数与本层最大值之比；每种颜色是一个头。",
+    lines_norms: "按值加权的范数 ‖α f(x)‖：每个键加给查询的量，以本层最大值的比例表示。",
     lines_window:
       "长输入：头视图放大后的窗口的连线，查询 {r0}–{r1} → 键 {c0}–{c1}（共 {n} 个）（查询对窗口外的键的权重不画）。",
     lines_zoom_first:
@@ -63,17 +70,26 @@ export function threshold(thr) {
 
 // every drawn line: {head, query, key, weight} (a block of the chosen heads alone holds
 // them in order; a layer's block every head)
-function linesOf(block, heads, thr, chosenOnly) {
+// scale: what a value is read as a fraction of (value-weighted norms: the layer's largest)
+function linesOf(block, heads, thr, chosenOnly, scale = 1) {
   const out = [];
   for (const [i, head] of heads.entries()) {
     const z = block.matrix(chosenOnly ? i : head);
     z.forEach((row, i) => {
-      row.forEach((w, j) => {
+      row.forEach((value, j) => {
+        const w = value / scale;
         if (w >= thr) out.push({ head, query: i, key: j, weight: w });
       });
     });
   }
   return out;
+}
+
+// the largest value of a block (of every head)
+function largestOf(block) {
+  let largest = 0;
+  for (const v of block.values) if (v > largest) largest = v;
+  return largest || 1;
 }
 
 function segments(lines, yLeft, yRight, style) {
@@ -150,8 +166,12 @@ async function drawLines(ctx) {
   const windowed = long ? await windowBlock(ctx, heads) : null;
   if (ctx.stale()) return;
   if (windowed?.refused) return windowed.refused; // (the page's status says it)
+  // value-weighted norms where chosen (whole heads: not a long input's windows), each read
+  // as a fraction of the layer's largest
+  const norms = state.kind === "norms" && !long;
   // a window's block holds the chosen heads alone, in order; a layer's every head
-  const block = windowed?.block ?? (await ctx.layerBlock(state.type, state.layer, "weights"));
+  const block =
+    windowed?.block ?? (await ctx.layerBlock(state.type, state.layer, norms ? "norms" : "weights"));
   if (ctx.stale()) return;
   const thr = threshold(state.thr);
   const rows = block.predicted && state.type === "decoder.cross" ? block.predicted : block.rows;
@@ -159,7 +179,7 @@ async function drawLines(ctx) {
   const span = Math.max(rows.length, columns.length) - 1 || 1;
   const yLeft = (i) => -(i * span) / Math.max(1, rows.length - 1);
   const yRight = (j) => -(j * span) / Math.max(1, columns.length - 1);
-  const lines = linesOf(block, heads, thr, windowed !== null);
+  const lines = linesOf(block, heads, thr, windowed !== null, norms ? largestOf(block) : 1);
   elements.grid.hidden = false;
   elements.grid.replaceChildren(controls(ctx, count, heads, thr));
   const base = lineTraces(lines, heads, yLeft, yRight);
@@ -230,7 +250,7 @@ async function drawLines(ctx) {
   const all = rows.length * columns.length * heads.length;
   const headsNamed = heads.map((h) => `${t("head")} ${h}`).join(", ");
   elements.convention.textContent = lines.length
-    ? t("lines_count")
+    ? t(norms ? "lines_count_norms" : "lines_count")
         .replace("{drawn}", String(lines.length))
         .replace("{thr}", String(thr))
         .replace("{heads}", headsNamed)
@@ -238,7 +258,7 @@ async function drawLines(ctx) {
     : t("lines_none").replace("{thr}", String(thr));
   elements.explain.textContent = windowed
     ? `${windowed.said} ${t("lines_explain")}`
-    : t("lines_explain");
+    : `${norms ? `${t("lines_norms")} ` : ""}${t("lines_explain")}`;
 }
 
 function controls(ctx, count, heads, thr) {
@@ -276,7 +296,8 @@ export const view = {
   state: { win: "", thr: "", lh: "" }, // the window; the weight threshold; the heads, "0,3"
   clearedOn: { win: "input" },
   label: "view_lines",
-  controls: ["type", "layer"],
+  controls: ["type", "layer", "kind"],
+  kinds: ["weights", "norms"], // (of the Show choices: what its lines draw)
   draw: drawLines,
   strings: STRINGS,
   long: true, // a long input's zoomed window (drawLines says how to get one)
