@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from model.alti import alti_refusal
 from model.analysis import head_metrics, head_roles, layer_weights
 from model.config import ModelConfig
-from model.lens import stream_refusal
+from model.lens import layout_of, stream_refusal
 from model.outputs import output_of
 from model.pretrained.bert import package_dir
 from model.pretrained.causal import CausalLM
@@ -107,6 +107,17 @@ class ModelEntry:
         return stream_refusal(runner.model) is None
 
     @property
+    def serial_blocks(self) -> bool:
+        """Whether its residual stream is read and its feed-forward blocks read it after
+        their attention's (not beside it, as GPT-J's and Phi's): the contribution graph's
+        path (a model of yours not read yet is said to, where a decoder)."""
+        runner, _ = self._read()
+        if runner is None:
+            return self.config.architecture == "decoder-only"
+        layout = layout_of(runner.model)
+        return not isinstance(layout, str) and not layout.parallel
+
+    @property
     def alti(self) -> bool:
         """Whether ALTI (model/alti.py) reads one of its self-attention stacks (a model of
         yours not read yet is said to)."""
@@ -119,12 +130,14 @@ class ModelEntry:
     def features(self) -> frozenset[str]:
         """What the model has and can do, as the lab's experiments name their needs: its
         capabilities that hold, "encoder", "decoder", "positions" (an encoding that can
-        be switched off), "cached_decoding", "value_norms", "residual_stream" and "alti"."""
+        be switched off), "cached_decoding", "value_norms", "residual_stream",
+        "serial_blocks" and "alti"."""
         cfg = self.config
         flags = dataclasses.asdict(self.runner.capabilities) | {
             "value_norms": self.value_norms,
             "residual_stream": self.residual_stream,
             "alti": self.alti,
+            "serial_blocks": self.serial_blocks,
             "encoder": cfg.has_encoder,
             "decoder": cfg.has_decoder,
             # (T5's relative bias: switched off at hook_pos too)

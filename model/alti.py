@@ -30,7 +30,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .lens import first, layer_input, layout_of
+from .hooks import Recorder
+from .lens import layout_of
 from .runner import AttentionSpec
 from .value_norms import head_values, output_projection
 
@@ -127,8 +128,10 @@ def _blocks(model: nn.Module, spec: AttentionSpec) -> tuple[list, list, list] | 
     decoder whose residual stream is a sum of its blocks (model/hf/stream.py)."""
     if hasattr(model, "residual_layout"):
         layout = layout_of(model)
-        if isinstance(layout, str) or spec.type != "decoder.self":
+        if isinstance(layout, str) or spec.type != "decoder.self" or layout.parallel:
             why = layout if isinstance(layout, str) else "this attention type is no decoder's"
+            if not isinstance(layout, str) and layout.parallel:
+                why = "its attention and feed-forward blocks read the same input (parallel)"
             return f"on transformers' code ALTI reads a decoder's residual stream: {why}"
         return layout.layers, layout.attention, [None] * len(layout.layers)
     stack: Any = getattr(model, spec.stack, None)
@@ -141,6 +144,8 @@ def _blocks(model: nn.Module, spec: AttentionSpec) -> tuple[list, list, list] | 
     if any(getattr(layer, "cross_attn", None) is not None for layer in layers):
         return "its decoder's layers attend to an encoder too: ALTI here reads self-attention alone"
     norms = [None if layer.pre_norm else layer.self_attn_norm for layer in layers]
+    if any(n is not None and not hasattr(n, "gamma") for n in norms):
+        return "its post-norm is no LayerNorm: ALTI's terms here go through a LayerNorm"
     return layers, [layer.self_attn for layer in layers], norms
 
 
@@ -163,22 +168,14 @@ def alti(
     layers, attention, post_norms = found
     inputs_seen: list[Tensor] = []
     added: list[Tensor] = []  # each attention's output: what its block adds to x
-    hooks = []
-    for i, layer in enumerate(layers):
-        hooks.append(layer.register_forward_pre_hook(
-            lambda m, args, kwargs: inputs_seen.append(layer_input(args, kwargs)[0].detach()),
-            with_kwargs=True,
-        ))  # fmt: skip
-        hooks.append(attention[i].register_forward_hook(
-            lambda m, args, out: added.append(first(out)[0].detach())
-        ))  # fmt: skip
     names = [spec.hook(i, p) for i in range(spec.layers) for p in ("hook_weights", "hook_v")]
-    try:
-        with torch.no_grad():
-            _, capture = model.run_with_capture(*inputs, names_filter=names)  # type: ignore[operator]
-    finally:
-        for hook in hooks:
-            hook.remove()
+    with Recorder() as rec, torch.no_grad():
+        for i, layer in enumerate(layers):
+            rec.pre(layer, lambda x: inputs_seen.append(x[0].detach()))
+            rec.post(attention[i], lambda out: added.append(out[0].detach()))
+        _, capture = model.run_with_capture(*inputs, names_filter=names)  # type: ignore[operator]
+    if len(inputs_seen) != len(layers) or len(added) != len(layers):
+        raise ValueError("its layers were not each called once in the pass")
     per_layer, norms = [], None
     for i in range(len(layers)):
         x = inputs_seen[i]

@@ -98,6 +98,11 @@ def feed_forward_shares(y: Tensor, ffn: Tensor) -> tuple[Tensor, Tensor]:
 def read_shares(model: nn.Module, stream: Stream, capture: Capture, spec: AttentionSpec) -> Shares:
     """Every layer's shares, from a pass's residual stream (model/lens.py `read_stream`) and
     the capture of the same input (its weights and value vectors)."""
+    if stream.parallel:
+        raise ValueError(
+            "its attention and feed-forward blocks read the same input (parallel): no "
+            "residual state lies between them for the graph's path"
+        )
     shares = Shares([], [], [], [])
     for i, x in enumerate(stream.pre):
         y = x + stream.attention[i]

@@ -173,3 +173,61 @@ class HookedModule(nn.Module):
         """Run forward once with hook functions that may replace what they see."""
         with hooked(self, fwd_hooks=fwd_hooks, capture=False):
             return self(*args, **kwargs)
+
+
+_RECORDING: ContextVar[object | None] = ContextVar("attnviz_recording", default=None)
+
+
+class Recorder:
+    """Forward hooks that record for one pass of this context's only: registered on a model
+    that other requests run at the same time (in other threads), they ignore those passes.
+    `with Recorder() as rec:` registers through `rec.pre(module, fn)` / `rec.post(module,
+    fn)` (fn gets the layer's input, or its output's first tensor) and removes them on exit."""
+
+    def __init__(self) -> None:
+        self._token = object()
+        self._handles: list = []
+        self._reset: Any = None
+
+    def __enter__(self) -> Recorder:
+        self._reset = _RECORDING.set(self._token)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+        _RECORDING.reset(self._reset)  # type: ignore[arg-type]
+
+    def _mine(self) -> bool:
+        return _RECORDING.get() is self._token
+
+    def pre(self, module: nn.Module, fn) -> None:
+        def hook(m, args, kwargs):
+            if self._mine():
+                fn(args[0] if args else kwargs["hidden_states"])
+
+        self._handles.append(module.register_forward_pre_hook(hook, with_kwargs=True))
+
+    def post(self, module: nn.Module, fn) -> None:
+        def hook(m, args, out):
+            if self._mine():
+                fn(out[0] if isinstance(out, tuple | list) else out)
+
+        self._handles.append(module.register_forward_hook(hook))
+
+    def call(self, module: nn.Module, fn) -> None:
+        """fn(module, its positional inputs, its output) after each of this pass's calls."""
+
+        def hook(m, args, out):
+            if self._mine():
+                fn(m, args, out)
+
+        self._handles.append(module.register_forward_hook(hook))
+
+    def replace(self, module: nn.Module, fn) -> None:
+        """A module's output in this pass replaced by fn(its output)."""
+
+        def hook(m, args, out):
+            return fn(out) if self._mine() else None
+
+        self._handles.append(module.register_forward_hook(hook))

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .hooks import Capture
+from .hooks import Capture, Recorder
 from .runner import AttentionSpec
 from .value_norms import output_projection, projection_module
 
@@ -73,6 +73,9 @@ class Layout:
     final_norm: nn.Module
     norm: FinalNorm
     unembed: nn.Linear
+    # the attention and feed-forward blocks read the same input (GPT-J's, Phi's): the sum
+    # holds, but no residual state lies between them
+    parallel: bool = False
 
 
 @dataclass
@@ -87,6 +90,7 @@ class Stream:
     logits: Tensor  # (T, V) the model's own
     norm: FinalNorm
     unembed: nn.Linear
+    parallel: bool = False  # (see Layout)
 
 
 def norm_of(module: Any) -> FinalNorm:
@@ -147,26 +151,26 @@ def read_stream(model: nn.Module, inputs: tuple[Tensor, ...]) -> Stream:
     seen: dict[str, list[Tensor]] = {"pre": [], "attention": [], "feed_forward": [], "final": []}
 
     def keep(key: str):
-        return lambda module, args, out: seen[key].append(first(out)[0].detach().double())
+        return lambda x: seen[key].append(x[0].detach().double())
 
-    def keep_input(key: str):
-        return lambda module, args, kwargs: seen[key].append(
-            layer_input(args, kwargs)[0].detach().double()
-        )
-
-    hooks = [layout.final_norm.register_forward_pre_hook(keep_input("final"), with_kwargs=True)]
-    for i, layer in enumerate(layout.layers):
-        hooks.append(layer.register_forward_pre_hook(keep_input("pre"), with_kwargs=True))
-        hooks.append(layout.attention[i].register_forward_hook(keep("attention")))
-        hooks.append(layout.feed_forward[i].register_forward_hook(keep("feed_forward")))
-    try:
-        with torch.no_grad():
-            logits = model(*inputs)
-    finally:
-        for hook in hooks:
-            hook.remove()
+    with Recorder() as rec, torch.no_grad():
+        rec.pre(layout.final_norm, keep("final"))
+        for i, layer in enumerate(layout.layers):
+            rec.pre(layer, keep("pre"))
+            rec.post(layout.attention[i], keep("attention"))
+            rec.post(layout.feed_forward[i], keep("feed_forward"))
+        logits = model(*inputs)
+    if [len(seen[k]) for k in ("pre", "attention", "feed_forward")] != [len(layout.layers)] * 3:
+        raise ValueError("its layers were not each called once in the pass")
     stream = Stream(seen["pre"], seen["attention"], seen["feed_forward"], seen["final"][0],
-                    logits[0].detach().double(), layout.norm, layout.unembed)  # fmt: skip
+                    logits[0].detach().double(), layout.norm, layout.unembed,
+                    layout.parallel)  # fmt: skip
+    made = stream.logits[-1:]  # (the last position: the final norm and unembedding again)
+    again = layout.norm(stream.final[-1:]) @ layout.unembed.weight.detach().double().t()
+    if layout.unembed.bias is not None:
+        again = again + layout.unembed.bias.detach().double()
+    if (again - made).abs().max() > TOLERANCE * made.abs().max().clamp_min(1):
+        raise ValueError("its final norm and unembedding do not give its logits on this input")
     after = [*stream.pre[1:], stream.final]
     for i, (read, next_read) in enumerate(zip(stream.pre, after, strict=True)):
         made = read + stream.attention[i] + stream.feed_forward[i]

@@ -51,6 +51,8 @@ NEEDS_EXPLAINED = {
     "residual stream is a sum of its blocks)",
     "residual_stream": "has no residual stream this reads: a decoder-only model whose layers "
     "add their attention's and feed-forward block's outputs to it",
+    "serial_blocks": "has no residual state between its attention and feed-forward blocks "
+    "(they read the same input, or its stream is not read)",
     "value_norms": "changes its attention's output (a gate, a norm) before its output "
     "projection reads it, so what each head adds is not one linear map of its values",
 }
@@ -114,7 +116,7 @@ EXPERIMENTS: dict[str, LabRoute] = {
         LabRoute("dla", dla, DlaRequest, DlaResponse,
                  frozenset({"generation", "residual_stream", "value_norms"}), runs_model=True),
         LabRoute("graph", graph, GraphRequest, GraphResponse,
-                 frozenset({"generation", "residual_stream", "value_norms"}), runs_model=True),
+                 frozenset({"generation", "serial_blocks", "value_norms"}), runs_model=True),
         LabRoute("ablation", ablation, s.AblationRequest, s.AblationResponse, runs_model=True),
         LabRoute("compare", compare, s.CompareRequest, s.CompareResponse),
         LabRoute("induction", induction, s.InductionRequest, s.InductionResponse,

@@ -8,6 +8,8 @@ input tokens, are the graph. An attention edge names its heads' shares."""
 
 from __future__ import annotations
 
+import math
+
 from pydantic import BaseModel, Field, StrictFloat
 
 from model.graph import graph as graph_of
@@ -18,7 +20,10 @@ from ..schemas import Index, TextRequest
 from .context import LabContext
 from .lens import position_of, stream_of
 
-MOST_TOKENS = 128  # what one graph reads: its parts grow as tokens² × heads × width
+# what one graph computes: its parts, tokens² / 2 × heads × width × layers (SmolLM2's at
+# 128 tokens; a larger model reads fewer), and the edges it sends
+BUDGET = 1_300_000_000
+MOST_EDGES = 20_000
 
 
 class GraphRequest(TextRequest):
@@ -53,18 +58,25 @@ class GraphResponse(BaseModel):
 
 def graph(ctx: LabContext, req: GraphRequest) -> GraphResponse:
     tokens = ctx.result.target_tokens
-    if len(tokens) > MOST_TOKENS:
+    spec = ctx.spec("decoder.self")
+    per_pair = spec.query_heads * ctx.config.d_model * spec.layers / 2
+    most = int(math.sqrt(BUDGET / per_pair))
+    if len(tokens) > most:
         raise CannotServe(
-            f"the contribution graph reads at most {MOST_TOKENS} tokens (its parts grow as "
-            f"the square of the length); this input has {len(tokens):,}: shorten it"
+            f"the contribution graph of {ctx.entry.id} reads at most {most} tokens (its parts "
+            f"grow as the square of the length); this input has {len(tokens):,}: shorten it"
         )
     position = position_of(ctx, req.position, tokens)
-    spec = ctx.spec("decoder.self")
     try:
         shares = read_shares(ctx.model, stream_of(ctx), ctx.result.captured, spec)
     except ValueError as exc:
         raise CannotServe(f"{ctx.entry.id}: {exc}") from None
     edges = graph_of(shares, position, req.threshold)
+    if len(edges) > MOST_EDGES:
+        raise CannotServe(
+            f"{len(edges):,} edges are above {req.threshold}: at most {MOST_EDGES:,} are sent "
+            "(raise the threshold)"
+        )
     predicted = ctx.result.predicted_tokens or []
     return GraphResponse(
         model=ctx.entry.id,

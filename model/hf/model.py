@@ -227,7 +227,10 @@ class HFTransformer(HookedModule):
         once, by a probe pass (model/hf/stream.py)."""
         from .stream import residual_layout
 
-        return residual_layout(self)
+        try:
+            return residual_layout(self)
+        except Exception as exc:  # (a model of the user's: its own code may raise anything)
+            return f"its residual stream could not be found: {type(exc).__name__}: {exc}"
 
     @property
     def projects_heads(self) -> bool:

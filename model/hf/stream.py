@@ -16,7 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..lens import FinalNorm, Layout, first, layer_input
+from ..hooks import Recorder
+from ..lens import FinalNorm, Layout, first
 from ..value_norms import projection_module
 from .calls import probe_token
 
@@ -71,51 +72,40 @@ def residual_layout(model: Any) -> Layout | str:
             f"only {spec.layers} of its {len(container)} layers attend (a hybrid): its "
             "residual stream is not read layer by layer here"
         )
-    found = [projection_module(model, spec, i) for i in range(spec.layers)]
-    projections = [p for p in found if p is not None]
-    if len(projections) != len(found):
+    maybe = [projection_module(model, spec, i) for i in range(spec.layers)]
+    projections = [p for p in maybe if p is not None]
+    if len(projections) != len(maybe):
         return "its attention's output is changed (gated or normalized) before its projection"
     unembed = hf.get_output_embeddings()
     if not isinstance(unembed, nn.Linear):
         return "its unembedding is no linear layer"
     seen: dict[Any, Any] = {}
-    hooks = [unembed.register_forward_pre_hook(lambda m, a: seen.__setitem__("h", a[0]))]
-    for i, layer in enumerate(layers):
-        hooks.append(layer.register_forward_pre_hook(
-            lambda m, a, k, i=i: seen.__setitem__(("in", i), layer_input(a, k)), with_kwargs=True
-        ))  # fmt: skip
-        hooks.append(layer.register_forward_hook(
-            lambda m, a, o, i=i: seen.__setitem__(("out", i), first(o))
-        ))  # fmt: skip
-        hooks.append(projections[i].register_forward_hook(
-            lambda m, a, o, i=i: seen.__setitem__(("attn", i), o)
-        ))  # fmt: skip
-        for child in layer.children():
-            hooks.append(child.register_forward_hook(
-                lambda m, a, o, i=i: seen.setdefault(("child", i), []).append((m, first(o)))
-            ))  # fmt: skip
     last = probe_token(hf)
     ids = torch.tensor([[last, last - 1, last - 2, last - 3]], device=unembed.weight.device)
     outside = {id(m) for layer in layers for m in layer.modules()}
     finals: list = []
-    for module in hf.modules():
-        if id(module) not in outside and not list(module.children()):
-            hooks.append(module.register_forward_hook(
-                lambda m, a, o: finals.append((m, a[0] if a else None, o))
-            ))  # fmt: skip
-    try:
-        with torch.no_grad():
-            logits = model(ids)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    feed_forward = []
+    with Recorder() as rec, torch.no_grad():
+        rec.pre(unembed, lambda x: seen.__setitem__("h", x))
+        for i, layer in enumerate(layers):
+            rec.pre(layer, lambda x, i=i: seen.__setitem__(("in", i), x))
+            rec.post(layer, lambda out, i=i: seen.__setitem__(("out", i), out))
+            rec.post(projections[i], lambda out, i=i: seen.__setitem__(("attn", i), out))
+            for child in layer.children():
+                rec.call(child, lambda m, a, o, i=i: seen.setdefault(("child", i), []).append(
+                    (m, first(o), a[0] if a else None)
+                ))  # fmt: skip
+        for module in hf.modules():
+            if id(module) not in outside and not list(module.children()):
+                rec.call(module, lambda m, a, o: finals.append((m, a[0] if a else None, o)))
+        logits = model(ids)
+    feed_forward: list[tuple[nn.Module, Any]] = []
     for i in range(len(layers)):
         remainder = seen[("out", i)] - seen[("in", i)] - seen[("attn", i)]
-        called = [m for m, _ in seen.get(("child", i), [])]
+        called = [m for m, _, _ in seen.get(("child", i), [])]
         # (a module called twice in a layer, as Phi's dropout on both blocks, is neither)
-        found = [m for m, out in seen.get(("child", i), []) if called.count(m) == 1
-                 and isinstance(out, Tensor) and _close(out, remainder)]  # fmt: skip
+        found = [(m, given) for m, out, given in seen.get(("child", i), [])
+                 if called.count(m) == 1 and isinstance(out, Tensor)
+                 and _close(out, remainder)]  # fmt: skip
         if not found:
             return (
                 f"its layer {i}'s output is not its input plus what its attention and "
@@ -123,6 +113,20 @@ def residual_layout(model: Any) -> Layout | str:
                 "no sum of its blocks"
             )
         feed_forward.append(found[-1])
+    # a parallel block's feed-forward reads the layer's input, not it plus the attention's
+    # output: with every projection's output zeroed, its input does not change
+    again: dict[int, Tensor] = {}
+    with Recorder() as rec, torch.no_grad():
+        for i, (module, _) in enumerate(feed_forward):
+            rec.replace(projections[i], torch.zeros_like)
+            rec.pre(module, lambda x, i=i: again.setdefault(i, x))
+        model(ids)
+    parallel = any(
+        isinstance(given, Tensor) and i in again and _close(again[i], given)
+        for i, (_, given) in enumerate(feed_forward)
+    )
+    if "h" not in seen:
+        return "its unembedding is not called on the final hidden states"
     h = seen["h"]
     norm_module, norm = None, None
     for module, given, out in finals:
@@ -138,4 +142,5 @@ def residual_layout(model: Any) -> Layout | str:
         made = made + unembed.bias.double()
     if not _close(made.float(), logits):
         return "its logits are changed after the unembedding (soft-capped or scaled)"
-    return Layout(layers, projections, feed_forward, norm_module, norm, unembed)  # type: ignore[arg-type]
+    blocks = [module for module, _ in feed_forward]
+    return Layout(layers, projections, blocks, norm_module, norm, unembed, parallel)  # type: ignore[arg-type]

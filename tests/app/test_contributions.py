@@ -58,7 +58,7 @@ def test_alti_rows_sum_to_one_and_a_decoders_future_is_empty(client):
         ("dla", {"target": 49152}, "target 49152 out of range: the vocabulary has 0..49151"),
         ("dla", {"target": 5, "baseline": 5}, "target and baseline are the same token"),
         ("alti", {"layer": 30}, "layer 30 out of range: decoder.self has 0..29"),
-        ("graph", {"text": "word " * 200}, "the contribution graph reads at most 128 tokens"),
+        ("graph", {"text": "word " * 200}, "the contribution graph of smollm2 reads at most 12"),
     ],
 )
 def test_what_cannot_be_answered_is_a_422_that_says_why(client, route, body, said):

@@ -62,9 +62,9 @@ def test_direct_logit_attribution_sums_to_the_logit_difference_and_opens_a_head(
         f"{fmt(r['logit_diff'])}; the terms sum to {fmt(r['total'])}: embeddings "
         f"{signed(r['embeddings'])}, heads {signed(sum(v for v, _, _ in cells))}, attention "
         f"output biases {signed(sum(r['attention_bias']))}, feed-forward blocks "
-        f"{signed(sum(r['feed_forward']))}, final biases {signed(r['biases'])}. The head "
-        f"pushing most towards “{target}”: L{most[1]} H{most[2]} ({signed(most[0])}); most "
-        f"towards “{baseline}”: L{least[1]} H{least[2]} ({signed(least[0])})."
+        f"{signed(sum(r['feed_forward']))}, final biases {signed(r['biases'])}. The largest "
+        f"head term: L{most[1]} H{most[2]} ({signed(most[0])}); the smallest: L{least[1]} "
+        f"H{least[2]} ({signed(least[0])})."
     )
     assert ticks(page, "y", "#lab-dla-heads") == [f"L{i}" for i in range(len(r["heads"]))]
     strongest = max(cells, key=lambda c: abs(c[0]))
@@ -136,7 +136,8 @@ def test_the_contribution_graph_traces_the_prediction_to_the_input(page: Page):
         + "."
     )
     attention = sorted(
-        (e for e in r["edges"] if e["target"].startswith("A")), key=lambda e: -e["weight"]
+        (e for e in r["edges"] if e["target"].startswith("A") and max(e["heads"]) > 0),
+        key=lambda e: -(e["weight"] - e["residual"]),
     )
     rows = page.locator("#lab-graph-edges tbody tr")
     expect(rows).to_have_count(min(8, len(attention)))
@@ -154,17 +155,10 @@ def test_the_contribution_graph_traces_the_prediction_to_the_input(page: Page):
     page.click("#lang-zh")
     ready(page)
     expect(page.locator("#lab-graph-said")).to_contain_text("条高于 0.200 的边")
-    body = {"model": "smollm2", "text": TEXT, "threshold": 0.2}
-    strongest = max(
-        (e for e in page.request.post("/api/v1/lab/graph", data=body).json()["edges"]
-         if e["target"].startswith("A")),
-        key=lambda e: e["weight"],
-    )  # fmt: skip
+    lab(page, "graph", QUERY)  # (the default threshold again: its strongest edge's head)
     page.locator("#lab-graph-edges .lab-graph-open").first.click()
     ready(page)
     state = url_state(page)
     assert state["view"] == "head"
-    assert int(state["layer"]) == int(strongest["target"][1:].split("_")[0])
-    assert int(state["head"]) == max(
-        range(len(strongest["heads"])), key=strongest["heads"].__getitem__
-    )
+    assert int(state["layer"]) == int(top["target"][1:].split("_")[0])
+    assert int(state["head"]) == head

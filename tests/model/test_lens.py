@@ -79,3 +79,18 @@ def check(runner, ids: list[int], tl: dict) -> None:
     assert abs(made.biases - float(tl["final_bias_dla"])) <= 1e-4
     # the decomposition: every term sums to the logit difference
     assert abs(made.total - made.logit_diff) <= 1e-4
+
+
+def test_two_threads_reading_one_models_stream_each_get_their_own(tmp_path):
+    """The stream's hooks sit on a model every request shares: a pass run at the same time
+    by another thread (another request) is not recorded into this one's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    runner = read_back(saved(tmp_path, tiny("llama")))
+    inputs = [torch.tensor([list(range(5, 5 + n))]) for n in (7, 19)]
+    alone = [read_stream(runner.model, (batch,)).final for batch in inputs]
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(5):
+            both = list(pool.map(lambda b: read_stream(runner.model, (b,)).final, inputs))
+            for got, expected in zip(both, alone, strict=True):
+                assert torch.equal(got, expected)

@@ -80,7 +80,8 @@ async function drawModel(ctx) {
   }
   // the current head is marked
   grid.querySelector(thumbAt(state.layer, state.head))?.classList.add("current");
-  elements.explain.textContent = norms ? `${t("norms_model")} ${t("hint_model")}` : t("hint_model");
+  const said = norms ? t("norms_model") : state.kind === "norms" ? t("norms_long") : "";
+  elements.explain.textContent = said ? `${said} ${t("hint_model")}` : t("hint_model");
   if (analysis.long) await followSummaries(ctx, analysis, layers, heads);
 }
 

@@ -30,7 +30,8 @@ async function draw({ ctx, t, out, base }) {
     ],
   ];
   // the layer's norms of the same terms (Kobayashi et al. 2021), on their own scale
-  const largest = Math.max(...r.norms.flat());
+  let largest = 0;
+  for (const row of r.norms) for (const v of row) if (v > largest) largest = v;
   plots.push([
     r.norms,
     `${t("lab_alti_norms")} · ${t(r.type)} · ${t("layer")} ${r.layer}`,
@@ -72,7 +73,7 @@ const STRINGS = {
     lab_alti_rollout: "rollout（原始权重）",
     lab_alti_layer: "本层自身的 ALTI",
     lab_alti_value: "贡献",
-    lab_alti_norms: "本层的 ‖T_i(x_j)‖：各头、残差与层归一化（Kobayashi 等，2021）",
+    lab_alti_norms: "本层的 ‖T_i(x_j)‖：各头与残差，后归一化的块还含层归一化（Kobayashi 等，2021）",
     lab_alti_norm: "范数",
   },
 };

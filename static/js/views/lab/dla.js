@@ -142,7 +142,7 @@ const STRINGS = {
     lab_dla_explain:
       "How much each head, each feed-forward block and the embeddings push the prediction at a position towards one token rather than another: each one's output at the position, through the final norm (its scale held at what the model computed, as TransformerLens does) onto the difference of the two tokens' unembeddings. Only the direct path: what a head does through later layers is not counted. Click a cell to open that head.",
     lab_dla_said:
-      "At position {position}, logit[“{target}”] − logit[“{baseline}”] = {diff}; the terms sum to {total}: embeddings {embeddings}, heads {heads}, attention output biases {bias}, feed-forward blocks {ffn}, final biases {biases}. The head pushing most towards “{target}”: {most}; most towards “{baseline}”: {least}.",
+      "At position {position}, logit[“{target}”] − logit[“{baseline}”] = {diff}; the terms sum to {total}: embeddings {embeddings}, heads {heads}, attention output biases {bias}, feed-forward blocks {ffn}, final biases {biases}. The largest head term: {most}; the smallest: {least}.",
     lab_dla_target: "Towards",
     lab_dla_baseline: "rather than",
     lab_dla_title: "each head's direct effect on logit[“{target}”] − logit[“{baseline}”]",
@@ -157,7 +157,7 @@ const STRINGS = {
     lab_dla_explain:
       "每个头、每个前馈块和嵌入在某个位置上把预测推向一个词元而非另一个词元的程度：各自在该位置的输出，经过最终归一化（其缩放固定为模型实际算出的值，与 TransformerLens 相同），投影到两个词元反嵌入之差上。只算直接路径：一个头经由后续层产生的作用不计在内。点击单元格可打开该头。",
     lab_dla_said:
-      "在位置 {position}，logit[“{target}”] − logit[“{baseline}”] = {diff}；各项之和为 {total}：嵌入 {embeddings}，各头 {heads}，注意力输出偏置 {bias}，前馈块 {ffn}，最终偏置 {biases}。最推向“{target}”的头：{most}；最推向“{baseline}”的头：{least}。",
+      "在位置 {position}，logit[“{target}”] − logit[“{baseline}”] = {diff}；各项之和为 {total}：嵌入 {embeddings}，各头 {heads}，注意力输出偏置 {bias}，前馈块 {ffn}，最终偏置 {biases}。最大的头项：{most}；最小的头项：{least}。",
     lab_dla_target: "推向",
     lab_dla_baseline: "而非",
     lab_dla_title: "每个头对 logit[“{target}”] − logit[“{baseline}”] 的直接作用",

@@ -127,7 +127,7 @@ async function draw({ ctx, t, out, base }) {
     id: "lab-graph-threshold",
     min: "0.001",
     max: "1",
-    step: "0.01",
+    step: "any",
     value: String(r.threshold),
   });
   const apply = el("button", {
@@ -168,9 +168,11 @@ async function draw({ ctx, t, out, base }) {
   box.id = "lab-graph";
   await drawGraph(box, r, t);
   if (ctx.stale()) return;
+  // the edges through heads, by the heads' share (the residual carried over is no head's)
+  const through = (e) => e.weight - e.residual;
   const attention = r.edges
-    .filter((e) => e.target.startsWith("A") && e.heads)
-    .sort((a, b) => b.weight - a.weight)
+    .filter((e) => e.target.startsWith("A") && e.heads?.some((v) => v > 0))
+    .sort((a, b) => through(b) - through(a))
     .slice(0, LISTED);
   const strongest = (e) => e.heads.reduce((best, v, h) => (v > e.heads[best] ? h : best), 0);
   const listed = table(
@@ -181,7 +183,7 @@ async function draw({ ctx, t, out, base }) {
         layer,
         r.tokens[Number(e.source.split("_")[1])],
         r.tokens[Number(e.target.split("_")[1])],
-        e.weight,
+        through(e),
         strongest(e),
         "",
       ];

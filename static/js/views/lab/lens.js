@@ -156,7 +156,7 @@ const STRINGS = {
     lab_lens_table: "the most likely next token at each depth and position",
   },
   zh: {
-    lab_lens: "逻辑透镜（logit lens）",
+    lab_lens: "logit 透镜（logit lens）",
     lab_lens_explain:
       "把每层之前（以及最后一层之后）的残差流送入模型的最终归一化和反嵌入，仿佛模型到此为止（nostalgebraist 2020）：看模型在每个深度会预测什么。最后一行就是模型自己的预测。",
     lab_lens_said:
