@@ -79,13 +79,12 @@ class ModelEntry:
         read, then as tracing its forward pass found them)."""
         return {spec.type: spec for spec in self.runner.attention}
 
-    def _read(self) -> tuple[Runner | None, str | None]:
-        """(its runner, or None for a model of yours not read yet; the backend it states
-        before it is read, or None): what a feature read off the loaded model needs."""
-        backend = getattr(getattr(self.runner, "origin", None), "backend", None)
-        if backend is None:
-            return self.runner, None
-        return self.runner.__dict__.get("_runner"), backend
+    def _loaded(self) -> Runner | None:
+        """Its runner, or None for a model of yours not read yet: what a feature read
+        off the loaded model needs."""
+        if getattr(getattr(self.runner, "origin", None), "backend", None) is None:
+            return self.runner
+        return self.runner.__dict__.get("_runner")
 
     @property
     def value_norms(self) -> bool:
@@ -93,7 +92,7 @@ class ModelEntry:
         reads the heads' outputs unchanged (our model code's do; on transformers' code, as
         its trace found them). A model of yours not read yet is said to: reading its weights
         to know would load it, and a request then gets the reason where it does not."""
-        runner, _ = self._read()
+        runner = self._loaded()
         return runner is None or bool(getattr(runner.model, "projects_heads", True))
 
     @property
@@ -101,7 +100,7 @@ class ModelEntry:
         """Whether the logit lens, direct logit attribution and the contribution graph read
         its residual stream (model/lens.py): a decoder whose layers add their blocks'
         outputs to it (a model of yours not read yet is said to, where a decoder)."""
-        runner, _ = self._read()
+        runner = self._loaded()
         if runner is None:
             return self.config.architecture == "decoder-only"
         return stream_refusal(runner.model) is None
@@ -111,7 +110,7 @@ class ModelEntry:
         """Whether its residual stream is read and its feed-forward blocks read it after
         their attention's (not beside it, as GPT-J's and Phi's): the contribution graph's
         path (a model of yours not read yet is said to, where a decoder)."""
-        runner, _ = self._read()
+        runner = self._loaded()
         if runner is None:
             return self.config.architecture == "decoder-only"
         layout = layout_of(runner.model)
@@ -121,7 +120,7 @@ class ModelEntry:
     def alti(self) -> bool:
         """Whether ALTI (model/alti.py) reads one of its self-attention stacks (a model of
         yours not read yet is said to)."""
-        runner, _ = self._read()
+        runner = self._loaded()
         if runner is None:
             return True
         return any(alti_refusal(runner.model, spec) is None for spec in self.specs.values())

@@ -3,7 +3,9 @@ attribution of each head.
 
 The residual stream of a pre-norm decoder is a sum: what the embeddings put in, plus what
 each layer's attention and feed-forward blocks add. `read_stream` reads those terms from
-one forward pass (forward hooks on our model code's modules) and checks that they add up.
+one forward pass, by forward hooks where `layout_of` says (our model code's modules by
+name; transformers' as its probe found them, model/hf/stream.py), and checks that they
+add up.
 
 - The logit lens (nostalgebraist 2020): the residual before each layer, and after the
   last, read through the final norm and the unembedding as if the model ended there. The

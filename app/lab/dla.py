@@ -50,7 +50,7 @@ class DlaResponse(BaseModel):
 
 def dla(ctx: LabContext, req: DlaRequest) -> DlaResponse:
     tokens = ctx.result.target_tokens
-    position = position_of(ctx, req.position, tokens)
+    position = position_of(req.position, tokens)
     stream = stream_of(ctx)
     logits = stream.logits[position]
     size = logits.numel()

@@ -66,7 +66,7 @@ def graph(ctx: LabContext, req: GraphRequest) -> GraphResponse:
             f"the contribution graph of {ctx.entry.id} reads at most {most} tokens (its parts "
             f"grow as the square of the length); this input has {len(tokens):,}: shorten it"
         )
-    position = position_of(ctx, req.position, tokens)
+    position = position_of(req.position, tokens)
     try:
         shares = read_shares(ctx.model, stream_of(ctx), ctx.result.captured, spec)
     except ValueError as exc:

@@ -66,7 +66,7 @@ def stream_of(ctx: LabContext) -> Stream:
         raise CannotServe(f"{ctx.entry.id}: {exc}") from None
 
 
-def position_of(ctx: LabContext, asked: int | None, tokens: list[str]) -> int:
+def position_of(asked: int | None, tokens: list[str]) -> int:
     if asked is None:
         return len(tokens) - 1
     if asked >= len(tokens):
@@ -76,7 +76,7 @@ def position_of(ctx: LabContext, asked: int | None, tokens: list[str]) -> int:
 
 def lens(ctx: LabContext, req: LensRequest) -> LensResponse:
     tokens = ctx.result.target_tokens
-    position = position_of(ctx, req.position, tokens)
+    position = position_of(req.position, tokens)
     stream = stream_of(ctx)
     vocab = ctx.runner.target_vocabulary() or []
 
