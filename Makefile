@@ -139,7 +139,7 @@ bench-families: $(STAMP)
 
 # the transformers backend's capture pass against transformers' eager forward with
 # output_attentions (bench/bench_capture.py)
-# TransformerLens 4.3, the peer, lives in its own pinned environment, .venv-ref (ref-env,
+# TransformerLens 4.3, the peer, lives in its own pinned environment, .venv/ref (ref-env,
 # below), which the logit lens tests read as their reference too
 bench-capture: $(STAMP) ref-env
 	$(BIN)/python bench/bench_capture.py --repeat 7
@@ -177,6 +177,6 @@ soak: $(STAMP)
 container-check:
 	$(PYTHON) tests/container/check.py
 
-# TransformerLens 4.3 in its own environment (.venv-ref), the reference of the logit lens
+# TransformerLens 4.3 in its own environment (.venv/ref), the reference of the logit lens
 # and direct logit attribution tests: `make ref-env`.
 include harness/references/ref-env.mk

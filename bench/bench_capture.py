@@ -7,7 +7,7 @@ SmolLM2-shaped random models (float32, CPU), every head captured, at 128 and 512
 Ours: `HFTransformer.run_with_capture` with every hook point but the logits (the app's
 default run: q, k, v, scores, mask, weights and context of every layer); theirs: the same
 weights loaded with attn_implementation="eager". Median of --repeat runs each, after one
-warm-up. Where .venv-ref holds TransformerLens 4.3 (`make ref-env` makes it), its
+warm-up. Where .venv/ref holds TransformerLens 4.3 (`make ref-env` makes it), its
 `run_with_cache` filtered to the attention patterns on the same saved folder is timed too
 (bench/tl_peer.py, in that environment, one model at a time, the same threads).
 """
@@ -26,6 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from bench.bench_llm import median_time as timed_runs
+from harness.references import PYTHON
 from model.hf.capture import ATTENTION, register
 from model.hf.model import HFTransformer
 from model.hf.runners import quiet_transformers
@@ -63,7 +64,7 @@ def timings(theirs, ours, vocab: int, length: int, repeat: int) -> tuple[float, 
     return t_theirs, t_ours, t_weights
 
 
-PEER = Path(__file__).resolve().parents[1] / ".venv-ref" / "bin" / "python"
+PEER = PYTHON  # TransformerLens's environment (`make ref-env`)
 
 
 def transformer_lens(folder: str, lengths: list[int], repeat: int, threads: int) -> dict:
@@ -91,7 +92,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
           f"{args.threads} threads, median of {args.repeat}")  # fmt: skip
     if not PEER.exists():
-        print("(TransformerLens not measured: .venv-ref is missing; make ref-env makes it)")
+        print("(TransformerLens not measured: .venv/ref is missing; make ref-env makes it)")
     print("| model | tokens | transformers eager + output_attentions, s | capture pass (every "
           "hook), s | ours / theirs | capture pass (weights), s | TransformerLens run_with_cache "
           "(patterns), s | ours (weights) / TL |")  # fmt: skip

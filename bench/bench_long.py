@@ -41,7 +41,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
-PEERS = ROOT / ".venv-ref" / "bin" / "python"
+sys.path.insert(0, str(ROOT))
+from harness.references import PYTHON as PEERS  # noqa: E402 (`make ref-env` makes it)
+
 TEXT = (
     "Long prompts are where people most need to look: attention sinks, retrieval heads and "
     "what gets lost in the middle. def attend(q, k, v): return softmax(q @ k.T / 8) @ v\n"

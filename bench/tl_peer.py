@@ -15,8 +15,8 @@ A folder without tokenizer files gets a one-token stand-in tokenizer: the ids ar
 
 TransformerLens is not a dependency of the project; it lives in its own virtual environment:
 
-    make ref-env  # .venv-ref: TransformerLens 4.3, pinned (harness/references/)
-    .venv-ref/bin/python bench/tl_peer.py FOLDER --lengths 128 512 --repeat 5 --threads 2
+    make ref-env  # .venv/ref: TransformerLens 4.3, pinned (harness/references/)
+    .venv/ref/bin/python bench/tl_peer.py FOLDER --lengths 128 512 --repeat 5 --threads 2
 """
 
 import argparse

@@ -1,9 +1,9 @@
 """An independent reference for the logit lens and direct logit attribution (DLA), computed
-with TransformerLens 4.3.0 in its own environment (.venv-ref: `make ref-env`,
+with TransformerLens 4.3.0 in its own environment (.venv/ref: `make ref-env`,
 harness/references/ref-env.mk), so that a test in the main environment can run it as a
 subprocess and compare with our own implementation (model/lens.py):
 
-    .venv-ref/bin/python harness/references/lens.py IN.json OUT.npz
+    .venv/ref/bin/python harness/references/lens.py IN.json OUT.npz
 
 IN.json: {"model": "<folder of a transformers checkpoint saved with save_pretrained>",
           "ids": [token ids], "position": int (negative counts from the end),

@@ -1,9 +1,10 @@
 # The reference environment for harness/references/lens.py: TransformerLens 4.3.0 in its own
-# virtual environment, .venv-ref, so the main .venv stays lean. Include this file from the
+# virtual environment, .venv/ref (inside .venv: `make clean` removes it), so the main
+# environment stays lean. Include this file from the
 # Makefile (`include harness/references/ref-env.mk`) or run it alone from the repository root:
 #   make -f harness/references/ref-env.mk ref-env
 #
-# The stamp .venv-ref/.installed depends on the pinned list harness/references/requirements.txt;
+# The stamp .venv/ref/.installed depends on the pinned list harness/references/requirements.txt;
 # when the list changes the environment is made again from scratch (about 30 s here with uv's
 # cache warm, 40-47 s cold; 50 s with plain pip), so it always holds exactly the list. Nothing is
 # resolved: pip installs the pinned uv, then `uv pip install --no-deps -r` installs the
@@ -16,7 +17,7 @@
 # The venv gets its own .gitignore ('*'), so git ignores it.
 
 REF_PYTHON ?= python3
-REF_VENV := .venv-ref
+REF_VENV := .venv/ref
 REF_STAMP := $(REF_VENV)/.installed
 REF_REQS := harness/references/requirements.txt
 # Where pip finds the local torch CPU wheel (pip reads it from its config; uv is told).

@@ -1,5 +1,5 @@
 """The logit lens and direct logit attribution (model/lens.py) against TransformerLens 4.3,
-run in its own environment (`make ref-env`: .venv-ref) by harness/references/lens.py on the
+run in its own environment (`make ref-env`: .venv/ref) by harness/references/lens.py on the
 same checkpoint: a GPT-2-shaped (LayerNorm, learned positions, biases) and a Llama-shaped
 (RMSNorm, grouped-query attention) tiny random model, their norms' gains randomized so
 that the final norm's weight counts."""
@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from harness.checkpoints import PROMPTS, read_back, saved, tiny
+from harness.references import PYTHON
 from model.lens import attribute, lens_logits, read_stream
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = ROOT / ".venv-ref" / "bin" / "python"
 
 
 def with_gains(kind: str):
@@ -33,13 +33,13 @@ def with_gains(kind: str):
 
 
 def theirs(folder: Path, ids: list[int], tmp_path: Path) -> dict:
-    if not REFERENCE.exists():
+    if not PYTHON.exists():
         pytest.fail("the TransformerLens environment is missing: `make ref-env` makes it")
     given = tmp_path / "in.json"
     given.write_text(json.dumps({"model": str(folder), "ids": ids, "position": -1, "tokens": None}))
     out = tmp_path / "out.npz"
     done = subprocess.run(
-        [str(REFERENCE), str(ROOT / "harness/references/lens.py"), str(given), str(out)],
+        [str(PYTHON), str(ROOT / "harness/references/lens.py"), str(given), str(out)],
         capture_output=True,
         text=True,
         timeout=300,
