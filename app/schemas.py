@@ -270,7 +270,8 @@ class AttentionRequest(TextRequest):
         "key j adds to query i, ‖α_ij f_h(x_j)‖ with f_h(x) = (x W_V^h + b_V^h) W_O^h (the "
         "value vector through the head's slice of the output projection; its bias belongs "
         "to no head): a weight on a token whose transformed value is small adds little. "
-        "Whole heads (inputs of at most 512 tokens), on either backend; refused where the "
+        "Whole heads, or windows and pooled cells like the weights (a long input's too), on "
+        "either backend; refused where the "
         "attention's output is gated or normalized before its projection reads it.",
     )
     granularity: Literal["token", "word"] = Field(
@@ -292,9 +293,9 @@ class AttentionRequest(TextRequest):
         None,
         min_length=2,
         max_length=2,
-        description="[start, stop): the query positions of a window (weights, scores, mask); "
-        "default all. A long input's head is read by windows: without pool each cell is one "
-        "query and key, exact.",
+        description="[start, stop): the query positions of a window (weights, scores, mask, "
+        "norms); default all. A long input's head is read by windows: without pool each cell "
+        "is one query and key, exact.",
     )
     columns: list[Position] | None = Field(
         None,

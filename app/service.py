@@ -13,10 +13,10 @@ import torch
 
 from model.analysis import head_metrics, head_roles, layer_weights
 from model.lean import LeanCapture
-from model.long import Kind, LongCapture, edges, heads_of
+from model.long import Kind, LongCapture, ValueWeighted, edges, heads_of
 from model.positional import NO_POSITIONS_FORMULA
 from model.runner import AttentionSpec, RunResult
-from model.value_norms import layer_norms
+from model.value_norms import layer_norms, layer_value_norms
 
 from .errors import CannotServe
 from .runs import stop_if_cancelled
@@ -108,11 +108,6 @@ def attention_blocks(
         bad = sorted(set(kinds) - set(WINDOWED))
         if bad:
             raise CannotServe(f"rows, columns and pool apply to {WINDOWED}, not {bad}")
-    if long and "norms" in kinds:
-        raise CannotServe(
-            "value-weighted norms are served for whole heads: on an input of at most 512 "
-            "tokens (this one is read by windows)"
-        )
     if (asked_window or long) and reshaped:
         raise CannotServe(
             "granularity=word and hide_special need whole heads: ask without rows, "
@@ -124,7 +119,7 @@ def attention_blocks(
         heads = _check_choice("heads", req.heads, spec.query_heads)
         layers = _check_choice("layers", req.layers, spec.layers)
         plan += [(spec, layer, heads) for layer in layers]
-    recomputed = sum(len(heads) for _, _, heads in plan) * len(set(kinds) & {"weights", "scores"})
+    recomputed = sum(len(h) for _, _, h in plan) * len({*kinds} & {"weights", "scores", "norms"})
     if long and recomputed > LONG_HEADS:
         raise CannotServe(
             f"this asks for {recomputed} heads' windows of a long input, each recomputed "
@@ -211,7 +206,7 @@ def attention_blocks(
     return blocks
 
 
-WINDOWED = ("weights", "scores", "mask")  # the kinds read by windows and pooled
+WINDOWED = ("weights", "scores", "mask", "norms")  # the kinds read by windows and pooled
 # a long input's heads one request recomputes at most (8,192 SmolLM2 tokens: about 0.3 s
 # a head on 2 cores, its row normalisers and the window)
 LONG_HEADS = 32
@@ -247,6 +242,14 @@ def window_block(
     queries, keys = tokens_of(result, spec)
     rows, columns = _span("rows", req.rows, len(queries)), _span("columns", req.columns, len(keys))
     source = heads_of(result.captured, spec.hook(layer, "")[:-1])
+    if kind == "norms":  # the weights' windows times each key's value norm
+        try:
+            norms = layer_value_norms(
+                entry.runner.model, result.captured, spec, layer, spec.query_heads
+            )
+        except ValueError as exc:
+            raise CannotServe(f"{entry.id}: {exc}") from None
+        source = ValueWeighted(source, norms)
     heads = [0] if kind == "mask" else query_heads
     windows = []
     for head in heads:

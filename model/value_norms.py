@@ -40,12 +40,6 @@ def value_norms(v: Tensor, wo: Tensor, n_heads: int) -> Tensor:
     return torch.linalg.vector_norm(head_values(v, wo, n_heads), dim=-1)
 
 
-def weighted_norms(weights: Tensor, v: Tensor, wo: Tensor) -> Tensor:
-    """‖α_hij f_h(x_j)‖: (H, Tq, Tk), from one layer's weights (H, Tq, Tk), its value
-    vectors and its output projection's weight (see `value_norms`)."""
-    return weights * value_norms(v, wo, weights.size(0))[:, None, :].to(weights.dtype)
-
-
 def projection_module(model: nn.Module, spec: AttentionSpec, layer: int) -> nn.Module | None:
     """The module that projects a layer's heads' outputs (side by side) to the model's
     width: our model code's `wo`; on transformers' code the Linear (or Conv1D) the trace
@@ -71,10 +65,19 @@ def output_projection(model: nn.Module, spec: AttentionSpec, layer: int) -> Tens
     return weight if isinstance(module, nn.Linear) else weight.t()
 
 
-def layer_norms(model: nn.Module, capture: Capture, spec: AttentionSpec, layer: int) -> Tensor:
-    """One layer's value-weighted norms (H, Tq, Tk) of a captured run (its first row): its
-    weights and value vectors from the capture, its output projection from the model
-    (a ValueError where it has none: see `output_projection`)."""
-    weights = capture[spec.hook(layer, "hook_weights")][0]
+def layer_value_norms(
+    model: nn.Module, capture: Capture, spec: AttentionSpec, layer: int, heads: int
+) -> Tensor:
+    """‖f_h(x_j)‖ (H, Tk) of one layer of a captured run (its first row), short or long:
+    its value vectors from the capture, its output projection from the model (a
+    ValueError where it has none: see `output_projection`)."""
     wo = output_projection(model, spec, layer)
-    return weighted_norms(weights, capture[spec.hook(layer, "hook_v")][0], wo)
+    return value_norms(capture[spec.hook(layer, "hook_v")][0], wo, heads)
+
+
+def layer_norms(model: nn.Module, capture: Capture, spec: AttentionSpec, layer: int) -> Tensor:
+    """One layer's value-weighted norms (H, Tq, Tk) of a short captured run (its first
+    row): its weights from the capture (see `layer_value_norms`)."""
+    weights = capture[spec.hook(layer, "hook_weights")][0]
+    norms = layer_value_norms(model, capture, spec, layer, weights.size(0))
+    return weights * norms[:, None, :].to(weights.dtype)

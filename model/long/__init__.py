@@ -18,7 +18,7 @@ previous, first, special, alignment, the share of rows peaking at one offset), e
 from __future__ import annotations
 
 from .capture import DERIVED, LongCapture, heads_of, long_names
-from .heads import BLOCK_ENTRIES, Heads, Kind, Reduce, StoredAttention, edges
+from .heads import BLOCK_ENTRIES, Heads, Kind, Reduce, StoredAttention, ValueWeighted, edges
 from .layer import HeadStats, LayerAttention
 from .masks import DenseMask, Mask, MaskRule
 
@@ -35,6 +35,7 @@ __all__ = [
     "MaskRule",
     "Reduce",
     "StoredAttention",
+    "ValueWeighted",
     "edges",
     "heads_of",
     "long_names",

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 BLOCK_ENTRIES = 1 << 22  # values of one head computed at once (16 MB of float32)
-Kind = Literal["weights", "scores", "mask"]
+Kind = Literal["weights", "scores", "mask", "norms"]
 Reduce = Literal["max", "mean"]
 
 
@@ -120,7 +120,37 @@ class StoredAttention(Heads):
             if self.mask is None:
                 return torch.ones(r1 - r0, c1 - c0)
             return self.mask[r0:r1, c0:c1].float()
+        if kind == "norms":
+            raise KeyError("norms need the values: read them through ValueWeighted")
         stored = self.weights if kind == "weights" else self.scores
         if stored is None:
             raise KeyError(f"this run has no {kind}")
         return stored[head, r0:r1, c0:c1].float()
+
+
+@dataclass
+class ValueWeighted(Heads):
+    """Heads whose "norms" are their weights times each key's value norm per head
+    (H, Tk): ‖α_hij f_h(x_j)‖ (model/value_norms.py), a block at a time like the weights
+    they are made of; the other kinds are the source's."""
+
+    source: Heads
+    value_norms: Tensor
+
+    @property
+    def heads(self) -> int:
+        return self.source.heads
+
+    @property
+    def queries(self) -> int:
+        return self.source.queries
+
+    @property
+    def keys(self) -> int:
+        return self.source.keys
+
+    def block(self, kind: Kind, head: int, r0: int, r1: int, c0: int, c1: int) -> Tensor:
+        if kind != "norms":
+            return self.source.block(kind, head, r0, r1, c0, c1)
+        weights = self.source.block("weights", head, r0, r1, c0, c1)
+        return weights * self.value_norms[head, c0:c1].to(weights.dtype)

@@ -122,7 +122,9 @@ class LayerAttention(Heads):
 
     def block(self, kind: Kind, head: int, r0: int, r1: int, c0: int, c1: int) -> Tensor:
         """One exact window of a head: weights (0 where masked), scores, or the mask (1.0
-        where the query may attend)."""
+        where the query may attend); norms are `ValueWeighted`'s."""
+        if kind == "norms":
+            raise KeyError("norms need the values: read them through ValueWeighted")
         if kind == "scores":
             return self.scores(head, r0, r1, c0, c1)
         allowed = self._mask(r0, r1, c0, c1)

@@ -115,14 +115,22 @@ def test_what_a_long_input_cannot_serve_says_what_to_ask_instead(client, long_ru
         json={"model": "smollm2", "text": TEXT, "layers": [0], "kinds": ["q"], "pool": 8},
     )
     assert q.status_code == 422 and "apply to" in q.json()["detail"]
-    norms = client.post(
-        "/api/v1/attention",
-        json={"model": "smollm2", "text": TEXT, "layers": [0], "kinds": ["norms"]},
-    )
-    assert norms.status_code == 422 and norms.json()["detail"] == (
-        "value-weighted norms are served for whole heads: on an input of at most 512 tokens "
-        "(this one is read by windows)"
-    )
+
+
+def test_a_long_heads_norms_are_served_pooled_and_by_windows(client, long_run):
+    """Value-weighted norms of a long input (checked against transformers in
+    tests/model/test_value_norms.py), read as the weights are: pooled, or a window."""
+    _, n = long_run
+    ask = {"layers": [3], "heads": [0, 4], "kinds": ["norms", "weights"]}
+    pooled = attention(client, **ask, pool=50)["blocks"]
+    norms, weights = (np.array(b["data"]) for b in pooled)
+    assert [b["kind"] for b in pooled] == ["norms", "weights"]
+    cells = len(pooled[0]["row_edges"]) - 1
+    assert norms.shape == weights.shape == (2, cells, cells) and pooled[0]["row_edges"][-1] == n
+    assert (norms >= 0).all() and norms.max() > 0
+    assert not np.allclose(norms / norms.max(), weights / weights.max(), atol=1e-2)
+    exact = attention(client, layers=[3], heads=[4], kinds=["norms"], rows=[600, 664])
+    assert exact["blocks"][0]["shape"] == [1, 64, n]
 
 
 def test_a_prompt_past_the_models_context_is_refused_naming_the_longest(client):

@@ -32,14 +32,24 @@ def test_minilms_norms_are_the_formula_on_transformers_modules(client):
     assert not np.allclose(got / got.sum(-1, keepdims=True), weights.numpy(), atol=1e-3)
 
 
-def test_norms_are_refused_in_u1_and_by_windows(client):
-    for extra, said in [
-        ({"encoding": "u1"}, "u1 holds values in [0, 1] only"),
-        ({"rows": [0, 4]}, "rows, columns and pool apply to"),
-    ]:
-        body = {"model": "minilm", "text": TEXT, "kinds": ["norms"], **extra}
-        answer = client.post("/api/v1/attention", json=body)
-        assert answer.status_code == 422 and said in answer.json()["detail"], answer.text
+def test_norms_are_refused_in_u1_and_served_by_windows(client):
+    body = {"model": "minilm", "text": TEXT, "kinds": ["norms"], "layers": [2]}
+    answer = client.post("/api/v1/attention", json={**body, "encoding": "u1"})
+    assert answer.status_code == 422
+    assert "u1 holds values in [0, 1] only" in answer.json()["detail"], answer.text
+    whole = client.post("/api/v1/attention", json=body).json()["blocks"][0]
+    window = client.post("/api/v1/attention", json={**body, "rows": [2, 5], "pool": 3})
+    assert window.status_code == 200, window.text
+    block = window.json()["blocks"][0]
+    assert block["row_edges"] == [2, 3, 4, 5] and len(block["column_edges"]) == 4
+    # each pooled cell is the largest of the whole head's values it covers
+    edges = block["column_edges"]
+    for h in range(len(block["heads"])):
+        for i in range(3):
+            row = whole["data"][h][2 + i]
+            for j in range(3):
+                cell = max(row[edges[j] : edges[j + 1]])
+                assert abs(block["data"][h][i][j] - cell) <= 1e-3 * max(row), (h, i, j)
 
 
 def test_attention_vs_contribution_is_the_formula_on_transformers_modules(client):

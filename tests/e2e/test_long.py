@@ -185,7 +185,7 @@ def test_a_long_prompt_zooms_from_the_overview_to_token_labels(page: Page, serve
     )
 
 
-def test_a_long_prompts_model_view_draws_overviews_and_other_views_say_why_not(page: Page):
+def test_a_long_prompts_model_view_draws_overviews_and_other_views_say_why_not(page: Page, server):
     text = long_text(SUMMARIZED)
     page.goto("/?model=smollm2&view=model&type=decoder.self&text=hi")
     ready(page)
@@ -193,6 +193,36 @@ def test_a_long_prompts_model_view_draws_overviews_and_other_views_say_why_not(p
     page.press("#text", "Enter")
     expect(page.locator("#status")).to_have_text(READY, timeout=PATIENCE_MS)
     expect(page.locator("#grid .thumb canvas")).to_have_count(270, timeout=PATIENCE_MS)
+    # value-weighted norms: the thumbnails are their max-pooled overviews
+    first = "document.querySelector('#grid canvas').toDataURL()"
+    weights = page.evaluate(first)
+    page.select_option("#kind", "norms")
+    expect(page.locator("#explain")).to_contain_text(
+        "Value-weighted norms ‖α f(x)‖: what each key adds", timeout=PATIENCE_MS
+    )
+    expect(page.locator("#grid .thumb canvas")).to_have_count(270, timeout=PATIENCE_MS)
+    assert page.evaluate(first) != weights
+    # the head view's overview of them is the API's, on their own scale
+    page.click("[data-view=head]")
+    expect(page.locator("#explain")).to_contain_text(
+        "Value-weighted (Kobayashi et al. 2020): each cell is ‖α f(x)‖", timeout=PATIENCE_MS
+    )
+    expect(page.locator("#explain")).to_contain_text("each cell is the largest of the exact")
+    state = url_state(page)
+    cont = [int(i) for i in state.get("cont", "").split(",") if i]
+    layer, head = int(state.get("layer", 0)), int(state.get("head", 0))
+    asked = {"model": "smollm2", "text": text, "continuation": cont, "types": ["decoder.self"],
+             "layers": [layer], "heads": [head], "kinds": ["norms"], "encoding": "json",
+             "pool": 256}  # fmt: skip
+    answer = httpx2.post(f"{server}/api/v1/attention", json=asked, timeout=120)
+    assert answer.status_code == 200, answer.text
+    expected = np.array(answer.json()["blocks"][0]["data"][0])
+    drawn = np.array(page.evaluate("() => document.getElementById('plot').attnvizLong.z"))
+    assert drawn.shape == expected.shape
+    assert np.abs(drawn - expected).max() <= 1e-3 * expected.max()  # (sent as f2)
+    # their colour scale ends at their largest, not at a weight's 1
+    top = page.evaluate("() => document.getElementById('plot')._fullData[0].zmax")
+    assert abs(top - expected.max()) <= 1e-3 * expected.max()
     page.click("[data-view=masks]")
     expect(page.locator("#status")).to_contain_text(
         re.compile(r"This view reads whole heads: at \d+ tokens \(over 512\) only the head, "

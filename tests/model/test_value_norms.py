@@ -6,6 +6,7 @@ weights from `output_attentions` — never from our capture."""
 
 from __future__ import annotations
 
+import itertools
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything comes from the installed package
@@ -13,9 +14,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything comes from the instal
 import pytest
 import torch
 
-from harness.checkpoints import PROMPTS, read_back, saved, tiny
+from harness.checkpoints import PROMPTS, VOCAB, read_back, saved, tiny
+from model.long import LongCapture, ValueWeighted
+from model.long import heads_of as heads_of_capture
 from model.pretrained.bert import BertRunner, package_dir
-from model.value_norms import layer_norms, value_norms
+from model.value_norms import layer_norms, layer_value_norms, value_norms
 
 
 def reference(weights, values, wo_per_head):
@@ -120,3 +123,42 @@ def test_minilms_norms_equal_the_formula_on_transformers_bert():
 def test_value_norms_refuse_an_output_projection_of_another_shape():
     with pytest.raises(ValueError, match="does not take 4 heads of 8"):
         value_norms(torch.zeros(2, 5, 8), torch.zeros(64, 30), 4)
+
+
+@pytest.mark.parametrize("backend", ["ours", "transformers"])
+def test_a_long_inputs_norms_by_windows_equal_the_formula(tmp_path, backend):
+    """A long input (past 512 tokens: no whole matrix kept) serves its norms a window at a
+    time, exact or max-pooled: the weights transformers' eager attention gives times the
+    norms of the values its v_proj makes, carried through its o_proj."""
+    theirs = tiny("llama", max_position_embeddings=1024, num_attention_heads=4)
+    runner = read_back(saved(tmp_path, theirs), backend)
+    n, heads, layer = 700, 4, 1
+    kv_heads = theirs.config.num_key_value_heads
+    ids = torch.randint(0, VOCAB, (n,), generator=torch.Generator().manual_seed(3)).tolist()
+    values = {}
+    v_proj = theirs.model.layers[layer].self_attn.v_proj
+    hook = v_proj.register_forward_hook(lambda m, a, out: values.__setitem__(0, out))
+    with torch.no_grad():
+        expected = theirs(torch.tensor([ids]), output_attentions=True)
+    hook.remove()
+    v = heads_of(values[0], kv_heads).repeat_interleave(heads // kv_heads, dim=0)
+    w = theirs.model.layers[layer].self_attn.o_proj.weight.detach()
+    norms = reference(
+        expected.attentions[layer][0], v, w.view(w.size(0), heads, -1).permute(1, 2, 0)
+    )
+    capture = runner.result("", ids, []).capture
+    assert isinstance(capture, LongCapture)
+    spec = runner.attention[0]
+    source = ValueWeighted(
+        heads_of_capture(capture, spec.hook(layer, "")[:-1]),
+        layer_value_norms(runner.model, capture, spec, layer, heads),
+    )
+    for head in range(heads):
+        got, _, _ = source.window("norms", head, (600, 700), (0, 700))
+        close(got, norms[head, 600:700])
+    pooled, rows, columns = source.window("norms", 2, (0, n), (0, n), pool=64)
+    for i, (a, b) in enumerate(itertools.pairwise(rows)):
+        for j, (c, d) in enumerate(itertools.pairwise(columns)):
+            assert abs(float(pooled[i, j]) - float(norms[2, a:b, c:d].max())) <= 1e-5 * float(
+                norms[2].max()
+            )

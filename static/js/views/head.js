@@ -3,8 +3,7 @@ import { heatmap } from "../plots.js";
 import { drawLongHead, strings } from "./long-head.js";
 
 async function drawHead(ctx) {
-  // a long input is read by windows, no whole matrix: its norms are not served
-  if (ctx.analysis.long && ctx.state.kind === "norms") return ctx.t("norms_long");
+  // a long input is read by windows, no whole matrix
   if (ctx.analysis.long) return drawLongHead(ctx);
   const { state, t } = ctx;
   const kind = state.kind;
@@ -84,8 +83,6 @@ export function rowLabels(block, type, t) {
 const STRINGS = {
   en: {
     norm: "norm",
-    norms_long:
-      "Value-weighted norms are drawn for whole heads, on inputs of at most 512 tokens: choose weights to read this long input by windows.",
     norms_said:
       "Value-weighted (Kobayashi et al. 2020): each cell is ‖α f(x)‖, the size of what the key adds to the query through this head, its weight times the norm of its value vector carried through the head's output projection. A large weight on a key whose value is small adds little.",
     words_weights_only:
@@ -110,8 +107,6 @@ const STRINGS = {
   },
   zh: {
     norm: "范数",
-    norms_long:
-      "按值加权只对完整的头绘制（输入不超过 512 个词元）：请选择“权重”，按窗口查看这段长输入。",
     norms_said:
       "按值加权（Kobayashi 等，2020）：每个单元是 ‖α f(x)‖，即这个键经由该头加给查询的向量大小：权重乘以其值向量经该头输出投影后的范数。权重大而值向量小的键，贡献也小。",
     words_weights_only: "词视图和隐藏特殊词元只作用于权重：这里显示的是词元本身的数值。",

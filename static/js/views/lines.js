@@ -28,9 +28,11 @@ const STRINGS = {
       "Hover a token to see its lines alone; tick heads to draw several at once; lower the threshold to see fainter weights.",
     lines_none: "No weight reaches {thr}: lower the threshold.",
     lines_count_norms:
-      "{drawn} lines drawn: the value-weighted norms ≥ {thr} of this layer's largest, of {heads} ({all} query–key pairs in all). A line's opacity is its norm over the layer's largest; a colour is a head.",
+      "{drawn} lines drawn: the value-weighted norms ≥ {thr} of {of}, of {heads} ({all} query–key pairs in all). A line's opacity is its norm over that largest; a colour is a head.",
     lines_norms:
-      "Value-weighted norms ‖α f(x)‖: what each key adds to the query, as a fraction of this layer's largest.",
+      "Value-weighted norms ‖α f(x)‖: what each key adds to the query, as a fraction of {of}.",
+    lines_of_layer: "this layer's largest",
+    lines_of_window: "the largest of the heads drawn in this window",
     lines_window:
       "A long input: the lines of the head view's zoomed window, queries {r0}–{r1} → keys {c0}–{c1} of {n} (a query's weights on keys outside it are not drawn).",
     lines_zoom_first:
@@ -46,8 +48,10 @@ const STRINGS = {
     lines_explain: "悬停某个词元只看它的连线；勾选多个头可同时绘制；降低阈值可看到更弱的权重。",
     lines_none: "没有权重达到 {thr}：请降低阈值。",
     lines_count_norms:
-      "绘制了 {drawn} 条线：{heads} 中按值加权的范数不低于本层最大值 {thr} 倍的（共 {all} 个查询–键对）。线的不透明度即范数与本层最大值之比；每种颜色是一个头。",
-    lines_norms: "按值加权的范数 ‖α f(x)‖：每个键加给查询的量，以本层最大值的比例表示。",
+      "绘制了 {drawn} 条线：{heads} 中按值加权的范数不低于{of} {thr} 倍的（共 {all} 个查询–键对）。线的不透明度即范数与该最大值之比；每种颜色是一个头。",
+    lines_norms: "按值加权的范数 ‖α f(x)‖：每个键加给查询的量，以{of}的比例表示。",
+    lines_of_layer: "本层最大值",
+    lines_of_window: "本窗口中所画各头的最大值",
     lines_window:
       "长输入：头视图放大后的窗口的连线，查询 {r0}–{r1} → 键 {c0}–{c1}（共 {n} 个）（查询对窗口外的键的权重不画）。",
     lines_zoom_first:
@@ -126,7 +130,7 @@ function lineTraces(lines, heads, yLeft, yRight) {
 // A long input keeps no whole head (model/long/): the chosen heads' exact weights in the
 // head view's zoomed window, where it is at most TOKEN_LEVEL tokens a side; else what the
 // page says instead (how to get one).
-async function windowBlock(ctx, heads) {
+async function windowBlock(ctx, heads, kind) {
   const { state, t, elements } = ctx;
   const n = ctx.analysis.source_tokens.length;
   const [rows, columns] = zoomed(state.win, n);
@@ -143,8 +147,8 @@ async function windowBlock(ctx, heads) {
     types: [state.type],
     layers: [state.layer],
     heads,
-    kinds: ["weights"],
-    encoding: encodingOf("weights"),
+    kinds: [kind],
+    encoding: encodingOf(kind),
     rows,
     columns,
   });
@@ -163,12 +167,12 @@ async function drawLines(ctx) {
   const long = ctx.analysis.long;
   const count = attentionOf(ctx.modelInfo(), state.type).query_heads;
   const heads = chosenHeads(state.lh, state.head, count);
-  const windowed = long ? await windowBlock(ctx, heads) : null;
+  // value-weighted norms where chosen, each read as a fraction of the layer's largest (a
+  // long input's window: of the heads drawn there)
+  const norms = state.kind === "norms";
+  const windowed = long ? await windowBlock(ctx, heads, norms ? "norms" : "weights") : null;
   if (ctx.stale()) return;
   if (windowed?.refused) return windowed.refused; // (the page's status says it)
-  // value-weighted norms where chosen (whole heads: not a long input's windows), each read
-  // as a fraction of the layer's largest
-  const norms = state.kind === "norms" && !long;
   // a window's block holds the chosen heads alone, in order; a layer's every head
   const block =
     windowed?.block ?? (await ctx.layerBlock(state.type, state.layer, norms ? "norms" : "weights"));
@@ -249,16 +253,17 @@ async function drawLines(ctx) {
   });
   const all = rows.length * columns.length * heads.length;
   const headsNamed = heads.map((h) => `${t("head")} ${h}`).join(", ");
+  const of = t(windowed ? "lines_of_window" : "lines_of_layer");
   elements.convention.textContent = lines.length
     ? t(norms ? "lines_count_norms" : "lines_count")
         .replace("{drawn}", String(lines.length))
         .replace("{thr}", String(thr))
         .replace("{heads}", headsNamed)
         .replace("{all}", String(all))
+        .replace("{of}", of)
     : t("lines_none").replace("{thr}", String(thr));
-  elements.explain.textContent = windowed
-    ? `${windowed.said} ${t("lines_explain")}`
-    : `${norms ? `${t("lines_norms")} ` : ""}${t("lines_explain")}`;
+  const said = [windowed?.said, norms ? t("lines_norms").replace("{of}", of) : ""];
+  elements.explain.textContent = [...said, t("lines_explain")].filter(Boolean).join(" ");
 }
 
 function controls(ctx, count, heads, thr) {

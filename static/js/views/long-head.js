@@ -22,6 +22,7 @@ export const strings = {
     long_readout_cell: "queries {r0}–{r1} → keys {c0}–{c1}: {reduce} {value}",
     long_readout_token: "{row} ({r}) → {column} ({c}): {value}",
     long_profile: "Row {r} ({token}): its weight on each key, log scale",
+    long_profile_norms: "Row {r} ({token}): its value-weighted norm on each key, log scale",
     long_position: "position",
   },
   zh: {
@@ -33,6 +34,7 @@ export const strings = {
     long_readout_cell: "查询 {r0}–{r1} → 键 {c0}–{c1}：{reduce} {value}",
     long_readout_token: "{row}（{r}）→ {column}（{c}）：{value}",
     long_profile: "第 {r} 行（{token}）：对每个键的权重，对数坐标",
+    long_profile_norms: "第 {r} 行（{token}）：对每个键的按值加权范数，对数坐标",
     long_position: "位置",
   },
 };
@@ -75,11 +77,11 @@ async function ask(ctx, layer, asked, signal) {
 
 // Every head of a layer of a long input, each max-pooled to at most `pool` cells a side (the
 // model view's thumbnails): one request a layer.
-export async function overviewBlock(ctx, type, layer, pool) {
+export async function overviewBlock(ctx, type, layer, pool, kind = "weights") {
   const raw = await ask(ctx, layer, {
     type,
-    kinds: ["weights"],
-    encoding: encodingOf("weights"),
+    kinds: [kind],
+    encoding: encodingOf(kind),
     pool,
   });
   return new Block(raw);
@@ -138,10 +140,12 @@ export async function drawLongHead(ctx) {
       : t("long_cells")
           .replace("{h}", fmt(rowEdges[1] - rowEdges[0]))
           .replace("{w}", fmt(colEdges[1] - colEdges[0]));
-    elements.explain.textContent = t("long_explain")
+    const said = t("long_explain")
       .replace("{reduce}", t("long_reduce_max"))
       .replace("{cells}", cells)
       .replace("{level}", String(TOKEN_LEVEL));
+    // what a value-weighted cell is, where they are shown
+    elements.explain.textContent = state.kind === "norms" ? `${t("norms_said")} ${said}` : said;
     const trace = {
       type: "heatmap",
       z,
@@ -149,7 +153,7 @@ export async function drawLongHead(ctx) {
       y: rowEdges,
       colorscale: COLORSCALE,
       zmin: state.kind === "scores" ? undefined : 0,
-      zmax: state.kind === "scores" ? undefined : 1,
+      zmax: state.kind === "scores" || state.kind === "norms" ? undefined : 1, // (norms: own scale)
       hoverinfo: "none",
     };
     // a token window's labels: every token's, or every k-th past LABELS a side (plotly
@@ -218,6 +222,7 @@ export async function drawLongHead(ctx) {
   };
 
   let profileTimer = null;
+  const profiledKind = state.kind === "norms" ? "norms" : "weights"; // (scores: the weights)
   let profiled = null;
   const profileSoon = (row) => {
     clearTimeout(profileTimer);
@@ -229,7 +234,7 @@ export async function drawLongHead(ctx) {
     let raw;
     try {
       const cells = n > PROFILE_CELLS ? { pool: PROFILE_CELLS } : {};
-      const asked = { heads: [state.head], kinds: ["weights"], encoding: "f4" };
+      const asked = { heads: [state.head], kinds: [profiledKind], encoding: "f4" };
       raw = await ask(ctx, state.layer, { ...asked, rows: [row, row + 1], ...cells });
     } catch {
       return; // (the next row pointed at asks again)
@@ -246,7 +251,9 @@ export async function drawLongHead(ctx) {
         ...themed(),
         title: {
           text: escapeText(
-            t("long_profile").replace("{r}", fmt(row)).replace("{token}", tokens[row]),
+            t(profiledKind === "norms" ? "long_profile_norms" : "long_profile")
+              .replace("{r}", fmt(row))
+              .replace("{token}", tokens[row]),
           ),
           x: 0,
           xanchor: "left",

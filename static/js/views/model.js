@@ -36,8 +36,8 @@ async function drawModel(ctx) {
     grid.querySelector(thumbAt(...moves[event.key]))?.focus();
   };
   await drawEntropy(ctx, analysis, layers, heads);
-  // value-weighted norms where chosen (whole heads: not a long input's overviews)
-  const norms = state.kind === "norms" && !analysis.long;
+  // value-weighted norms where chosen (a long input's: their max-pooled overviews)
+  const norms = state.kind === "norms";
   if (group > 1) grid.append(groupHeader(kv, group, t));
   for (let layer = 0; layer < layers; layer++) {
     if (ctx.stale()) return;
@@ -50,7 +50,7 @@ async function drawModel(ctx) {
     grid.append(row);
     // a long input's heads: max-pooled overviews (no whole matrix is kept)
     const block = analysis.long
-      ? await overviewBlock(ctx, state.type, layer, THUMB_CELLS)
+      ? await overviewBlock(ctx, state.type, layer, THUMB_CELLS, norms ? "norms" : "weights")
       : await ctx.layerBlock(state.type, layer, norms ? "norms" : "weights");
     if (ctx.stale()) return;
     // norms have no fixed range: each layer's on its own scale, its largest the brightest
@@ -80,9 +80,9 @@ async function drawModel(ctx) {
   }
   // the current head is marked
   grid.querySelector(thumbAt(state.layer, state.head))?.classList.add("current");
-  const said = norms ? t("norms_model") : state.kind === "norms" ? t("norms_long") : "";
-  elements.explain.textContent = said ? `${said} ${t("hint_model")}` : t("hint_model");
-  if (analysis.long) await followSummaries(ctx, analysis, layers, heads);
+  const said = norms ? `${t("norms_model")} ${t("hint_model")}` : t("hint_model");
+  elements.explain.textContent = said;
+  if (analysis.long) await followSummaries(ctx, analysis, layers, heads, said);
 }
 
 // A thumbnail's name and caption: its layer, head and role.
@@ -114,12 +114,13 @@ async function drawEntropy(ctx, analysis, layers, heads) {
 }
 
 // A long input's head summaries come in the background: asked for again until every head
-// has one, the entropy map and the thumbnails' roles redrawn as they come.
-async function followSummaries(ctx, first, layers, heads) {
+// has one, the entropy map and the thumbnails' roles redrawn as they come; what the view
+// `said` is kept before the count.
+async function followSummaries(ctx, first, layers, heads, said) {
   const { state, t, elements } = ctx;
   let now = first;
   while (now.summaries_done < now.summaries_total) {
-    elements.explain.textContent = `${t("hint_model")} ${t("summaries_progress")
+    elements.explain.textContent = `${said} ${t("summaries_progress")
       .replace("{done}", now.summaries_done)
       .replace("{total}", now.summaries_total)}`;
     await new Promise((resolve) => setTimeout(resolve, 2000));
@@ -136,7 +137,7 @@ async function followSummaries(ctx, first, layers, heads) {
       named(button, roles.get(`${button.dataset.layer}/${button.dataset.head}`), t);
     }
   }
-  elements.explain.textContent = t("hint_model");
+  elements.explain.textContent = said;
 }
 
 // a row over the thumbnails naming each key/value head over the query heads that share it
