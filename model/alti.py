@@ -125,7 +125,11 @@ def _blocks(model: nn.Module, spec: AttentionSpec) -> tuple[list, list, list] | 
     """(each layer, the module whose output its attention block adds, its post-norm or
     None) of a self-attention stack ALTI reads; or why it cannot: our model code's
     self-attention layers (no cross-attention between them), or on transformers' code a
-    decoder whose residual stream is a sum of its blocks (model/hf/stream.py)."""
+    post-norm encoder or a decoder whose residual stream is a sum of its blocks
+    (model/hf/stream.py)."""
+    if hasattr(model, "encoder_blocks") and spec.type == "encoder.self":
+        blocks: tuple[list, list, list] | str = model.encoder_blocks  # type: ignore[assignment]
+        return f"on transformers' code: {blocks}" if isinstance(blocks, str) else blocks
     if hasattr(model, "residual_layout"):
         layout = layout_of(model)
         if isinstance(layout, str) or spec.type != "decoder.self" or layout.parallel:

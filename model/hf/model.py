@@ -232,6 +232,17 @@ class HFTransformer(HookedModule):
         except Exception as exc:  # (a model of the user's: its own code may raise anything)
             return f"its residual stream could not be found: {type(exc).__name__}: {exc}"
 
+    @functools.cached_property
+    def encoder_blocks(self):
+        """An encoder's self-attention blocks as ALTI reads them (model/hf/stream.py), or
+        why not: found once, by a probe pass."""
+        from .stream import encoder_blocks
+
+        try:
+            return encoder_blocks(self)
+        except Exception as exc:  # (a model of the user's: its own code may raise anything)
+            return f"its attention blocks could not be found: {type(exc).__name__}: {exc}"
+
     @property
     def projects_heads(self) -> bool:
         """Whether every attention call's output projection was found (value norms)."""

@@ -11,6 +11,7 @@ with the reason."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -44,6 +45,95 @@ def _final_norm(module: nn.Module, x: Tensor, out: Tensor) -> FinalNorm | None:
             if _close(norm(x.double()), out.double()):
                 return norm
     return None
+
+
+@dataclass
+class PostNorm:
+    """A post-norm block's LayerNorm, read from its module and checked on the probe: what
+    `model.alti.block_terms` takes (its gamma, beta and eps)."""
+
+    gamma: Tensor
+    beta: Tensor
+    eps: float
+
+
+def _holders(model: Any) -> list[nn.Module] | str:
+    """The layers that hold its attention modules, one each, of one list of layers; or why
+    not."""
+    hf = model.hf
+    names = {id(m): n for n, m in hf.named_modules()}
+    holders = []
+    for call in model.traced:
+        parts = names.get(id(call.module), "").split(".")
+        holder = next((".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1)
+                       if isinstance(hf.get_submodule(".".join(parts[: k - 1]) or ""),
+                                     nn.ModuleList)), None)  # fmt: skip
+        holders.append(holder)
+    named = [h for h in holders if h is not None]
+    if len(named) != len(holders) or len(set(named)) != len(holders):
+        return "its attention modules are not one a layer of one list of layers"
+    return [hf.get_submodule(h) for h in named]
+
+
+def encoder_blocks(model: Any) -> tuple[list, list, list] | str:
+    """A transformers encoder's self-attention blocks as ALTI reads them (model/alti.py):
+    each layer, its output projection, and its post-norm: the LayerNorm whose input is the
+    layer's input plus the projection's output (BERT's), or None for a pre-norm block,
+    whose layer's output is that sum plus one child's output (ModernBERT's). Found by a
+    probe pass, each checked there; or why not."""
+    if model.architecture != "encoder-only":
+        return "this is no encoder-only model"
+    spec = next(s for s in model.specs if s.type == "encoder.self")
+    layers = _holders(model)
+    if isinstance(layers, str):
+        return layers
+    maybe = [projection_module(model, spec, i) for i in range(spec.layers)]
+    projections = [p for p in maybe if p is not None]
+    if len(projections) != len(maybe):
+        return "its attention's output is changed (gated or normalized) before its projection"
+    seen: dict[Any, Any] = {}
+    leaves: dict[int, list] = {}
+    children: dict[int, list] = {}
+    last = probe_token(model.hf)
+    ids = torch.tensor([[last, last - 1, last - 2, last - 3]])
+    with Recorder() as rec, torch.no_grad():
+        for i, layer in enumerate(layers):
+            rec.pre(layer, lambda x, i=i: seen.__setitem__(("in", i), x))
+            rec.post(layer, lambda out, i=i: seen.__setitem__(("out", i), out))
+            rec.post(projections[i], lambda out, i=i: seen.__setitem__(("attn", i), out))
+            for module in layer.modules():
+                if not list(module.children()):
+                    rec.call(module, lambda m, a, o, i=i: leaves.setdefault(i, []).append(
+                        (m, a[0] if a else None, first(o))
+                    ))  # fmt: skip
+            for child in layer.children():
+                rec.call(child, lambda m, a, o, i=i: children.setdefault(i, []).append(first(o)))
+        model(ids)
+    norms: list[PostNorm | None] = []
+    for i in range(len(layers)):
+        x, added, out = seen[("in", i)], seen[("attn", i)], seen[("out", i)]
+        if x.shape != added.shape or x.shape != out.shape:
+            return f"its layer {i}'s attention block changes the width (a bottleneck)"
+        summed = x + added
+        post = next(((m, given, o) for m, given, o in leaves.get(i, [])
+                     if isinstance(given, Tensor) and isinstance(o, Tensor)
+                     and _close(given, summed)), None)  # fmt: skip
+        calls = leaves.get(i, [])
+        normed = post is not None and isinstance(calls[-1][2], Tensor) and _close(calls[-1][2], out)
+        if normed and post is not None:  # post-norm: a norm reads the sum, a norm ends it
+            norm = _final_norm(*post)
+            if norm is None or not norm.centres or norm.bias is None:
+                return f"its layer {i}'s norm after attention is no LayerNorm"
+            norms.append(PostNorm(norm.gain.float(), norm.bias.float(), norm.eps))
+        elif any(isinstance(c, Tensor) and _close(c, out - summed) for c in children.get(i, [])):
+            norms.append(None)  # pre-norm: the sum is the residual, a block adds to it
+        else:
+            return (
+                f"its layer {i} is neither post-norm (a LayerNorm reading its input plus its "
+                "attention's output) nor pre-norm (its output that sum plus its feed-forward "
+                "block's): ALTI does not read its blocks"
+            )
+    return layers, projections, norms
 
 
 def residual_layout(model: Any) -> Layout | str:

@@ -122,6 +122,8 @@ def test_every_route_answers_for_a_model_on_transformers_code(client, model_type
     for kind in types:
         head = {"type": kind, "layer": min(1, layers[kind] - 1), "head": 3}
         calls += [(p, head) for p in ("neuron", "qk-space")]
+    if ARCHITECTURES[model_type] == "encoder-only":  # (post-norm: its blocks found by a probe)
+        assert "alti" in info["capabilities"]["experiments"]
     for experiment in info["capabilities"]["experiments"]:
         body = {"ablate": [{"type": types[0], "layer": 0, "head": 0}]}
         calls.append((f"lab/{experiment}", body if experiment == "ablation" else {}))

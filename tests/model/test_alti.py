@@ -14,10 +14,11 @@ import pytest
 import torch
 
 from harness.checkpoints import PROMPTS, read_back, saved, tiny
+from harness.families import build_model
 from harness.references.contributions import alti as reference_encoder
 from harness.references.contributions import alti_decoder as reference_decoder
 from harness.references.contributions import kobayashi2021
-from model.alti import alti, block_terms, head_values
+from model.alti import alti, alti_refusal, block_terms, head_values
 from model.pretrained.bert import BertRunner, package_dir
 from model.value_norms import output_projection, projection_module
 
@@ -73,19 +74,72 @@ def check_sums_back(model, spec, inputs):
         assert (terms.sum(0) + share - made).abs().max() <= 1e-5 * made.abs().max()
 
 
-def test_minilms_alti_equals_the_reference_on_bertmodel():
+@pytest.mark.parametrize("backend", ["ours", "transformers"])
+def test_minilms_alti_equals_the_reference_on_bertmodel(backend):
+    """On our model code, and on transformers' (its post-norm blocks found by a probe:
+    model/hf/stream.py's `encoder_blocks`)."""
     from transformers import BertModel
 
     minilm = BertRunner.load()
     ids = torch.tensor([minilm.encode(TEXT).ids])
-    ours = alti(minilm.model, (ids,), minilm.attention[0])
+    runner = minilm if backend == "ours" else read_back(package_dir(), "transformers")
+    ours = alti(runner.model, (ids,), runner.attention[0], norms_of=3)
     theirs_model = BertModel.from_pretrained(str(package_dir()), attn_implementation="eager")
     theirs = reference_encoder(theirs_model.eval(), ids[0].tolist(), eps=0.0)
     for i, layer in enumerate(ours.layers):
         close(layer, theirs["per_layer"][i])
         close(layer.sum(-1), torch.ones(ids.size(1)), 1e-12)
     close(ours.composed, theirs["composed"])
-    check_sums_back(minilm.model, minilm.attention[0], (ids,))
+    expected = torch.as_tensor(kobayashi2021(theirs_model, ids[0].tolist())["attn_res_ln"][3])
+    assert (ours.norms - expected).abs().max() <= 1e-5 * expected.abs().max()
+    if backend == "ours":  # (the hooks name our layers' norms)
+        check_sums_back(minilm.model, minilm.attention[0], (ids,))
+
+
+def test_a_pre_norm_encoder_on_transformers_code_equals_alti_from_its_modules(tmp_path):
+    """ModernBERT's blocks are pre-norm (found by the probe): each layer's ALTI equals ALTI
+    recomputed here in float64 from its modules' outputs (its input and Wo's output by
+    hooks, the values from Wqkv's, the weights from `output_attentions`); a pre-norm
+    RoBERTa, whose feed-forward output adds the residual inside it, is refused."""
+    theirs = build_model("modernbert", "encoder-only")
+    runner = read_back(saved(tmp_path, theirs), "transformers")
+    ids, _ = runner.tokenize(PROMPTS[0] + " jumps over the lazy dog")
+    batch = torch.tensor([ids])
+    seen: dict[str, list] = {"x": [], "a": [], "v": []}
+    heads = theirs.config.num_attention_heads
+    hooks = []
+    for layer in theirs.layers:
+        hooks += [
+            layer.register_forward_pre_hook(lambda m, a: seen["x"].append(a[0][0].double())),
+            layer.attn.Wo.register_forward_hook(lambda m, a, o: seen["a"].append(o[0].double())),
+            layer.attn.Wqkv.register_forward_hook(lambda m, a, o: seen["v"].append(
+                o[0].view(o.size(1), 3, heads, -1)[:, 2].transpose(0, 1).double()
+            )),
+        ]  # fmt: skip
+    with torch.no_grad():
+        weights = theirs(batch, output_attentions=True).attentions
+    for hook in hooks:
+        hook.remove()
+    ours = alti(runner.model, (batch,), runner.attention[0])
+    composed = torch.eye(len(ids), dtype=torch.float64)
+    for i, layer in enumerate(theirs.layers):
+        w = layer.attn.Wo.weight.double()  # (d_model, H * d): head h's columns
+        f = torch.einsum(
+            "htd,hde->hte", seen["v"][i], w.view(w.size(0), heads, -1).permute(1, 2, 0)
+        )
+        terms = torch.einsum("hij,hje->ije", weights[i][0].double(), f)  # (Tq, Tk, d)
+        terms += torch.diag_embed(seen["x"][i].t()).permute(1, 2, 0)  # the residual: j = i
+        whole = seen["x"][i] + seen["a"][i]
+        size = whole.abs().sum(-1, keepdim=True)
+        c = (size - (whole[:, None] - terms).abs().sum(-1)).clamp_min(0)
+        c = c / c.sum(-1, keepdim=True)
+        close(ours.layers[i], c)
+        composed = c @ composed
+    close(ours.composed, composed)
+    prelayernorm = build_model("roberta-prelayernorm", "encoder-only")
+    runner = read_back(saved(tmp_path / "roberta", prelayernorm), "transformers")
+    reason = alti_refusal(runner.model, runner.attention[0])
+    assert reason is not None and "is neither post-norm" in reason, reason
 
 
 def test_minilms_norms_with_residual_and_layer_norm_equal_kobayashi_2021():
