@@ -35,7 +35,7 @@ from .lens import layout_of
 from .runner import AttentionSpec
 from .value_norms import head_values, output_projection
 
-ROW_BLOCK = 1_200_000  # the entries (keys × rows × width) of the terms held at once
+ROW_BLOCK = 2_400_000  # the entries (keys × rows × width) of the terms held at once
 
 
 @dataclass
@@ -48,35 +48,53 @@ class Alti:
     norms: Tensor | None = None
 
 
-def block_terms(
-    x: Tensor,
-    by_key: Tensor,
-    f: Tensor,
-    y: Tensor,
-    norm: Any | None = None,
-    rows: slice = slice(None),
-    keys: int | None = None,
-) -> tuple[Tensor, Tensor]:
-    """The terms T_i(x_j) of a block's output, key-major (K, R, d_model): the query rows
-    `rows` and the first `keys` keys (default: all; a causal block's later keys add
-    nothing); and the whole ŷ_i (R, d_model) that the terms of every key and the biases sum
-    to. x: the layer's input (T, d_model); by_key: its weights as (Tk, Tq, H); f:
+@dataclass
+class Folded:
+    """A block's pieces with its post-norm's linear part folded in, so that each term is
+    one batched matmul and its diagonal: T_i(x_j) = Σ_h (α_hij / s_i) (γ ⊙ c(f_h(x_j))) +
+    δ_ij γ ⊙ c(x_i) / s_i, c centring over the width (LayerNorm's map at row i's scale s_i
+    is linear: it goes through the sum term by term). A pre-norm block's: as they are."""
+
+    x: Tensor  # (T, d): the residual's term of each row
+    by_key: Tensor  # (Tk, Tq, H)
+    f: Tensor  # (Tk, H, d)
+    whole: Tensor  # (T, d): ŷ_i, what the terms and the biases sum to
+
+
+def fold(x: Tensor, by_key: Tensor, f: Tensor, y: Tensor, norm: Any | None = None) -> Folded:
+    """x: the layer's input (T, d_model); by_key: its weights as (Tk, Tq, H); f:
     `head_values` as (Tk, H, d_model); y: the block's sum y_i = x_i + its attention's
     output (T, d_model), as the forward pass made it; norm: a post-norm block's LayerNorm
     (None: a pre-norm block, whose whole is y itself). In the dtype of f."""
-    keys = x.size(0) if keys is None else keys
-    terms = torch.bmm(by_key[:keys, rows], f[:keys])  # (K, R, d): Σ_h α_hij f_h(x_j)
-    index = torch.arange(x.size(0))[rows]
-    terms[index, index - index[0]] += x[rows]
-    whole = y[rows]
-    if norm is not None:
-        scale = torch.sqrt(whole.var(-1, keepdim=True, unbiased=False) + norm.eps)  # (R, 1)
-        gain = norm.gamma.detach().to(f.dtype)
-        terms -= terms.mean(-1, keepdim=True)
-        terms *= gain / scale
-        whole = gain * (whole - whole.mean(-1, keepdim=True)) / scale
-        whole = whole + norm.beta.detach().to(f.dtype)
-    return terms, whole
+    if norm is None:
+        return Folded(x, by_key, f, y)
+    scale = torch.sqrt(y.var(-1, keepdim=True, unbiased=False) + norm.eps)  # (T, 1)
+    gain = norm.gamma.detach().to(f.dtype)
+    whole = gain * (y - y.mean(-1, keepdim=True)) / scale + norm.beta.detach().to(f.dtype)
+    return Folded(
+        (x - x.mean(-1, keepdim=True)) * gain / scale,
+        by_key / scale[None],  # (each query row's scale)
+        (f - f.mean(-1, keepdim=True)) * gain,
+        whole,
+    )
+
+
+def folded_terms(block: Folded, rows: slice, keys: int) -> Tensor:
+    """The terms T_i(x_j), key-major (K, R, d_model), of the query rows `rows` and the
+    first `keys` keys (a causal block's later keys add nothing)."""
+    terms = torch.bmm(block.by_key[:keys, rows], block.f[:keys])  # Σ_h α_hij f_h(x_j)
+    index = torch.arange(block.x.size(0))[rows]
+    terms[index, index - index[0]] += block.x[rows]
+    return terms
+
+
+def block_terms(
+    x: Tensor, by_key: Tensor, f: Tensor, y: Tensor, norm: Any | None = None
+) -> tuple[Tensor, Tensor]:
+    """Every term T_i(x_j) of a block's output, key-major (Tk, Tq, d_model), and the whole
+    ŷ_i (Tq, d_model) that they and the biases sum to (see `fold`)."""
+    block = fold(x, by_key, f, y, norm)
+    return folded_terms(block, slice(None), x.size(0)), block.whole
 
 
 def layer_contributions(
@@ -91,11 +109,11 @@ def layer_contributions(
 ) -> tuple[Tensor, Tensor | None]:
     """One layer's C (T, T) in float64, and with `with_norms` its terms' L2 norms (T, T):
     Kobayashi et al. 2021's norms of attention, residual and (post-norm) layer norm
-    together, ‖T_i(x_j)‖. Its terms are made in `dtype` (their norms summed in float64) a
-    few query rows at a time. x: its input (T, d_model); y: x plus its
+    together, ‖T_i(x_j)‖ (summed in float64). Its terms are made in `dtype` a few query
+    rows at a time. x: its input (T, d_model); y: x plus its
     attention's output (the output projection's bias in), as the forward pass made it;
     weights (H, T, T); v: the value vectors (H_kv, T, d_head), bias in; wo: the output
-    projection (d_model, H·d_head) as `nn.Linear` stores it; norm: see `block_terms`.
+    projection (d_model, H·d_head) as `nn.Linear` stores it; norm: see `fold`.
     Where every later key's weight is 0 (a causal block), a block of rows stops at its
     last."""
     length = x.size(0)
@@ -106,16 +124,21 @@ def layer_contributions(
     f = f.transpose(0, 1).contiguous()  # (Tk, H, d)
     out = torch.zeros(length, length, dtype=torch.float64)
     norms = torch.zeros(length, length, dtype=torch.float64) if with_norms else None
+    block = fold(x, by_key, f, y, norm)
+    size = block.whole.abs()
     step = max(1, ROW_BLOCK // max(1, length * x.size(1)))
     for start in range(0, length, step):
         rows = slice(start, min(length, start + step))
         keys = rows.stop if causal else length
-        terms, whole = block_terms(x, by_key, f, y, norm, rows, keys)
+        terms, whole = folded_terms(block, rows, keys), block.whole[rows]
         if norms is not None:
             norms[rows, :keys] = torch.linalg.vector_norm(terms, dim=-1, dtype=torch.float64).t()
-        size = whole.abs().sum(-1, dtype=torch.float64)  # (R,)
-        apart = terms.sub_(whole).abs_().sum(-1, dtype=torch.float64)  # (K, R)
-        out[rows, :keys] = (size[:, None] - apart.t()).clamp_min(0)
+        # ‖ŷ‖₁ − ‖ŷ − T‖₁ summed as Σ_d (|ŷ_d| − |ŷ_d − T_d|): each summand is at most
+        # |T_d|, so the float32 sum keeps a small contribution's digits (two sums of the
+        # size of ‖ŷ‖₁, subtracted, would not)
+        apart = terms.sub_(whole).abs_()
+        made = torch.sub(size[rows], apart, out=apart).sum(-1)  # (K, R)
+        out[rows, :keys] = made.t().clamp_min(0)
     if causal:  # (a later key's term is zero: exactly no contribution, whatever the rounding)
         out = out.tril()
     return out / out.sum(-1, keepdim=True).clamp_min(1e-300), norms
