@@ -42,7 +42,7 @@ def test_the_logit_lens_follows_the_prediction_through_the_layers(page: Page):
     best = page.locator("#lab-out .plot").nth(1).locator(".ytick text").all_text_contents()
     assert {"embeddings", f"after layer {len(rows) - 2}"} <= set(best)
     page.select_option("#lab-lens-position", "1")
-    expect(page.locator("#lab-lens-said")).to_contain_text("(position 1)")
+    expect(page.locator("#lab-lens-said")).to_contain_text("(position 1)", timeout=60_000)
     assert url_state(page)["rep"] == "1"
     page.click("#lang-zh")
     ready(page)
@@ -75,7 +75,10 @@ def test_direct_logit_attribution_sums_to_the_logit_difference_and_opens_a_head(
     # another target among the candidates: the sentence follows
     other = r["candidates"][2]
     page.select_option("#lab-dla-target", str(other["id"]))
-    expect(page.locator("#lab-dla-said")).to_contain_text(f"logit[“{other['token']}”]")
+    # (the experiment runs again: its sentence is drawn when it is back)
+    expect(page.locator("#lab-dla-said")).to_contain_text(
+        f"logit[“{other['token']}”]", timeout=60_000
+    )
     page.click("#lang-zh")
     ready(page)
     expect(page.locator("#lab-dla-said")).to_contain_text("各项之和为")

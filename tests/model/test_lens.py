@@ -93,7 +93,8 @@ def test_two_threads_reading_one_models_stream_each_get_their_own(tmp_path):
         for _ in range(5):
             both = list(pool.map(lambda b: read_stream(runner.model, (b,)).final, inputs))
             for got, expected in zip(both, alone, strict=True):
-                # (two passes at once split torch's threads otherwise: sums round apart by
-                # ~1e-16, where another pass's tensors would differ in shape or by far more)
+                # (two passes at once split torch's threads otherwise: float32 sums round
+                # apart by ~1e-7 of the largest, where another pass's tensors would differ
+                # in shape or by far more)
                 assert got.shape == expected.shape
-                assert (got - expected).abs().max() <= 1e-9 * expected.abs().max()
+                assert (got - expected).abs().max() <= 1e-5 * expected.abs().max()
