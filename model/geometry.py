@@ -32,15 +32,21 @@ def warm(method: str) -> bool:
     with _warm_lock:
         if method not in _warm:
             _warm[method] = threading.Event()
-            threading.Thread(target=_warm_up, args=(method,), daemon=True).start()
+            threading.Thread(target=_warmed, args=(method,), daemon=True).start()
         return _warm[method].is_set()
 
 
-def _warm_up(method: str) -> None:
+def warm_up(method: str) -> None:
+    """One small projection in 2 and 3 dimensions: what a method compiles (UMAP's numba
+    functions, into their on-disk cache) is compiled."""
+    points = torch.randn(40, 8, generator=torch.Generator().manual_seed(0))
+    for dims in (2, 3):
+        project(points, method, dims, 0)
+
+
+def _warmed(method: str) -> None:
     try:
-        points = torch.randn(40, 8, generator=torch.Generator().manual_seed(0))
-        for dims in (2, 3):
-            project(points, method, dims, 0)
+        warm_up(method)
     finally:
         _warm[method].set()
 

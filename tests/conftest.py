@@ -13,11 +13,9 @@ ALONE = (
     "app/hostile/",
     "app/test_load_smoke.py",
     "app/test_bad_input.py",
-    "app/test_fuzz.py",  # (schemathesis' items are counted as one on an xdist worker)
     "app/test_health.py",
     "app/test_hostile_models.py",
     "deploy/test_replicas.py",  # (the manifests' checks, deploy/test_k8s.py, run with the rest)
-    "e2e/test_bench_smoke.py",
 )
 
 
@@ -25,6 +23,7 @@ ALONE = (
 # workers first: a file per worker at a time, in collection order, so that a long file
 # taken last would leave one worker alone at the end.
 LONGEST_FIRST = (
+    "app/test_fuzz.py",  # (schemathesis' items: counted as one on an xdist worker)
     "e2e/test_xss.py",
     "e2e/test_long.py",
     "e2e/test_generation.py",
