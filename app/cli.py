@@ -8,8 +8,8 @@ import os
 
 import uvicorn
 
-from model.pronounce.pronouncer import SHIPPED
-from model.pronounce.train import TrainConfig
+from attnviz.model.pronounce.pronouncer import SHIPPED
+from attnviz.model.pronounce.train import TrainConfig
 
 from .logs import log_config
 from .settings import Settings
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
         run_corpus(args.file, args.model, args.ray, args.workers, args.out)
 
     if args.command == "evaluate":
-        from model.pronounce.card import measure, write_card
+        from attnviz.model.pronounce.card import measure, write_card
 
         metrics = measure(args.checkpoint, n=args.n)
         print(json.dumps(metrics, indent=1))
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
             write_card(args.checkpoint, metrics)
 
     if args.command == "train":
-        from model.pronounce.train import train as train_pronounce
+        from attnviz.model.pronounce.train import train as train_pronounce
 
         tc = TrainConfig(
             steps=args.steps,
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
             os.environ["ATTNVIZ_MODELS"] = json.dumps(models)
         settings = Settings()
         uvicorn.run(
-            "app.main:create_app",
+            "attnviz.app.main:create_app",
             factory=True,
             host=args.host or settings.host,
             port=args.port or settings.port,

@@ -10,8 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, StrictFloat
 
-from model.pretrained.causal import Sampling, Step
-from model.runner import generating
+from attnviz.model.pretrained.causal import Sampling, Step
+from attnviz.model.runner import generating
 
 from .errors import CannotServe
 from .runs import Inference, read_text, stop_if_cancelled, text_limit

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from model.runner import OutputKind, Side, TokenUnit
+from attnviz.model.runner import OutputKind, Side, TokenUnit
 
 from .schemas import AttentionType, HeadRole
 

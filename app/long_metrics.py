@@ -19,9 +19,9 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
-from model.analysis import role_of
-from model.long import HeadStats, LayerAttention, LongCapture
-from model.runner import AttentionSpec, RunResult
+from attnviz.model.analysis import role_of
+from attnviz.model.long import HeadStats, LayerAttention, LongCapture
+from attnviz.model.runner import AttentionSpec, RunResult
 
 from .clients import CLIENT
 from .runs import Inference

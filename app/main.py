@@ -1,4 +1,5 @@
-"""The FastAPI application: `create_app()` builds it; uvicorn serves `app.main:create_app`."""
+"""The FastAPI application: `create_app()` builds it; uvicorn serves
+`attnviz.app.main:create_app`."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from model.runtime import keep_freed_memory, set_threads
+from attnviz.model.runtime import keep_freed_memory, set_threads
 
 from .clients import ClientBudget, Clients
 from .corpus.corpora import read_shipped

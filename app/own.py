@@ -15,19 +15,19 @@ from typing import Any, cast
 
 import torch
 
-from model.checkpoints import CheckpointError
-from model.config import ModelConfig
-from model.hf.runners import HFEncoder, HFMaskedLM, HFSeq2Seq, parameter_count, peek_unit
-from model.long.reading import longest_prompt
-from model.outputs import output_of
-from model.pretrained.backends import Backend
-from model.pretrained.bert import BertRunner
-from model.pretrained.causal import CausalLM
-from model.pretrained.masked_lm import MaskedLM, mask_token_of
-from model.pretrained.sources import Origin, cached, load_origin, peek_origin
-from model.runner import Runner, RunnerBase, attention_specs
-from model.runtime import release_free_memory
-from model.transformer import Transformer
+from attnviz.model.checkpoints import CheckpointError
+from attnviz.model.config import ModelConfig
+from attnviz.model.hf.runners import HFEncoder, HFMaskedLM, HFSeq2Seq, parameter_count, peek_unit
+from attnviz.model.long.reading import longest_prompt
+from attnviz.model.outputs import output_of
+from attnviz.model.pretrained.backends import Backend
+from attnviz.model.pretrained.bert import BertRunner
+from attnviz.model.pretrained.causal import CausalLM
+from attnviz.model.pretrained.masked_lm import MaskedLM, mask_token_of
+from attnviz.model.pretrained.sources import Origin, cached, load_origin, peek_origin
+from attnviz.model.runner import Runner, RunnerBase, attention_specs
+from attnviz.model.runtime import release_free_memory
+from attnviz.model.transformer import Transformer
 
 from .errors import Unavailable
 from .settings import Settings

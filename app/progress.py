@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from torch import Tensor, nn
 
-from model.hooks import HookedModule, hooked
+from attnviz.model.hooks import HookedModule, hooked
 
 from .logs import CURRENT_REQUEST
 

@@ -18,10 +18,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from model.lean import LeanCapture, capture_bytes
-from model.long import LongCapture
-from model.runner import RunResult, generating
-from model.runtime import lower_priority, release_free_memory
+from attnviz.model.lean import LeanCapture, capture_bytes
+from attnviz.model.long import LongCapture
+from attnviz.model.runner import RunResult, generating
+from attnviz.model.runtime import lower_priority, release_free_memory
 
 from .clients import CLIENT
 from .errors import Busy, CannotServe, NotFound

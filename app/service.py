@@ -11,12 +11,12 @@ from typing import cast
 import numpy as np
 import torch
 
-from model.analysis import head_metrics, head_roles, layer_weights
-from model.lean import LeanCapture
-from model.long import Kind, LongCapture, ValueWeighted, edges, heads_of
-from model.positional import NO_POSITIONS_FORMULA
-from model.runner import AttentionSpec, RunResult
-from model.value_norms import layer_norms, layer_value_norms
+from attnviz.model.analysis import head_metrics, head_roles, layer_weights
+from attnviz.model.lean import LeanCapture
+from attnviz.model.long import Kind, LongCapture, ValueWeighted, edges, heads_of
+from attnviz.model.positional import NO_POSITIONS_FORMULA
+from attnviz.model.runner import AttentionSpec, RunResult
+from attnviz.model.value_norms import layer_norms, layer_value_norms
 
 from .errors import CannotServe
 from .runs import stop_if_cancelled

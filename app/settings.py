@@ -8,8 +8,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from model.pronounce.pronouncer import SHIPPED
-from model.runtime import usable_cpus
+from attnviz.model.pronounce.pronouncer import SHIPPED
+from attnviz.model.runtime import usable_cpus
 
 
 class Settings(BaseSettings):
@@ -63,7 +63,8 @@ class Settings(BaseSettings):
     plugins: list[str] = Field(
         [],
         description="Python modules imported when the app is made (JSON list); each may "
-        "register model families (app.zoo.register) or lab experiments (app.lab.register).",
+        "register model families (attnviz.app.zoo.register) or lab experiments "
+        "(attnviz.app.lab.register).",
     )
     default_model: str = Field(
         "pronounce", description="The model a request without one runs (if loaded; else the first)."

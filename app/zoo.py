@@ -12,17 +12,17 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from model.alti import alti_refusal
-from model.analysis import head_metrics, head_roles, layer_weights
-from model.config import ModelConfig
-from model.lens import layout_of, stream_refusal
-from model.outputs import output_of
-from model.pretrained.bert import package_dir
-from model.pretrained.causal import CausalLM
-from model.pretrained.sources import Origin, load_origin
-from model.pronounce.pronouncer import Pronouncer
-from model.runner import AttentionSpec, Runner, untrained
-from model.transformer import Transformer
+from attnviz.model.alti import alti_refusal
+from attnviz.model.analysis import head_metrics, head_roles, layer_weights
+from attnviz.model.config import ModelConfig
+from attnviz.model.lens import layout_of, stream_refusal
+from attnviz.model.outputs import output_of
+from attnviz.model.pretrained.bert import package_dir
+from attnviz.model.pretrained.causal import CausalLM
+from attnviz.model.pretrained.sources import Origin, load_origin
+from attnviz.model.pronounce.pronouncer import Pronouncer
+from attnviz.model.runner import AttentionSpec, Runner, untrained
+from attnviz.model.transformer import Transformer
 
 from .info import StartHead
 from .own import OwnRunner, own_models
@@ -300,7 +300,7 @@ def twin_model(config: ModelConfig) -> Transformer:
 
 def import_plugins(settings: Settings) -> None:
     """The modules `settings.plugins` names, imported (once a process): each registers
-    families (`register`) or lab experiments (`app.lab.register`) of its own."""
+    families (`register`) or lab experiments (`attnviz.app.lab.register`) of its own."""
     for module in settings.plugins:
         importlib.import_module(module)
 

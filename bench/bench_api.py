@@ -17,8 +17,8 @@ import time
 import torch
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
+from attnviz.app.main import create_app
+from attnviz.app.settings import Settings
 
 SEED_TEXT = "苹果公司发布了新款手机，它采用了最新的芯片。猫追狗，狗追猫；银行的人在街上行走。"
 

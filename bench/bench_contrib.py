@@ -23,14 +23,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from attnviz.model.alti import alti
+from attnviz.model.lens import attribute, lens_logits, read_stream
+from attnviz.model.pretrained.bert import BertRunner, package_dir
+from attnviz.model.pretrained.causal import CausalLM
+from attnviz.model.pretrained.llama import smollm2_path
+from attnviz.model.value_norms import layer_norms
 from bench.bench_llm import TEXT
 from bench.bench_llm import median_time as timed
-from model.alti import alti
-from model.lens import attribute, lens_logits, read_stream
-from model.pretrained.bert import BertRunner, package_dir
-from model.pretrained.causal import CausalLM
-from model.pretrained.llama import smollm2_path
-from model.value_norms import layer_norms
 
 
 def median_time(fn, runs: int) -> float:

@@ -29,9 +29,9 @@ import httpx2
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from app.corpus.corpora import shipped_sentences
+from attnviz.app.corpus.corpora import shipped_sentences
+from attnviz.model.corpus_stats import sentence_statistics
 from harness.serving import start_server
-from model.corpus_stats import sentence_statistics
 
 QK_HEAD = {"type": "encoder.self", "layer": 3, "head": 2}
 
@@ -51,14 +51,14 @@ def reference(model: str, sentences: list[str]) -> float:
     from transformers import AutoModelForCausalLM, BertModel
 
     if model == "minilm":
-        from model.pretrained.bert import BertRunner, package_dir
+        from attnviz.model.pretrained.bert import BertRunner, package_dir
 
         ours = BertRunner.load()
         theirs = BertModel.from_pretrained(str(package_dir()), attn_implementation="eager").eval()
         specials, causal = {"[CLS]", "[SEP]"}, False
     else:
-        from model.pretrained.causal import CausalLM
-        from model.pretrained.llama import smollm2_path
+        from attnviz.model.pretrained.causal import CausalLM
+        from attnviz.model.pretrained.llama import smollm2_path
 
         ours = CausalLM.load()
         path = smollm2_path()
@@ -135,7 +135,7 @@ def main() -> None:
             ours = run["done"] / run["elapsed_s"]
             rows.append((model, run["done"], ours))
         # the query-key space of one head over a corpus of at least --qk-tokens tokens
-        from model.pretrained.bert import BertRunner
+        from attnviz.model.pretrained.bert import BertRunner
 
         minilm = BertRunner.load()
         all_en = list(shipped_sentences("hsk-en"))

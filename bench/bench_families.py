@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from attnviz.model.pretrained.sources import load_origin
 from harness.checkpoints import PROMPTS, saved, saved_masked_lm, tiny, wordpiece, write_gguf
-from model.pretrained.sources import load_origin
 
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
           "high_freq_factor": 4.0, "original_max_position_embeddings": 64}  # fmt: skip

@@ -31,9 +31,9 @@ import psutil
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from attnviz.model.pretrained.causal import CausalLM
+from attnviz.model.pretrained.llama import smollm2_path
 from harness.serving import start_server
-from model.pretrained.causal import CausalLM
-from model.pretrained.llama import smollm2_path
 
 TEXT = (
     "Attention lets every token look at every earlier one. In 2017 the Transformer replaced "

@@ -51,7 +51,7 @@ TEXT = (
 
 
 def ids_of(tokens: int) -> list[int]:
-    from model.pretrained.causal import CausalLM
+    from attnviz.model.pretrained.causal import CausalLM
 
     lm = CausalLM.load()
     ids = lm.tokenizer.encode(TEXT * (tokens // 20 + 10)).ids[:tokens]
@@ -60,8 +60,8 @@ def ids_of(tokens: int) -> list[int]:
 
 
 def case_ours(tokens: int) -> dict:
-    from model.long import HeadStats
-    from model.pretrained.causal import CausalLM
+    from attnviz.model.long import HeadStats
+    from attnviz.model.pretrained.causal import CausalLM
 
     lm = CausalLM.load().read_long(1 << 40)
     ids = ids_of(tokens)
@@ -86,7 +86,7 @@ def case_ours(tokens: int) -> dict:
 
 def case_ours_hf(tokens: int, folder: str) -> dict:
     """SmolLM2 as a model of yours read by transformers' own code (model/hf/long.py)."""
-    from model.hf.runners import load_transformers
+    from attnviz.model.hf.runners import load_transformers
 
     lm = load_transformers(Path(folder), "smollm2").read_long(1 << 40)
     ids = ids_of(tokens)
@@ -103,7 +103,7 @@ def case_hf(tokens: int, attention: str) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from model.pretrained.llama import smollm2_path
+    from attnviz.model.pretrained.llama import smollm2_path
 
     path = smollm2_path()
     model = AutoModelForCausalLM.from_pretrained(
@@ -123,8 +123,8 @@ def case_qwen2(tokens: int) -> dict:
     import torch
     import transformers
 
+    from attnviz.model.pretrained.hf import load_folder
     from harness.checkpoints import tokenizer
-    from model.pretrained.hf import load_folder
 
     config = transformers.Qwen2Config(
         vocab_size=320, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
@@ -196,9 +196,9 @@ def page_case(tokens: int, zooms: int = 4) -> dict:
     window drawn, and the longest main-thread task (Chromium's long-task timing)."""
     from playwright.sync_api import expect, sync_playwright
 
+    from attnviz.model.pretrained.causal import CausalLM
     from harness.browser import CHROMIUM, FLAGS
     from harness.serving import start_server
-    from model.pretrained.causal import CausalLM
 
     lm = CausalLM.load()
     text = lm.tokenizer.decode(ids_of(tokens - 30))  # room for what the page generates

@@ -206,7 +206,7 @@ class BertViz:
         from tokenizers import Tokenizer
         from transformers import BertModel
 
-        from model.pretrained.bert import package_dir
+        from attnviz.model.pretrained.bert import package_dir
 
         self.head_view = head_view
         self.model = BertModel.from_pretrained(str(package_dir()), attn_implementation="eager")

@@ -20,10 +20,10 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from app.corpus.command import in_process
-from app.corpus.corpora import shipped_sentences
-from app.corpus.on_ray import gathered, statistics_on_ray
-from app.settings import Settings
+from attnviz.app.corpus.command import in_process
+from attnviz.app.corpus.corpora import shipped_sentences
+from attnviz.app.corpus.on_ray import gathered, statistics_on_ray
+from attnviz.app.settings import Settings
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from model.pronounce.pronouncer import Pronouncer
+from attnviz.model.pronounce.pronouncer import Pronouncer
 
 SENTENCE = "苹果公司发布了新款手机，它采用了最新的芯片。猫追狗，狗追猫；银行的人在街上行走"
 

@@ -132,7 +132,9 @@ class Cluster:
 
     def start(self, i: int) -> None:
         env = {**self.env, "ATTNVIZ_PORT": str(self.ports[i])}
-        self.procs[i] = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=env)
+        self.procs[i] = subprocess.Popen(
+            [sys.executable, "-m", "attnviz.app.cli", "serve"], env=env
+        )
 
     def healthy(self, url: str, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout

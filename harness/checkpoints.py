@@ -78,8 +78,8 @@ def saved(tmp_path, model, **save) -> object:
 def read_back(folder, backend: str = "ours"):
     """A saved checkpoint read back as the server reads it: by our model code ("ours") or
     by transformers' code ("transformers")."""
-    from model.pretrained.hf import load_folder
-    from model.pretrained.sources import load_origin
+    from attnviz.model.pretrained.hf import load_folder
+    from attnviz.model.pretrained.sources import load_origin
 
     if backend == "transformers":
         return load_origin(folder, backend="transformers")[0]

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import torch
 
-from model.checkpoints import CheckpointError
-from model.lens import attribute, read_stream, stream_refusal
-from model.pretrained.backends import OURS, choose, uses_attention_interface
-from model.pretrained.sources import load_origin
-from model.value_norms import output_projection, projection_module
+from attnviz.model.checkpoints import CheckpointError
+from attnviz.model.lens import attribute, read_stream, stream_refusal
+from attnviz.model.pretrained.backends import OURS, choose, uses_attention_interface
+from attnviz.model.pretrained.sources import load_origin
+from attnviz.model.value_norms import output_projection, projection_module
 
 VOCAB = 320  # harness/checkpoints.py's byte-level BPE tokenizer
 PROMPT = "The quick brown fox jumps over the lazy dog. The quick brown"
@@ -201,7 +201,7 @@ def tiny_config(model_type: str, keep_layers: bool | int = False):
 
 def reference(model_type: str, kind: str, folder: Path, eager: bool):
 
-    from model.hf.runners import model_class
+    from attnviz.model.hf.runners import model_class
 
     implementation = {"attn_implementation": "eager"} if eager else {}
     with contextlib.redirect_stderr(io.StringIO()):
@@ -210,7 +210,7 @@ def reference(model_type: str, kind: str, folder: Path, eager: bool):
 
 def build_model(model_type: str, kind: str, keep_layers: bool | int = False):
     """A tiny seeded random model of the architecture (eager attention, float32)."""
-    from model.hf.runners import model_class, quiet_transformers
+    from attnviz.model.hf.runners import model_class, quiet_transformers
 
     quiet_transformers()
     config = tiny_config(model_type, keep_layers)
@@ -444,7 +444,7 @@ def stream_sums(runner, batch, capture) -> tuple[float, str]:
 def long_path(row: Row, runner, ids: list[int], expected, config) -> None:
     """A decoder's long pass over the prompt (at any length it is the same computation as
     past 512 tokens) against transformers' eager weights, or why it reads no long prompt."""
-    from model.long import heads_of
+    from attnviz.model.long import heads_of
 
     refusal = getattr(runner.model, "long_refusal", None)  # (model/'s own: always read)
     if refusal is not None:
@@ -453,7 +453,7 @@ def long_path(row: Row, runner, ids: list[int], expected, config) -> None:
     if hasattr(runner.model, "long_pass"):
         capture, _, _ = runner.model.long_pass(ids, len(ids) - 1)
     else:
-        from model.long.reading import long_pass
+        from attnviz.model.long.reading import long_pass
 
         capture, _, _ = long_pass(runner.model, ids, len(ids) - 1)
     diffs = []

@@ -25,14 +25,16 @@ def start_server(
     args: list[str] | None = None,
     cwd: str | os.PathLike | None = None,
     stdout: IO[str] | None = None,
+    command: list[str] | None = None,
 ) -> tuple[subprocess.Popen, str]:
     """The process (`attnviz serve` with `args`, in `cwd`; its output piped, or written to
-    `stdout`) and its base URL, once /healthz answers."""
+    `stdout`) and its base URL, once /healthz answers. `command`: what runs `attnviz`
+    (default: this interpreter's, `python -m attnviz.app.cli`)."""
     port = free_port()
     full_env = {**os.environ, "ATTNVIZ_PORT": str(port), **(env or {})}
     output = subprocess.PIPE if capture_output else stdout
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", *(args or [])],
+        [*(command or [sys.executable, "-m", "attnviz.app.cli"]), "serve", *(args or [])],
         env=full_env,
         stdout=output,
         stderr=subprocess.STDOUT if capture_output or stdout else None,

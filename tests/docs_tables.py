@@ -28,8 +28,8 @@ def first_paragraph(text: str, most: int = 240) -> str:
 
 def routes_table() -> str:
     """Every route of the API: method, path and the first paragraph of its description."""
-    from app.main import create_app
-    from app.settings import Settings
+    from attnviz.app.main import create_app
+    from attnviz.app.settings import Settings
 
     spec = create_app(Settings(zoo=["pronounce"])).openapi()
     lines = ["| route | what |", "| --- | --- |"]
@@ -43,7 +43,7 @@ def routes_table() -> str:
 def experiments_table() -> str:
     """Every experiment of the lab's registry (plugins' included): its route, what it needs
     of a model, whether it runs the model again, and its module's first paragraph."""
-    from app.lab import EXPERIMENTS
+    from attnviz.app.lab import EXPERIMENTS
 
     lines = ["| experiment | needs | runs the model again | what |", "| --- | --- | --- | --- |"]
     for e in EXPERIMENTS.values():
@@ -56,7 +56,7 @@ def experiments_table() -> str:
 def families_table() -> str:
     """Every family of the registry (plugins' included): its id, title, the languages it
     reads, whether an untrained twin is served beside it, and its description."""
-    from app.zoo import REGISTRY
+    from attnviz.app.zoo import REGISTRY
 
     lines = ["| id | title | reads | twin | what |", "| --- | --- | --- | --- | --- |"]
     for f in REGISTRY.values():

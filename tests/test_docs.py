@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from app.settings import Settings
-from model import config as model_config
-from model.config import ModelConfig
+from attnviz.app.settings import Settings
+from attnviz.model import config as model_config
+from attnviz.model.config import ModelConfig
 
 from .docs_tables import DOCS, TABLES, section
 

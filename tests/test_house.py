@@ -79,3 +79,18 @@ def test_no_file_is_over_400_lines():
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400
     }
     assert long == {}, f"split these by idea: {long}"
+
+
+def test_the_code_is_imported_by_one_name_attnviz():
+    """app/ and model/ are attnviz.app and attnviz.model (attnviz/ links them): a top-level
+    `app` or `model` import would load a second copy of a module beside the first."""
+    sources = [p for folder in ("app", "model", "tests", "harness", "bench", "deploy", "attnviz")
+               for p in (ROOT / folder).glob("**/*.py") if ".venv" not in p.parts]  # fmt: skip
+    bare = re.compile(r"^\s*(from|import) (app|model)\b", re.MULTILINE)
+    found = [str(p.relative_to(ROOT)) for p in sources if bare.search(p.read_text("utf-8"))]
+    assert found == [], f"import these through attnviz.app / attnviz.model: {found}"
+    links = {
+        p.name: p.readlink().as_posix() for p in (ROOT / "attnviz").iterdir() if p.is_symlink()
+    }
+    assert links == {name: f"../{name}" for name in ("app", "model", "static", "templates",
+                                                     "models")}  # fmt: skip

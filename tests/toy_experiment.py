@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from app.lab import LabRoute, register
-from app.lab.context import LabContext
-from app.lab.schemas import HeadRequest
+from attnviz.app.lab import LabRoute, register
+from attnviz.app.lab.context import LabContext
+from attnviz.app.lab.schemas import HeadRequest
 
 
 class StrongestKeys(BaseModel):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from app.zoo import Family, register
-from model.config import ModelConfig
-from model.runner import Capabilities, RunnerBase, RunResult, untrained
+from attnviz.app.zoo import Family, register
+from attnviz.model.config import ModelConfig
+from attnviz.model.runner import Capabilities, RunnerBase, RunResult, untrained
 
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]  # pad_id 0, bos_id 1, eos_id 2
 VOCAB = SPECIALS + [chr(c) for c in range(32, 127)]

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import torch
 
-from model.corpus_stats import sentence_statistics
-from model.runner import AttentionSpec
-from model.runtime import TakeTurns
+from attnviz.model.corpus_stats import sentence_statistics
+from attnviz.model.runner import AttentionSpec
+from attnviz.model.runtime import TakeTurns
 
 from ..zoo import ModelEntry
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from model.corpus_stats import STATISTICS
-from model.runtime import lower_priority
+from attnviz.model.corpus_stats import STATISTICS
+from attnviz.model.runtime import lower_priority
 
 from ..errors import Busy, CannotServe, NotAllowed, NotFound, OverClientLimit
 from ..runs import Inference

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from model.long import heads_of
-from model.long.reading import LONG_FROM
-from model.positional import apply_rotary
+from attnviz.model.long import heads_of
+from attnviz.model.long.reading import LONG_FROM
+from attnviz.model.positional import apply_rotary
 
 from ..errors import CannotServe
 from ..lab.context import LabContext

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from model.attention import masked_softmax
-from model.geometry import dot_distance_correlation, normalize, project, warm
+from attnviz.model.attention import masked_softmax
+from attnviz.model.geometry import dot_distance_correlation, normalize, project, warm
 
 from ..corpus.jobs import HeadKey
 from ..errors import Busy, CannotServe

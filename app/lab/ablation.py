@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from model.analysis import ablate_heads, cosine
-from model.hooks import hooked
-from model.runner import DecodedPiece, generating, model_inputs, stepwise
+from attnviz.model.analysis import ablate_heads, cosine
+from attnviz.model.hooks import hooked
+from attnviz.model.runner import DecodedPiece, generating, model_inputs, stepwise
 
 from . import schemas as s
 from .context import LabContext

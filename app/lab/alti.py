@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from model.alti import alti as alti_of
-from model.analysis import rollout as rollout_of
-from model.runner import model_inputs
+from attnviz.model.alti import alti as alti_of
+from attnviz.model.analysis import rollout as rollout_of
+from attnviz.model.runner import model_inputs
 
 from ..errors import CannotServe
 from ..schemas import AttentionType, Index, TextRequest

@@ -9,10 +9,10 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import Tensor
 
-from model.hooks import Capture, HookFn, NamesFilter, hooked
-from model.long import LongCapture
-from model.long.reading import LONG_FROM
-from model.runner import AttentionSpec, RunResult, generating, model_inputs
+from attnviz.model.hooks import Capture, HookFn, NamesFilter, hooked
+from attnviz.model.long import LongCapture
+from attnviz.model.long.reading import LONG_FROM
+from attnviz.model.runner import AttentionSpec, RunResult, generating, model_inputs
 
 from ..errors import CannotServe
 from ..runs import Inference

@@ -12,7 +12,7 @@ import torch
 from pydantic import BaseModel, Field
 from torch import Tensor
 
-from model.value_norms import layer_norms
+from attnviz.model.value_norms import layer_norms
 
 from ..errors import CannotServe
 from ..schemas import AttentionType

@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from model.analysis import ablate_heads
-from model.hooks import HookFn, hooked
-from model.runner import generating
+from attnviz.model.analysis import ablate_heads
+from attnviz.model.hooks import HookFn, hooked
+from attnviz.model.runner import generating
 
 from ..errors import CannotServe
 from ..wire import encode

@@ -7,10 +7,10 @@ from typing import cast
 
 import torch
 
-from model.hooks import hooked
-from model.masks import padding_mask
-from model.runner import generating, stepwise
-from model.transformer import DecoderCache
+from attnviz.model.hooks import hooked
+from attnviz.model.masks import padding_mask
+from attnviz.model.runner import generating, stepwise
+from attnviz.model.transformer import DecoderCache
 
 from ..errors import CannotServe
 from ..wire import BYTES_PER_ENTRY, encode

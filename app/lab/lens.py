@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 from pydantic import BaseModel, Field, StrictInt
 
-from model.lens import Stream, lens_logits, read_stream
-from model.runner import model_inputs
+from attnviz.model.lens import Stream, lens_logits, read_stream
+from attnviz.model.runner import model_inputs
 
 from ..errors import CannotServe
 from ..schemas import Index, TextRequest

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from model.analysis import without_mask
-from model.masks import pad_batch, padding_mask
+from attnviz.model.analysis import without_mask
+from attnviz.model.masks import pad_batch, padding_mask
 
 from ..errors import CannotServe
 from ..runs import read_text, text_limit

@@ -4,8 +4,8 @@ defined and explained once, in model/head_stats.py)."""
 
 from __future__ import annotations
 
-from model.analysis import METRICS, head_metrics, layer_weights
-from model.head_stats import explained
+from attnviz.model.analysis import METRICS, head_metrics, layer_weights
+from attnviz.model.head_stats import explained
 
 from . import schemas as s
 from .context import LabContext

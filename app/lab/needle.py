@@ -14,9 +14,9 @@ import sys
 import torch
 from torch import Tensor
 
-from model.hooks import hooked
-from model.long import edges
-from model.runner import generating
+from attnviz.model.hooks import hooked
+from attnviz.model.long import edges
+from attnviz.model.runner import generating
 
 from ..errors import CannotServe
 from ..progress import ProgressBoard

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from model.analysis import rollout as rollout_of
+from attnviz.model.analysis import rollout as rollout_of
 
 from ..wire import encode
 from . import schemas as s

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from model.analysis import focus, without_scaling
+from attnviz.model.analysis import focus, without_scaling
 
 from ..wire import encode
 from . import schemas as s

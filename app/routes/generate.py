@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from model.pretrained.causal import Step
+from attnviz.model.pretrained.causal import Step
 
 from ..errors import AttnvizError
 from ..generation import GeneratedStep, GenerateRequest, GenerateResponse, Generation

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Response
 
-from model.analysis import cosine
-from model.long import LongCapture
-from model.runner import RunResult, generating, masking
+from attnviz.model.analysis import cosine
+from attnviz.model.long import LongCapture
+from attnviz.model.runner import RunResult, generating, masking
 
 from ..long_metrics import long_summaries
 from ..schemas import (

@@ -10,7 +10,7 @@ import numpy as np
 from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel
 
-from model.outputs import output_of
+from attnviz.model.outputs import output_of
 
 from ..info import (
     AttentionInfo,

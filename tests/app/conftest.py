@@ -7,8 +7,8 @@ from contextlib import contextmanager
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
+from attnviz.app.main import create_app
+from attnviz.app.settings import Settings
 
 
 @pytest.fixture(scope="module")

@@ -14,12 +14,12 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.schemas import AttentionResponse, Block
-from app.settings import Settings
-from app.wire import attention_json, encode
-from model.positional import sinusoidal_table
-from model.runtime import usable_cpus
+from attnviz.app.main import create_app
+from attnviz.app.schemas import AttentionResponse, Block
+from attnviz.app.settings import Settings
+from attnviz.app.wire import attention_json, encode
+from attnviz.model.positional import sinusoidal_table
+from attnviz.model.runtime import usable_cpus
 
 TEXT = "银行行走 hello"
 

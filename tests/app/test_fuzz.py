@@ -23,8 +23,8 @@ from schemathesis.openapi.checks import RejectedPositiveData
 from schemathesis.python.asgi import shutdown_lifespans
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from app.main import create_app
-from app.settings import Settings
+from attnviz.app.main import create_app
+from attnviz.app.settings import Settings
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "50"))
 SEED = int(os.environ.get("FUZZ_SEED", "8"))

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.geometry import dot_distance_correlation, normalize, project
-from model.hooks import hooked
-from model.pretrained import BertRunner
+from attnviz.model.geometry import dot_distance_correlation, normalize, project
+from attnviz.model.hooks import hooked
+from attnviz.model.pretrained import BertRunner
 
 TEXT = "The animal didn't cross the street because it was too tired."
 PROMPT = "The capital of France is Paris, and the capital of Italy is"

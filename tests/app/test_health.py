@@ -13,10 +13,10 @@ from pathlib import Path
 import httpx2
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
+from attnviz.app.main import create_app
+from attnviz.app.settings import Settings
+from attnviz.model.runtime import cgroup_cpu_limit, release_free_memory, usable_cpus
 from harness.serving import start_server
-from model.runtime import cgroup_cpu_limit, release_free_memory, usable_cpus
 
 
 def test_healthz_reports_ok_and_the_loaded_models():

@@ -17,11 +17,11 @@ import httpx2
 import pytest
 from gguf.scripts.gguf_new_metadata import MetadataDetails, copy_with_new_metadata
 
-from app.own import own_models
-from app.settings import Settings
+from attnviz.app.own import own_models
+from attnviz.app.settings import Settings
+from attnviz.model.pretrained.llama import smollm2_path
 from harness.checkpoints import VOCAB, saved, tiny, write_gguf
 from harness.serving import start_server
-from model.pretrained.llama import smollm2_path
 
 LOOPING = "{% for a in range(50000) %}{% for b in range(50000) %}{% endfor %}{% endfor %}"
 HUGE = "{% for i in range(50000) %}{{ 'x' * 4000 }}{% endfor %}"  # 200 MB, 4,000 at a time

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.lab.compare import matched
+from attnviz.app.lab.compare import matched
 
 
 def lab(client, path: str, **body) -> dict:

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model.analysis import ablate_heads
-from model.hooks import hooked
+from attnviz.model.analysis import ablate_heads
+from attnviz.model.hooks import hooked
 from tests.app.test_generate import PROMPT, post
 
 
@@ -151,7 +151,7 @@ def hf_smollm2():
     """transformers' own Llama code on the same GGUF file, eager attention: the reference."""
     from transformers import AutoModelForCausalLM
 
-    from model.pretrained.llama import smollm2_path
+    from attnviz.model.pretrained.llama import smollm2_path
 
     path = smollm2_path()
     return AutoModelForCausalLM.from_pretrained(
@@ -219,7 +219,7 @@ def runner_tokens(hf, ids: list[int], steps: int, hooks=()) -> list[int]:
 
 
 def hf_answer_without(hf, ids: list[int], steps: int, refs: list[dict]) -> str:
-    from model.pretrained.causal import CausalLM
+    from attnviz.model.pretrained.causal import CausalLM
 
     d = hf.config.hidden_size // hf.config.num_attention_heads
     handles = []

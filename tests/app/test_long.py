@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.long import LongCapture
+from attnviz.model.long import LongCapture
 
 from .test_generate import post
 
@@ -149,7 +149,7 @@ def test_the_neuron_view_of_a_long_input_reads_a_window_of_keys(client, long_run
     own wq and wk), the weights transformers' eager attention of the same GGUF file."""
     from transformers import AutoModelForCausalLM
 
-    from model.pretrained.llama import smollm2_path
+    from attnviz.model.pretrained.llama import smollm2_path
 
     _, n = long_run
     ask = {"model": "smollm2", "text": TEXT, "layer": 4, "head": 7, "query": 700}

@@ -9,7 +9,7 @@ import base64
 import numpy as np
 import torch
 
-from model.pretrained.bert import BertRunner
+from attnviz.model.pretrained.bert import BertRunner
 from tests.model.test_value_norms import bert_reference, reference
 
 TEXT = "The animal didn't cross the street because it was too tired."

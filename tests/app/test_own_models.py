@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import torch
 
+from attnviz.model.pretrained.hf import load_folder
 from harness.checkpoints import saved, saved_masked_lm, tiny
 from harness.serving import start_server
-from model.pretrained.hf import load_folder
 from tests.app.test_api import decode
 
 
@@ -200,8 +200,8 @@ def test_a_model_of_yours_is_read_on_first_use_and_freed_past_the_bound(tmp_path
 
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
-    from app.settings import Settings
+    from attnviz.app.main import create_app
+    from attnviz.app.settings import Settings
     from tests.model.test_hf import retensor
 
     first, second = saved(tmp_path / "a", tiny("llama")), saved(tmp_path / "b", tiny("qwen2"))
@@ -236,8 +236,8 @@ def test_what_is_found_only_when_read_is_a_503_naming_it(tmp_path, caplog):
     what it lacks reads nothing."""
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
-    from app.settings import Settings
+    from attnviz.app.main import create_app
+    from attnviz.app.settings import Settings
     from tests.model.test_hf import retensor, set_config
 
     tied = saved(tmp_path / "tied", tiny("llama"))

@@ -16,9 +16,9 @@ import httpx2
 import pytest
 import torch
 
-from app.corpus.command import in_process
-from app.corpus.corpora import shipped_sentences
-from app.settings import Settings
+from attnviz.app.corpus.command import in_process
+from attnviz.app.corpus.corpora import shipped_sentences
+from attnviz.app.settings import Settings
 from harness.serving import free_port, start_server
 
 SENTENCES = list(shipped_sentences("hsk-en"))[:40]
@@ -69,7 +69,7 @@ def test_ray_workers_compute_what_this_process_does(cluster, expected, tmp_path)
     corpus.write_text("\n".join(SENTENCES) + "\n")
     out = tmp_path / "stats.csv"
     said = subprocess.run(
-        [sys.executable, "-m", "app.cli", "corpus", str(corpus), "--model", "minilm",
+        [sys.executable, "-m", "attnviz.app.cli", "corpus", str(corpus), "--model", "minilm",
          "--ray", cluster, "--workers", "2", "--out", str(out)],
         capture_output=True, text=True, timeout=600, check=True,
     )  # fmt: skip

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from model.lean import LeanCapture, capture_bytes
+from attnviz.model.lean import LeanCapture, capture_bytes
 
 from .test_api import decode
 from .test_generate import post

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.lab import EXPERIMENTS
+from attnviz.app.lab import EXPERIMENTS
 from tests.docs_tables import experiments_table, routes_table
 
 from .conftest import with_plugin

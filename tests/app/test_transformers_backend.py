@@ -11,8 +11,8 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
+from attnviz.app.main import create_app
+from attnviz.app.settings import Settings
 from harness.families import build, save_masked_roberta
 from tests.app.test_api import decode
 
@@ -163,7 +163,7 @@ def test_an_encoder_decoders_output_and_every_attention_are_transformers_own(cli
 
 def theirs_ids(c, model_type: str) -> dict[str, list[int]]:
     """The source ids and the decoder's input of a run (the same folder read again)."""
-    from model.hf.runners import load_transformers
+    from attnviz.model.hf.runners import load_transformers
 
     entry_root = c.app.state.inference.zoo.models[model_type].runner.path
     runner = load_transformers(entry_root, model_type)

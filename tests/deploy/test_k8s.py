@@ -56,7 +56,7 @@ def test_a_mistake_in_the_manifests_fails_the_check(tmp_path, old, new, said):
 def test_the_configmaps_settings_are_what_the_server_reads(folder, monkeypatch):
     """Each ATTNVIZ_* value of a rendered ConfigMap parses as the server's Settings (a
     misspelt name or a bad value would be refused, or ignored, only at start-up)."""
-    from app.settings import Settings
+    from attnviz.app.settings import Settings
 
     maps = [r for r in check.render(folder) if r["kind"] == "ConfigMap"]
     assert maps

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model import ModelConfig, Transformer
+from attnviz.model import ModelConfig, Transformer
 
 
 def tiny_config(**overrides) -> ModelConfig:

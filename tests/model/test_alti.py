@@ -13,14 +13,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 
+from attnviz.model.alti import alti, alti_refusal, block_terms, head_values
+from attnviz.model.pretrained.bert import BertRunner, package_dir
+from attnviz.model.value_norms import output_projection, projection_module
 from harness.checkpoints import PROMPTS, read_back, saved, tiny
 from harness.families import build_model
 from harness.references.contributions import alti as reference_encoder
 from harness.references.contributions import alti_decoder as reference_decoder
 from harness.references.contributions import kobayashi2021
-from model.alti import alti, alti_refusal, block_terms, head_values
-from model.pretrained.bert import BertRunner, package_dir
-from model.value_norms import output_projection, projection_module
 
 TEXT = "The animal didn't cross the street because it was too tired."
 

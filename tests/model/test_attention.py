@@ -7,9 +7,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
-from model.attention import masked_softmax
-from model.hooks import hooked
+from attnviz.model import (
+    MultiHeadAttention,
+    causal_mask,
+    padding_mask,
+    scaled_dot_product_attention,
+)
+from attnviz.model.attention import masked_softmax
+from attnviz.model.hooks import hooked
 
 from .conftest import build
 

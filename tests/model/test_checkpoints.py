@@ -12,11 +12,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from app.settings import Settings
-from app.zoo import load_zoo
-from model import load_checkpoint, save_checkpoint
-from model.checkpoints import CheckpointError
-from model.pretrained.causal import _loaded
+from attnviz.app.settings import Settings
+from attnviz.app.zoo import load_zoo
+from attnviz.model import load_checkpoint, save_checkpoint
+from attnviz.model.checkpoints import CheckpointError
+from attnviz.model.pretrained.causal import _loaded
 
 from .conftest import ARCH_CONFIGS, build
 

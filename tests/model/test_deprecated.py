@@ -11,12 +11,12 @@ import warnings
 import pytest
 import torch
 
-from model.checkpoints import CheckpointError
-from model.config import ModelConfig
-from model.layers import FeedForward
-from model.pretrained import BertRunner
-from model.pronounce import pronouncer
-from model.pronounce.pronouncer import SHIPPED, Pronouncer
+from attnviz.model.checkpoints import CheckpointError
+from attnviz.model.config import ModelConfig
+from attnviz.model.layers import FeedForward
+from attnviz.model.pretrained import BertRunner
+from attnviz.model.pronounce import pronouncer
+from attnviz.model.pronounce.pronouncer import SHIPPED, Pronouncer
 
 from .conftest import build
 

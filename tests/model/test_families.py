@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from attnviz.model.pretrained.backends import OURS
 from harness.families import (
     compare,
     interface_architectures,
@@ -16,7 +17,6 @@ from harness.families import (
     readme_table,
     text_architectures,
 )
-from model.pretrained.backends import OURS
 
 # Measured on transformers 5.24: 151 of the 165 are served and equal (the others: those
 # whose heads change shape across layers, those whose encoder has its own sparse attention,
@@ -133,10 +133,10 @@ def test_the_neuron_views_before_is_the_query_projection_itself(tmp_path, model_
     import torch
     import transformers
 
-    from app.head_views.neuron import unrotate_half
+    from attnviz.app.head_views.neuron import unrotate_half
+    from attnviz.model.hf.capture import ATTENTION, register
+    from attnviz.model.hf.model import HFTransformer
     from harness.families import build_model
-    from model.hf.capture import ATTENTION, register
-    from model.hf.model import HFTransformer
 
     register()
     build_model(model_type, "decoder-only").save_pretrained(tmp_path)
@@ -166,7 +166,7 @@ def test_per_token_sinks_are_computed_as_inkling2s_eager_attention():
     from torch import nn
     from transformers.models.inkling2.modeling_inkling2 import eager_attention_forward
 
-    from model.hf.capture import capturing_attention
+    from attnviz.model.hf.capture import capturing_attention
 
     torch.manual_seed(0)
     module = nn.Module().eval()
@@ -187,10 +187,10 @@ def test_a_decoder_whose_tokens_see_later_ones_is_refused(tmp_path):
     refused when read, saying why."""
     import transformers
 
+    from attnviz.model.checkpoints import CheckpointError
+    from attnviz.model.pretrained.sources import load_origin
     from harness.checkpoints import tokenizer
     from harness.families import tiny_config
-    from model.checkpoints import CheckpointError
-    from model.pretrained.sources import load_origin
 
     config = tiny_config("bert-generation")
     config.is_decoder = False

@@ -13,10 +13,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 
+from attnviz.model.graph import graph, read_shares
+from attnviz.model.lens import read_stream
 from harness.checkpoints import PROMPTS, read_back, saved, tiny
 from harness.references.contributions import llm_tt, llm_tt_graph
-from model.graph import graph, read_shares
-from model.lens import read_stream
 
 
 @pytest.mark.parametrize("backend", ["ours", "transformers"])

@@ -8,9 +8,9 @@ import math
 
 import torch
 
-from model.analysis import METRICS, head_metrics
-from model.corpus_stats import STATISTICS, sentence_statistics
-from model.head_stats import TABLE, explained
+from attnviz.model.analysis import METRICS, head_metrics
+from attnviz.model.corpus_stats import STATISTICS, sentence_statistics
+from attnviz.model.head_stats import TABLE, explained
 
 
 def weights(heads: int, tq: int, tk: int) -> torch.Tensor:

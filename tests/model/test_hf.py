@@ -14,6 +14,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from attnviz.model.checkpoints import CheckpointError
+from attnviz.model.pretrained.hf import load_folder
+from attnviz.model.pretrained.sources import load_origin
 from harness.checkpoints import (
     PROMPTS,
     VOCAB,
@@ -24,9 +27,6 @@ from harness.checkpoints import (
     wordpiece,
     write_gguf,
 )
-from model.checkpoints import CheckpointError
-from model.pretrained.hf import load_folder
-from model.pretrained.sources import load_origin
 
 
 def matches(ours, theirs, prompt: str) -> list[int]:
@@ -284,7 +284,7 @@ def test_a_bert_masked_lm_predicts_each_mask_as_transformers_does(tmp_path, tie)
 
 
 def test_a_masked_lm_head_that_does_not_map_is_refused(tmp_path):
-    from model.pretrained.sources import peek_origin
+    from attnviz.model.pretrained.sources import peek_origin
 
     folder = tmp_path / "mlm"
     saved_masked_lm(folder, tie=False)
@@ -329,7 +329,7 @@ def test_a_prompt_gets_the_tokens_its_tokenizer_adds_in_front(tmp_path):
 def test_the_shipped_minilm_folder_reads_as_a_model_of_yours():
     """all-MiniLM-L6-v2's sentence-transformers folder (modules.json: mean pooling) through
     the path a user's folder takes: the same embedding as the shipped runner's."""
-    from model.pretrained.bert import BertRunner, package_dir
+    from attnviz.model.pretrained.bert import BertRunner, package_dir
 
     ours, origin = load_origin(package_dir(), "minilm-folder")
     assert origin.model_type == "bert" and "float32" in origin.stored

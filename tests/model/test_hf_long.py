@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attnviz.model.hf.runners import load_transformers
+from attnviz.model.long import LongCapture, MaskRule
+from attnviz.model.long.reading import LONG_FROM
 from harness.checkpoints import VOCAB, saved, tiny
-from model.hf.runners import load_transformers
-from model.long import LongCapture, MaskRule
-from model.long.reading import LONG_FROM
 
 from .test_long import pooled_reference
 

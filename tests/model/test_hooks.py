@@ -8,8 +8,8 @@ import threading
 import pytest
 import torch
 
-from model import hooked
-from model.hooks import _ACTIVE
+from attnviz.model import hooked
+from attnviz.model.hooks import _ACTIVE
 
 from .conftest import ARCH_CONFIGS, build
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model import DecoderCache, hooked
+from attnviz.model import DecoderCache, hooked
 
 from .conftest import LLAMA, build
 

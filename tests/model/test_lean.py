@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model.hooks import hooked
-from model.lean import LeanCapture, capture_bytes
+from attnviz.model.hooks import hooked
+from attnviz.model.lean import LeanCapture, capture_bytes
 
 from .conftest import ARCH_CONFIGS, build
 from .test_hooks import _inputs

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
+from attnviz.model.lens import attribute, lens_logits, read_stream
 from harness.checkpoints import PROMPTS, read_back, saved, tiny
 from harness.references import PYTHON
-from model.lens import attribute, lens_logits, read_stream
 
 ROOT = Path(__file__).resolve().parents[2]
 

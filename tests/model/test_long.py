@@ -12,11 +12,11 @@ import os
 import pytest
 import torch
 
+from attnviz.model.analysis import head_metrics
+from attnviz.model.long import LongCapture, MaskRule, edges
+from attnviz.model.masks import decoder_mask, padding_mask
+from attnviz.model.pretrained.hf import load_folder
 from harness.checkpoints import VOCAB, saved, tiny
-from model.analysis import head_metrics
-from model.long import LongCapture, MaskRule, edges
-from model.masks import decoder_mask, padding_mask
-from model.pretrained.hf import load_folder
 
 N = int(os.environ.get("LONG_TOKENS", "2048"))  # `make test-long`: 8,192
 
@@ -163,7 +163,7 @@ def test_a_sliding_windows_heads_are_mistrals(tmp_path):
 
 def test_streamed_head_metrics_equal_those_of_the_whole_matrix(llama):
     _theirs, ours, ids, expected = llama
-    from model.long import HeadStats
+    from attnviz.model.long import HeadStats
 
     heads = ours.result("", ids, []).capture.attention["decoder.0.self_attn"]
     special = [0, 5, 1999]

@@ -11,9 +11,15 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from model import pad_batch
-from model.checkpoints import CheckpointError
-from model.pretrained.bert import MAX_TOKENS, NOT_MAPPED, BertRunner, map_bert_state, package_dir
+from attnviz.model import pad_batch
+from attnviz.model.checkpoints import CheckpointError
+from attnviz.model.pretrained.bert import (
+    MAX_TOKENS,
+    NOT_MAPPED,
+    BertRunner,
+    map_bert_state,
+    package_dir,
+)
 
 SENTENCES = [
     "The animal didn't cross the street because it was too tired.",

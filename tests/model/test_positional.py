@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from model.positional import RotaryPositions, apply_rotary, sinusoidal_table
+from attnviz.model.positional import RotaryPositions, apply_rotary, sinusoidal_table
 
 from .conftest import build
 from .seed_reference import PositionalEncoding

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from model.checkpoints import CheckpointError
-from model.pretrained.bytelevel import readable
-from model.pretrained.causal import CausalLM, Sampling
-from model.pretrained.llama import map_llama_state, smollm2_path, unpermute
+from attnviz.model.checkpoints import CheckpointError
+from attnviz.model.pretrained.bytelevel import readable
+from attnviz.model.pretrained.causal import CausalLM, Sampling
+from attnviz.model.pretrained.llama import map_llama_state, smollm2_path, unpermute
 
 try:
     PATH = smollm2_path()
@@ -246,7 +246,7 @@ def test_the_chat_template_makes_one_user_turn(lm):
 def test_both_backends_read_smollm2s_gguf_alike(lm):
     """The GGUF through transformers' own loader and modeling code (backend=transformers)
     captures what model/ does: every head's weights, the logits, a greedy continuation."""
-    from model.pretrained.sources import load_origin
+    from attnviz.model.pretrained.sources import load_origin
 
     theirs, origin = load_origin(PATH, "smollm2-hf", backend="transformers")
     assert origin.backend == "transformers"
@@ -268,7 +268,7 @@ def test_our_gguf_reader_reads_what_the_gguf_librarys_own_reads():
     field (its types, parts and data) and every tensor are the library's own."""
     from gguf import GGUFReader
 
-    from model.pretrained.gguf_file import GGUFFile
+    from attnviz.model.pretrained.gguf_file import GGUFFile
 
     ours, theirs = GGUFFile(str(PATH)), GGUFReader(str(PATH))
     assert list(ours.fields) == list(theirs.fields)

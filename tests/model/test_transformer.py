@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model import ModelConfig, Transformer, generate_mask
-from model.layers import EncoderLayer, FeedForward, LayerNorm
+from attnviz.model import ModelConfig, Transformer, generate_mask
+from attnviz.model.layers import EncoderLayer, FeedForward, LayerNorm
 
 from . import seed_reference as seed
 from .conftest import LLAMA, build, tiny_config

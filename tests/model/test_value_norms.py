@@ -14,11 +14,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything comes from the instal
 import pytest
 import torch
 
+from attnviz.model.long import LongCapture, ValueWeighted
+from attnviz.model.long import heads_of as heads_of_capture
+from attnviz.model.pretrained.bert import BertRunner, package_dir
+from attnviz.model.value_norms import layer_norms, layer_value_norms, value_norms
 from harness.checkpoints import PROMPTS, VOCAB, read_back, saved, tiny
-from model.long import LongCapture, ValueWeighted
-from model.long import heads_of as heads_of_capture
-from model.pretrained.bert import BertRunner, package_dir
-from model.value_norms import layer_norms, layer_value_norms, value_norms
 
 
 def reference(weights, values, wo_per_head):

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from model.pronounce.data import Lexicon, held_out_split
-from model.pronounce.pronouncer import Pronouncer
+from attnviz.model.pronounce.data import Lexicon, held_out_split
+from attnviz.model.pronounce.pronouncer import Pronouncer
 
 
 @pytest.fixture(scope="session")

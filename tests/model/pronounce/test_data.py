@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from model.pronounce.data import ENGLISH_WORD, Generator, label, normalize
-from model.pronounce.tokenizers import SourceTokenizer, TargetTokenizer
+from attnviz.model.pronounce.data import ENGLISH_WORD, Generator, label, normalize
+from attnviz.model.pronounce.tokenizers import SourceTokenizer, TargetTokenizer
 
 
 def test_polyphonic_characters_are_labelled_by_context(lexicon):

@@ -9,10 +9,10 @@ import shutil
 import pytest
 import torch
 
-from model.checkpoints import CheckpointError
-from model.pronounce.data import label
-from model.pronounce.evaluate import alignment_by_head, error_rate, is_syllable
-from model.pronounce.pronouncer import SHIPPED, Pronouncer, pieces
+from attnviz.model.checkpoints import CheckpointError
+from attnviz.model.pronounce.data import label
+from attnviz.model.pronounce.evaluate import alignment_by_head, error_rate, is_syllable
+from attnviz.model.pronounce.pronouncer import SHIPPED, Pronouncer, pieces
 
 
 def test_shipped_files_are_small_and_safetensors_only():

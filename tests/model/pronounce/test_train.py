@@ -11,8 +11,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from model.pronounce.pronouncer import Pronouncer
-from model.pronounce.train import TrainConfig, lr_at, train
+from attnviz.model.pronounce.pronouncer import Pronouncer
+from attnviz.model.pronounce.train import TrainConfig, lr_at, train
 
 TINY = dict(d_model=32, n_heads=4, n_layers=1, n_decoder_layers=1, d_ff=64)
 
@@ -21,7 +21,16 @@ def test_cli_smoke_run_writes_a_loadable_checkpoint(tmp_path):
     out = tmp_path / "run"
     command = ["attnviz", "train", "pronounce", "--out", str(out), "--steps", "10"]
     result = subprocess.run(
-        [sys.executable, "-m", "app.cli", *command[1:], "--eval-every", "5", "--eval-n", "4"],
+        [
+            sys.executable,
+            "-m",
+            "attnviz.app.cli",
+            *command[1:],
+            "--eval-every",
+            "5",
+            "--eval-n",
+            "4",
+        ],
         capture_output=True,
         text=True,
         timeout=280,  # below pytest's own limit, so the run's output is shown
