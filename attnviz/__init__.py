@@ -1,4 +1,5 @@
-"""attnviz: every attention head of a Transformer, live: a server, its page and its API.
+"""attnviz: every attention head of a Transformer, live: a server, its page and its API;
+in Python, `attnviz.capture(model, text)` (attnviz/captured.py).
 
 The repository keeps the code's layers at its top, as the design names them (app/, model/,
 static/, templates/, models/); this package links them (symbolic links in the repository,
@@ -14,4 +15,6 @@ try:
 except PackageNotFoundError:  # (run from a checkout that was never installed)
     __version__ = "0+unknown"
 
-__all__ = ["__version__"]
+from .captured import Captured, capture
+
+__all__ = ["Captured", "__version__", "capture"]

@@ -1,0 +1,114 @@
+"""`attnviz.capture(model, text)`: one run's captured attention for your own analysis, the
+same data `POST /api/v1/attention` serves, as torch tensors (`.numpy()` for numpy).
+
+    import attnviz
+    run = attnviz.capture("minilm", "The cat sat on the mat.")
+    run.weights(layer=2)            # (heads, queries, keys), after softmax
+    run.get("scores", layer=2)      # scaled, before the mask; also "mask", "q", "k", "v"
+    run.get("norms", layer=2)       # value-weighted norms ‖α f(x)‖ (Kobayashi et al. 2020)
+    run.tokens("source")
+
+`model` is a shipped model's id (`attnviz.capture("smollm2", ...)`) or a path the server
+reads (a folder in Hugging Face's layout, the repo id of one in the Hugging Face cache, a
+Llama-family .gguf file), read by the same backends as the server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from torch import Tensor
+
+Kind = Literal["weights", "scores", "mask", "q", "k", "v", "norms"]
+HOOK_OF_KIND = {"weights": "hook_weights", "scores": "hook_scores", "mask": "hook_mask",
+                "q": "hook_q", "k": "hook_k", "v": "hook_v"}  # fmt: skip
+
+
+@dataclass
+class Captured:
+    """One run of a model on one text: its tokens, what it output and every attention
+    module's tensors, read by type, layer and kind (see `get`)."""
+
+    model: str
+    text: str
+    source_tokens: list[str]  # one per encoder position (a decoder-only model: the prompt)
+    target_tokens: list[str]  # one per decoder position fed (<bos> and the output), or []
+    output_tokens: list[str]  # what the model produced (transcription, continuation)
+    types: dict[str, dict[str, Any]]  # each attention type: layers, heads, rows, columns
+    _runner: Any = field(repr=False)
+    _result: Any = field(repr=False)
+
+    def tokens(self, side: Literal["source", "target"]) -> list[str]:
+        """The tokens of one side (an attention type's rows and columns name theirs)."""
+        return self.source_tokens if side == "source" else self.target_tokens
+
+    def get(self, kind: Kind = "weights", layer: int = 0, type: str | None = None) -> Tensor:
+        """One layer's tensor of one attention type (default: the model's last type, e.g.
+        decoder.self): weights, scores (H, Tq, Tk); mask (Tq, Tk), True where a query may
+        attend; q (H, Tq, d); k, v (H_kv, Tk, d); norms (H, Tq, Tk)."""
+        spec = self._spec(type)
+        if not 0 <= layer < spec.layers:
+            raise IndexError(f"layer {layer} out of range: {spec.type} has 0..{spec.layers - 1}")
+        capture = self._result.captured
+        if kind == "norms":
+            from .model.value_norms import layer_norms
+
+            return layer_norms(self._runner.model, capture, spec, layer)
+        if kind not in HOOK_OF_KIND:
+            raise ValueError(f"kind {kind!r} is none of {[*HOOK_OF_KIND, 'norms']}")
+        tensor = capture[spec.hook(layer, HOOK_OF_KIND[kind])][0]
+        return tensor[0] if kind == "mask" else tensor
+
+    def weights(self, layer: int = 0, type: str | None = None) -> Tensor:
+        """One layer's attention weights (H, Tq, Tk): each row sums to 1."""
+        return self.get("weights", layer, type)
+
+    def numpy(self, kind: Kind = "weights", layer: int = 0, type: str | None = None) -> np.ndarray:
+        """`get` as a numpy array (float32, or bool for the mask)."""
+        return self.get(kind, layer, type).detach().cpu().numpy()
+
+    def _spec(self, type: str | None):
+        specs = {s.type: s for s in self._runner.attention}
+        chosen = type or next(reversed(specs))
+        if chosen not in specs:
+            raise KeyError(f"{self.model} has no attention of type {chosen!r}: {[*specs]}")
+        return specs[chosen]
+
+
+def load(model: str | Path) -> tuple[Any, str]:
+    """A runner and its name: a shipped model's id, or a path the server reads."""
+    from .app.settings import Settings
+    from .app.zoo import REGISTRY
+    from .model.pretrained.sources import load_origin
+
+    if isinstance(model, str) and model in REGISTRY:
+        return REGISTRY[model].load(Settings()), model
+    if not isinstance(model, str | Path):
+        raise TypeError(
+            f"model is a shipped model's id {sorted(REGISTRY)} or a path (a folder, a repo id "
+            f"in the Hugging Face cache, a .gguf file), not {type(model).__name__}"
+        )
+    runner, origin = load_origin(model)
+    return runner, origin.shown
+
+
+def capture(model: str | Path, text: str) -> Captured:
+    """Run `model` on `text` with every hook captured (see the module's docstring)."""
+    runner, name = load(model)
+    result = runner.run(text)
+    if result.capture is None:
+        raise ValueError(f"{name} captured nothing on this text")
+    named = ("layers", "query_heads", "kv_heads", "head_dim", "rows", "columns")
+    types = {spec.type: {n: getattr(spec, n) for n in named} for spec in runner.attention}
+    return Captured(
+        model=name,
+        text=result.text,
+        source_tokens=list(result.source_tokens),
+        target_tokens=list(result.target_tokens),
+        output_tokens=list(result.output_tokens),
+        types=types,
+        _runner=runner,
+        _result=result,
+    )

@@ -1,0 +1,52 @@
+"""`attnviz.capture` (attnviz/captured.py): a shipped model by its id and a folder of
+yours by its path, each run's weights against transformers' own eager attentions."""
+
+from __future__ import annotations
+
+import os
+import re
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest
+import torch
+
+import attnviz
+from attnviz.model.pretrained.bert import package_dir
+from harness.checkpoints import PROMPTS, saved, tiny
+
+TEXT = "The cat sat on the mat."
+
+
+def test_a_shipped_model_by_its_id_is_transformers_bertmodel():
+    from transformers import AutoTokenizer, BertModel
+
+    run = attnviz.capture("minilm", TEXT)
+    theirs = BertModel.from_pretrained(str(package_dir()), attn_implementation="eager").eval()
+    ids = AutoTokenizer.from_pretrained(str(package_dir()))(TEXT, return_tensors="pt")
+    with torch.no_grad():
+        expected = theirs(**ids, output_attentions=True).attentions
+    assert run.source_tokens[0] == "[CLS]" and len(run.source_tokens) == ids.input_ids.size(1)
+    assert list(run.types) == ["encoder.self"] and run.types["encoder.self"]["layers"] == 6
+    for layer, weights in enumerate(expected):
+        assert (run.weights(layer) - weights[0]).abs().max() <= 1e-5
+    assert run.numpy("weights", 3).shape == (12, len(run.source_tokens), len(run.source_tokens))
+    assert run.get("mask", 0).dtype == torch.bool and run.get("norms", 0).shape == (12, 9, 9)
+    with pytest.raises(IndexError, match=re.escape("layer 6 out of range: encoder.self has 0..5")):
+        run.weights(6)
+    with pytest.raises(ValueError, match="is none of"):
+        run.get("context")  # type: ignore[arg-type]
+
+
+def test_a_folder_by_its_path_is_its_own_eager_attention(tmp_path):
+    theirs = tiny("llama")
+    run = attnviz.capture(saved(tmp_path, theirs), PROMPTS[0])
+    ids = torch.tensor([[int(t) for t in run._result.source_ids]])
+    with torch.no_grad():
+        expected = theirs(ids, output_attentions=True).attentions
+    assert list(run.types) == ["decoder.self"] and run.model == "model"
+    for layer, weights in enumerate(expected):
+        assert (run.weights(layer) - weights[0]).abs().max() <= 1e-5
+    assert run.get("k", 1).shape[0] == theirs.config.num_key_value_heads
+    with pytest.raises(TypeError, match="a shipped model's id"):
+        attnviz.capture(theirs, PROMPTS[0])  # type: ignore[arg-type]
