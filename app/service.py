@@ -244,12 +244,11 @@ def window_block(
     source = heads_of(result.captured, spec.hook(layer, "")[:-1])
     if kind == "norms":  # the weights' windows times each key's value norm
         try:
-            norms = layer_value_norms(
-                entry.runner.model, result.captured, spec, layer, spec.query_heads
-            )
+            model, captured = entry.runner.model, result.captured
+            found = layer_value_norms(model, captured, spec, layer, query_heads)
         except ValueError as exc:
             raise CannotServe(f"{entry.id}: {exc}") from None
-        source = ValueWeighted(source, norms)
+        source = ValueWeighted(source, dict(zip(query_heads, found, strict=True)))
     heads = [0] if kind == "mask" else query_heads
     windows = []
     for head in heads:

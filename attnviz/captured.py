@@ -10,7 +10,9 @@ same data `POST /api/v1/attention` serves, as torch tensors (`.numpy()` for nump
 
 `model` is a shipped model's id (`attnviz.capture("smollm2", ...)`) or a path the server
 reads (a folder in Hugging Face's layout, the repo id of one in the Hugging Face cache, a
-Llama-family .gguf file), read by the same backends as the server."""
+Llama-family .gguf file), read by the same backends as the server. A text longer than the
+model reads is cut (`truncated`, `source_length` say so); SmolLM2 reads up to 8,192 tokens,
+and past 512 its run keeps q, k and v but no whole (T, T) matrix (`get` says so)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from typing import Any, Literal
 
 import numpy as np
 from torch import Tensor
+
+from .model.long import LongCapture
 
 Kind = Literal["weights", "scores", "mask", "q", "k", "v", "norms"]
 HOOK_OF_KIND = {"weights": "hook_weights", "scores": "hook_scores", "mask": "hook_mask",
@@ -36,6 +40,8 @@ class Captured:
     source_tokens: list[str]  # one per encoder position (a decoder-only model: the prompt)
     target_tokens: list[str]  # one per decoder position fed (<bos> and the output), or []
     output_tokens: list[str]  # what the model produced (transcription, continuation)
+    truncated: bool  # the text was longer than the model reads: cut to its first tokens
+    source_length: int  # the text's tokens before any cut
     types: dict[str, dict[str, Any]]  # each attention type: layers, heads, rows, columns
     _runner: Any = field(repr=False)
     _result: Any = field(repr=False)
@@ -52,6 +58,12 @@ class Captured:
         if not 0 <= layer < spec.layers:
             raise IndexError(f"layer {layer} out of range: {spec.type} has 0..{spec.layers - 1}")
         capture = self._result.captured
+        if isinstance(capture, LongCapture) and kind in ("weights", "scores", "mask", "norms"):
+            raise ValueError(
+                f"this text is {len(self.source_tokens):,} tokens: past 512 a run keeps no "
+                f"whole {kind} matrix (q, k and v are kept); read it by windows through the "
+                "server (/api/v1/attention with rows, columns or pool), or capture a shorter text"
+            )
         if kind == "norms":
             from .model.value_norms import layer_norms
 
@@ -108,6 +120,8 @@ def capture(model: str | Path, text: str) -> Captured:
         source_tokens=list(result.source_tokens),
         target_tokens=list(result.target_tokens),
         output_tokens=list(result.output_tokens),
+        truncated=result.truncated,
+        source_length=result.source_length,
         types=types,
         _runner=runner,
         _result=result,

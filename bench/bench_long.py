@@ -264,12 +264,12 @@ def smollm2_folder() -> Path:
         _FOLDER = Path(tempfile.mkdtemp()) / "smollm2"
         code = (
             "import torch; from transformers import AutoModelForCausalLM;"
-            "from model.pretrained.llama import smollm2_path; p = smollm2_path();"
+            "from attnviz.model.pretrained.llama import smollm2_path; p = smollm2_path();"
             "m = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, "
             "dtype=torch.float32); c = m.config; c.__dict__.pop('quantization_config', None);"
             "f = type(m)(c); f.load_state_dict(m.state_dict());"
             f"f.save_pretrained({str(_FOLDER)!r});"
-            "from model.pretrained.llama import load_gguf; _, r = load_gguf(p);"
+            "from attnviz.model.pretrained.llama import load_gguf; _, r = load_gguf(p);"
             f"r.tokenizer.save({str(_FOLDER / 'tokenizer.json')!r})"
         )  # (a GGUF-loaded model will not save: a plain one with its weights does; its
         # tokenizer, as the GGUF holds it, for reading it as a model of yours)

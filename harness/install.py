@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # what a wheel is built from: the package, the folders it links, what the build reads
 SOURCES = ("attnviz", "app", "model", "static", "templates", "models", "pyproject.toml",
            "README.md")  # fmt: skip
-OPTIONS = {"extra-index-url": "--extra-index-url", "find-links": "--find-links",
-           "constraint": "--constraint"}  # fmt: skip
+OPTIONS = {"index-url": "--index-url", "extra-index-url": "--extra-index-url",
+           "find-links": "--find-links", "constraint": "--constraint"}  # fmt: skip
 
 
 def uv_options() -> list[str]:
@@ -26,7 +26,7 @@ def uv_options() -> list[str]:
     for line in listed.splitlines():
         found = re.fullmatch(r"global\.([\w-]+)='(.*)'", line.strip())
         if found and found.group(1) in OPTIONS:
-            for value in found.group(2).split():
+            for value in found.group(2).replace("\\n", " ").split():  # (a list: a line each)
                 options += [OPTIONS[found.group(1)], value]
     return options
 

@@ -12,7 +12,7 @@ the tokens j:
 (the residual belongs to i itself; the output bias to no token). A post-norm block
 (BERT's) normalizes y_i: with s_i its standard deviation, LN(y_i) is linear in the terms,
 T_i(x_j) ↦ γ ⊙ (T_i(x_j) − mean) / s_i, and the bias terms (b_O's, β) stay in the whole. A
-pre-norm block (a decoder's) normalizes each x_j before its values are made, so its
+pre-norm block (a decoder's, ModernBERT's) normalizes each x_j before its values are made, so its
 terms are as above with the whole y_i itself. Each term's contribution is how close it
 is to the whole, in the L1 distance:
 

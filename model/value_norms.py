@@ -35,9 +35,20 @@ def head_values(v: Tensor, wo: Tensor, heads: int) -> Tensor:
     return values.to(per_head.dtype) @ per_head
 
 
-def value_norms(v: Tensor, wo: Tensor, n_heads: int) -> Tensor:
-    """‖f_h(x_j)‖ per query head and key: (H, Tk) (see `head_values`)."""
-    return torch.linalg.vector_norm(head_values(v, wo, n_heads), dim=-1)
+def value_norms(v: Tensor, wo: Tensor, n_heads: int, heads: list[int] | None = None) -> Tensor:
+    """‖f_h(x_j)‖ per query head (those of `heads`, default all, in their order) and key:
+    (len(heads), Tk) (see `head_values`). From each head's Gram matrix G_h = W_O^h W_O^hᵀ
+    (d_head × d_head), ‖v W_O^h‖² = v G_h vᵀ, in float64: no (H, Tk, d_model) tensor is
+    made (at 8,192 tokens that is 170 MB for SmolLM2, gigabytes for a larger model)."""
+    kv_heads, _, d_head = v.shape
+    head_values(v[:, :1], wo, n_heads)  # (the shapes checked, one key's worth)
+    chosen = list(range(n_heads)) if heads is None else heads
+    per_head = wo.double().reshape(wo.size(0), n_heads, d_head).permute(1, 2, 0)[chosen]
+    gram = per_head @ per_head.transpose(1, 2)  # (h, d_head, d_head)
+    group = n_heads // kv_heads
+    values = v.double()[torch.tensor([h // group for h in chosen], dtype=torch.long)]
+    squares = ((values @ gram) * values).sum(-1)  # (h, Tk)
+    return squares.clamp_min(0).sqrt().to(v.dtype)
 
 
 def projection_module(model: nn.Module, spec: AttentionSpec, layer: int) -> nn.Module | None:
@@ -66,18 +77,23 @@ def output_projection(model: nn.Module, spec: AttentionSpec, layer: int) -> Tens
 
 
 def layer_value_norms(
-    model: nn.Module, capture: Capture, spec: AttentionSpec, layer: int, heads: int
+    model: nn.Module,
+    capture: Capture,
+    spec: AttentionSpec,
+    layer: int,
+    heads: list[int] | None = None,
 ) -> Tensor:
-    """‖f_h(x_j)‖ (H, Tk) of one layer of a captured run (its first row), short or long:
-    its value vectors from the capture, its output projection from the model (a
-    ValueError where it has none: see `output_projection`)."""
+    """‖f_h(x_j)‖ (len(heads), Tk) of one layer of a captured run (its first row), short or
+    long, for its query heads `heads` (default all): its value vectors from the capture,
+    its output projection from the model (a ValueError where it has none: see
+    `output_projection`)."""
     wo = output_projection(model, spec, layer)
-    return value_norms(capture[spec.hook(layer, "hook_v")][0], wo, heads)
+    return value_norms(capture[spec.hook(layer, "hook_v")][0], wo, spec.query_heads, heads)
 
 
 def layer_norms(model: nn.Module, capture: Capture, spec: AttentionSpec, layer: int) -> Tensor:
     """One layer's value-weighted norms (H, Tq, Tk) of a short captured run (its first
     row): its weights from the capture (see `layer_value_norms`)."""
     weights = capture[spec.hook(layer, "hook_weights")][0]
-    norms = layer_value_norms(model, capture, spec, layer, weights.size(0))
+    norms = layer_value_norms(model, capture, spec, layer)
     return weights * norms[:, None, :].to(weights.dtype)

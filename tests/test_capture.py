@@ -50,3 +50,12 @@ def test_a_folder_by_its_path_is_its_own_eager_attention(tmp_path):
     assert run.get("k", 1).shape[0] == theirs.config.num_key_value_heads
     with pytest.raises(TypeError, match="a shipped model's id"):
         attnviz.capture(theirs, PROMPTS[0])  # type: ignore[arg-type]
+
+
+def test_a_long_text_keeps_q_k_v_and_says_how_to_read_its_matrices():
+    run = attnviz.capture("smollm2", "hello world " * 300)
+    n = len(run.source_tokens)
+    assert n > 512 and not run.truncated and run.source_length == n
+    assert run.get("q", 3).shape == (9, n, 64) and run.get("v", 3).shape == (3, n, 64)
+    with pytest.raises(ValueError, match="past 512 a run keeps no whole weights matrix"):
+        run.weights(3)

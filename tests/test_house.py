@@ -86,7 +86,9 @@ def test_the_code_is_imported_by_one_name_attnviz():
     `app` or `model` import would load a second copy of a module beside the first."""
     sources = [p for folder in ("app", "model", "tests", "harness", "bench", "deploy", "attnviz")
                for p in (ROOT / folder).glob("**/*.py") if ".venv" not in p.parts]  # fmt: skip
-    bare = re.compile(r"^\s*(from|import) (app|model)\b", re.MULTILINE)
+    sources += [ROOT / "Makefile", *(ROOT / "harness").glob("**/*.mk")]
+    # (a statement, or one in a string that another interpreter runs)
+    bare = re.compile(r"(^\s*|[\"';]\s*)(from|import) (app|model)[. ]", re.MULTILINE)
     found = [str(p.relative_to(ROOT)) for p in sources if bare.search(p.read_text("utf-8"))]
     assert found == [], f"import these through attnviz.app / attnviz.model: {found}"
     links = {

@@ -50,7 +50,7 @@ def _final_norm(module: nn.Module, x: Tensor, out: Tensor) -> FinalNorm | None:
 @dataclass
 class PostNorm:
     """A post-norm block's LayerNorm, read from its module and checked on the probe: what
-    `model.alti.block_terms` takes (its gamma, beta and eps)."""
+    `model.alti.fold` takes (its gamma, beta and eps)."""
 
     gamma: Tensor
     beta: Tensor

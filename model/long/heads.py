@@ -130,12 +130,12 @@ class StoredAttention(Heads):
 
 @dataclass
 class ValueWeighted(Heads):
-    """Heads whose "norms" are their weights times each key's value norm per head
-    (H, Tk): ‖α_hij f_h(x_j)‖ (model/value_norms.py), a block at a time like the weights
-    they are made of; the other kinds are the source's."""
+    """Heads whose "norms" are their weights times each key's value norm, given for the
+    query heads that are read ({head: (Tk,)}): ‖α_hij f_h(x_j)‖ (model/value_norms.py), a
+    block at a time like the weights they are made of; the other kinds are the source's."""
 
     source: Heads
-    value_norms: Tensor
+    value_norms: dict[int, Tensor]
 
     @property
     def heads(self) -> int:
@@ -153,4 +153,4 @@ class ValueWeighted(Heads):
         if kind != "norms":
             return self.source.block(kind, head, r0, r1, c0, c1)
         weights = self.source.block("weights", head, r0, r1, c0, c1)
-        return weights * self.value_norms[head, c0:c1].to(weights.dtype)
+        return weights * self.value_norms[head][c0:c1].to(weights.dtype)

@@ -51,9 +51,9 @@ def same(a: torch.Tensor, b: torch.Tensor) -> None:
 def test_without_a_ray_address_nothing_of_ray_is_imported():
     code = (
         "import sys\n"
-        "from app.main import create_app\n"
-        "from app.corpus.command import in_process\n"
-        "from app.settings import Settings\n"
+        "from attnviz.app.main import create_app\n"
+        "from attnviz.app.corpus.command import in_process\n"
+        "from attnviz.app.settings import Settings\n"
         "create_app(Settings())\n"
         "in_process('minilm', ['The cat sat.', 'A dog ran.'], Settings())\n"
         "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))\n"

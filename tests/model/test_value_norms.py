@@ -149,9 +149,10 @@ def test_a_long_inputs_norms_by_windows_equal_the_formula(tmp_path, backend):
     capture = runner.result("", ids, []).capture
     assert isinstance(capture, LongCapture)
     spec = runner.attention[0]
+    order = [2, 0, 1, 3]  # (the heads asked, in any order)
+    found = layer_value_norms(runner.model, capture, spec, layer, order)
     source = ValueWeighted(
-        heads_of_capture(capture, spec.hook(layer, "")[:-1]),
-        layer_value_norms(runner.model, capture, spec, layer, heads),
+        heads_of_capture(capture, spec.hook(layer, "")[:-1]), dict(zip(order, found, strict=True))
     )
     for head in range(heads):
         got, _, _ = source.window("norms", head, (600, 700), (0, 700))

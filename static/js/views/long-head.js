@@ -108,7 +108,7 @@ export async function drawLongHead(ctx) {
   let asking = null; // the window being fetched: a newer one aborts it
   const title = `${t(state.type)} · ${t("layer")} ${state.layer} · ${t("head")} ${state.head}`;
   const Plotly = await plotly;
-  // one head, exact weights, scores or mask: the average, the mask overlay and the word
+  // one head, exact weights, scores, mask or norms: the average, the mask overlay and the word
   // view need whole heads (inputs of at most 512 tokens)
   for (const name of ["average", "overlay", "words", "hide"]) {
     const input = elements[name];
