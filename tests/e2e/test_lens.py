@@ -46,7 +46,9 @@ def test_the_logit_lens_follows_the_prediction_through_the_layers(page: Page):
     assert url_state(page)["rep"] == "1"
     page.click("#lang-zh")
     ready(page)
-    expect(page.locator("#lab-lens-said")).to_contain_text("（位置 1）之后，模型预测")
+    expect(page.locator("#lab-lens-said")).to_contain_text(
+        "（位置 1）之后，模型预测", timeout=60_000
+    )
     expect(page.locator("#lab-lens-rows tbody tr").first.locator("td").first).to_have_text("嵌入")
 
 
@@ -81,7 +83,7 @@ def test_direct_logit_attribution_sums_to_the_logit_difference_and_opens_a_head(
     )
     page.click("#lang-zh")
     ready(page)
-    expect(page.locator("#lab-dla-said")).to_contain_text("各项之和为")
+    expect(page.locator("#lab-dla-said")).to_contain_text("各项之和为", timeout=60_000)
     page.locator("#lab-dla-top .lab-dla-open").first.click()
     ready(page)
     state = url_state(page)
@@ -125,7 +127,7 @@ def test_alti_is_drawn_beside_rollout(page: Page):
     expect(page.locator("#lab-alti-norms .gtitle")).to_contain_text("Kobayashi et al. 2021")
     page.click("#lang-zh")
     ready(page)
-    expect(page.locator("#lab-alti-said")).to_contain_text("经过所有层后")
+    expect(page.locator("#lab-alti-said")).to_contain_text("经过所有层后", timeout=60_000)
 
 
 def test_the_contribution_graph_traces_the_prediction_to_the_input(page: Page):
@@ -154,10 +156,11 @@ def test_the_contribution_graph_traces_the_prediction_to_the_input(page: Page):
     assert ticks(page, "x", "#lab-graph") == [f"{i}: {t}" for i, t in enumerate(r["tokens"])]
     page.fill("#lab-graph-threshold", "0.2")
     page.click("#lab-graph-apply")
-    expect(page.locator("#lab-graph-said")).to_contain_text("above 0.200")
+    # (the experiment runs again: its sentence is drawn when it is back)
+    expect(page.locator("#lab-graph-said")).to_contain_text("above 0.200", timeout=60_000)
     page.click("#lang-zh")
     ready(page)
-    expect(page.locator("#lab-graph-said")).to_contain_text("条高于 0.200 的边")
+    expect(page.locator("#lab-graph-said")).to_contain_text("条高于 0.200 的边", timeout=60_000)
     lab(page, "graph", QUERY)  # (the default threshold again: its strongest edge's head)
     page.locator("#lab-graph-edges .lab-graph-open").first.click()
     ready(page)
