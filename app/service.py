@@ -15,7 +15,7 @@ from attnviz.model.analysis import head_metrics, head_roles, layer_weights
 from attnviz.model.lean import LeanCapture
 from attnviz.model.long import Kind, LongCapture, ValueWeighted, edges, heads_of
 from attnviz.model.positional import NO_POSITIONS_FORMULA
-from attnviz.model.runner import AttentionSpec, RunResult
+from attnviz.model.runner import HOOK_OF_KIND, AttentionSpec, RunResult
 from attnviz.model.value_norms import layer_norms, layer_value_norms
 
 from .errors import CannotServe
@@ -27,15 +27,6 @@ from .schemas import (
 )
 from .wire import BYTES_PER_ENTRY, encode
 from .zoo import ModelEntry
-
-HOOK_OF_KIND = {
-    "weights": "hook_weights",
-    "scores": "hook_scores",
-    "mask": "hook_mask",
-    "q": "hook_q",
-    "k": "hook_k",
-    "v": "hook_v",
-}
 
 
 def tokens_of(result: RunResult, spec: AttentionSpec) -> tuple[list[str], list[str]]:

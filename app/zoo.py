@@ -305,6 +305,32 @@ def import_plugins(settings: Settings) -> None:
         importlib.import_module(module)
 
 
+def own_entry(model_id: str, runner: Runner, origin: Origin, read: str) -> ModelEntry:
+    """A model of the user's as served: `read` says when its weights are read."""
+    code = (
+        "transformers' own modeling code"
+        if origin.backend == "transformers"
+        else "this project's model code"
+    )
+    mask = getattr(runner, "mask_token", None)  # (a masked LM's)
+    return ModelEntry(
+        model_id,
+        f"{model_id} ({origin.model_type}, yours)",
+        f"Your model from {origin.shown}: {origin.model_type}, weights stored as "
+        f"{origin.stored} and computed in float32 on {code}, {read}. "
+        + output_of(runner).described(mask)
+        + (f" {origin.note}" if origin.note else ""),
+        languages=[],
+        runner=runner,
+        examples=tuple(output_of(runner).examples_for(mask)),
+        # not run yet: the first head (choosing one would read the weights now)
+        start=StartHead(
+            type=runner.attention[0].type, layer=0, head=0, role=None, source="first head"
+        ),
+        origin=origin,
+    )
+
+
 def load_zoo(settings: Settings) -> Zoo:
     """The registered families (all in registry order, or those `settings.zoo` names in its order),
     each with its untrained twin (same config and tokenizers, fixed-seed weights), for
@@ -347,34 +373,7 @@ def load_zoo(settings: Settings) -> Zoo:
             )
     own, refused = own_models(settings, {e.id for e in entries})
     for model_id, own_runner, origin in own:
-        code = (
-            "transformers' own modeling code"
-            if origin.backend == "transformers"
-            else ("this project's model code")
-        )
-        entries.append(
-            ModelEntry(
-                model_id,
-                f"{model_id} ({origin.model_type}, yours)",
-                f"Your model from {origin.shown}: {origin.model_type}, weights stored as "
-                f"{origin.stored} and computed in float32 on {code}, "
-                f"read when first used. "
-                + output_of(own_runner).described(own_runner.mask_token)
-                + (f" {origin.note}" if origin.note else ""),
-                languages=[],
-                runner=own_runner,
-                examples=tuple(output_of(own_runner).examples_for(own_runner.mask_token)),
-                # not run yet: the first head (choosing one would read the weights now)
-                start=StartHead(
-                    type=own_runner.attention[0].type,
-                    layer=0,
-                    head=0,
-                    role=None,
-                    source="first head",
-                ),
-                origin=origin,
-            )
-        )
+        entries.append(own_entry(model_id, own_runner, origin, "read when first used"))
     if not entries:
         raise ValueError("no model to serve: settings.zoo names none of the registered families")
     ids = [e.id for e in entries]

@@ -1,5 +1,6 @@
 """attnviz: every attention head of a Transformer, live: a server, its page and its API;
-in Python, `attnviz.capture(model, text)` (attnviz/captured.py).
+in Python, `attnviz.capture(model, text)` (attnviz/captured.py); in a notebook cell,
+`attnviz.show(model, text, view="head")` (attnviz/notebook.py).
 
 The repository keeps the code's layers at its top, as the design names them (app/, model/,
 static/, templates/, models/); this package links them (symbolic links in the repository,
@@ -15,6 +16,20 @@ try:
 except PackageNotFoundError:  # (run from a checkout that was never installed)
     __version__ = "0+unknown"
 
+from typing import TYPE_CHECKING, Any
+
 from .captured import Captured, capture
 
-__all__ = ["Captured", "__version__", "capture"]
+if TYPE_CHECKING:
+    from .notebook import View
+
+
+def show(model: Any, text: str, view: str = "head", **options: Any) -> View:
+    """The page's `view` of `model` on `text` in a notebook cell (attnviz/notebook.py's
+    `show`; the widget's libraries are imported on first use)."""
+    from .notebook import show as shown
+
+    return shown(model, text, view, **options)
+
+
+__all__ = ["Captured", "__version__", "capture", "show"]

@@ -10,7 +10,9 @@ same data `POST /api/v1/attention` serves, as torch tensors (`.numpy()` for nump
 
 `model` is a shipped model's id (`attnviz.capture("smollm2", ...)`) or a path the server
 reads (a folder in Hugging Face's layout, the repo id of one in the Hugging Face cache, a
-Llama-family .gguf file), read by the same backends as the server. A text longer than the
+Llama-family .gguf file), or a transformers model you have in memory with its tokenizer
+(`attnviz.capture(model, text, tokenizer=tokenizer)`: nothing is written to disk, and your
+objects are left as they were), read by the same backends as the server. A text longer than the
 model reads is cut (`truncated`, `source_length` say so); SmolLM2 reads up to 8,192 tokens,
 and past 512 its run keeps q, k and v but no whole (T, T) matrix (`get` says so)."""
 
@@ -24,10 +26,9 @@ import numpy as np
 from torch import Tensor
 
 from .model.long import LongCapture
+from .model.runner import HOOK_OF_KIND
 
 Kind = Literal["weights", "scores", "mask", "q", "k", "v", "norms"]
-HOOK_OF_KIND = {"weights": "hook_weights", "scores": "hook_scores", "mask": "hook_mask",
-                "q": "hook_q", "k": "hook_k", "v": "hook_v"}  # fmt: skip
 
 
 @dataclass
@@ -89,26 +90,35 @@ class Captured:
         return specs[chosen]
 
 
-def load(model: str | Path) -> tuple[Any, str]:
-    """A runner and its name: a shipped model's id, or a path the server reads."""
+def load(model: Any, tokenizer: Any = None) -> tuple[Any, str]:
+    """A runner and its name: a shipped model's id, a path the server reads, or a
+    transformers model in memory with its tokenizer."""
     from .app.settings import Settings
     from .app.zoo import REGISTRY
     from .model.pretrained.sources import load_origin
 
+    if tokenizer is not None or (hasattr(model, "config") and hasattr(model, "forward")):
+        from .model.hf.runners import from_memory
+
+        if tokenizer is None:
+            raise TypeError("a model in memory needs its tokenizer: tokenizer=...")
+        name = getattr(model.config, "name_or_path", "") or type(model).__name__
+        return from_memory(model, tokenizer, name), name
     if isinstance(model, str) and model in REGISTRY:
         return REGISTRY[model].load(Settings()), model
     if not isinstance(model, str | Path):
         raise TypeError(
-            f"model is a shipped model's id {sorted(REGISTRY)} or a path (a folder, a repo id "
-            f"in the Hugging Face cache, a .gguf file), not {type(model).__name__}"
+            f"model is a shipped model's id {sorted(REGISTRY)}, a path (a folder, a repo id "
+            "in the Hugging Face cache, a .gguf file) or a transformers model with its "
+            f"tokenizer, not {type(model).__name__}"
         )
     runner, origin = load_origin(model)
     return runner, origin.shown
 
 
-def capture(model: str | Path, text: str) -> Captured:
+def capture(model: Any, text: str, tokenizer: Any = None) -> Captured:
     """Run `model` on `text` with every hook captured (see the module's docstring)."""
-    runner, name = load(model)
+    runner, name = load(model, tokenizer)
     result = runner.run(text)
     if result.capture is None:
         raise ValueError(f"{name} captured nothing on this text")

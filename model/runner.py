@@ -32,6 +32,17 @@ Side = Literal["source", "target"]
 UNTRAINED_SEED = 0  # the fixed seed of every untrained twin
 
 
+# each captured kind's hook point in an attention module (AttentionSpec.hook names it)
+HOOK_OF_KIND = {
+    "weights": "hook_weights",
+    "scores": "hook_scores",
+    "mask": "hook_mask",
+    "q": "hook_q",
+    "k": "hook_k",
+    "v": "hook_v",
+}
+
+
 @dataclass(frozen=True)
 class AttentionSpec:
     """One attention type of a model: where its modules sit and how many heads they have."""

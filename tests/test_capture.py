@@ -13,7 +13,7 @@ import torch
 
 import attnviz
 from attnviz.model.pretrained.bert import package_dir
-from harness.checkpoints import PROMPTS, saved, tiny
+from harness.checkpoints import PROMPTS, saved, saved_masked_lm, tiny, tokenizer
 
 TEXT = "The cat sat on the mat."
 
@@ -49,7 +49,7 @@ def test_a_folder_by_its_path_is_its_own_eager_attention(tmp_path):
         assert (run.weights(layer) - weights[0]).abs().max() <= 1e-5
     assert run.get("k", 1).shape[0] == theirs.config.num_key_value_heads
     with pytest.raises(TypeError, match="a shipped model's id"):
-        attnviz.capture(theirs, PROMPTS[0])  # type: ignore[arg-type]
+        attnviz.capture(3, PROMPTS[0])
 
 
 def test_a_long_text_keeps_q_k_v_and_says_how_to_read_its_matrices():
@@ -59,3 +59,52 @@ def test_a_long_text_keeps_q_k_v_and_says_how_to_read_its_matrices():
     assert run.get("q", 3).shape == (9, n, 64) and run.get("v", 3).shape == (3, n, 64)
     with pytest.raises(ValueError, match="past 512 a run keeps no whole weights matrix"):
         run.weights(3)
+
+
+def test_a_model_in_memory_is_read_with_its_tokenizer_and_left_as_it_was():
+    from transformers import PreTrainedTokenizerFast
+
+    theirs = tiny("qwen2")
+    theirs.train()  # (a model being trained: attnviz's run must not switch it to eval)
+    made = tokenizer()
+    fast = PreTrainedTokenizerFast(tokenizer_object=made, eos_token="<|endoftext|>")
+    before = {n: p.detach().clone() for n, p in theirs.named_parameters()}
+    run = attnviz.capture(theirs, PROMPTS[2], tokenizer=fast)
+    ids = fast(PROMPTS[2], return_tensors="pt").input_ids
+    assert run.source_tokens == made.encode(PROMPTS[2]).tokens or len(
+        run.source_tokens
+    ) == ids.size(1)
+    with torch.no_grad():
+        expected = theirs.eval()(ids, output_attentions=True).attentions
+    for layer, weights in enumerate(expected):
+        assert (run.weights(layer) - weights[0]).abs().max() <= 1e-5
+    theirs.train()
+    # the user's objects as they were: attention, mode, weights, tokenizer's settings
+    assert theirs.config._attn_implementation == "eager" and theirs.training
+    assert all(torch.equal(p, before[n]) for n, p in theirs.named_parameters())
+    assert made.padding is None and made.truncation is None
+    # a model in half precision: computed in float32 from a copy, the user's left in fp16
+    half = tiny("llama").half()
+    run = attnviz.capture(half, PROMPTS[0], tokenizer=made)
+    assert run.weights(0).dtype == torch.float32
+    assert next(half.parameters()).dtype == torch.float16
+    with pytest.raises(TypeError, match=re.escape("tokenizer=...")):
+        attnviz.capture(theirs, PROMPTS[0])
+
+
+def test_a_masked_lm_in_memory_reads_its_head_and_a_base_model_is_an_encoder(tmp_path):
+    from tokenizers import Tokenizer
+    from transformers import BertModel
+
+    folder = tmp_path / "masked"
+    theirs = saved_masked_lm(folder)
+    made = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    run = attnviz.capture(theirs, "the cat [MASK] on the mat", tokenizer=made)
+    ids = torch.tensor([made.encode("the cat [MASK] on the mat").ids])
+    with torch.no_grad():
+        expected = theirs(ids, output_attentions=True).attentions
+    for layer, weights in enumerate(expected):
+        assert (run.weights(layer) - weights[0]).abs().max() <= 1e-5
+    assert run.output_tokens  # its head's predictions for the mask
+    encoder = attnviz.capture(BertModel(theirs.config), "the cat", tokenizer=made)
+    assert encoder.output_tokens == [] and list(encoder.types) == ["encoder.self"]

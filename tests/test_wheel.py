@@ -31,6 +31,7 @@ def test_the_wheel_installs_alone_imports_as_attnviz_and_serves(tmp_path):
     elsewhere.mkdir()
     said = subprocess.run(
         [str(python), "-c", "import attnviz, attnviz.app.main, importlib.util as u; "
+         "from attnviz.notebook import WIDGET_JS; assert WIDGET_JS.is_file(); "
          "print(attnviz.__file__, attnviz.__version__, u.find_spec('app'), u.find_spec('model'))"],
         cwd=elsewhere, capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip

@@ -235,17 +235,25 @@ def tokenizer_of(folder: Path, vocab_size: int) -> tuple[Tokenizer, list[str], f
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as exc:  # tokenizers raises its own Exception types
         raise CheckpointError(f"{path} cannot be read: {exc}") from None
+    return (tokenizer, *vocabulary_of(tokenizer, vocab_size, "tokenizer.json"))
+
+
+def vocabulary_of(
+    tokenizer: Tokenizer, vocab_size: int, named: str = "the tokenizer"
+) -> tuple[list[str], frozenset[str]]:
+    """A tokenizer's tokens by id (one per embedding row) and its special tokens; refused
+    where it has ids beyond the embedding."""
     by_id = {i: token for token, i in tokenizer.get_vocab(with_added_tokens=True).items()}
     if by_id and max(by_id) >= vocab_size:
         raise CheckpointError(
-            f"tokenizer.json has ids up to {max(by_id)}, beyond the embedding's {vocab_size} "
+            f"{named} has ids up to {max(by_id)}, beyond the embedding's {vocab_size} "
             "rows: the tokenizer does not belong to these weights"
         )
     vocabulary = [by_id.get(i, f"<unused {i}>") for i in range(vocab_size)]
     specials = frozenset(
         t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special
     )
-    return tokenizer, vocabulary, specials
+    return vocabulary, specials
 
 
 def mapped(
@@ -307,12 +315,21 @@ def causal_runner(folder: Path, model, tokenizer, vocabulary, specials, name: st
     if (folder / "tokenizer_config.json").exists():
         settings = read_json(folder / "tokenizer_config.json")
     template = settings.get("chat_template")
-    eos = hf.get("eos_token_id")
-    stops = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
     named = {k: token_text(settings.get(k)) for k in ("bos_token", "eos_token")}
+    return causal_of(
+        model, tokenizer, vocabulary, specials, name or folder.name,
+        template if isinstance(template, str) else None, hf.get("eos_token_id"), named,
+    )  # fmt: skip
+
+
+def causal_of(
+    model, tokenizer, vocabulary, specials, name: str, template: str | None, eos, named: dict
+) -> CausalLM:
+    """A decoder-only model with its tokenizer, chat template, stop tokens (`eos`: an id, a
+    list of them or None) and named special tokens ({"bos_token": ..., "eos_token": ...})."""
+    stops = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
     runner = CausalLM(
-        model.eval(), tokenizer, vocabulary, specials, frozenset(stops),
-        template if isinstance(template, str) else None, name or folder.name,
+        model.eval(), tokenizer, vocabulary, specials, frozenset(stops), template, name,
         add_special_tokens=True,  # as transformers' tokenizer reads a prompt
         template_tokens={k: v for k, v in named.items() if v is not None},
     )  # fmt: skip

@@ -8,7 +8,7 @@ import { attentionOf } from "./model-info.js";
 import { clearOutput, clearPlots, setStatus, showError, showTokens } from "./output.js";
 import { boot, elements, modelInfo, models, page, promptOf, refused, t } from "./page.js";
 import { LONG_CHARS, supersede, watched, watchRun } from "./run-progress.js";
-import { changes, DEFAULTS, readState, withCleared, writeState } from "./state.js";
+import { changes, currentSearch, DEFAULTS, readState, withCleared, writeState } from "./state.js";
 import { VIEWS, viewOf } from "./views/index.js";
 
 const storedLang = localStorage.getItem("attnviz.lang");
@@ -22,7 +22,7 @@ const PAGE_DEFAULTS = {
 // A link that names no head opens its model's most telling one (its info's start_head:
 // the model card's alignment head, or the strongest head the metrics find).
 function withStartHead(next) {
-  const params = new URLSearchParams(location.search);
+  const params = new URLSearchParams(currentSearch());
   if (params.has("type")) return next;
   const start = (models[next.model] || models[boot.default_model]).start_head;
   return {

@@ -54,6 +54,15 @@ for (const view of VIEWS) {
   }
 }
 const KEYS = Object.keys(DEFAULTS);
+
+// A page embedded in a notebook (attnviz.show: an about:srcdoc iframe, whose URL cannot
+// change) keeps its query here instead: the widget's prelude sets where it starts.
+const embedded = window.attnvizEmbedded ?? null;
+
+// the query that holds the view: the URL's, or an embedded page's own
+export function currentSearch() {
+  return embedded ? embedded.search : location.search;
+}
 const FLAGS = KEYS.filter((key) => typeof DEFAULTS[key] === "boolean");
 const NUMBERS = new Set(KEYS.filter((key) => typeof DEFAULTS[key] === "number"));
 
@@ -77,7 +86,7 @@ export function withCleared(next, state) {
 // `defaults` are the page's own, never the current state: a key missing from the URL
 // means its default, so back and forward restore every part of the view.
 export function readState(defaults) {
-  const params = new URLSearchParams(location.search);
+  const params = new URLSearchParams(currentSearch());
   const state = { ...defaults };
   for (const key of KEYS) {
     if (!params.has(key)) continue;
@@ -94,6 +103,10 @@ export function writeState(state, { replace = false } = {}) {
   for (const key of KEYS) {
     const value = FLAGS.includes(key) ? (state[key] ? "1" : "") : state[key];
     if (value !== undefined && value !== null && value !== "") params.set(key, String(value));
+  }
+  if (embedded) {
+    embedded.search = `?${params}`;
+    return;
   }
   const url = `${location.pathname}?${params}`;
   if (url === `${location.pathname}${location.search}`) return;

@@ -1,0 +1,230 @@
+"""`attnviz.show(model, text, view="head")`: the page's views in a notebook cell.
+
+The widget (anywidget: JupyterLab, Notebook 7, VS Code, Colab) draws the page itself, its
+own modules unchanged, in an iframe of the cell's output (static/widget/widget.js). Every
+request the page makes, its modules and Plotly included, goes through the widget's own
+channel to this kernel, where the server's app answers it in this process: no server is
+started, no port is opened and nothing leaves the machine. The app runs on a thread of its
+own with its own event loop, so the kernel stays free while a model runs.
+
+`model` is what `attnviz.capture` takes: a shipped model's id, a path (a folder in Hugging
+Face's layout, a repo id in the Hugging Face cache, a .gguf file), or a transformers model
+in memory with its tokenizer (`tokenizer=`), read through the same backends as the server
+and never written to disk. Each model's app is made once a process and shared by the cells
+that show it."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import Callable, MutableMapping
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlencode
+
+import anywidget
+import traitlets
+
+from .app.settings import Settings
+from .app.zoo import REGISTRY, Zoo, load_zoo, own_entry
+from .model.pretrained.sources import Origin, load_origin
+
+WIDGET_JS = Path(__file__).resolve().parent / "static" / "widget" / "widget.js"
+VIEWS = ("head", "model", "masks", "positional", "lab", "step", "neuron", "qk", "lines")
+
+
+class Embedded:
+    """The server's app in this process: its lifespan entered on a thread's event loop,
+    its requests given to it as ASGI calls, their answers sent back as they come."""
+
+    def __init__(self, zoo: Callable[[Settings], Zoo]) -> None:
+        from .app.main import create_app
+
+        # one person's page in their own notebook: no per-client budget (the server's guards
+        # a shared server from one address); every other limit as the server's
+        self.app = create_app(Settings(client_cost_per_minute=0, client_requests=0), zoo)
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="attnviz", daemon=True).start()
+        self._lifespan = self.app.router.lifespan_context(self.app)
+        self._calls: dict[str, tuple[Future, asyncio.Event]] = {}
+        self.run(self._lifespan.__aenter__())  # (the model is read now: its errors raise here)
+
+    def run(self, coroutine) -> Any:
+        """A coroutine run on the app's loop, waited for."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def submit(self, key: str, request: dict, body: bytes, reply: Callable[..., None]) -> None:
+        """Start one request; `reply(content, buffers)` is called with its answer's start,
+        each part of its body and its end."""
+        gone = asyncio.Event()  # (set on the loop's thread: abort)
+        future = asyncio.run_coroutine_threadsafe(self._call(request, body, reply, gone), self.loop)
+        self._calls[key] = (future, gone)
+        future.add_done_callback(lambda _: self._calls.pop(key, None))
+
+    def abort(self, key: str) -> None:
+        """The page stopped reading a request (its Cancel, a newer render): the app reads
+        the client gone, as a server's would."""
+        call = self._calls.get(key)
+        if call is not None:
+            self.loop.call_soon_threadsafe(call[1].set)
+
+    async def _call(self, request: dict, body: bytes, reply, gone: asyncio.Event) -> None:
+        path, _, query = str(request.get("url", "/")).partition("?")
+        headers = request.get("headers") or {}
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": "1.1",
+            "method": str(request.get("method", "GET")).upper(),
+            "scheme": "http",
+            "path": unquote(path),
+            "raw_path": path.encode(),
+            "query_string": query.encode(),
+            "root_path": "",
+            "headers": [(str(k).lower().encode(), str(v).encode()) for k, v in headers.items()],
+            "client": ("127.0.0.1", 0),
+            "server": ("attnviz.notebook", 80),
+            "state": {},
+        }
+        sent = False
+
+        async def receive() -> dict:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: MutableMapping[str, Any]) -> None:
+            if gone.is_set():
+                return
+            if message["type"] == "http.response.start":
+                answer = {k.decode("latin-1"): v.decode("latin-1") for k, v in message["headers"]}
+                reply({"type": "start", "status": message["status"], "headers": answer}, [])
+            elif message["type"] == "http.response.body":
+                if message.get("body"):
+                    reply({"type": "chunk"}, [bytes(message["body"])])
+                if not message.get("more_body"):
+                    reply({"type": "end"}, [])
+
+        try:
+            await self.app(scope, receive, send)
+        except Exception as exc:  # (the app answers its own errors: this is a bug's trace)
+            reply({"type": "error", "message": f"{type(exc).__name__}: {exc}"}, [])
+
+
+class View(anywidget.AnyWidget):
+    """One cell's view: the page in an iframe, answered by this kernel (see the module)."""
+
+    _esm = WIDGET_JS
+    search = traitlets.Unicode("").tag(sync=True)  # the page's state, as its URL's query
+    height = traitlets.Int(820).tag(sync=True)  # the iframe's height at first, in pixels
+
+    def __init__(self, server: Embedded, search: str, **kwargs: Any) -> None:
+        super().__init__(search=search, **kwargs)
+        self._server = server
+        self.on_msg(self._message)
+
+    def _message(self, _widget: Any, content: dict, buffers: list) -> None:
+        key = str(content.get("id", ""))
+        if content.get("type") == "abort":
+            self._server.abort(key)
+            return
+        if content.get("type") != "request":
+            return
+        body = bytes(buffers[0]) if buffers else b""
+
+        def reply(answer: dict, parts: list[bytes]) -> None:
+            self.send({**answer, "id": key}, parts)
+
+        self._server.submit(key, content, body, reply)
+
+
+_SERVERS: dict[tuple, tuple[Embedded, str, Any]] = {}
+_LOCK = threading.Lock()
+
+
+def served(model: Any, tokenizer: Any = None) -> tuple[Embedded, str]:
+    """The app serving `model` (made once a process) and the model's id in it."""
+    if isinstance(model, str) and model in REGISTRY:
+        key: tuple = ("id", model)
+    elif isinstance(model, str | Path):
+        key = ("path", str(model))
+    elif tokenizer is None:
+        raise TypeError(
+            f"model is a shipped model's id {sorted(REGISTRY)}, a path (a folder, a repo id "
+            "in the Hugging Face cache, a .gguf file) or a transformers model with its "
+            f"tokenizer (tokenizer=...), not {type(model).__name__} alone"
+        )
+    else:
+        key = ("memory", id(model), id(tokenizer))
+    with _LOCK:
+        known = _SERVERS.get(key)
+        if known is not None and (key[0] != "memory" or known[2] == (model, tokenizer)):
+            return known[0], known[1]
+        model_id, zoo = zoo_of(model, tokenizer)
+        server = Embedded(zoo)
+        _SERVERS[key] = (server, model_id, (model, tokenizer) if key[0] == "memory" else None)
+        return server, model_id
+
+
+def zoo_of(model: Any, tokenizer: Any) -> tuple[str, Callable[[Settings], Zoo]]:
+    """The id a model is served under and the function that makes its zoo (run in the
+    app's start-up, on its tensor thread)."""
+    if isinstance(model, str) and model in REGISTRY:
+        return model, lambda settings: load_zoo(settings.model_copy(update={"zoo": [model]}))
+    if isinstance(model, str | Path):
+        model_id = slug(Path(str(model)).name)
+
+        def read(settings: Settings) -> Zoo:
+            runner, origin = load_origin(model, model_id, settings.max_model_bytes)
+            entry = own_entry(model_id, runner, origin, "read when this view was made")
+            return Zoo({model_id: entry}, default=model_id)
+
+        return model_id, read
+    from .model.hf.runners import from_memory
+
+    name = getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
+    model_id = slug(Path(str(name)).name)
+
+    def held(settings: Settings) -> Zoo:
+        runner = from_memory(model, tokenizer, model_id)
+        origin = Origin(
+            name,
+            getattr(model.config, "model_type", type(model).__name__),
+            f"{next(model.parameters()).dtype} in this notebook's memory",
+            "transformers",
+        )
+        entry = own_entry(model_id, runner, origin, "shared with the notebook's model")
+        return Zoo({model_id: entry}, default=model_id)
+
+    return model_id, held
+
+
+def slug(name: str) -> str:
+    """A name as a model id (letters, digits, '.', '_' and '-')."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:64]
+    return cleaned or "model"
+
+
+def show(
+    model: Any,
+    text: str,
+    view: str = "head",
+    *,
+    tokenizer: Any = None,
+    height: int = 820,
+    **choices: Any,
+) -> View:
+    """The page's `view` of `model` on `text` in this cell (see the module's docstring).
+    `choices` are the page's other URL keys: layer, head, type ("encoder.self", ...),
+    kind ("weights", "scores", "mask", "norms"), lang ("en", "zh"), and a view's own."""
+    if view not in VIEWS:
+        raise ValueError(f"view {view!r} is none of {list(VIEWS)}")
+    server, model_id = served(model, tokenizer)
+    state = {"model": model_id, "text": text, "view": view, **choices}
+    search = "?" + urlencode({k: str(v) for k, v in state.items() if v is not None})
+    return View(server, search, height=height)
