@@ -96,3 +96,17 @@ def test_the_code_is_imported_by_one_name_attnviz():
     }
     assert links == {name: f"../{name}" for name in ("app", "model", "static", "templates",
                                                      "models")}  # fmt: skip
+
+
+def test_every_quoted_module_path_in_static_names_a_module():
+    """The notebook widget and the saved views link the page's modules by reading every
+    quoted relative .js path as an import (static/widget/widget.js): one in a comment or a
+    string that names no module would break them."""
+    quoted = re.compile(r"""(["'])(\.{1,2}/[\w./-]+\.js)\1""")
+    wrong = [
+        f"{path.relative_to(ROOT)}: {match[1]}"
+        for path in (ROOT / "static").rglob("*.js")
+        for match in quoted.findall(path.read_text(encoding="utf-8"))
+        if not (path.parent / match[1]).resolve().is_file()
+    ]
+    assert wrong == []

@@ -7,6 +7,42 @@ export class ApiError extends Error {
   }
 }
 
+// The answers this page has had, by request (method, path, body), to save the view with
+// them (save.js): JSON and event streams only, the newest kept within RECORDED_BYTES.
+const RECORDED_BYTES = 64 * 2 ** 20;
+const recorded = new Map();
+const recording = new Set(); // answers still being read
+let recordedBytes = 0;
+
+function record(path, options, response) {
+  const type = response.headers.get("content-type") || "";
+  if (!/json|event-stream/.test(type) || typeof (options.body ?? "") !== "string") return;
+  const key = `${options.method || "GET"} ${path} ${options.body ?? ""}`;
+  const reading = response
+    .clone()
+    .text()
+    .then((body) => {
+      if (recorded.has(key)) recordedBytes -= recorded.get(key).body.length;
+      recorded.delete(key); // (re-set: the newest last)
+      recorded.set(key, { status: response.status, type, body });
+      recordedBytes += body.length;
+      for (const [old, answer] of recorded) {
+        if (recordedBytes <= RECORDED_BYTES) break;
+        recorded.delete(old);
+        recordedBytes -= answer.body.length;
+      }
+    })
+    .catch(() => {}) // (an aborted stream: nothing to keep)
+    .finally(() => recording.delete(reading));
+  recording.add(reading);
+}
+
+// what record() kept, once the answers being read are: {request key: {status, type, body}}
+export async function recordedAnswers() {
+  await Promise.all([...recording]);
+  return Object.fromEntries(recorded);
+}
+
 async function call(path, options = {}) {
   let response;
   try {
@@ -23,6 +59,7 @@ async function call(path, options = {}) {
     }
     throw new ApiError(response.status, detail);
   }
+  record(path, options, response);
   return response;
 }
 

@@ -8,6 +8,7 @@ import { attentionOf } from "./model-info.js";
 import { clearOutput, clearPlots, setStatus, showError, showTokens } from "./output.js";
 import { boot, elements, modelInfo, models, page, promptOf, refused, t } from "./page.js";
 import { LONG_CHARS, supersede, watched, watchRun } from "./run-progress.js";
+import { saveView } from "./save.js";
 import { changes, currentSearch, DEFAULTS, readState, withCleared, writeState } from "./state.js";
 import { VIEWS, viewOf } from "./views/index.js";
 
@@ -39,17 +40,47 @@ function forgetInput() {
   forgetBlocks();
 }
 
-async function render() {
-  const mine = ++page.generation;
-  const { state } = page;
-  const input = {
+// what the view reads: the input and how its tokens are shown (blocks.js's `input`)
+function inputOf(state) {
+  return {
     model: state.model,
     text: state.text,
     words: state.words,
     hide: state.hide,
     wordView: modelInfo().capabilities.word_view,
-    prompt: promptOf(),
+    prompt: promptOf(state),
   };
+}
+
+// "Save view (.html)": the view as one file that opens offline (save.js)
+async function saveShown() {
+  const { state } = page;
+  const input = inputOf(state);
+  const analysis = page.analysis;
+  try {
+    if (!analysis) throw new Error(t("empty"));
+    const blob = await saveView({
+      layers: (layer) => layerBlock(input, state.type, layer, state.kind),
+      info: modelInfo(),
+      state,
+      tokens: Math.max(analysis.source_tokens.length, analysis.target_tokens?.length ?? 0),
+      search: currentSearch(),
+      title: `attnviz · ${modelInfo().title} · ${state.view}`,
+    });
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(blob);
+    link.download = `attnviz-${state.model}-${state.view}.html`;
+    link.click();
+    setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
+  } catch (err) {
+    showError(err, { keepView: true });
+  }
+}
+
+async function render() {
+  const mine = ++page.generation;
+  const { state } = page;
+  const input = inputOf(state);
   const ctx = {
     state: { ...state },
     t,
@@ -220,6 +251,7 @@ function init() {
   const refusal = refused[page.state.model];
   if (refusal) page.state = withStartHead({ ...page.state, model: boot.default_model });
   bindControls({ generate, render });
+  elements.saveView.addEventListener("click", saveShown);
   document.addEventListener("keydown", onKey);
   window.addEventListener("popstate", onHistory);
   if (!LANGS.includes(page.state.lang)) page.state.lang = "en";

@@ -36,6 +36,7 @@ export const elements = {
   hide: $("hide"),
   hideLabel: document.querySelector("[data-i18n='hide']"),
   exportButton: $("export"),
+  saveView: $("save-view"),
   view: $("view"),
   plot: $("plot"),
   grid: $("grid"),

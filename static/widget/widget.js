@@ -6,7 +6,8 @@
 // module (dependencies first: the modules' graph has no cycle), so the page runs unchanged;
 // the iframe keeps its ids, its keys and its styles apart from the notebook's.
 
-// a module's relative imports, static or dynamic ("./x.js", "../y.js" as string literals)
+// a module's relative imports, static or dynamic: every quoted relative path of a .js file
+// (tests/test_house.py checks that each one in static/ names a module there)
 const IMPORTED = /(["'])(\.{1,2}\/[\w./-]+\.js)\1/g;
 
 // the page's first script: its fetch answered through the channel, and its state (the query
@@ -138,13 +139,107 @@ async function linked(entry, read, urls) {
   return make(entry);
 }
 
-async function render({ model, el }) {
+// The page's files, read with `read(path)` as the page loads them: the page ("/"), its
+// stylesheets, its classic scripts (Plotly) and every module main.js imports, by path.
+export async function pageFiles(read) {
+  const files = new Map([["/", await read("/")]]);
+  const doc = new DOMParser().parseFromString(files.get("/"), "text/html");
+  const paths = [
+    ...[...doc.querySelectorAll('link[rel="stylesheet"]')].map((l) => l.getAttribute("href")),
+    ...[...doc.querySelectorAll("script[src]")].map((s) => s.getAttribute("src")),
+  ];
+  await Promise.all(paths.map(async (path) => files.set(path, await read(path))));
+  const main = doc.querySelector('script[type="module"][src]').getAttribute("src");
+  await linked(
+    main,
+    async (path) => {
+      files.set(path, await read(path));
+      return files.get(path);
+    },
+    () => "",
+  );
+  return files;
+}
+
+// The page in an iframe appended to `el`: its files read with `read`, its requests made
+// with `fetchIn(realm)`'s fetch, its view the query `search` (static/js/state.js). Answers
+// a function that frees what it made.
+export async function mount(el, { fetchIn, read, search, height }) {
   const made = [];
   const blobUrl = (text, type) => {
     const url = URL.createObjectURL(new Blob([text], { type }));
     made.push(url);
     return url;
   };
+  const iframe = document.createElement("iframe");
+  iframe.title = "attnviz";
+  iframe.style.cssText = `width: 100%; border: 0; height: ${height}px;`;
+  let observer = null;
+  const doc = new DOMParser().parseFromString(await read("/"), "text/html");
+  for (const link of doc.querySelectorAll('link[rel="modulepreload"]')) link.remove();
+  doc.querySelector(".docs-link")?.remove(); // (the API's docs are the server's pages)
+  for (const link of doc.querySelectorAll('link[rel="stylesheet"]')) {
+    link.href = blobUrl(await read(link.getAttribute("href")), "text/css");
+  }
+  for (const script of doc.querySelectorAll("script[src]")) {
+    const src = script.getAttribute("src");
+    script.src =
+      script.type === "module"
+        ? await linked(src, read, blobUrl)
+        : blobUrl(await read(src), "text/javascript");
+  }
+  const prelude = doc.createElement("script");
+  prelude.src = blobUrl(PRELUDE, "text/javascript");
+  doc.head.prepend(prelude);
+  iframe.attnvizFetch = fetchIn;
+  iframe.attnvizSearch = search;
+  iframe.addEventListener("load", () => {
+    // the iframe as tall as the page it holds, so the cell scrolls, not the iframe
+    const root = iframe.contentDocument?.documentElement;
+    if (!root) return;
+    observer = new ResizeObserver(() => {
+      iframe.style.height = `${Math.max(root.scrollHeight, 200)}px`;
+    });
+    observer.observe(root);
+  });
+  iframe.srcdoc = `<!doctype html>\n${doc.documentElement.outerHTML}`;
+  el.append(iframe);
+  return () => {
+    observer?.disconnect();
+    for (const url of made) URL.revokeObjectURL(url);
+  };
+}
+
+// A saved view's fetch (static/js/save.js writes the file): its page's files and the
+// answers the page had when it was saved, by request; anything else a 404 that says so.
+export function replaying(saved) {
+  return (realm) =>
+    async (input, init = {}) => {
+      const request = new realm.Request(new URL(input.url ?? input, "http://attnviz.saved"), init);
+      const { pathname, search } = new URL(request.url);
+      const body = ["GET", "HEAD"].includes(request.method) ? "" : await request.text();
+      const key = `${request.method} ${pathname}${search} ${body}`;
+      const answer = saved.responses[key];
+      if (answer) {
+        return new realm.Response(answer.body, {
+          status: answer.status,
+          headers: { "content-type": answer.type },
+        });
+      }
+      if (request.method === "GET" && pathname in saved.files) {
+        return new realm.Response(saved.files[pathname], { status: 200 });
+      }
+      const detail =
+        "This saved view holds what its page had drawn when it was saved; open it in " +
+        "attnviz to compute anything else.";
+      return new realm.Response(JSON.stringify({ detail }), {
+        status: 404,
+        headers: { "content-type": "application/json" },
+      });
+    };
+}
+
+async function render({ model, el }) {
   const { fetchIn, close } = channel(model);
   const fetchHere = fetchIn(window);
   const read = async (path) => {
@@ -156,48 +251,17 @@ async function render({ model, el }) {
   status.className = "attnviz-loading";
   status.textContent = "attnviz: loading the page from the kernel…";
   el.append(status);
-  const iframe = document.createElement("iframe");
-  iframe.title = "attnviz";
-  iframe.style.cssText = `width: 100%; border: 0; height: ${model.get("height")}px;`;
-  let observer = null;
+  let unmount = () => {};
   try {
-    const doc = new DOMParser().parseFromString(await read("/"), "text/html");
-    for (const link of doc.querySelectorAll('link[rel="modulepreload"]')) link.remove();
-    doc.querySelector(".docs-link")?.remove(); // (the API's docs are the server's pages)
-    for (const link of doc.querySelectorAll('link[rel="stylesheet"]')) {
-      link.href = blobUrl(await read(link.getAttribute("href")), "text/css");
-    }
-    for (const script of doc.querySelectorAll("script[src]")) {
-      const src = script.getAttribute("src");
-      script.src =
-        script.type === "module"
-          ? await linked(src, read, blobUrl)
-          : blobUrl(await read(src), "text/javascript");
-    }
-    const prelude = doc.createElement("script");
-    prelude.src = blobUrl(PRELUDE, "text/javascript");
-    doc.head.prepend(prelude);
-    iframe.attnvizFetch = fetchIn;
-    iframe.attnvizSearch = model.get("search");
-    iframe.addEventListener("load", () => {
-      // the iframe as tall as the page it holds, so the cell scrolls, not the iframe
-      const root = iframe.contentDocument?.documentElement;
-      if (!root) return;
-      observer = new ResizeObserver(() => {
-        iframe.style.height = `${Math.max(root.scrollHeight, 200)}px`;
-      });
-      observer.observe(root);
-    });
-    iframe.srcdoc = `<!doctype html>\n${doc.documentElement.outerHTML}`;
+    const options = { fetchIn, read, search: model.get("search"), height: model.get("height") };
+    unmount = await mount(el, options);
     status.remove();
-    el.append(iframe);
   } catch (err) {
     status.textContent = `attnviz could not draw this view: ${err.message}`;
   }
   return () => {
-    observer?.disconnect();
+    unmount();
     close();
-    for (const url of made) URL.revokeObjectURL(url);
   };
 }
 

@@ -1,0 +1,61 @@
+// "Save view (.html)": the view shown as one HTML file that opens offline, anywhere (as
+// BertViz's html_action="return"): the page itself (its files, read as it loads them), the
+// answers it has had (api.js records them) and its state, mounted from the file by the
+// notebook widget's own code (static/widget/widget.js), which answers the page's requests
+// from what the file holds. Every layer of the attention type shown is asked first (within
+// SAVED_ENTRIES), so the saved view moves between its heads and layers as the page does.
+
+import { pageFiles } from "../widget/widget.js";
+import { recordedAnswers } from "./api.js";
+
+const SAVED_ENTRIES = 3e7; // matrix entries asked for the saved layers (one byte each)
+
+async function text(path) {
+  const response = await fetch(path);
+  if (!response.ok) throw new Error(`${path}: ${response.status}`);
+  return response.text();
+}
+
+// JSON that may sit inside a <script> element (no "</script", no "<!--")
+function scriptJson(value) {
+  return JSON.stringify(value).replace(/</g, "\\u003c");
+}
+
+// `layers(l)`: the promise of layer l's block of the type and kind shown; `info`: the
+// model's; `tokens`: the input's longest side; `search`: the view's query; `title`: what
+// the file is called
+export async function saveView({ layers, info, state, tokens, search, title }) {
+  const spec = info.attention.find((a) => a.type === state.type);
+  if (spec) {
+    if (spec.layers * spec.query_heads * tokens * tokens <= SAVED_ENTRIES) {
+      await Promise.all(Array.from({ length: spec.layers }, (_, l) => layers(l)));
+    }
+  }
+  const files = Object.fromEntries(await pageFiles(text));
+  const widget = await text("/static/widget/widget.js");
+  const saved = { files, responses: await recordedAnswers(), search };
+  const html = `<!doctype html>
+<html lang="${state.lang}">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title.replace(/[<&]/g, (c) => (c === "<" ? "&lt;" : "&amp;"))}</title>
+</head>
+<body style="margin: 0">
+<script id="attnviz-saved" type="application/json">${scriptJson(saved)}</script>
+<script id="attnviz-widget" type="application/json">${scriptJson(widget)}</script>
+<script type="module">
+const read = (id) => JSON.parse(document.getElementById(id).textContent);
+const saved = read("attnviz-saved");
+const code = new Blob([read("attnviz-widget")], { type: "text/javascript" });
+const { mount, replaying } = await import(URL.createObjectURL(code));
+const fetchIn = replaying(saved);
+const get = fetchIn(window);
+const files = async (path) => (await get(path)).text();
+await mount(document.body, { fetchIn, read: files, search: saved.search, height: 900 });
+</script>
+</body>
+</html>
+`;
+  return new Blob([html], { type: "text/html" });
+}

@@ -1,0 +1,62 @@
+""""Save view (.html)": the view shown saved as one file, opened again in Chromium from
+disk with every network request blocked, and read as a person reads it: the same head
+drawn with its tokens and hover, the arrow keys moving through the saved layers, and a
+view the file does not hold saying so."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import Page, expect
+
+from .test_page import ready, ticks
+
+TEXT = "The cat sat on the mat."
+
+
+def test_a_saved_view_opens_offline_and_moves_between_its_layers(page: Page, browser, tmp_path):
+    page.goto(f"/?model=minilm&view=head&type=encoder.self&layer=2&head=3&text={TEXT}")
+    ready(page)
+    drawn = ticks(page, "x")
+    readout = page.locator("#readout")
+    page.locator("#plot .nsewdrag").hover(position={"x": 2, "y": 2})
+    expect(readout).to_have_text(re.compile(r"^\[CLS\] → \[CLS\]: [01]\.\d{3}$"))
+    on_page = readout.text_content()
+    with page.expect_download() as download:
+        page.click("#save-view")
+    saved = tmp_path / download.value.suggested_filename
+    download.value.save_as(saved)
+    assert saved.name == "attnviz-minilm-head.html"
+    assert saved.stat().st_size < 20_000_000
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    asked: list[str] = []
+
+    def offline(route):  # nothing but the file itself and what it makes (blob:, about:)
+        if route.request.url.startswith(("http:", "https:", "ws:")):
+            asked.append(route.request.url)
+            route.abort()
+        else:
+            route.continue_()
+
+    context.route("**/*", offline)
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda e: errors.append(str(e)))
+    opened.goto(saved.as_uri())
+    frame = opened.frame_locator("iframe[title=attnviz]")
+    title = frame.locator("#plot .gtitle")
+    expect(title).to_have_text(re.compile(r"Layer 2 · Head 3$"), timeout=30_000)
+    assert frame.locator("#plot .xtick text").all_text_contents() == drawn
+    frame.locator("#plot .nsewdrag").hover(position={"x": 2, "y": 2})
+    expect(frame.locator("#readout")).to_have_text(on_page)
+    # every layer of the type was saved: ↓ draws the next one, from the file
+    frame.locator("#view").focus()
+    opened.keyboard.press("ArrowDown")
+    expect(title).to_have_text(re.compile(r"Layer 3 · Head 3$"))
+    expect(frame.locator("#status")).to_have_text(re.compile("Ready|ready"))
+    # what the page never asked is not in the file: the status says so
+    frame.locator("#kind").select_option("scores")
+    expect(frame.locator("#status")).to_contain_text("saved view holds what its page had drawn")
+    assert asked == [] and errors == [], (asked, errors)
+    context.close()
