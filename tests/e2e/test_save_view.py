@@ -1,4 +1,4 @@
-""""Save view (.html)": the view shown saved as one file, opened again in Chromium from
+""" "Save view (.html)": the view shown saved as one file, opened again in Chromium from
 disk with every network request blocked, and read as a person reads it: the same head
 drawn with its tokens and hover, the arrow keys moving through the saved layers, and a
 view the file does not hold saying so."""
