@@ -140,3 +140,20 @@ class PositionalResponse(BaseModel):
     similarity: list[list[float]] = Field(
         description="positions x positions: cosine similarity of the positions' vectors."
     )
+
+
+class Citation(BaseModel):
+    """What a "cite this view" line names of a model: enough to get the same weights back."""
+
+    attnviz: str = Field(description="The attnviz version that served it.")
+    model: str = Field(description="The model's id.")
+    title: str
+    source: str = Field(
+        description="Where its weights come from: a shipped model's package and version, or "
+        "your model's folder, Hugging Face cache revision or file."
+    )
+    weights_sha256: str = Field(
+        description="SHA-256 of its weights as computed (float32, every parameter and buffer "
+        "in name order, each name then its bytes): the same value wherever the same weights "
+        "are read, whatever file format held them."
+    )

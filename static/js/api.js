@@ -168,6 +168,9 @@ export const api = {
     const path = `/api/v1/models/${encodeURIComponent(model)}/positional-encoding`;
     return (await call(`${path}?${new URLSearchParams({ positions, dims })}`)).json();
   },
+  // what a citation names of a model: the attnviz version, its source, its weights' hash
+  citation: async (model) =>
+    (await call(`/api/v1/models/${encodeURIComponent(model)}/citation`)).json(),
   exportCapture: async (model, text, prompt = {}) => {
     const response = await post("/api/v1/export", { model, text, ...prompt });
     const name = /filename="([^"]+)"/.exec(response.headers.get("content-disposition") || "");

@@ -8,7 +8,7 @@ import { attentionOf } from "./model-info.js";
 import { clearOutput, clearPlots, setStatus, showError, showTokens } from "./output.js";
 import { boot, elements, modelInfo, models, page, promptOf, refused, t } from "./page.js";
 import { LONG_CHARS, supersede, watched, watchRun } from "./run-progress.js";
-import { saveView } from "./save.js";
+import { citation, saveView } from "./save.js";
 import { changes, currentSearch, DEFAULTS, readState, withCleared, writeState } from "./state.js";
 import { VIEWS, viewOf } from "./views/index.js";
 
@@ -252,6 +252,16 @@ function init() {
   if (refusal) page.state = withStartHead({ ...page.state, model: boot.default_model });
   bindControls({ generate, render });
   elements.saveView.addEventListener("click", saveShown);
+  elements.citeView.addEventListener("click", async () => {
+    try {
+      const line = citation(page.state, await api.citation(page.state.model));
+      elements.cite.textContent = line;
+      elements.cite.hidden = false;
+      await navigator.clipboard?.writeText(line).catch(() => {}); // (where the page may)
+    } catch (err) {
+      showError(err, { keepView: true });
+    }
+  });
   document.addEventListener("keydown", onKey);
   window.addEventListener("popstate", onHistory);
   if (!LANGS.includes(page.state.lang)) page.state.lang = "en";

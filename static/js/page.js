@@ -37,6 +37,8 @@ export const elements = {
   hideLabel: document.querySelector("[data-i18n='hide']"),
   exportButton: $("export"),
   saveView: $("save-view"),
+  citeView: $("cite-view"),
+  cite: $("cite"),
   view: $("view"),
   plot: $("plot"),
   grid: $("grid"),

