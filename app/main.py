@@ -25,7 +25,7 @@ from .errors import AttnvizError
 from .limits import BodyLimit
 from .logs import AccessLog
 from .long_metrics import stop_all
-from .routes import corpus, generate, inference, lab, models, pages
+from .routes import corpus, figures, generate, inference, lab, models, pages
 from .routes.deps import BODY_ERRORS
 from .runs import Inference, tensor_threads, text_limit
 from .schemas import Health, document_text_limit
@@ -90,7 +90,10 @@ def create_app(
         BodyLimit,
         max_bytes=settings.max_body_bytes,
         drain_bytes=max(settings.drain_body_bytes, settings.corpus_max_bytes),
-        larger={"/api/v1/corpus-runs/upload": settings.corpus_max_bytes},
+        larger={
+            "/api/v1/corpus-runs/upload": settings.corpus_max_bytes,
+            "/api/v1/figure/pdf": figures.FIGURE_BYTES,
+        },
         send_timeout=settings.send_timeout_s,
     )
     clients = Clients(
@@ -105,6 +108,7 @@ def create_app(
     for router in lab.routers():
         app.include_router(router)
     app.include_router(corpus.router)
+    app.include_router(figures.router)
     app.include_router(pages.router)
     app.mount("/static", pages.static_files(), name="static")
     for path, assets in pages.docs_assets().items():

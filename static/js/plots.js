@@ -31,15 +31,76 @@ export const plotly = new Promise((resolve, reject) => {
 export const COLORSCALE = "Viridis";
 const HOVER_TEXT_LIMIT = 200 * 200; // past this, the page's own tip names the tokens (showTip)
 
+// A plot as a figure for a paper: its own data and layout, with the axes' titles its view
+// names (heatmap's `axes`: the plot on the page leaves them to the lines under it), as an
+// SVG document's text.
+async function figureSvg(gd) {
+  const Plotly = gd.attnvizGl ?? window.Plotly;
+  const full = gd._fullLayout;
+  const axes = gd.attnvizAxes;
+  const extra = axes ? 28 : 0;
+  const layout = axes
+    ? {
+        ...gd.layout,
+        xaxis: { ...gd.layout.xaxis, title: { text: escapeText(axes.x), standoff: 4 } },
+        yaxis: { ...gd.layout.yaxis, title: { text: escapeText(axes.y), standoff: 4 } },
+        margin: { ...gd.layout.margin, l: (gd.layout.margin?.l ?? 70) + extra },
+      }
+    : gd.layout;
+  const url = await Plotly.toImage(
+    { data: gd.data, layout },
+    { format: "svg", width: full.width + extra, height: full.height },
+  );
+  return decodeURIComponent(url.slice(url.indexOf(",") + 1));
+}
+
+function download(blob, filename) {
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(blob);
+  link.download = filename;
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
+}
+
+// a failed export said where the page says what went wrong (its status line)
+function failed(err) {
+  const status = document.getElementById("status");
+  if (status) {
+    status.textContent = err.message;
+    status.className = "status error"; // (as output.js's setStatus says an error)
+  }
+}
+
+const arrow = "M500 50 L850 450 L600 450 L600 950 L400 950 L400 450 L150 450 Z";
 const downloadSvg = (filename) => ({
   name: "downloadSvg",
-  title: "Download plot as SVG",
-  icon: {
-    width: 1000,
-    height: 1000,
-    path: "M500 50 L850 450 L600 450 L600 950 L400 950 L400 450 L150 450 Z",
+  title: "Download plot as SVG (with its axes' titles)",
+  icon: { width: 1000, height: 1000, path: arrow },
+  click: (gd) =>
+    figureSvg(gd)
+      .then((svg) => download(new Blob([svg], { type: "image/svg+xml" }), `${filename}.svg`))
+      .catch(failed),
+});
+
+// the server makes the PDF from the same SVG (POST /api/v1/figure/pdf: CairoSVG)
+const downloadPdf = (filename) => ({
+  name: "downloadPdf",
+  title: "Download plot as PDF (with its axes' titles)",
+  icon: { width: 1000, height: 1000, path: `${arrow} M100 980 L900 980 L900 1000 L100 1000 Z` },
+  click: async (gd) => {
+    try {
+      const svg = await figureSvg(gd);
+      const response = await fetch("/api/v1/figure/pdf", {
+        method: "POST",
+        headers: { "content-type": "image/svg+xml" },
+        body: svg,
+      });
+      if (!response.ok) throw new Error((await response.json()).detail ?? response.statusText);
+      download(await response.blob(), `${filename}.pdf`);
+    } catch (err) {
+      failed(err);
+    }
   },
-  click: (gd) => (gd.attnvizGl ?? window.Plotly).downloadImage(gd, { format: "svg", filename }),
 });
 
 function registerLocales(Plotly = window.Plotly) {
@@ -93,13 +154,14 @@ export function configFor(filename = "attnviz") {
     showSendToCloud: false,
     showEditInChartStudio: false,
     toImageButtonOptions: { format: "png", filename: safe },
-    modeBarButtonsToAdd: [downloadSvg(safe)],
+    modeBarButtonsToAdd: [downloadSvg(safe), downloadPdf(safe)],
   };
 }
 
 // z: rows of numbers; rows/columns: token lists (repeated tokens keep their own column),
 // the axes' labels; rowNames: what the hover and the readout call each row (default: its
-// label), e.g. a decoder step with the token it was fed and the one it predicts.
+// label), e.g. a decoder step with the token it was fed and the one it predicts; axes:
+// {x, y}, what the columns and rows are, titled on the exported SVG and PDF figures.
 export async function heatmap(
   el,
   {
@@ -117,6 +179,7 @@ export async function heatmap(
     colorbar,
     filename,
     fill = false,
+    axes = null,
   },
 ) {
   const safeRows = rows.map(escapeText);
@@ -199,6 +262,7 @@ export async function heatmap(
   hideTip(el); // a tip of the plot drawn before would name the wrong cell
   const ownTip = columns && trace.hoverinfo === "none";
   el.attnvizLabels = readout && columns ? { rowNames, columns, readout, ownTip } : null;
+  el.attnvizAxes = axes; // {x, y}: the axes' titles of its exported figures
   const drawn = await Plotly.react(el, data, layout, configFor(filename));
   if (readout && columns) {
     el.removeAllListeners?.("plotly_hover");

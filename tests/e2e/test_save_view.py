@@ -81,3 +81,36 @@ def test_cite_this_view_names_the_model_its_weights_the_head_and_the_text(page: 
             r"\d{4}-\d{2}-\d{2}\.$"
         )
     )
+
+
+def test_the_toolbar_saves_the_plot_as_svg_and_pdf_with_title_and_axes(
+    page: Page, browser, tmp_path
+):
+    import subprocess
+
+    page.goto(f"/?model=minilm&view=head&type=encoder.self&layer=2&head=3&text={TEXT}")
+    ready(page)
+    title = "encoder self-attention · Layer 2 · Head 3"
+    expect(page.locator("#plot .gtitle")).to_have_text(title)
+    page.locator("#plot").hover()
+    saved = {}
+    for kind in ("SVG", "PDF"):
+        with page.expect_download() as download:
+            page.locator(f'#plot .modebar-btn[data-title^="Download plot as {kind}"]').click()
+        saved[kind] = tmp_path / download.value.suggested_filename
+        download.value.save_as(saved[kind])
+    assert saved["SVG"].name == "attnviz-minilm-encoder.self-L2-H3-weights.svg"
+    # the SVG opens in the browser with its title, its axes' titles and the tokens
+    context = browser.new_context()
+    shown = context.new_page()
+    shown.goto(saved["SVG"].as_uri())
+    texts = shown.locator("text").all_text_contents()
+    assert title in texts and "key (attended to)" in texts and "query (attending)" in texts
+    assert "[CLS]" in texts and "mat" in texts
+    context.close()
+    # the PDF renders (poppler's pdftoppm) and carries the same words
+    pdf = saved["PDF"]
+    subprocess.run(["pdftoppm", "-png", "-r", "60", str(pdf), str(tmp_path / "pdf")], check=True)
+    assert (tmp_path / "pdf-1.png").stat().st_size > 5_000
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True).stdout
+    assert title in text and "key (attended to)" in text and "query (attending)" in text

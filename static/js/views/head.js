@@ -37,6 +37,7 @@ async function drawHead(ctx) {
     overlay: masks && masks.height === z.length ? masks.matrix(0) : null,
     readout: ctx.elements.readout,
     fill: true,
+    axes: { x: t("axis_keys"), y: t("axis_queries") },
     // exported images say what they show
     filename: `attnviz-${state.model}-${state.type}-L${state.layer}-${state.avg ? "mean" : `H${state.head}`}-${kind}`,
   });

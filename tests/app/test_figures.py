@@ -1,0 +1,63 @@
+"""POST /api/v1/figure/pdf: a plot's SVG as a PDF (CairoSVG), read back by poppler's
+pdftotext and pdftoppm; nothing outside the SVG is read, bad bodies get a 4xx."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+SVG = b"""<svg xmlns="http://www.w3.org/2000/svg" width="200" height="80">
+<rect width="200" height="80" fill="#440154"/>
+<text x="10" y="40" font-size="16" fill="white">Layer 2 \xc2\xb7 Head 3</text></svg>"""
+
+
+@pytest.fixture(scope="module")
+def poppler():
+    if not shutil.which("pdftoppm"):
+        pytest.fail("Debian's poppler-utils is not installed: `make test` installs it (as root)")
+
+
+def test_an_svg_becomes_a_pdf_that_renders_with_its_text(client, poppler, tmp_path):
+    answer = client.post(
+        "/api/v1/figure/pdf", content=SVG, headers={"content-type": "image/svg+xml"}
+    )
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/pdf"
+    pdf = tmp_path / "figure.pdf"
+    pdf.write_bytes(answer.content)
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True).stdout
+    assert "Layer 2 · Head 3" in text
+    subprocess.run(["pdftoppm", "-png", "-r", "50", str(pdf), str(tmp_path / "page")], check=True)
+    assert (tmp_path / "page-1.png").stat().st_size > 200
+
+
+def test_nothing_outside_the_svg_is_read_and_bad_bodies_are_refused(client, poppler, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET")
+    xxe = (
+        f'<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY s SYSTEM "file://{secret}">]>'
+        '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
+        'width="100" height="50"><text x="5" y="20">&s;</text>'
+        f'<image href="file://{secret}" width="10" height="10"/></svg>'
+    ).encode()
+    answer = client.post(
+        "/api/v1/figure/pdf", content=xxe, headers={"content-type": "image/svg+xml"}
+    )
+    if answer.status_code == 200:  # (drawn without the entity, or refused: never read)
+        pdf = tmp_path / "x.pdf"
+        pdf.write_bytes(answer.content)
+        said = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True)
+        assert "TOPSECRET" not in said.stdout
+    else:
+        assert answer.status_code == 422 and "TOPSECRET" not in answer.text
+    for body in (b"hello", b"<svg xmlns='http://www.w3.org/2000/svg'><rect"):
+        refused = client.post(
+            "/api/v1/figure/pdf", content=body, headers={"content-type": "image/svg+xml"}
+        )
+        assert refused.status_code == 422 and refused.json()["detail"], body
+    large = b"<svg>" + b" " * (9 * 2**20)
+    too_large = client.post(
+        "/api/v1/figure/pdf", content=large, headers={"content-type": "image/svg+xml"}
+    )
+    assert too_large.status_code == 413
