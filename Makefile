@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test lint format clean train bench bench-api bench-minilm bench-llm bench-contrib bench-families bench-capture numba-cache test-long bench-long bench-corpus bench-page e2e-deps \
+.PHONY: install serve test test-architectures lint format clean train bench bench-api bench-minilm bench-llm bench-contrib bench-families bench-capture numba-cache test-long bench-long bench-corpus bench-page e2e-deps \
 	system-deps hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy \
 	docs screenshot
 
@@ -157,6 +157,11 @@ bench-llm: $(STAMP)
 # (bench/bench_contrib.py)
 bench-contrib: $(STAMP)
 	$(BIN)/python bench/bench_contrib.py
+
+# the whole architecture matrix (make test runs a third of it): every architecture of the
+# installed transformers, its counts and the docs' table (about 2 minutes of two cores)
+test-architectures: $(STAMP)
+	ATTNVIZ_FULL_MATRIX=1 $(BIN)/pytest -p no:cacheprovider tests/model/test_families.py
 
 bench-families: $(STAMP)
 	$(BIN)/python bench/bench_families.py

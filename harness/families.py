@@ -16,6 +16,7 @@ import multiprocessing
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -473,11 +474,20 @@ def compared(args: tuple[str, str, str | None]) -> Row:
     return compare(*args)
 
 
-def matrix(backend: str | None = None, speed: bool = False, workers: int = 2) -> list[Row]:
-    """Every architecture's row, in the order of `interface_architectures`: on `workers`
-    processes of one thread each (tiny models: each pass is mostly Python, one core's
-    work), or one at a time where speed is measured."""
-    types = [(t, k, backend) for t, k in interface_architectures().items()]
+def matrix(
+    backend: str | None = None,
+    speed: bool = False,
+    workers: int = 2,
+    only: Callable[[int, str], bool] | None = None,
+) -> list[Row]:
+    """Every architecture's row (or those `only(index, model_type)` keeps), in the order of
+    `interface_architectures`: on `workers` processes of one thread each (tiny models: each
+    pass is mostly Python, one core's work), or one at a time where speed is measured."""
+    types = [
+        (t, k, backend)
+        for i, (t, k) in enumerate(interface_architectures().items())
+        if only is None or only(i, t)
+    ]
     if speed or workers <= 1:
         return [compare(t, k, backend, speed) for t, k, _ in types]
     context = multiprocessing.get_context("spawn")  # (no forked torch threads)

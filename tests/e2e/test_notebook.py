@@ -123,6 +123,13 @@ def test_the_widget_in_jupyterlab_draws_hovers_and_moves_heads(browser, lab, out
     expect(title).to_have_text("decoder self-attention · Layer 1 · Head 1", timeout=30_000)
     expect(frame.locator("#head")).to_have_value("1")
 
+    # the page's figures from the cell: the view saved as one file, through the kernel
+    with page.expect_download() as download:
+        frame.locator("#save-view").click()
+    assert download.value.suggested_filename == "attnviz-LlamaForCausalLM-head.html"
+    saved = Path(download.value.path()).read_text(encoding="utf-8")
+    assert 'id="attnviz-saved"' in saved and "LlamaForCausalLM" in saved
+
     # the notebook's own check ran: the captured weights equal the eager ones to 1e-5
     expect(page.get_by_text("layer 1: largest difference")).to_be_visible(timeout=60_000)
     assert not page.locator(".jp-OutputArea-output[data-mime-type*='error']").count()

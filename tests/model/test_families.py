@@ -1,9 +1,14 @@
 """The architecture matrix (harness/families.py): every text architecture of the
 installed transformers whose attention goes through its attention interface, as a tiny
-random model read back by our loader, against transformers' own forward."""
+random model read back by our loader, against transformers' own forward.
+
+`make test` runs a short version: the architectures the tests name and every fifth of the
+rest (about a third: two minutes of two cores become under one). `make test-architectures`
+(ATTNVIZ_FULL_MATRIX=1) runs every one, with the counts below and the docs' table."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -29,9 +34,21 @@ STREAM_AT_LEAST = 65  # of the 115 decoders served equal (measured on 5.24)
 READ_LONG_AT_LEAST = 99  # of the 115 decoders served equal (measured on 5.24)
 
 
+FULL = os.environ.get("ATTNVIZ_FULL_MATRIX") == "1"
+# the architectures the tests below name: in the short version too
+NAMED = {
+    "qwen3", "gemma2", "gemma3_text", "phi3", "gpt_neox", "olmo2", "gpt_oss", "roberta",
+    "distilbert", "modernbert", "llama", "gpt2", "t5", "bart", "marian", "mt5", "albert",
+    "jamba", "recurrent_gemma", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "minimax",
+    "bamba", "gemma3n_text", "bert-generation", "granite_swa", "qwen2", "mistral", "phi",
+    "bert", "qwen3_next",
+}  # fmt: skip
+full_only = pytest.mark.skipif(not FULL, reason="the whole matrix: make test-architectures")
+
+
 @pytest.fixture(scope="module")
 def rows():
-    return matrix()
+    return matrix(only=None if FULL else (lambda i, t: t in NAMED or i % 5 == 0))
 
 
 def test_the_architectures_come_from_transformers_own_mappings():
@@ -50,7 +67,7 @@ def test_no_architecture_is_served_with_other_numbers_than_transformers(rows):
 
 def test_most_architectures_are_served_equal_and_the_rest_say_why(rows):
     equal = [r for r in rows if r.equal]
-    assert len(equal) >= SERVED_AND_EQUAL_AT_LEAST, len(equal)
+    assert len(equal) >= (SERVED_AND_EQUAL_AT_LEAST if FULL else 0.9 * len(rows)), len(equal)
     for row in rows:
         assert row.equal or row.reason or row.served, row.model_type
     by_type = {r.model_type: r for r in rows}
@@ -71,7 +88,7 @@ def test_every_decoder_reads_long_prompts_equal_or_says_why(rows):
     reading = [r for r in decoders if not r.long_reason]
     for row in decoders:
         assert row.long_reason or row.long <= 1e-5, (row.model_type, row.long)
-    assert len(reading) >= READ_LONG_AT_LEAST, len(reading)
+    assert len(reading) >= (READ_LONG_AT_LEAST if FULL else 0.75 * len(decoders)), len(reading)
     by_type = {r.model_type: r for r in reading}
     for model_type in ("llama", "qwen2", "qwen3", "mistral", "phi3", "olmo2", "gpt_neox"):
         assert model_type in by_type, model_type
@@ -87,7 +104,7 @@ def test_value_weighted_norms_decompose_each_projections_output_or_say_why(rows)
     with_norms = [r for r in equal if not r.norms_reason]
     for row in with_norms:
         assert row.norms <= 1e-5, (row.model_type, row.norms)
-    assert len(with_norms) >= NORMS_AT_LEAST, len(with_norms)
+    assert len(with_norms) >= (NORMS_AT_LEAST if FULL else 0.8 * len(equal)), len(with_norms)
     by_type = {r.model_type: r for r in equal}
     for model_type in ("llama", "gpt2", "bert", "t5", "bart", "albert", "roberta", "gemma2"):
         assert not by_type[model_type].norms_reason, by_type[model_type]
@@ -102,13 +119,14 @@ def test_most_decoders_residual_streams_are_read_or_say_why(rows):
     read = [r for r in decoders if not r.stream_reason]
     for row in read:
         assert row.stream <= 1e-4, (row.model_type, row.stream)
-    assert len(read) >= STREAM_AT_LEAST, len(read)
+    assert len(read) >= (STREAM_AT_LEAST if FULL else 0.5 * len(decoders)), len(read)
     by_type = {r.model_type: r for r in decoders}
     for model_type in ("llama", "gpt2", "qwen2", "qwen3", "mistral", "phi", "gpt_neox"):
         assert not by_type[model_type].stream_reason, by_type[model_type]
     assert "a norm after one of them" in by_type["gemma2"].stream_reason
 
 
+@full_only
 def test_the_docs_table_is_the_matrix(rows):
     page = Path(__file__).resolve().parents[2] / "docs" / "architectures.md"
     assert readme_section(page.read_text(encoding="utf-8")) == readme_table(rows), (
