@@ -57,9 +57,9 @@ class PostNorm:
     eps: float
 
 
-def _holders(model: Any) -> list[nn.Module] | str:
-    """The layers that hold its attention modules, one each, of one list of layers; or why
-    not."""
+def _holders(model: Any) -> list[str] | str:
+    """The names of the layers that hold its attention modules, one each, of one list of
+    layers; or why not."""
     hf = model.hf
     names = {id(m): n for n, m in hf.named_modules()}
     holders = []
@@ -72,7 +72,7 @@ def _holders(model: Any) -> list[nn.Module] | str:
     named = [h for h in holders if h is not None]
     if len(named) != len(holders) or len(set(named)) != len(holders):
         return "its attention modules are not one a layer of one list of layers"
-    return [hf.get_submodule(h) for h in named]
+    return named
 
 
 def encoder_blocks(model: Any) -> tuple[list, list, list] | str:
@@ -84,9 +84,10 @@ def encoder_blocks(model: Any) -> tuple[list, list, list] | str:
     if model.architecture != "encoder-only":
         return "this is no encoder-only model"
     spec = next(s for s in model.specs if s.type == "encoder.self")
-    layers = _holders(model)
-    if isinstance(layers, str):
-        return layers
+    named = _holders(model)
+    if isinstance(named, str):
+        return named
+    layers = [model.hf.get_submodule(h) for h in named]
     maybe = [projection_module(model, spec, i) for i in range(spec.layers)]
     projections = [p for p in maybe if p is not None]
     if len(projections) != len(maybe):
@@ -142,19 +143,9 @@ def residual_layout(model: Any) -> Layout | str:
         return "the logit lens reads a decoder-only model's residual stream; this is not one"
     hf = model.hf
     spec = next(s for s in model.specs if s.type == "decoder.self")
-    names = {id(m): n for n, m in hf.named_modules()}
-    attention_modules = [c.module for c in model.traced]
-    holders = []
-    for module in attention_modules:
-        name = names.get(id(module), "")
-        parts = name.split(".")
-        holder = next((".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1)
-                       if isinstance(hf.get_submodule(".".join(parts[: k - 1]) or ""),
-                                     nn.ModuleList)), None)  # fmt: skip
-        holders.append(holder)
-    named = [h for h in holders if h is not None]
-    if len(named) != len(holders) or len(set(named)) != spec.layers:
-        return "its attention modules are not one a layer of one list of layers"
+    named = _holders(model)
+    if isinstance(named, str):
+        return named
     layers = [hf.get_submodule(h) for h in named]
     container = hf.get_submodule(named[0].rsplit(".", 1)[0])
     if len(container) != spec.layers:
