@@ -64,3 +64,9 @@ def fresh_venv(folder: Path, *requirements: str, no_deps: tuple[str, ...] = ()) 
     if no_deps:
         subprocess.run([*base, "--no-deps", *no_deps], check=True)
     return python
+
+
+if __name__ == "__main__":  # the Makefile's uv options: `python harness/install.py`
+    import shlex
+
+    print(shlex.join(uv_options()))
