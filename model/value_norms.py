@@ -18,6 +18,17 @@ from .hooks import Capture
 from .runner import AttentionSpec
 
 
+def check_heads(v: Tensor, wo: Tensor, heads: int) -> None:
+    """ValueError unless the output projection's weight (d_model, H * d_head) takes
+    `heads` query heads of the value vectors' width, read from their H_kv heads."""
+    kv_heads, _, d_head = v.shape
+    if wo.size(1) != heads * d_head or heads % kv_heads:
+        raise ValueError(
+            f"an output projection of {tuple(wo.shape)} does not take {heads} heads of "
+            f"{d_head} read from {kv_heads} value heads"
+        )
+
+
 def head_values(v: Tensor, wo: Tensor, heads: int) -> Tensor:
     """f_h(x_j) = v_j^h W_O^h for every query head and key: (H, Tk, d_model), from the value
     vectors (H_kv, Tk, d_head), bias included (what `hook_v` sees; query head h reads
@@ -25,11 +36,7 @@ def head_values(v: Tensor, wo: Tensor, heads: int) -> Tensor:
     weight (d_model, H * d_head), as `nn.Linear` stores it: head h's slice is its columns
     h * d_head .. (h + 1) * d_head."""
     kv_heads, _, d_head = v.shape
-    if wo.size(1) != heads * d_head or heads % kv_heads:
-        raise ValueError(
-            f"an output projection of {tuple(wo.shape)} does not take {heads} heads of "
-            f"{d_head} read from {kv_heads} value heads"
-        )
+    check_heads(v, wo, heads)
     per_head = wo.reshape(wo.size(0), heads, d_head).permute(1, 2, 0)  # (H, d_head, d_model)
     values = v.repeat_interleave(heads // kv_heads, dim=0)  # (H, Tk, d_head)
     return values.to(per_head.dtype) @ per_head
@@ -41,7 +48,7 @@ def value_norms(v: Tensor, wo: Tensor, n_heads: int, heads: list[int] | None = N
     (d_head × d_head), ‖v W_O^h‖² = v G_h vᵀ, in float64: no (H, Tk, d_model) tensor is
     made (at 8,192 tokens that is 170 MB for SmolLM2, gigabytes for a larger model)."""
     kv_heads, _, d_head = v.shape
-    head_values(v[:, :1], wo, n_heads)  # (the shapes checked, one key's worth)
+    check_heads(v, wo, n_heads)
     chosen = list(range(n_heads)) if heads is None else heads
     per_head = wo.double().reshape(wo.size(0), n_heads, d_head).permute(1, 2, 0)[chosen]
     gram = per_head @ per_head.transpose(1, 2)  # (h, d_head, d_head)
