@@ -25,6 +25,7 @@ COSTS = {
     "/api/v1/corpus-runs": 20,
     "/api/v1/corpus-runs/upload": 20,
     "/api/v1/export": 10,
+    "/api/v1/figure/pdf": 10,
     "/api/v1/qk-space": 10,
     "/api/v1/generate": 5,
     "/api/v1/generate/stream": 5,

@@ -150,10 +150,13 @@ class Citation(BaseModel):
     title: str
     source: str = Field(
         description="Where its weights come from: a shipped model's package and version, or "
-        "your model's folder, Hugging Face cache revision or file."
+        "the name of your model's folder or file (a repo id and its revision, from the "
+        "Hugging Face cache), never a path of the server's disk."
     )
     weights_sha256: str = Field(
-        description="SHA-256 of its weights as computed (float32, every parameter and buffer "
-        "in name order, each name then its bytes): the same value wherever the same weights "
-        "are read, whatever file format held them."
+        description="SHA-256 of the weights this server computes with: each tensor of the "
+        "model's state (float32 after any dequantization; integer buffers as they are), by "
+        "its name in the code that runs it, in name order, its name then its bytes. The same "
+        "weights read by the same code give the same hash; another backend names them "
+        "otherwise."
     )

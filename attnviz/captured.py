@@ -90,30 +90,45 @@ class Captured:
         return specs[chosen]
 
 
+def kind_of(model: Any, tokenizer: Any = None) -> Literal["id", "path", "memory"]:
+    """What `model` is: a shipped model's id, a path the server reads, or a transformers
+    model in memory (with its tokenizer); a TypeError that says what it takes otherwise."""
+    from .app.zoo import REGISTRY
+
+    if isinstance(model, str | Path):
+        if tokenizer is not None:
+            raise TypeError("tokenizer= goes with a model in memory; a path brings its own")
+        return "id" if isinstance(model, str) and model in REGISTRY else "path"
+    if tokenizer is None:
+        raise TypeError(
+            f"model is a shipped model's id {sorted(REGISTRY)}, a path (a folder, a repo id "
+            "in the Hugging Face cache, a .gguf file) or a transformers model with its "
+            f"tokenizer (tokenizer=...), not {type(model).__name__} alone"
+        )
+    return "memory"
+
+
+def memory_name(model: Any) -> str:
+    """A model in memory's name: its config's name_or_path, or its class's name."""
+    return getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
+
+
 def load(model: Any, tokenizer: Any = None) -> tuple[Any, str]:
     """A runner and its name: a shipped model's id, a path the server reads, or a
     transformers model in memory with its tokenizer."""
     from .app.settings import Settings
     from .app.zoo import REGISTRY
+    from .model.hf.memory import from_memory
     from .model.pretrained.sources import load_origin
 
-    if tokenizer is not None or (hasattr(model, "config") and hasattr(model, "forward")):
-        from .model.hf.runners import from_memory
-
-        if tokenizer is None:
-            raise TypeError("a model in memory needs its tokenizer: tokenizer=...")
-        name = getattr(model.config, "name_or_path", "") or type(model).__name__
-        return from_memory(model, tokenizer, name), name
-    if isinstance(model, str) and model in REGISTRY:
+    kind = kind_of(model, tokenizer)
+    if kind == "id":
         return REGISTRY[model].load(Settings()), model
-    if not isinstance(model, str | Path):
-        raise TypeError(
-            f"model is a shipped model's id {sorted(REGISTRY)}, a path (a folder, a repo id "
-            "in the Hugging Face cache, a .gguf file) or a transformers model with its "
-            f"tokenizer, not {type(model).__name__}"
-        )
-    runner, origin = load_origin(model)
-    return runner, origin.shown
+    if kind == "path":
+        runner, origin = load_origin(model)
+        return runner, origin.shown
+    name = memory_name(model)
+    return from_memory(model, tokenizer, name), name
 
 
 def capture(model: Any, text: str, tokenizer: Any = None) -> Captured:

@@ -25,10 +25,12 @@ from typing import Any
 from urllib.parse import unquote, urlencode
 
 import anywidget
+import torch
 import traitlets
 
 from .app.settings import Settings
-from .app.zoo import REGISTRY, Zoo, load_zoo, own_entry
+from .app.zoo import Zoo, load_zoo, own_entry
+from .captured import kind_of, memory_name
 from .model.pretrained.sources import Origin, load_origin
 
 WIDGET_JS = Path(__file__).resolve().parent / "static" / "widget" / "widget.js"
@@ -46,10 +48,30 @@ class Embedded:
         # a shared server from one address); every other limit as the server's
         self.app = create_app(Settings(client_cost_per_minute=0, client_requests=0), zoo)
         self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, name="attnviz", daemon=True).start()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="attnviz", daemon=True)
+        self._thread.start()
         self._lifespan = self.app.router.lifespan_context(self.app)
         self._calls: dict[str, tuple[Future, asyncio.Event]] = {}
-        self.run(self._lifespan.__aenter__())  # (the model is read now: its errors raise here)
+        try:
+            self.run(self._lifespan.__aenter__())  # (the model is read now: errors raise here)
+        except BaseException:
+            self._stop()
+            raise
+        self.open = True
+
+    def close(self) -> None:
+        """The app's end (its lifespan's exit: its threads stopped) and its loop's."""
+        if self.open:
+            self.open = False
+            for future, gone in list(self._calls.values()):
+                self.loop.call_soon_threadsafe(gone.set)
+                future.cancel()
+            self.run(self._lifespan.__aexit__(None, None, None))
+            self._stop()
+
+    def _stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
 
     def run(self, coroutine) -> Any:
         """A coroutine run on the app's loop, waited for."""
@@ -120,16 +142,25 @@ class View(anywidget.AnyWidget):
     """One cell's view: the page in an iframe, answered by this kernel (see the module)."""
 
     _esm = WIDGET_JS
-    search = traitlets.Unicode("").tag(sync=True)  # the page's state, as its URL's query
+    search = traitlets.Unicode("").tag(sync=True)  # the query the page starts from
     height = traitlets.Int(820).tag(sync=True)  # the iframe's height at first, in pixels
 
-    def __init__(self, server: Embedded, search: str, **kwargs: Any) -> None:
+    def __init__(self, server: Embedded, search: str, owned: bool = False, **kwargs: Any) -> None:
         super().__init__(search=search, **kwargs)
         self._server = server
+        self._owned = owned  # (a model in memory's app: this view's alone, closed with it)
         self.on_msg(self._message)
 
+    def close(self) -> None:
+        """The widget closed (`view.close()`), and the app made for it alone with it."""
+        if self._owned:
+            self._server.close()
+        super().close()
+
     def _message(self, _widget: Any, content: dict, buffers: list) -> None:
-        key = str(content.get("id", ""))
+        # (each request's id is made unique by the page that sends it: widget.js; this
+        # view's own number keeps apart the views sharing one model's app)
+        key = f"{id(self)}:{content.get('id', '')}"
         if content.get("type") == "abort":
             self._server.abort(key)
             return
@@ -137,46 +168,40 @@ class View(anywidget.AnyWidget):
             return
         body = bytes(buffers[0]) if buffers else b""
 
+        said = str(content.get("id", ""))
+
         def reply(answer: dict, parts: list[bytes]) -> None:
-            self.send({**answer, "id": key}, parts)
+            self.send({**answer, "id": said}, parts)
 
         self._server.submit(key, content, body, reply)
 
 
-_SERVERS: dict[tuple, tuple[Embedded, str, Any]] = {}
+_SERVERS: dict[tuple, tuple[Embedded, str]] = {}
 _LOCK = threading.Lock()
 
 
 def served(model: Any, tokenizer: Any = None) -> tuple[Embedded, str]:
-    """The app serving `model` (made once a process) and the model's id in it."""
-    if isinstance(model, str) and model in REGISTRY:
-        key: tuple = ("id", model)
-    elif isinstance(model, str | Path):
-        key = ("path", str(model))
-    elif tokenizer is None:
-        raise TypeError(
-            f"model is a shipped model's id {sorted(REGISTRY)}, a path (a folder, a repo id "
-            "in the Hugging Face cache, a .gguf file) or a transformers model with its "
-            f"tokenizer (tokenizer=...), not {type(model).__name__} alone"
-        )
-    else:
-        key = ("memory", id(model), id(tokenizer))
-    with _LOCK:
-        known = _SERVERS.get(key)
-        if known is not None and (key[0] != "memory" or known[2] == (model, tokenizer)):
-            return known[0], known[1]
+    """The app serving `model` and the model's id in it: made once a process for a shipped
+    model or a path; for a model in memory, made afresh each time (it reads the weights the
+    model has now: one trained since is not shown as it was)."""
+    kind = kind_of(model, tokenizer)
+    if kind == "memory":
         model_id, zoo = zoo_of(model, tokenizer)
-        server = Embedded(zoo)
-        _SERVERS[key] = (server, model_id, (model, tokenizer) if key[0] == "memory" else None)
-        return server, model_id
+        return Embedded(zoo), model_id
+    key = (kind, str(model))
+    with _LOCK:
+        if key not in _SERVERS:
+            model_id, zoo = zoo_of(model, tokenizer)
+            _SERVERS[key] = (Embedded(zoo), model_id)
+        return _SERVERS[key]
 
 
 def zoo_of(model: Any, tokenizer: Any) -> tuple[str, Callable[[Settings], Zoo]]:
     """The id a model is served under and the function that makes its zoo (run in the
     app's start-up, on its tensor thread)."""
-    if isinstance(model, str) and model in REGISTRY:
+    if kind_of(model, tokenizer) == "id":
         return model, lambda settings: load_zoo(settings.model_copy(update={"zoo": [model]}))
-    if isinstance(model, str | Path):
+    if kind_of(model, tokenizer) == "path":
         model_id = slug(Path(str(model)).name)
 
         def read(settings: Settings) -> Zoo:
@@ -185,20 +210,27 @@ def zoo_of(model: Any, tokenizer: Any) -> tuple[str, Callable[[Settings], Zoo]]:
             return Zoo({model_id: entry}, default=model_id)
 
         return model_id, read
-    from .model.hf.runners import from_memory
+    from .model.hf.memory import from_memory
 
-    name = getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
-    model_id = slug(Path(str(name)).name)
+    name = memory_name(model)
+    model_id = slug(Path(name).name)
 
     def held(settings: Settings) -> Zoo:
         runner = from_memory(model, tokenizer, model_id)
+        stored = next(model.parameters())
+        shared = stored.dtype == torch.float32 and stored.device.type == "cpu"
         origin = Origin(
             name,
             getattr(model.config, "model_type", type(model).__name__),
-            f"{next(model.parameters()).dtype} in this notebook's memory",
+            f"{stored.dtype} on {stored.device.type} in this notebook's memory",
             "transformers",
         )
-        entry = own_entry(model_id, runner, origin, "shared with the notebook's model")
+        read = (
+            "its tensors shared with the notebook's model"
+            if shared
+            else "a float32 copy of the notebook's model made when this view was"
+        )
+        entry = own_entry(model_id, runner, origin, read)
         return Zoo({model_id: entry}, default=model_id)
 
     return model_id, held
@@ -226,5 +258,7 @@ def show(
         raise ValueError(f"view {view!r} is none of {list(VIEWS)}")
     server, model_id = served(model, tokenizer)
     state = {"model": model_id, "text": text, "view": view, **choices}
-    search = "?" + urlencode({k: str(v) for k, v in state.items() if v is not None})
-    return View(server, search, height=height)
+    # (the page's flags read "1" for on and nothing for off: static/js/state.js)
+    shown = {k: "1" if v is True else str(v) for k, v in state.items() if v not in (None, False)}
+    owned = kind_of(model, tokenizer) == "memory"
+    return View(server, "?" + urlencode(shown), owned=owned, height=height)

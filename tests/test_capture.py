@@ -66,30 +66,35 @@ def test_a_model_in_memory_is_read_with_its_tokenizer_and_left_as_it_was():
 
     theirs = tiny("qwen2")
     theirs.train()  # (a model being trained: attnviz's run must not switch it to eval)
-    made = tokenizer()
-    fast = PreTrainedTokenizerFast(tokenizer_object=made, eos_token="<|endoftext|>")
+    calls = []
+    hook = theirs.model.layers[0].register_forward_hook(lambda *_: calls.append(1))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer(), eos_token="<|endoftext|>")
+    fast.backend_tokenizer.enable_truncation(max_length=3)  # (the user's, for their batches)
     before = {n: p.detach().clone() for n, p in theirs.named_parameters()}
     run = attnviz.capture(theirs, PROMPTS[2], tokenizer=fast)
+    # the user's objects as they were: mode, attention, hooks, weights, tokenizer settings
+    assert theirs.training and theirs.config._attn_implementation == "eager"
+    assert calls == [] and len(theirs.model.layers[0]._forward_hooks) == 1
+    assert all(torch.equal(p, before[n]) for n, p in theirs.named_parameters())
+    assert fast.backend_tokenizer.truncation["max_length"] == 3
+    # the whole text read (the user's truncation is theirs), as transformers reads it
+    fast.backend_tokenizer.no_truncation()
     ids = fast(PROMPTS[2], return_tensors="pt").input_ids
-    assert run.source_tokens == made.encode(PROMPTS[2]).tokens or len(
-        run.source_tokens
-    ) == ids.size(1)
+    assert len(run.source_tokens) == ids.size(1) > 3
+    hook.remove()
     with torch.no_grad():
         expected = theirs.eval()(ids, output_attentions=True).attentions
     for layer, weights in enumerate(expected):
         assert (run.weights(layer) - weights[0]).abs().max() <= 1e-5
-    theirs.train()
-    # the user's objects as they were: attention, mode, weights, tokenizer's settings
-    assert theirs.config._attn_implementation == "eager" and theirs.training
-    assert all(torch.equal(p, before[n]) for n, p in theirs.named_parameters())
-    assert made.padding is None and made.truncation is None
     # a model in half precision: computed in float32 from a copy, the user's left in fp16
     half = tiny("llama").half()
-    run = attnviz.capture(half, PROMPTS[0], tokenizer=made)
+    run = attnviz.capture(half, PROMPTS[0], tokenizer=tokenizer())
     assert run.weights(0).dtype == torch.float32
     assert next(half.parameters()).dtype == torch.float16
     with pytest.raises(TypeError, match=re.escape("tokenizer=...")):
         attnviz.capture(theirs, PROMPTS[0])
+    with pytest.raises(TypeError, match="a path brings its own"):
+        attnviz.capture("minilm", PROMPTS[0], tokenizer=fast)
 
 
 def test_a_masked_lm_in_memory_reads_its_head_and_a_base_model_is_an_encoder(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import re
 from typing import Annotated
 
 import numpy as np
@@ -147,8 +148,11 @@ def citation(model_id: str, inference: InferenceDep) -> Citation:
 
 def source_of(entry: ModelEntry) -> str:
     """Where a model's weights come from, as a reader can fetch them again."""
-    if entry.origin is not None:
-        return f"{entry.origin.path} ({entry.origin.model_type}, {entry.origin.stored})"
+    if entry.origin is not None:  # (its name, never a path of the server's disk)
+        origin = entry.origin
+        revision = re.search(r"/snapshots/([0-9a-f]{7,64})", origin.path)
+        at = f" at revision {revision.group(1)}" if revision else ""
+        return f"{origin.shown}{at} ({origin.model_type}, {origin.stored})"
     family = REGISTRY.get(entry.id.removesuffix("-untrained"))
     if entry.id.endswith("-untrained"):
         return f"untrained twin of {family.id if family else entry.id}: seeded random weights"

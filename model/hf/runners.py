@@ -21,12 +21,10 @@ from ..pretrained.bert import BertRunner
 from ..pretrained.bytelevel import readable
 from ..pretrained.causal import CausalLM
 from ..pretrained.hf import (
-    causal_of,
     causal_runner,
     token_unit_of,
     tokenizer_of,
     unknown_of,
-    vocabulary_of,
 )
 from ..pretrained.masked_lm import MaskedLM, required_mask_token
 from ..runner import (
@@ -273,81 +271,6 @@ def encoding_runner(
         runner = HFSeq2Seq(model, tokenizer, vocabulary, specials, token_unit_of(tokenizer))
     runner.max_tokens = min(runner.max_tokens, model.config.max_seq_len)
     return runner
-
-
-def from_memory(hf, tokenizer, name: str = "") -> CausalLM | HFEncoder | HFSeq2Seq:
-    """A transformers model already in memory and its tokenizer (a fast one of transformers',
-    or a `tokenizers.Tokenizer`), as a runner over transformers' code: nothing is written to
-    disk. The user's objects are left as they were (their attention implementation, mode,
-    hooks, dtype and tokenizer settings): the runner runs a twin of the model that shares
-    its float32 CPU tensors (others are converted: a copy in memory) and a copy of the
-    tokenizer. The masked-LM head is read where the model is a ...ForMaskedLM; a
-    decoder-only model must have its LM head (a ...ForCausalLM)."""
-    import copy
-
-    import transformers
-
-    register()
-    quiet_transformers()
-    if not isinstance(hf, transformers.PreTrainedModel):
-        raise TypeError(f"a transformers model (a PreTrainedModel), not {type(hf).__name__}")
-    backend = tokenizer if isinstance(tokenizer, Tokenizer) else None
-    backend = backend or getattr(tokenizer, "backend_tokenizer", None)
-    if not isinstance(backend, Tokenizer):
-        raise TypeError(
-            "tokenizer: the model's fast tokenizer (transformers' AutoTokenizer, whose "
-            "backend_tokenizer is a tokenizers.Tokenizer) or a tokenizers.Tokenizer, not "
-            f"{type(tokenizer).__name__}"
-        )
-    stated = copy.copy(hf.config)  # (its class says what it is, whatever config.json said)
-    stated.architectures = [type(hf).__name__]
-    try:
-        architecture = hf_architecture(stated)
-    except BackendError as exc:
-        raise CheckpointError(str(exc)) from None
-    masked = type(hf).__name__ in set(auto_names("MODEL_FOR_MASKED_LM_MAPPING_NAMES"))
-    if architecture == "encoder-only":
-        architecture = "masked-lm" if masked else "encoder-only"
-        hf = hf if masked else hf.base_model  # (a classifier's encoder: its base model)
-    elif hf.get_output_embeddings() is None:
-        raise CheckpointError(
-            f"{type(hf).__name__} has no language-model head: pass the model with its head "
-            "(AutoModelForCausalLM, AutoModelForSeq2SeqLM)"
-        )
-    # the twin's tensors: the user's own where float32 on the CPU, else converted copies
-    shared: dict[int, torch.Tensor] = {
-        id(p): nn.Parameter(p.detach().to("cpu", torch.float32), requires_grad=False)
-        for p in hf.parameters()
-    }
-    for b in hf.buffers():  # (integer buffers keep their type)
-        shared[id(b)] = b.detach().to("cpu", torch.float32 if b.is_floating_point() else None)
-    twin = copy.deepcopy(hf, memo=shared)  # (a tied matrix is one tensor in both places)
-    twin.requires_grad_(False)
-    try:
-        twin.set_attn_implementation(ATTENTION)
-    except (ValueError, ImportError) as exc:
-        raise CheckpointError(f"its attention cannot be captured: {exc}") from None
-    model = wrapped(twin, "encoder-only" if architecture == "masked-lm" else architecture)
-    copied = Tokenizer.from_str(backend.to_str())
-    vocabulary, specials = vocabulary_of(copied, model.config.target_vocab_size)
-    if architecture != "decoder-only":
-        return encoding_runner(model, architecture, copied, vocabulary, specials)
-    named = {k: getattr(tokenizer, k, None) for k in ("bos_token", "eos_token")}
-    template = getattr(tokenizer, "chat_template", None)
-    eos = getattr(hf.generation_config, "eos_token_id", None) if hf.can_generate() else None
-    return causal_of(
-        model, copied, vocabulary, specials, name or type(hf).__name__,
-        template if isinstance(template, str) else None,
-        eos if eos is not None else getattr(hf.config, "eos_token_id", None),
-        {k: v for k, v in named.items() if isinstance(v, str)},
-    )  # fmt: skip
-
-
-def auto_names(table: str) -> list[str]:
-    """The class names of one of transformers' auto mappings (MODEL_FOR_MASKED_LM_...)."""
-    from transformers.models.auto import modeling_auto as auto
-
-    return list(getattr(auto, table).values())
 
 
 def parameter_count(folder: Path, architecture: str) -> int:

@@ -1,4 +1,6 @@
 // The page's only way to the server: the public REST API.
+import { requestKey } from "../widget/widget.js";
+
 export class ApiError extends Error {
   constructor(status, detail) {
     super(typeof detail === "string" ? detail : JSON.stringify(detail));
@@ -17,7 +19,7 @@ let recordedBytes = 0;
 function record(path, options, response) {
   const type = response.headers.get("content-type") || "";
   if (!/json|event-stream/.test(type) || typeof (options.body ?? "") !== "string") return;
-  const key = `${options.method || "GET"} ${path} ${options.body ?? ""}`;
+  const key = requestKey(options.method || "GET", path, options.body ?? "");
   const reading = response
     .clone()
     .text()
@@ -35,6 +37,12 @@ function record(path, options, response) {
     .catch(() => {}) // (an aborted stream: nothing to keep)
     .finally(() => recording.delete(reading));
   recording.add(reading);
+}
+
+// the answers of an input no longer shown, forgotten (main.js: a saved view holds its own)
+export function forgetRecorded() {
+  recorded.clear();
+  recordedBytes = 0;
 }
 
 // what record() kept, once the answers being read are: {request key: {status, type, body}}

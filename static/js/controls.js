@@ -4,7 +4,7 @@ import { api } from "./api.js";
 import { applyLanguage } from "./i18n.js";
 import { attentionOf } from "./model-info.js";
 import { showError } from "./output.js";
-import { elements, modelInfo, models, page, promptOf, t } from "./page.js";
+import { download, elements, modelInfo, models, page, promptOf, t } from "./page.js";
 import { VIEWS, viewOf } from "./views/index.js";
 
 // the selectors a view may read (views/index.js: each view's `controls`)
@@ -177,11 +177,7 @@ export function bindControls({ generate, render }) {
     try {
       const { state } = page;
       const { blob, filename } = await api.exportCapture(state.model, state.text, promptOf());
-      const link = document.createElement("a");
-      link.href = URL.createObjectURL(blob);
-      link.download = filename;
-      link.click();
-      URL.revokeObjectURL(link.href);
+      download(blob, filename);
     } catch (err) {
       showError(err, { keepView: true });
     }

@@ -1,12 +1,12 @@
 // The page's controller: state from the URL, requests to the API, one view at a time.
-import { api } from "./api.js";
+import { api, forgetRecorded } from "./api.js";
 import { forgetBlocks, layerBlock } from "./blocks.js";
 import { bindControls, fillSelect, makeTabs, syncControls } from "./controls.js";
 import { generate } from "./generate.js";
 import { LANGS } from "./i18n.js";
 import { attentionOf } from "./model-info.js";
 import { clearOutput, clearPlots, setStatus, showError, showTokens } from "./output.js";
-import { boot, elements, modelInfo, models, page, promptOf, refused, t } from "./page.js";
+import { boot, download, elements, modelInfo, models, page, promptOf, refused, t } from "./page.js";
 import { LONG_CHARS, supersede, watched, watchRun } from "./run-progress.js";
 import { citation, saveView } from "./save.js";
 import { changes, currentSearch, DEFAULTS, readState, withCleared, writeState } from "./state.js";
@@ -38,6 +38,7 @@ function withStartHead(next) {
 function forgetInput() {
   page.analysis = null;
   forgetBlocks();
+  forgetRecorded();
 }
 
 // what the view reads: the input and how its tokens are shown (blocks.js's `input`)
@@ -67,11 +68,7 @@ async function saveShown() {
       search: currentSearch(),
       title: `attnviz · ${modelInfo().title} · ${state.view}`,
     });
-    const link = document.createElement("a");
-    link.href = URL.createObjectURL(blob);
-    link.download = `attnviz-${state.model}-${state.view}.html`;
-    link.click();
-    setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
+    download(blob, `attnviz-${state.model}-${state.view}.html`);
   } catch (err) {
     showError(err, { keepView: true });
   }

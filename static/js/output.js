@@ -2,13 +2,10 @@
 // and what went wrong.
 import { ApiError } from "./api.js";
 import { OUTPUTS } from "./outputs.js";
-import { continues, elements, modelInfo, page, promptOf, t } from "./page.js";
+import { continues, elements, modelInfo, page, promptOf, setStatus, t } from "./page.js";
 import { purge } from "./plots.js";
 
-export function setStatus(message, tone = "") {
-  elements.status.textContent = message;
-  elements.status.className = `status ${tone}`;
-}
+export { setStatus };
 
 export function clearOutput() {
   elements.source.textContent = "";

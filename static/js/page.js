@@ -58,6 +58,21 @@ export const page = {
 
 export const t = (key) => translate(page.state.lang, key);
 
+// the status line: what the page is doing, or (tone "error") what went wrong
+export function setStatus(message, tone = "") {
+  elements.status.textContent = message;
+  elements.status.className = `status ${tone}`;
+}
+
+// a file the page made, downloaded under its name (its object URL freed a minute later)
+export function download(blob, filename) {
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(blob);
+  link.download = filename;
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
+}
+
 export function modelInfo() {
   return models[page.state.model] || models[boot.default_model];
 }

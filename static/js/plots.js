@@ -1,5 +1,7 @@
 // Heatmaps with token ticks. Token text is data: plotly.js reads a subset of HTML in
 // labels, so & < > are escaped before any text reaches it.
+import { download, setStatus } from "./page.js";
+
 export function escapeText(s) {
   return String(s).replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
 }
@@ -54,23 +56,6 @@ async function figureSvg(gd) {
   return decodeURIComponent(url.slice(url.indexOf(",") + 1));
 }
 
-function download(blob, filename) {
-  const link = document.createElement("a");
-  link.href = URL.createObjectURL(blob);
-  link.download = filename;
-  link.click();
-  setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
-}
-
-// a failed export said where the page says what went wrong (its status line)
-function failed(err) {
-  const status = document.getElementById("status");
-  if (status) {
-    status.textContent = err.message;
-    status.className = "status error"; // (as output.js's setStatus says an error)
-  }
-}
-
 const arrow = "M500 50 L850 450 L600 450 L600 950 L400 950 L400 450 L150 450 Z";
 const downloadSvg = (filename) => ({
   name: "downloadSvg",
@@ -79,7 +64,7 @@ const downloadSvg = (filename) => ({
   click: (gd) =>
     figureSvg(gd)
       .then((svg) => download(new Blob([svg], { type: "image/svg+xml" }), `${filename}.svg`))
-      .catch(failed),
+      .catch((err) => setStatus(err.message, "error")),
 });
 
 // the server makes the PDF from the same SVG (POST /api/v1/figure/pdf: CairoSVG)
@@ -98,7 +83,7 @@ const downloadPdf = (filename) => ({
       if (!response.ok) throw new Error((await response.json()).detail ?? response.statusText);
       download(await response.blob(), `${filename}.pdf`);
     } catch (err) {
-      failed(err);
+      setStatus(err.message, "error");
     }
   },
 });

@@ -9,6 +9,7 @@ import { pageFiles } from "../widget/widget.js";
 import { recordedAnswers } from "./api.js";
 
 const SAVED_ENTRIES = 3e7; // matrix entries asked for the saved layers (one byte each)
+const SAVED_AT_ONCE = 4; // layers asked at once
 
 async function text(path) {
   const response = await fetch(path);
@@ -28,7 +29,11 @@ export async function saveView({ layers, info, state, tokens, search, title }) {
   const spec = info.attention.find((a) => a.type === state.type);
   if (spec) {
     if (spec.layers * spec.query_heads * tokens * tokens <= SAVED_ENTRIES) {
-      await Promise.all(Array.from({ length: spec.layers }, (_, l) => layers(l)));
+      // a few at a time: a client has at most 8 requests in flight (ATTNVIZ_CLIENT_REQUESTS)
+      for (let first = 0; first < spec.layers; first += SAVED_AT_ONCE) {
+        const some = Math.min(SAVED_AT_ONCE, spec.layers - first);
+        await Promise.all(Array.from({ length: some }, (_, k) => layers(first + k)));
+      }
     }
   }
   const files = Object.fromEntries(await pageFiles(text));

@@ -19,6 +19,9 @@ window.attnvizEmbedded = { search: window.frameElement.attnvizSearch };`;
 // made in `realm` (the window that reads it)
 function channel(model) {
   const pending = new Map();
+  // ids unique to this view: a widget's replies reach each of its views (a second view of
+  // one output, "New View for Output"), and each view keeps only its own
+  const prefix = Math.random().toString(36).slice(2);
   let next = 0;
   const onMessage = (msg, buffers) => {
     const call = pending.get(msg?.id);
@@ -40,7 +43,7 @@ function channel(model) {
         init,
       );
       const body = ["GET", "HEAD"].includes(request.method) ? null : await request.arrayBuffer();
-      const id = `${++next}`;
+      const id = `${prefix}-${++next}`;
       return new Promise((resolve, reject) => {
         let stream;
         let started = false;
@@ -53,10 +56,17 @@ function channel(model) {
               /* already closed */
             }
         };
+        const stop = () => {
+          if (!pending.has(id)) return false;
+          pending.delete(id);
+          model.send({ type: "abort", id }); // (the app reads its client gone)
+          return true;
+        };
         const readable = new realm.ReadableStream({
           start: (controller) => {
             stream = controller;
           },
+          cancel: stop, // the page stopped reading the body
         });
         pending.set(id, {
           start: (msg) => {
@@ -78,10 +88,7 @@ function channel(model) {
         });
         if (init.signal) {
           const abort = () => {
-            if (!pending.has(id)) return;
-            pending.delete(id);
-            model.send({ type: "abort", id });
-            gone(new realm.DOMException("The request was aborted.", "AbortError"));
+            if (stop()) gone(new realm.DOMException("The request was aborted.", "AbortError"));
           };
           if (init.signal.aborted) return abort();
           init.signal.addEventListener("abort", abort, { once: true });
@@ -208,6 +215,13 @@ export async function mount(el, { fetchIn, read, search, height }) {
     observer?.disconnect();
     for (const url of made) URL.revokeObjectURL(url);
   };
+}
+
+// A request's key in a saved view's answers: its method, path and query as a URL reads
+// them, and its body (static/js/api.js records by it, replaying() looks up by it)
+export function requestKey(method, url, body = "") {
+  const { pathname, search } = new URL(url, "http://attnviz.key");
+  return `${method.toUpperCase()} ${pathname}${search} ${body}`;
 }
 
 // A saved view's fetch (static/js/save.js writes the file): its page's files and the

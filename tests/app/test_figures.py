@@ -56,8 +56,73 @@ def test_nothing_outside_the_svg_is_read_and_bad_bodies_are_refused(client, popp
             "/api/v1/figure/pdf", content=body, headers={"content-type": "image/svg+xml"}
         )
         assert refused.status_code == 422 and refused.json()["detail"], body
+    for image in (b"data:image/svg+xml;base64,PHN2Zz4=", b"data:image/png,%89PNG"):
+        svg = b'<svg xmlns="http://www.w3.org/2000/svg"><image href="' + image + b'"/></svg>'
+        refused = client.post(
+            "/api/v1/figure/pdf", content=svg, headers={"content-type": "image/svg+xml"}
+        )
+        assert refused.status_code == 422 and "base64 PNG" in refused.json()["detail"]
     large = b"<svg>" + b" " * (9 * 2**20)
     too_large = client.post(
         "/api/v1/figure/pdf", content=large, headers={"content-type": "image/svg+xml"}
     )
     assert too_large.status_code == 413
+
+
+def test_no_url_outside_the_svg_is_fetched(client, poppler):
+    """An image at an http:// URL (a server's own network, SSRF) is never asked for."""
+    import http.server
+    import threading
+
+    asked: list[str] = []
+
+    class Counting(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.path)
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Counting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/inside.png".encode()
+        svg = (
+            b'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"'
+            b' width="100" height="50"><image xlink:href="' + url + b'" width="50" height="50"/>'
+            b'<image href="' + url + b'" width="50" height="50"/></svg>'
+        )
+        answer = client.post(
+            "/api/v1/figure/pdf", content=svg, headers={"content-type": "image/svg+xml"}
+        )
+        assert answer.status_code == 200 and answer.content.startswith(b"%PDF")
+        assert asked == []
+    finally:
+        server.shutdown()
+
+
+def test_an_image_of_too_many_pixels_is_refused_before_it_is_decoded(client):
+    """A small PNG can declare a huge image (its bytes compress to nothing): refused from
+    its header, in well under the time decoding would take."""
+    import base64
+    import io
+    import time
+
+    from PIL import Image
+
+    made = io.BytesIO()
+    Image.new("1", (6000, 6000)).save(made, "PNG")  # 36 M pixels in a few kilobytes
+    assert made.tell() < 200_000
+    png = base64.b64encode(made.getvalue())
+    svg = (
+        b'<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100">'
+        b'<image width="100" height="100" href="data:image/png;base64,' + png + b'"/></svg>'
+    )
+    start = time.monotonic()
+    answer = client.post(
+        "/api/v1/figure/pdf", content=svg, headers={"content-type": "image/svg+xml"}
+    )
+    assert answer.status_code == 422 and "6000 x 6000" in answer.json()["detail"]
+    assert time.monotonic() - start < 2
