@@ -16,6 +16,22 @@ LOG = logging.getLogger("attnviz")
 CHUNK = 64 * 1024
 
 
+def receiving(body: bytes, gone: asyncio.Event) -> Receive:
+    """An ASGI `receive` that gives a whole request body once, then waits until `gone` is
+    set and says the client disconnected."""
+    given = False
+
+    async def receive() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
 class BodyLimit:
     """Answer 413 to a body over `max_bytes`, whether or not it declares its length; give
     each piece of the answer `send_timeout` seconds to leave; cancel the request's work
@@ -75,15 +91,8 @@ class BodyLimit:
         """The application on this body, cancelled if the client disconnects or stops
         reading."""
         gone = asyncio.Event()
-        replayed = answered = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await gone.wait()
-            return {"type": "http.disconnect"}
+        answered = False
+        replay = receiving(body, gone)
 
         async def timed_send(message: Message) -> None:
             nonlocal answered

@@ -28,6 +28,7 @@ import anywidget
 import torch
 import traitlets
 
+from .app.limits import receiving
 from .app.settings import Settings
 from .app.zoo import Zoo, load_zoo, own_entry
 from .captured import kind_of, memory_name
@@ -110,15 +111,6 @@ class Embedded:
             "server": ("attnviz.notebook", 80),
             "state": {},
         }
-        sent = False
-
-        async def receive() -> dict:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await gone.wait()
-            return {"type": "http.disconnect"}
 
         async def send(message: MutableMapping[str, Any]) -> None:
             if gone.is_set():
@@ -133,7 +125,7 @@ class Embedded:
                     reply({"type": "end"}, [])
 
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receiving(body, gone), send)
         except Exception as exc:  # (the app answers its own errors: this is a bug's trace)
             reply({"type": "error", "message": f"{type(exc).__name__}: {exc}"}, [])
 

@@ -42,13 +42,24 @@ def start_server(
         cwd=cwd,
     )
     base = f"http://127.0.0.1:{port}"
+    wait_for(f"{base}/healthz", proc, timeout, "the server", status=None)
+    return proc, base
+
+
+def wait_for(
+    url: str, proc: subprocess.Popen, timeout: float, what: str, status: int | None = 200
+) -> None:
+    """Once `url` answers (with `status`; None: anything), polled every 0.2 s; `proc`
+    killed and a RuntimeError naming `what` where it exits or `timeout` s pass first."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            httpx2.get(f"{base}/healthz", timeout=2)
-            return proc, base
+            answer = httpx2.get(url, timeout=2)
+            if status is None or answer.status_code == status:
+                return
         except httpx2.TransportError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"the server did not answer within {timeout} s") from None
-            time.sleep(0.2)
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"{what} did not answer within {timeout} s")
+        time.sleep(0.2)

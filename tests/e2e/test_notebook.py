@@ -9,16 +9,14 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx2
 import nbformat
 import pytest
 import torch
 from playwright.sync_api import expect
 
-from harness.serving import free_port
+from harness.serving import free_port, wait_for
 
 from .conftest import ARTIFACTS, page_of
 
@@ -50,17 +48,7 @@ def lab(tmp_path_factory):
         env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx2.get(f"{base}/api/status?token={token}", timeout=2).status_code == 200:
-                break
-        except httpx2.TransportError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("JupyterLab did not start within 60 s")
-        time.sleep(0.3)
+    wait_for(f"{base}/api/status?token={token}", proc, 60, "JupyterLab")
     yield base, token
     log.close()
     print((home / "lab.log").read_text()[-3000:])
