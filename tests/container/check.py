@@ -227,6 +227,18 @@ def check_page(base: str) -> None:
     for path in ("/vendor/plotly.min.js", "/static/js/main.js"):
         status, ctype, body = http(base + path)
         expect(status == 200 and len(body) > 0, f"GET {path} -> {status}, {len(body)} bytes")
+    # the toolbar's PDF: CairoSVG on the image's libcairo2
+    svg = b'<svg xmlns="http://www.w3.org/2000/svg" width="90" height="30"><text y="20">L2</text>'
+    svg += b"</svg>"
+    request = urllib.request.Request(
+        base + "/api/v1/figure/pdf", data=svg, headers={"content-type": "image/svg+xml"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as r:
+        status, ctype, body = r.status, r.headers.get("content-type", ""), r.read()
+    expect(
+        status == 200 and ctype == "application/pdf" and body.startswith(b"%PDF"),
+        f"POST /api/v1/figure/pdf -> {status} {ctype}, {len(body)} bytes of PDF",
+    )
 
 
 def check_user(cid: str) -> None:
