@@ -40,10 +40,12 @@ class Origin:
     def shown(self) -> str:
         """Where it came from as clients read it: the repo id as given, or the name of its
         folder or file, never a path of the server's disk."""
-        return self.path if REPO_ID.fullmatch(self.path) else PurePath(self.path).name
+        given = self.path.split(CACHED, 1)[0]  # (a repo id read from the cache: as given)
+        return given if REPO_ID.fullmatch(given) else PurePath(given).name
 
 
 REPO_ID = re.compile(r"[\w.-]+/[\w.-]+")
+CACHED = " (the Hugging Face cache: "  # what follows a repo id read from the cache
 
 
 def cached(where: str | Path) -> Path:
@@ -171,19 +173,13 @@ def load_origin(
 
         read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)
         runner = load_transformers(path, name)
-        where = (
-            str(path.resolve())
-            if given == str(path)
-            else f"{given} (the Hugging Face cache: {path})"
-        )
+        where = str(path.resolve()) if given == str(path) else f"{given}{CACHED}{path})"
         return runner, Origin(where, model_type, ", ".join(sorted(dtypes)), "transformers")
     elif model_type == "bert":
         runner = load_bert(path, hf, dtypes)
     else:
         runner = load_folder(path, name, dtypes)
-    where = (
-        str(path.resolve()) if given == str(path) else f"{given} (the Hugging Face cache: {path})"
-    )
+    where = str(path.resolve()) if given == str(path) else f"{given}{CACHED}{path})"
     return runner, Origin(where, model_type, ", ".join(sorted(dtypes)))
 
 
@@ -227,9 +223,7 @@ def peek_origin(
     hf = read_json(path / "config.json")
     model_type = model_type_of(hf, path)
     dtypes: set[str] = set()
-    where = (
-        str(path.resolve()) if given == str(path) else f"{given} (the Hugging Face cache: {path})"
-    )
+    where = str(path.resolve()) if given == str(path) else f"{given}{CACHED}{path})"
     if choose(model_type, backend).backend == "transformers":
         from ..hf.runners import peek_transformers
 

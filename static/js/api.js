@@ -176,6 +176,15 @@ export const api = {
     const path = `/api/v1/models/${encodeURIComponent(model)}/positional-encoding`;
     return (await call(`${path}?${new URLSearchParams({ positions, dims })}`)).json();
   },
+  // a plot's SVG as a PDF (the server's CairoSVG)
+  figurePdf: async (svg) =>
+    (
+      await call("/api/v1/figure/pdf", {
+        method: "POST",
+        headers: { "content-type": "image/svg+xml" },
+        body: svg,
+      })
+    ).blob(),
   // what a citation names of a model: the attnviz version, its source, its weights' hash
   citation: async (model) =>
     (await call(`/api/v1/models/${encodeURIComponent(model)}/citation`)).json(),

@@ -1,5 +1,6 @@
 // Heatmaps with token ticks. Token text is data: plotly.js reads a subset of HTML in
 // labels, so & < > are escaped before any text reaches it.
+import { api } from "./api.js";
 import { download, setStatus } from "./page.js";
 
 export function escapeText(s) {
@@ -74,14 +75,7 @@ const downloadPdf = (filename) => ({
   icon: { width: 1000, height: 1000, path: `${arrow} M100 980 L900 980 L900 1000 L100 1000 Z` },
   click: async (gd) => {
     try {
-      const svg = await figureSvg(gd);
-      const response = await fetch("/api/v1/figure/pdf", {
-        method: "POST",
-        headers: { "content-type": "image/svg+xml" },
-        body: svg,
-      });
-      if (!response.ok) throw new Error((await response.json()).detail ?? response.statusText);
-      download(await response.blob(), `${filename}.pdf`);
+      download(await api.figurePdf(await figureSvg(gd)), `${filename}.pdf`);
     } catch (err) {
       setStatus(err.message, "error");
     }

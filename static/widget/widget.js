@@ -230,10 +230,9 @@ export function replaying(saved) {
   return (realm) =>
     async (input, init = {}) => {
       const request = new realm.Request(new URL(input.url ?? input, "http://attnviz.saved"), init);
-      const { pathname, search } = new URL(request.url);
+      const { pathname } = new URL(request.url);
       const body = ["GET", "HEAD"].includes(request.method) ? "" : await request.text();
-      const key = `${request.method} ${pathname}${search} ${body}`;
-      const answer = saved.responses[key];
+      const answer = saved.responses[requestKey(request.method, request.url, body)];
       if (answer) {
         return new realm.Response(answer.body, {
           status: answer.status,

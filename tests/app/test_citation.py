@@ -47,3 +47,21 @@ def test_the_hash_is_the_documented_one_of_the_served_weights(client):
     assert (
         client.get("/api/v1/models/minilm/citation").json()["weights_sha256"] == digest.hexdigest()
     )
+
+
+def test_a_model_from_the_hugging_face_cache_is_cited_by_repo_id_and_revision():
+    """Never a path of the server's disk: the repo id as given and the snapshot's revision
+    (app/routes/models.py `source_of`, from where model/pretrained/sources.py read it)."""
+    from types import SimpleNamespace
+
+    from attnviz.app.routes.models import source_of
+    from attnviz.model.pretrained.sources import CACHED, Origin
+
+    snapshot = "/srv/hf/hub/models--org--tiny/snapshots/0123456789abcdef0123456789abcdef01234567"
+    cached = Origin(f"org/tiny{CACHED}{snapshot})", "llama", "float32", "transformers")
+    said = source_of(SimpleNamespace(id="tiny", origin=cached))  # type: ignore[arg-type]
+    assert said == (
+        "org/tiny at revision 0123456789abcdef0123456789abcdef01234567 (llama, float32)"
+    )
+    folder = Origin("/srv/models/my-llama", "llama", "bfloat16")
+    assert source_of(SimpleNamespace(id="mine", origin=folder)) == "my-llama (llama, bfloat16)"  # type: ignore[arg-type]

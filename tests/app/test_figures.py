@@ -57,11 +57,11 @@ def test_nothing_outside_the_svg_is_read_and_bad_bodies_are_refused(client, popp
         )
         assert refused.status_code == 422 and refused.json()["detail"], body
     for image in (b"data:image/svg+xml;base64,PHN2Zz4=", b"data:image/png,%89PNG"):
-        svg = b'<svg xmlns="http://www.w3.org/2000/svg"><image href="' + image + b'"/></svg>'
+        svg = figure(b'<image width="9" height="9" href="' + image + b'"/>')
         refused = client.post(
             "/api/v1/figure/pdf", content=svg, headers={"content-type": "image/svg+xml"}
         )
-        assert refused.status_code == 422 and "base64 PNG" in refused.json()["detail"]
+        assert refused.status_code == 422 and "images are PNG" in refused.json()["detail"]
     large = b"<svg>" + b" " * (9 * 2**20)
     too_large = client.post(
         "/api/v1/figure/pdf", content=large, headers={"content-type": "image/svg+xml"}
@@ -97,32 +97,69 @@ def test_no_url_outside_the_svg_is_fetched(client, poppler):
         answer = client.post(
             "/api/v1/figure/pdf", content=svg, headers={"content-type": "image/svg+xml"}
         )
-        assert answer.status_code == 200 and answer.content.startswith(b"%PDF")
+        assert answer.status_code == 422 and "nothing is fetched" in answer.json()["detail"]
         assert asked == []
     finally:
         server.shutdown()
 
 
-def test_an_image_of_too_many_pixels_is_refused_before_it_is_decoded(client):
-    """A small PNG can declare a huge image (its bytes compress to nothing): refused from
-    its header, in well under the time decoding would take."""
+def png(width: int, height: int) -> bytes:
+    """A one-bit PNG of that size, base64 (a few kilobytes for millions of pixels)."""
     import base64
     import io
-    import time
 
     from PIL import Image
 
     made = io.BytesIO()
-    Image.new("1", (6000, 6000)).save(made, "PNG")  # 36 M pixels in a few kilobytes
-    assert made.tell() < 200_000
-    png = base64.b64encode(made.getvalue())
-    svg = (
-        b'<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100">'
-        b'<image width="100" height="100" href="data:image/png;base64,' + png + b'"/></svg>'
+    Image.new("1", (width, height)).save(made, "PNG")
+    return base64.b64encode(made.getvalue())
+
+
+def figure(body: bytes) -> bytes:
+    return (
+        b'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"'
+        b' width="100" height="100">' + body + b"</svg>"
     )
+
+
+@pytest.mark.parametrize(
+    "spelled",
+    [
+        b'<image width="100" height="100" href="data:image/png;base64,{png}"/>',
+        b'<image width="9" height="9" href="data:image/png;x=y;base64,{png}"/>',  # a parameter
+        b'<image width="9" height="9" href="&#100;ata:image/png;base64,{png}"/>',  # a reference
+        b'<image width="9" height="9" href="DATA:image/PNG;base64,{png}"/>',
+    ],
+)
+def test_an_image_of_too_many_pixels_is_refused_before_it_is_decoded(client, spelled):
+    """A small PNG can declare a huge image (its bytes compress to nothing): refused from
+    its header, however its data: URL is spelled, in well under the time decoding takes."""
+    import time
+
+    big = png(6000, 6000)  # 36 M pixels in a few kilobytes
+    assert len(big) < 200_000
     start = time.monotonic()
     answer = client.post(
-        "/api/v1/figure/pdf", content=svg, headers={"content-type": "image/svg+xml"}
+        "/api/v1/figure/pdf",
+        content=figure(spelled.replace(b"{png}", big)),
+        headers={"content-type": "image/svg+xml"},
     )
-    assert answer.status_code == 422 and "6000 x 6000" in answer.json()["detail"]
+    assert answer.status_code == 422 and "36,000,000" in answer.json()["detail"]
     assert time.monotonic() - start < 2
+
+
+def test_an_image_drawn_many_times_counts_each_time(client):
+    """`<use>` draws an image again, decoding it again: the figure's pixels are counted in
+    all. Two uses of a 3,000² image (9 M pixels each) pass 16.7 M; one is drawn."""
+    image = b'<image id="i" width="50" height="50" href="data:image/png;base64,' + png(3000, 3000)
+    once = client.post(
+        "/api/v1/figure/pdf",
+        content=figure(image + b'"/>'),
+        headers={"content-type": "image/svg+xml"},
+    )
+    assert once.status_code == 200 and once.content.startswith(b"%PDF")
+    used = image + b'"/>' + b'<use xlink:href="#i" x="50"/>' * 30
+    answer = client.post(
+        "/api/v1/figure/pdf", content=figure(used), headers={"content-type": "image/svg+xml"}
+    )
+    assert answer.status_code == 422 and "drawn twice counts twice" in answer.json()["detail"]

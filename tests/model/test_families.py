@@ -3,9 +3,9 @@ installed transformers whose attention goes through its attention interface, as 
 random model read back by our loader, against transformers' own forward.
 
 `make test` runs a short version: the architectures the tests name and every fifth of the
-rest (about a third: two minutes of two cores become under one), each share held to the
-whole matrix's (measured: 151 of 165 equal, 134 of those with norms, 99 and 65 of the 115
-decoders reading long prompts and their residual stream). `make test-architectures`
+rest (about a third: two minutes of two cores become under one), each of its rows held to
+the docs' table's line for its architecture (what the whole run found). The counts below
+are the whole run's. `make test-architectures`
 (ATTNVIZ_FULL_MATRIX=1) runs every one, with the counts below and the docs' table."""
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ NAMED = {
     "bamba", "gemma3n_text", "bert-generation", "granite_swa", "qwen2", "mistral", "phi",
     "bert", "qwen3_next",
 }  # fmt: skip
-full_only = pytest.mark.skipif(not FULL, reason="the whole matrix: make test-architectures")
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +68,7 @@ def test_no_architecture_is_served_with_other_numbers_than_transformers(rows):
 
 def test_most_architectures_are_served_equal_and_the_rest_say_why(rows):
     equal = [r for r in rows if r.equal]
-    assert len(equal) >= (SERVED_AND_EQUAL_AT_LEAST if FULL else 0.91 * len(rows)), len(equal)
+    assert not FULL or len(equal) >= SERVED_AND_EQUAL_AT_LEAST, len(equal)
     for row in rows:
         assert row.equal or row.reason or row.served, row.model_type
     by_type = {r.model_type: r for r in rows}
@@ -90,7 +89,7 @@ def test_every_decoder_reads_long_prompts_equal_or_says_why(rows):
     reading = [r for r in decoders if not r.long_reason]
     for row in decoders:
         assert row.long_reason or row.long <= 1e-5, (row.model_type, row.long)
-    assert len(reading) >= (READ_LONG_AT_LEAST if FULL else 0.85 * len(decoders)), len(reading)
+    assert not FULL or len(reading) >= READ_LONG_AT_LEAST, len(reading)
     by_type = {r.model_type: r for r in reading}
     for model_type in ("llama", "qwen2", "qwen3", "mistral", "phi3", "olmo2", "gpt_neox"):
         assert model_type in by_type, model_type
@@ -106,7 +105,7 @@ def test_value_weighted_norms_decompose_each_projections_output_or_say_why(rows)
     with_norms = [r for r in equal if not r.norms_reason]
     for row in with_norms:
         assert row.norms <= 1e-5, (row.model_type, row.norms)
-    assert len(with_norms) >= (NORMS_AT_LEAST if FULL else 0.88 * len(equal)), len(with_norms)
+    assert not FULL or len(with_norms) >= NORMS_AT_LEAST, len(with_norms)
     by_type = {r.model_type: r for r in equal}
     for model_type in ("llama", "gpt2", "bert", "t5", "bart", "albert", "roberta", "gemma2"):
         assert not by_type[model_type].norms_reason, by_type[model_type]
@@ -121,20 +120,27 @@ def test_most_decoders_residual_streams_are_read_or_say_why(rows):
     read = [r for r in decoders if not r.stream_reason]
     for row in read:
         assert row.stream <= 1e-4, (row.model_type, row.stream)
-    assert len(read) >= (STREAM_AT_LEAST if FULL else 0.55 * len(decoders)), len(read)
+    assert not FULL or len(read) >= STREAM_AT_LEAST, len(read)
     by_type = {r.model_type: r for r in decoders}
     for model_type in ("llama", "gpt2", "qwen2", "qwen3", "mistral", "phi", "gpt_neox"):
         assert not by_type[model_type].stream_reason, by_type[model_type]
     assert "a norm after one of them" in by_type["gemma2"].stream_reason
 
 
-@full_only
 def test_the_docs_table_is_the_matrix(rows):
+    """The whole matrix is docs/architectures.md's table; the short one's every row is the
+    table's line for its architecture (each verdict and reason as the whole run found)."""
     page = Path(__file__).resolve().parents[2] / "docs" / "architectures.md"
-    assert readme_section(page.read_text(encoding="utf-8")) == readme_table(rows), (
-        "docs/architectures.md's table differs from the matrix: "
-        "run .venv/bin/python bench/bench_families.py --matrix --readme"
-    )
+    documented = readme_section(page.read_text(encoding="utf-8"))
+    if FULL:
+        assert documented == readme_table(rows), (
+            "docs/architectures.md's table differs from the matrix: "
+            "run .venv/bin/python bench/bench_families.py --matrix --readme"
+        )
+    else:
+        lines = set(documented.splitlines())
+        for line in readme_table(rows).splitlines()[2:]:
+            assert line in lines, f"unlike docs/architectures.md's line: {line}"
 
 
 @pytest.mark.parametrize("model_type", sorted(OURS))
