@@ -178,22 +178,22 @@ def served(model: Any, tokenizer: Any = None) -> tuple[Embedded, str]:
     model has now: one trained since is not shown as it was)."""
     kind = kind_of(model, tokenizer)
     if kind == "memory":
-        model_id, zoo = zoo_of(model, tokenizer)
+        model_id, zoo = zoo_of(kind, model, tokenizer)
         return Embedded(zoo), model_id
     key = (kind, str(model))
     with _LOCK:
         if key not in _SERVERS:
-            model_id, zoo = zoo_of(model, tokenizer)
+            model_id, zoo = zoo_of(kind, model, tokenizer)
             _SERVERS[key] = (Embedded(zoo), model_id)
         return _SERVERS[key]
 
 
-def zoo_of(model: Any, tokenizer: Any) -> tuple[str, Callable[[Settings], Zoo]]:
-    """The id a model is served under and the function that makes its zoo (run in the
-    app's start-up, on its tensor thread)."""
-    if kind_of(model, tokenizer) == "id":
+def zoo_of(kind: str, model: Any, tokenizer: Any) -> tuple[str, Callable[[Settings], Zoo]]:
+    """The id a model of that kind (`kind_of`) is served under and the function that makes
+    its zoo (run in the app's start-up, on its tensor thread)."""
+    if kind == "id":
         return model, lambda settings: load_zoo(settings.model_copy(update={"zoo": [model]}))
-    if kind_of(model, tokenizer) == "path":
+    if kind == "path":
         model_id = slug(Path(str(model)).name)
 
         def read(settings: Settings) -> Zoo:

@@ -47,13 +47,15 @@ def image_fetcher() -> Callable[[str, str], bytes]:
     other decoder), and at most FIGURE_PIXELS pixels decoded in all, an image drawn
     twice (`<use>`) counted twice: read from each PNG's header before it is decoded (a
     small PNG can say 12,000 x 12,000 and take 700 MB)."""
+    from cairosvg.url import fetch as read_data  # (urllib's reading of a data: URL)
+
     left = FIGURE_PIXELS
 
     def fetch(url: str, resource_type: str) -> bytes:
         nonlocal left
         if not url.lower().startswith("data:"):
             raise Refused("a figure's images are in its SVG (data: URLs); nothing is fetched")
-        data = cairosvg_fetch(url, resource_type)
+        data = read_data(url, resource_type)
         if not data.startswith(b"\x89PNG\r\n\x1a\n") or data[12:16] != b"IHDR":
             raise Refused("a figure's images are PNG (plotly.js's)")
         width, height = struct.unpack(">II", data[16:24])
@@ -66,13 +68,6 @@ def image_fetcher() -> Callable[[str, str], bytes]:
         return data
 
     return fetch
-
-
-def cairosvg_fetch(url: str, resource_type: str) -> bytes:
-    """A data: URL's bytes, as CairoSVG reads them."""
-    from cairosvg.url import fetch
-
-    return fetch(url, resource_type)
 
 
 def to_pdf(svg: bytes) -> bytes:

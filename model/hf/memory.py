@@ -13,7 +13,7 @@ from torch import nn
 from ..checkpoints import CheckpointError
 from ..pretrained.causal import CausalLM
 from ..pretrained.hf import causal_of, vocabulary_of
-from .calls import BackendError, hf_architecture
+from .calls import BackendError, has_masked_lm_head, hf_architecture
 from .capture import ATTENTION, register
 from .runners import HFEncoder, encoding_runner, quiet_transformers, wrapped
 from .seq2seq import HFSeq2Seq
@@ -48,7 +48,7 @@ def from_memory(hf, tokenizer, name: str = "") -> CausalLM | HFEncoder | HFSeq2S
         architecture = hf_architecture(stated)
     except BackendError as exc:
         raise CheckpointError(str(exc)) from None
-    masked = type(hf).__name__ in set(auto_names("MODEL_FOR_MASKED_LM_MAPPING_NAMES"))
+    masked = has_masked_lm_head(stated)
     if architecture == "encoder-only":
         architecture = "masked-lm" if masked else "encoder-only"
         hf = hf if masked else hf.base_model  # (a classifier's encoder: its base model)
@@ -107,10 +107,3 @@ def without_hooks(model: nn.Module) -> None:
             held = getattr(module, name, None)
             if held is not None:
                 held.clear()
-
-
-def auto_names(table: str) -> list[str]:
-    """The class names of one of transformers' auto mappings (MODEL_FOR_MASKED_LM_...)."""
-    from transformers.models.auto import modeling_auto as auto
-
-    return list(getattr(auto, table).values())

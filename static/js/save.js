@@ -10,6 +10,7 @@ import { recordedAnswers } from "./api.js";
 
 const SAVED_ENTRIES = 3e7; // matrix entries asked for the saved layers (one byte each)
 const SAVED_AT_ONCE = 4; // layers asked at once
+const WIDGET = "/static/widget/widget.js"; // the code that mounts a saved view
 
 async function text(path) {
   const response = await fetch(path);
@@ -27,17 +28,15 @@ function scriptJson(value) {
 // the file is called
 export async function saveView({ layers, info, state, tokens, search, title }) {
   const spec = info.attention.find((a) => a.type === state.type);
-  if (spec) {
-    if (spec.layers * spec.query_heads * tokens * tokens <= SAVED_ENTRIES) {
-      // a few at a time: a client has at most 8 requests in flight (ATTNVIZ_CLIENT_REQUESTS)
-      for (let first = 0; first < spec.layers; first += SAVED_AT_ONCE) {
-        const some = Math.min(SAVED_AT_ONCE, spec.layers - first);
-        await Promise.all(Array.from({ length: some }, (_, k) => layers(first + k)));
-      }
+  if (spec && spec.layers * spec.query_heads * tokens * tokens <= SAVED_ENTRIES) {
+    // a few at a time: a client has at most 8 requests in flight (ATTNVIZ_CLIENT_REQUESTS)
+    for (let first = 0; first < spec.layers; first += SAVED_AT_ONCE) {
+      const some = Math.min(SAVED_AT_ONCE, spec.layers - first);
+      await Promise.all(Array.from({ length: some }, (_, k) => layers(first + k)));
     }
   }
+  // (the widget's module is among the page's files: this module imports it)
   const files = Object.fromEntries(await pageFiles(text));
-  const widget = await text("/static/widget/widget.js");
   const saved = { files, responses: await recordedAnswers(), search };
   const html = `<!doctype html>
 <html lang="${state.lang}">
@@ -48,11 +47,9 @@ export async function saveView({ layers, info, state, tokens, search, title }) {
 </head>
 <body style="margin: 0">
 <script id="attnviz-saved" type="application/json">${scriptJson(saved)}</script>
-<script id="attnviz-widget" type="application/json">${scriptJson(widget)}</script>
 <script type="module">
-const read = (id) => JSON.parse(document.getElementById(id).textContent);
-const saved = read("attnviz-saved");
-const code = new Blob([read("attnviz-widget")], { type: "text/javascript" });
+const saved = JSON.parse(document.getElementById("attnviz-saved").textContent);
+const code = new Blob([saved.files["${WIDGET}"]], { type: "text/javascript" });
 const { mount, replaying } = await import(URL.createObjectURL(code));
 const fetchIn = replaying(saved);
 const get = fetchIn(window);
