@@ -189,6 +189,23 @@ class MaskedTokens(BaseModel):
     top: list[Alternative] = Field(description="The 5 likeliest tokens there, most likely first.")
 
 
+class Piece(BaseModel):
+    """One piece of a text as the model decoded it: its source and decoder positions."""
+
+    source: tuple[int, int] = Field(
+        description="[start, end) of its source tokens (source_tokens)."
+    )
+    target: tuple[int, int] = Field(
+        description="[start, end) of its decoder positions (target_tokens): its <bos> and "
+        "its output."
+    )
+    ended: bool = Field(
+        description="The model ended its output (predicted <eos>); false: the output was "
+        "stopped at its length limit (3 × its source tokens + 10, at most the decoder's "
+        "positions), and what it would have said next is not shown."
+    )
+
+
 class AnalyzeResponse(BaseModel):
     model: str
     text: str = Field(description="The text as the model read it (whitespace collapsed).")
@@ -200,9 +217,18 @@ class AnalyzeResponse(BaseModel):
         [],
         description="Per decoder position (target_tokens), the token the model predicts at "
         "that step in the captured pass (its argmax): the step fed target_tokens[i] predicts "
-        "predicted_tokens[i]. For a sentence decoded in one piece this is target_tokens "
-        "shifted by one, ending in <eos>; a long text decoded piece by piece may differ where "
-        "the pieces meet. Empty for an encoder-only model.",
+        "predicted_tokens[i], which is what the decoding made at that step. A text decoded in "
+        "one piece: target_tokens shifted by one, ending in <eos>; in several (pieces), each "
+        "piece's last step predicts its <eos> and the next piece opens with its own <bos>. "
+        "Empty for an encoder-only model.",
+    )
+    pieces: list[Piece] = Field(
+        [],
+        description="A model that decodes its output step by step (an encoder-decoder): the "
+        "pieces it decoded the text in, in order. pronounce was trained on sentences of at "
+        "most 40 characters, so a longer text is decoded piece by piece (cut after a space "
+        "or punctuation mark), and the captured pass reads the pieces as they were decoded: "
+        "each piece's positions see only its own. Empty for other models.",
     )
     output: list[str] = Field(description="The model's output tokens (the transcription).")
     output_text: str = Field(
@@ -215,8 +241,9 @@ class AnalyzeResponse(BaseModel):
         None, description="Cosine similarity of the embeddings of text and compare."
     )
     truncated: bool = Field(
-        description="The text had more than max_tokens, or its transcription more than the "
-        "decoder holds, and was cut."
+        description="The text had more than max_tokens (source_length says how many): its "
+        "first max_tokens were read, the rest cut. (An output that stopped at its length "
+        "limit is a piece whose `ended` is false.)"
     )
     source_length: int = Field(description="Source tokens before truncation.")
     unknown_tokens: int = Field(

@@ -24,6 +24,7 @@ each input token contributes to token i at the top.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,12 +184,17 @@ def alti_refusal(model: nn.Module, spec: AttentionSpec) -> str | None:
 
 
 def alti(
-    model: nn.Module, inputs: tuple[Tensor, ...], spec: AttentionSpec, norms_of: int | None = None
+    model: nn.Module,
+    inputs: tuple[Tensor, ...],
+    spec: AttentionSpec,
+    norms_of: int | None = None,
+    read_in: Mapping[str, Any] | None = None,
 ) -> Alti:
-    """ALTI of one self-attention stack on one input (its first row), from one forward pass:
-    each layer's input by a forward pre-hook and what its attention adds by a forward hook,
-    its weights and values captured, its output projection and (post-norm) layer norm from
-    the model; with `norms_of`, that layer's terms' norms too."""
+    """ALTI of one self-attention stack on one input (its first row), from one forward pass
+    (with the model's keyword arguments `read_in`): each layer's input by a forward
+    pre-hook and what its attention adds by a forward hook, its weights and values
+    captured, its output projection and (post-norm) layer norm from the model; with
+    `norms_of`, that layer's terms' norms too."""
     found = _blocks(model, spec)
     if isinstance(found, str):
         raise ValueError(found)
@@ -200,7 +206,9 @@ def alti(
         for i, layer in enumerate(layers):
             rec.pre(layer, lambda x: inputs_seen.append(x[0].detach()))
             rec.post(attention[i], lambda out: added.append(out[0].detach()))
-        _, capture = model.run_with_capture(*inputs, names_filter=names)  # type: ignore[operator]
+        _, capture = model.run_with_capture(  # type: ignore[operator]
+            *inputs, names_filter=names, **(read_in or {})
+        )
     if len(inputs_seen) != len(layers) or len(added) != len(layers):
         raise ValueError("its layers were not each called once in the pass")
     per_layer, norms = [], None

@@ -51,3 +51,17 @@ def decoder_mask(
     k_len = ids.size(1)
     q_len = k_len if q_len is None else q_len
     return padding_mask(ids, pad_id) & causal_mask(q_len, k_len, ids.device, window)
+
+
+def piece_positions(pieces: Tensor) -> Tensor:
+    """Each position's index within its piece, from the piece of each position (T,): the
+    positions a piece would have read alone."""
+    same = pieces[:, None] == pieces[None, :]  # (T, T)
+    before = torch.tril(torch.ones_like(same), diagonal=-1)  # j < i
+    return (same & before).sum(-1)
+
+
+def same_piece(query_pieces: Tensor, key_pieces: Tensor) -> Tensor:
+    """(1, 1, Tq, Tk) from the piece of each query (Tq,) and key (Tk,): a query sees the
+    keys of its own piece only."""
+    return (query_pieces[:, None] == key_pieces[None, :])[None, None]

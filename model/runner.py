@@ -13,7 +13,7 @@ from torch import Tensor
 
 from .config import ModelConfig
 from .hooks import Capture, NamesFilter
-from .transformer import Transformer
+from .transformer import Pieces, Transformer
 
 if TYPE_CHECKING:
     from .hf.model import HFTransformer
@@ -121,7 +121,7 @@ class RunResult:
     source_tokens: list[str]  # one per encoder position (a decoder-only model: the prompt)
     target_tokens: list[str]  # one per decoder position fed: <bos> and the output; or []
     output_tokens: list[str]  # what the model produced (transcription, continuation)
-    truncated: bool  # the input (or its output) was longer than the model holds: cut
+    truncated: bool  # the input was longer than the model reads: cut to its first tokens
     source_length: int  # tokens in the input before truncation
     capture: Capture | None  # one forward pass over (source, target) with hooks captured
     embedding: list[float] | None = None  # a sentence embedding, for models that make one
@@ -146,6 +146,9 @@ class RunResult:
     )
     # a step-by-step decoder's pieces as it decoded them (`StepwiseRunner.decoded_pieces`)
     pieces: list[DecodedPiece] = field(default_factory=list, kw_only=True, repr=False)
+    # where the text was decoded in several pieces: the piece of each source and target
+    # position, which the captured pass (and every pass over the run's ids) reads them in
+    read_in: Pieces | None = field(default=None, kw_only=True, repr=False)
 
     def tokens(self, side: Side) -> list[str]:
         return self.source_tokens if side == "source" else self.target_tokens

@@ -15,7 +15,7 @@ from .config import ModelConfig
 from .hooks import HookedModule, HookPoint
 from .layers import DecoderLayer, EncoderLayer, norm_layer
 from .long import MaskRule
-from .masks import decoder_mask, generate_mask, padding_mask
+from .masks import decoder_mask, generate_mask, padding_mask, piece_positions, same_piece
 from .positional import positions_module
 
 
@@ -75,16 +75,25 @@ class Stack(nn.Module):
         return [self.get_submodule(str(i)) for i in range(self.n_layers)]
 
     def embed(
-        self, ids: Tensor, offset: int = 0, token_type_ids: Tensor | None = None
+        self,
+        ids: Tensor,
+        offset: int = 0,
+        token_type_ids: Tensor | None = None,
+        positions: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """Embedding sum for positions offset.., and the rotary angles if any."""
+        """Embedding sum for positions offset.. (or each token's `positions` (T,)), and the
+        rotary angles if any."""
         x = self.hook_embed(self.tok_embed(ids) * self.embed_scale)
         if self.token_types:
             types = torch.zeros_like(ids) if token_type_ids is None else token_type_ids
             x = x + self.hook_type_embed(self.type_embed(types))
         angles = None
         if self.pos is not None:
-            encoding = self.hook_pos(self.pos.encoding(offset, ids.size(1)))
+            if positions is None:
+                encoding = self.pos.encoding(offset, ids.size(1))
+            else:
+                encoding = self.pos.encoding(0, int(positions.max()) + 1)[positions]
+            encoding = self.hook_pos(encoding)
             if self.pos.adds:
                 x = x + encoding
             else:
@@ -105,9 +114,13 @@ class Encoder(Stack):
         super().__init__(config, config.source_vocab_size, layers, token_types=True)
 
     def forward(
-        self, src: Tensor, mask: Tensor | None, token_type_ids: Tensor | None = None
+        self,
+        src: Tensor,
+        mask: Tensor | None,
+        token_type_ids: Tensor | None = None,
+        positions: Tensor | None = None,
     ) -> Tensor:
-        x, angles = self.embed(src, token_type_ids=token_type_ids)
+        x, angles = self.embed(src, token_type_ids=token_type_ids, positions=positions)
         for layer in self.layers():
             x = layer(x, mask, angles)
         return self.finish(x)
@@ -125,12 +138,27 @@ class Decoder(Stack):
         memory: Tensor | None = None,
         memory_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
+        positions: Tensor | None = None,
     ) -> Tensor:
-        x, angles = self.embed(target, offset=cache.length if cache is not None else 0)
+        offset = cache.length if cache is not None else 0
+        x, angles = self.embed(target, offset=offset, positions=positions)
         for i, layer in enumerate(self.layers()):
             layer_cache = cache.layers[i] if cache is not None else None
             x = layer(x, mask, memory, memory_mask, angles, layer_cache)
         return self.finish(x)
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """A text read as pieces in one pass, as if each were read alone: the piece of each
+    source position and of each target position, (S,) and (T,), for every row of the batch.
+    Each position sees only its own piece's positions (encoder, decoder and cross-attention
+    alike) and takes its position within its piece: a model trained on short sentences
+    decodes a long text piece by piece (the pronouncer), and this pass is those pieces'
+    passes at once."""
+
+    source: Tensor
+    target: Tensor
 
 
 @dataclass
@@ -178,11 +206,20 @@ class Transformer(HookedModule):
         return generate_mask(src, target, self.config.pad_id)
 
     def encode(
-        self, src: Tensor, src_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+        self,
+        src: Tensor,
+        src_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        pieces: Tensor | None = None,
     ) -> Tensor:
+        """The encoder's output; with `pieces` (S,), each piece read as if alone."""
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)
-        return self.encoder(src, src_mask, token_type_ids)
+        positions = None
+        if pieces is not None:
+            src_mask = src_mask & same_piece(pieces, pieces)
+            positions = piece_positions(pieces)
+        return self.encoder(src, src_mask, token_type_ids, positions)
 
     def decode(
         self,
@@ -191,8 +228,10 @@ class Transformer(HookedModule):
         src_mask: Tensor | None = None,
         target_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
+        positions: Tensor | None = None,
     ) -> Tensor:
-        """Decoder hidden states for `target`; with a cache, `target` holds only the new tokens."""
+        """Decoder hidden states for `target`; with a cache, `target` holds only the new
+        tokens; `positions` (T,) replaces the positions counted from the cache's length."""
         if (memory is not None) != hasattr(self, "encoder"):
             needs = "needs" if hasattr(self, "encoder") else "takes no"
             raise ValueError(f"a {self.config.architecture} model {needs} encoder memory")
@@ -203,7 +242,7 @@ class Transformer(HookedModule):
             target_mask = decoder_mask(
                 all_ids, self.config.pad_id, q_len=target.size(1), window=self.config.sliding_window
             )
-        hidden = self.decoder(target, target_mask, memory, src_mask, cache)
+        hidden = self.decoder(target, target_mask, memory, src_mask, cache, positions)
         if cache is not None:
             cache.ids = cache_ids
         return hidden
@@ -241,7 +280,9 @@ class Transformer(HookedModule):
         input_ids: Tensor,
         target: Tensor | None = None,
         token_type_ids: Tensor | None = None,
+        pieces: Pieces | None = None,
     ) -> Tensor:
+        """`pieces`: an encoder-decoder's text read as pieces in this one pass (`Pieces`)."""
         arch = self.config.architecture
         if arch == "encoder-only":
             return self.encode(input_ids, token_type_ids=token_type_ids)
@@ -250,8 +291,15 @@ class Transformer(HookedModule):
         if target is None:
             raise ValueError("an encoder-decoder model needs both input_ids and target")
         src_mask, target_mask = self.generate_mask(input_ids, target)
-        memory = self.encode(input_ids, src_mask)
-        return self.logits(self.decode(target, memory, src_mask, target_mask))
+        if pieces is None:
+            memory = self.encode(input_ids, src_mask)
+            return self.logits(self.decode(target, memory, src_mask, target_mask))
+        memory = self.encode(input_ids, src_mask, pieces=pieces.source)
+        cross_mask = src_mask & same_piece(pieces.target, pieces.source)
+        target_mask = target_mask & same_piece(pieces.target, pieces.target)
+        positions = piece_positions(pieces.target)
+        hidden = self.decode(target, memory, cross_mask, target_mask, positions=positions)
+        return self.logits(hidden)
 
     @torch.no_grad()
     def greedy_decode(

@@ -53,7 +53,7 @@ def alti(ctx: LabContext, req: AltiRequest) -> AltiResponse:
         raise CannotServe(f"layer {req.layer} out of range: {spec.type} has 0..{spec.layers - 1}")
     inputs = model_inputs(ctx.config, ctx.source, ctx.target)
     try:
-        made = alti_of(ctx.model, inputs, spec, norms_of=req.layer)
+        made = alti_of(ctx.model, inputs, spec, norms_of=req.layer, read_in=ctx.read_in)
     except ValueError as exc:
         raise CannotServe(f"{ctx.entry.id}: {exc}") from None
     weights = [ctx.weights(ctx.result.captured, spec, i).float() for i in range(spec.layers)]

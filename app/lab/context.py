@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -129,17 +130,27 @@ class LabContext:
         """(output, capture) of one forward pass over the run's tokens with hook functions."""
         inputs = model_inputs(self.config, self.source, self.target)
         with torch.no_grad(), hooked(self.model, names, fwd_hooks=list(hooks)) as capture:
-            out = self.model(*inputs)
+            out = self.model(*inputs, **self.read_in)
         return out, capture
 
+    @property
+    def read_in(self) -> dict[str, Any]:
+        """The model's keyword arguments that read the run's ids as the run did: a text
+        decoded in pieces, in its pieces (`RunResult.read_in`)."""
+        return {} if self.result.read_in is None else {"pieces": self.result.read_in}
+
     def encoder_weights(
-        self, source: Tensor, hooks: Iterable[tuple[str, HookFn]] = ()
+        self,
+        source: Tensor,
+        hooks: Iterable[tuple[str, HookFn]] = (),
+        pieces: Tensor | None = None,
     ) -> list[Tensor]:
-        """Each encoder layer's weights (B, H, T, T) for `source`, with hook functions."""
+        """Each encoder layer's weights (B, H, T, T) for `source`, with hook functions
+        (and the piece of each position, where the text was read in pieces)."""
         spec = self.entry.specs["encoder.self"]
         names = [spec.hook(i, "hook_weights") for i in range(spec.layers)]
         with torch.no_grad(), hooked(self.model, names, fwd_hooks=list(hooks)) as capture:
-            self.model.encode(source)
+            self.model.encode(source, pieces=pieces)
         return [capture[n] for n in names]
 
     @staticmethod

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from attnviz.model.analysis import without_mask
-from attnviz.model.masks import pad_batch, padding_mask
+from attnviz.model.masks import pad_batch, padding_mask, same_piece
 
 from ..errors import CannotServe
 from ..runs import read_text, text_limit
@@ -21,7 +21,11 @@ def masks(ctx: LabContext, req: s.MasksRequest) -> s.MasksResponse:
         spec = ctx.spec("decoder.self")
         ctx.check_head(spec, req.layer, req.head)
         names = [spec.hook(i, "hook_weights") for i in range(spec.layers)]
-        off = [(spec.hook(i, "hook_mask"), without_mask) for i in range(spec.layers)]
+        lift = without_mask
+        if ctx.result.read_in is not None:  # read in pieces: each still sees only its own
+            alone = same_piece(ctx.result.read_in.target, ctx.result.read_in.target)
+            lift = lambda mask, name: alone.expand_as(mask)  # noqa: E731
+        off = [(spec.hook(i, "hook_mask"), lift) for i in range(spec.layers)]
         _, masked = ctx.forward(names=names[req.layer])
         _, unmasked = ctx.forward(off, names=names)
         w_on = ctx.weights(masked, spec, req.layer)[req.head]

@@ -31,11 +31,14 @@ def positions(ctx: LabContext, req: s.PositionsRequest) -> s.PositionsResponse:
         if sorted(order) != list(range(n)):
             raise CannotServe(f"order must be a permutation of 0..{n - 1} (the {n} source tokens)")
     moved = ctx.source[:, order]
+    # a text read in pieces: each token keeps its piece, wherever the order puts it
+    pieces = None if ctx.result.read_in is None else ctx.result.read_in.source
+    moved_pieces = None if pieces is None else pieces[order]
     off = ctx.hooks_on("encoder.hook_pos", without_positions)
     cases = {}
     for key, hooks in (("with", []), ("without", off)):
-        original = ctx.encoder_weights(ctx.source, hooks)
-        shuffled = ctx.encoder_weights(moved, hooks)
+        original = ctx.encoder_weights(ctx.source, hooks, pieces)
+        shuffled = ctx.encoder_weights(moved, hooks, moved_pieces)
         diff = max(
             float((b[0] - permuted(a[0], order)).abs().max())
             for a, b in zip(original, shuffled, strict=True)

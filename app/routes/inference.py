@@ -18,6 +18,7 @@ from ..schemas import (
     ExportRequest,
     MaskedTokens,
     NextTokens,
+    Piece,
     RunProgressInfo,
 )
 from ..service import attention_blocks, export_npz, summaries
@@ -65,6 +66,7 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
         source_tokens=result.source_tokens,
         target_tokens=result.target_tokens,
         predicted_tokens=result.predicted_tokens,
+        pieces=pieces_of(result),
         output=result.output_tokens,
         output_text=(
             " ".join(result.output_tokens) if result.output_text is None else result.output_text
@@ -90,6 +92,18 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
         summaries_done=len(summarised),
         summaries_total=total,
     )
+
+
+def pieces_of(result: RunResult) -> list[Piece]:
+    """The pieces a step-by-step decoder decoded the text in, as positions of its tokens."""
+    made, source, target = [], 0, 0
+    for piece in result.pieces:
+        s, t = piece.source.size(1), len(piece.target_ids)
+        made.append(
+            Piece(source=(source, source + s), target=(target, target + t), ended=piece.ended)
+        )
+        source, target = source + s, target + t
+    return made
 
 
 def next_tokens(entry: ModelEntry, result: RunResult) -> list[NextTokens]:

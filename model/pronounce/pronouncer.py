@@ -22,7 +22,7 @@ from ..runner import (
     TokenUnit,
     untrained,
 )
-from ..transformer import Transformer
+from ..transformer import Pieces, Transformer
 from .data import normalize
 from .tokenizers import BOS, EOS, SourceTokenizer, TargetTokenizer, Vocab
 
@@ -96,41 +96,39 @@ class Pronouncer(RunnerBase):
 
         The model was trained on sentences of at most TRAINED_CHARS characters, and on
         longer ones it stops early; so longer text is decoded piece by piece (cut after a
-        space or punctuation), and the pieces' outputs are joined. The capture is still one
-        pass over the whole source and the whole output."""
+        space or punctuation), and the pieces' outputs are joined. The captured pass reads
+        the pieces as they were decoded: each piece's decoder input opens with its own
+        <bos>, and every position sees only its own piece at the positions it had alone
+        (`Pieces`), so each row predicts what the decoding made at that step."""
         encoded = self.source.encode(text)
         if not encoded.ids:
             raise ValueError("the text is empty once whitespace is removed")
         normalized = normalize(text)
         decoded = self._decode(encoded.ids, normalized)
-        output = []
-        for piece in decoded:
-            output += self.target.decode(piece.target_ids)
-        room = self.model.config.max_seq_len - 1  # decoder positions after <bos>
-        output_cut = len(output) > room
-        output = output[:room]
-        target_ids = [self.target.bos_id, *self.target.encode(output)]
+        tokens = self.target.vocab.tokens
+        target_ids = [i for piece in decoded for i in piece.target_ids]
+        read = read_in(decoded)
         capture_, predicted = None, []
         if capture:
             source = torch.tensor([encoded.ids])
             target = torch.tensor([target_ids])
             logits, capture_ = self.model.run_with_capture(
-                source, target, names_filter=names_filter
+                source, target, pieces=read, names_filter=names_filter
             )
-            tokens = self.target.vocab.tokens
             predicted = [tokens[i] for i in logits[0].argmax(-1).tolist()]
         return RunResult(
             text=normalized,
             source_tokens=encoded.tokens,
             source_ids=encoded.ids,
-            target_tokens=[BOS, *output],
+            target_tokens=[tokens[i] for i in target_ids],
             target_ids=target_ids,
-            output_tokens=output,
-            truncated=encoded.truncated or output_cut,
+            output_tokens=[tokens[i] for piece in decoded for i in piece.target_ids[1:]],
+            truncated=encoded.truncated,
             source_length=encoded.original_length,
             capture=capture_,
             predicted_tokens=predicted,
             pieces=decoded,
+            read_in=read,
         )
 
     def decoded_pieces(self, result: RunResult) -> list[DecodedPiece]:
@@ -147,6 +145,16 @@ class Pronouncer(RunnerBase):
             DecodedPiece(torch.tensor([row]), target_ids, ended)
             for row, (target_ids, ended) in zip(rows, decoded, strict=True)
         ]
+
+
+def read_in(decoded: list[DecodedPiece]) -> Pieces | None:
+    """The pieces of one pass over decoded pieces' sources and decoder inputs, joined
+    (None for one piece: a plain pass)."""
+    if len(decoded) < 2:
+        return None
+    source = [k for k, piece in enumerate(decoded) for _ in range(piece.source.size(1))]
+    target = [k for k, piece in enumerate(decoded) for _ in piece.target_ids]
+    return Pieces(torch.tensor(source), torch.tensor(target))
 
 
 def pieces(text: str, limit: int = TRAINED_CHARS) -> list[tuple[int, int]]:
@@ -167,11 +175,17 @@ def greedy_read(
     model: Transformer, target: TargetTokenizer, source: torch.Tensor
 ) -> list[tuple[list[int], bool]]:
     """Per row of `source`: the decoder's input (<bos> and the greedy output up to <eos>),
-    and whether the output ended with <eos> within the length limit."""
-    limit = min(3 * source.size(1) + 10, model.config.max_seq_len - 1)
-    rows = model.greedy_decode(source, max_new_tokens=limit).tokens.tolist()
-    eos = target.eos_id
-    return [(row[: row.index(eos)], True) if eos in row else (row, False) for row in rows]
+    and whether the output ended with <eos> within its length limit: 3 × the row's source
+    tokens + 10, at most the decoder's positions (as if each row were decoded alone)."""
+    room = model.config.max_seq_len - 1
+    lengths = (source != model.config.pad_id).sum(-1).tolist()
+    limits = [min(3 * n + 10, room) for n in lengths]
+    rows = model.greedy_decode(source, max_new_tokens=max(limits)).tokens.tolist()
+    eos, read = target.eos_id, []
+    for row, limit in zip(rows, limits, strict=True):
+        row = row[: 1 + limit]  # <bos> and at most `limit` tokens, <eos> among them
+        read.append((row[: row.index(eos)], True) if eos in row else (row, False))
+    return read
 
 
 VOCAB_FILES = {"source": "source_vocab.json", "target": "target_vocab.json"}

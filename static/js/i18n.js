@@ -26,7 +26,16 @@ const STRINGS = {
     compare: "Compare with",
     compare_placeholder: "A second sentence, to compare",
     similarity: "cosine similarity to the second sentence",
-    truncated: "The text was longer than the model reads and was cut.",
+    truncated:
+      "The text was longer than the model reads: its first {read} of {length} tokens were read, the rest cut.",
+    read_in_pieces:
+      "Decoded in {n} pieces: the model was trained on sentences of at most 40 characters, so it reads a longer text piece by piece, each from its own <bos>. Every view shows those pieces' passes: a position sees only its own piece.",
+    piece_mark: "Piece {n} starts here, read on its own",
+    stopped_at: "at {steps} tokens",
+    list_comma: ", ",
+    stopped_piece: "piece {n} at {steps} tokens",
+    output_stopped:
+      "The output stopped at its length limit before the model ended it (no <eos>): {where}. What it would say next is not shown; the whole input was read.",
     type: "Attention",
     layer: "Layer",
     head: "Head",
@@ -114,7 +123,15 @@ const STRINGS = {
     compare: "比较",
     compare_placeholder: "第二句话，用于比较",
     similarity: "与第二句的余弦相似度",
-    truncated: "文本超过模型可读长度，已截断。",
+    truncated: "文本超过模型可读长度：只读了前 {read} 个词元（共 {length} 个），其余已截断。",
+    read_in_pieces:
+      "分 {n} 段解码：模型训练时的句子最多 40 个字符，所以较长的文本逐段读，每段从自己的 <bos> 开始。各视图显示的就是这几段的计算：每个位置只看得到本段。",
+    piece_mark: "第 {n} 段从这里开始，单独读",
+    stopped_at: "停在第 {steps} 个词元",
+    list_comma: "，",
+    stopped_piece: "第 {n} 段停在第 {steps} 个词元",
+    output_stopped:
+      "输出在长度上限处停止，模型尚未结束（没有 <eos>）：{where}。之后的内容未显示；输入已全部读入。",
     type: "注意力",
     layer: "层",
     head: "头",

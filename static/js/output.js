@@ -11,6 +11,8 @@ export function clearOutput() {
   elements.source.textContent = "";
   elements.output.textContent = "";
   elements.truncated.hidden = true;
+  elements.pieces.hidden = true;
+  elements.stopped.hidden = true;
   elements.unknown.hidden = true;
   elements.moreTokens.hidden = true;
 }
@@ -83,6 +85,10 @@ export function showTokens() {
   const shown = OUTPUTS[info.output] ?? OUTPUTS.transcription; // (a kind it does not know: the text)
   elements.output.replaceChildren(...shown(analysis, t, info));
   elements.truncated.hidden = !analysis.truncated;
+  elements.truncated.textContent = t("truncated")
+    .replace("{read}", analysis.source_tokens.length)
+    .replace("{length}", analysis.source_length);
+  showPieces(analysis);
   // tokens the tokenizer could not read: say so, with the languages the model reads
   const unknown = analysis.unknown_tokens ?? 0;
   elements.unknown.hidden = unknown === 0;
@@ -97,6 +103,25 @@ export function showTokens() {
             .languages.map((l) => t(`lang_${l}`))
             .join(", "),
         )
+    : "";
+}
+
+// a text decoded in pieces: say so, and which pieces' outputs were stopped at their limit
+function showPieces(analysis) {
+  const pieces = analysis.pieces ?? [];
+  elements.pieces.hidden = pieces.length < 2;
+  elements.pieces.textContent = t("read_in_pieces").replace("{n}", pieces.length);
+  const stopped = pieces
+    .map((piece, i) => ({ n: i + 1, steps: piece.target[1] - piece.target[0] - 1, piece }))
+    .filter(({ piece }) => !piece.ended)
+    .map(({ n, steps }) =>
+      t(pieces.length > 1 ? "stopped_piece" : "stopped_at")
+        .replace("{n}", n)
+        .replace("{steps}", steps),
+    );
+  elements.stopped.hidden = stopped.length === 0;
+  elements.stopped.textContent = stopped.length
+    ? t("output_stopped").replace("{where}", stopped.join(t("list_comma")))
     : "";
 }
 

@@ -18,8 +18,24 @@ function embedding(analysis, t) {
 
 const text = (analysis) => [analysis.output_text ?? ""];
 
+// a transcription decoded in pieces: each piece's output, the pieces set apart by a mark
+// that says where the next one starts afresh (its own <bos>)
+function transcription(analysis, t) {
+  const pieces = analysis.pieces ?? [];
+  if (pieces.length < 2) return text(analysis);
+  return pieces.flatMap((piece, i) => {
+    const said = analysis.target_tokens.slice(piece.target[0] + 1, piece.target[1]).join(" ");
+    if (i === 0) return [said];
+    const mark = document.createElement("span");
+    mark.className = "piece-mark";
+    mark.textContent = " ‖ ";
+    mark.title = t("piece_mark").replace("{n}", i + 1);
+    return [mark, said];
+  });
+}
+
 export const OUTPUTS = {
-  transcription: text,
+  transcription,
   continuation: text,
   embedding,
   masked: (analysis, t, info) => maskedOutput(analysis, t, info.mask_token),

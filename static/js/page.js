@@ -22,6 +22,8 @@ export const elements = {
   moreTokens: $("more-tokens"),
   output: $("output-text"),
   truncated: $("truncated"),
+  pieces: $("pieces"),
+  stopped: $("stopped"),
   unknown: $("unknown"),
   status: $("status"),
   cancelRun: $("cancel-run"),

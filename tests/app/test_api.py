@@ -382,12 +382,32 @@ def test_unpaired_surrogates_are_refused_not_crashed(client):
     assert response.status_code == 422 and "surrogate" in str(response.json()["detail"])
 
 
-def test_long_output_is_cut_to_the_decoder_and_says_so(client):
-    # the untrained twin babbles until each piece's limit: more than the decoder holds
+def test_an_output_stopped_at_its_limit_is_said_of_its_piece_not_the_input(client):
+    # the untrained twin babbles until each piece's limit; its whole input was read
     body = client.post(
-        "/api/v1/analyze", json={"text": "a" * 120, "model": "pronounce-untrained"}
+        "/api/v1/analyze", json={"text": "a" * 100, "model": "pronounce-untrained"}
     ).json()
-    assert body["truncated"] is True and len(body["target_tokens"]) == 256
+    assert body["truncated"] is False and len(body["source_tokens"]) == 100
+    assert body["pieces"] == [
+        {"source": [0, 40], "target": [0, 131], "ended": False},
+        {"source": [40, 80], "target": [131, 262], "ended": False},
+        {"source": [80, 100], "target": [262, 333], "ended": False},
+    ]
+    assert len(body["target_tokens"]) == len(body["predicted_tokens"]) == 333
+
+
+def test_a_long_sentences_pieces_and_rows_agree_with_its_output(client):
+    text = "The quick brown fox jumps over the lazy dog because it was tired."
+    body = client.post("/api/v1/analyze", json={"text": text}).json()
+    assert [p["source"] for p in body["pieces"]] == [[0, 40], [40, 65]]
+    assert all(p["ended"] for p in body["pieces"]) and not body["truncated"]
+    steps = []  # per piece: its output, then its end
+    for piece in body["pieces"]:
+        start, end = piece["target"]
+        assert body["target_tokens"][start] == "<bos>"
+        steps += [*body["target_tokens"][start + 1 : end], "<eos>"]
+    assert body["predicted_tokens"] == steps
+    assert [t for t in steps if t != "<eos>"] == body["output"]
 
 
 def test_repeated_types_are_counted_once(client):

@@ -364,3 +364,48 @@ def test_a_walk_through_every_view_reads_in_the_pages_language(walker: Page):
     headers = page.locator("#lab-metrics-table th").all_text_contents()
     assert headers[:4] == reads["headers"], headers
     shot(page, f"walk-{page.walk}-lab-metrics")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The quick brown fox jumps over the lazy dog because it was tired.",
+        "银行行长在行人道上行走，他说这一行的工作很辛苦，但是他很喜欢自己的工作，每天都很开心。",
+    ],
+    ids=["english", "chinese"],
+)
+def test_a_long_sentences_rows_predict_the_output_line_piece_by_piece(page: Page, text):
+    """pronounce decodes a text over 40 characters in pieces: every row of the alignment
+    head predicts the output line's token at that step, each piece ending in <eos>."""
+    page.goto(f"/?text={text}&type=decoder.cross&layer=2&head=1")
+    ready(page)
+    output = page.locator("#output-text").text_content() or ""
+    said = [piece.split() for piece in output.split("‖")]
+    assert len(said) == 2
+    steps = [token for piece in said for token in [*piece, "<eos>"]]
+    names = page.evaluate("document.getElementById('plot').attnvizLabels.rowNames")
+    predicted = [re.fullmatch(r"step \d+: fed \S+, predicts (\S+)", n)[1] for n in names]
+    assert predicted == steps
+    assert [n.split(", ")[0] for n in names].count(f"step {len(said[0]) + 1}: fed <bos>") == 1
+    expect(page.locator("#pieces")).to_have_text(re.compile(r"^Decoded in 2 pieces: .*40 char"))
+    expect(page.locator("#truncated")).to_be_hidden()
+    expect(page.locator("#stopped")).to_be_hidden()
+    page.click("#lang-zh")
+    ready(page)
+    expect(page.locator("#pieces")).to_have_text(re.compile(r"^分 2 段解码"))
+
+
+def test_an_output_stopped_at_its_limit_says_so_not_that_the_input_was_cut(page: Page):
+    page.goto("/?model=pronounce-untrained&text=" + "a" * 60)
+    ready(page)
+    expect(page.locator("#truncated")).to_be_hidden()
+    expect(page.locator("#stopped")).to_have_text(
+        "The output stopped at its length limit before the model ended it (no <eos>): piece 1 "
+        "at 130 tokens, piece 2 at 70 tokens. What it would say next is not shown; the whole "
+        "input was read."
+    )
+    page.click("#lang-zh")
+    ready(page)
+    expect(page.locator("#stopped")).to_contain_text(
+        "第 1 段停在第 130 个词元，第 2 段停在第 70 个词元"
+    )

@@ -121,3 +121,56 @@ def test_pieces_cut_after_spaces_and_punctuation():
     assert pieces(text, limit=8) == [(0, 5), (5, 10), (10, 15), (15, 19)]
     assert pieces("x" * 20, limit=8) == [(0, 8), (8, 16), (16, 20)]
     assert pieces("short", limit=8) == [(0, 5)]
+
+
+LONG_SENTENCES = [
+    "The quick brown fox jumps over the lazy dog because it was tired.",
+    "银行行长在行人道上行走，他说这一行的工作很辛苦，但是他很喜欢自己的工作，每天都很开心。",
+]
+
+
+@pytest.mark.parametrize("text", LONG_SENTENCES)
+def test_a_long_texts_rows_predict_what_each_piece_decoded_alone(shipped, text):
+    """Each row of the captured pass predicts the token the decoding made at that step:
+    the reference is each piece decoded alone by the model's plain greedy decoding (one
+    piece, no other in its batch), and its own plain forward pass over that piece."""
+    result = shipped.run(text)
+    spans = pieces(result.text[: len(result.source_ids)])
+    assert len(spans) > 1 and len(result.pieces) == len(spans)
+    vocab, cap = shipped.target.vocab.tokens, result.captured
+    expected, row, src_at = [], 0, 0
+    for start, end in spans:
+        alone = torch.tensor([result.source_ids[start:end]])
+        made = shipped.model.greedy_decode(alone, max_new_tokens=3 * (end - start) + 10)
+        ids = made.tokens[0].tolist()
+        ids = ids[: ids.index(shipped.target.eos_id) + 1]  # <bos> ... <eos>
+        expected += [vocab[i] for i in ids[1:]]
+        fed = torch.tensor([ids[:-1]])
+        # this piece's block of the one captured pass is its own plain pass's weights
+        _, plain = shipped.model.run_with_capture(
+            alone, fed, names_filter="decoder.2.cross_attn.hook_weights"
+        )
+        n = fed.size(1)
+        block = cap["decoder.2.cross_attn.hook_weights"][0, :, row : row + n]
+        torch.testing.assert_close(
+            block[..., src_at : src_at + end - start], plain["decoder.2.cross_attn.hook_weights"][0]
+        )
+        outside = torch.cat([block[..., :src_at], block[..., src_at + end - start :]], -1)
+        assert not outside.any()  # no weight on another piece's characters
+        assert result.target_tokens[row] == "<bos>"
+        row, src_at = row + n, src_at + end - start
+    assert result.predicted_tokens == expected
+    assert result.output_tokens == [t for t in expected if t != "<eos>"]
+    assert not result.truncated and all(piece.ended for piece in result.pieces)
+
+
+def test_the_untrained_twins_output_stops_at_each_pieces_limit_not_its_input():
+    twin = Pronouncer.untrained()
+    result = twin.run("a" * 100)  # pieces of 40, 40 and 20: each babbles to 3 × n + 10 tokens
+    assert not result.truncated and len(result.source_tokens) == 100
+    assert [len(p.target_ids) for p in result.pieces] == [131, 131, 71]
+    assert not any(piece.ended for piece in result.pieces)
+    assert len(result.target_tokens) == 333 and result.target_tokens.count("<bos>") == 3
+    # the shorter piece stops where it would have alone: its own limit, not the batch's
+    alone = twin.model.greedy_decode(torch.tensor([twin.tokenize("a" * 20)[0]]), max_new_tokens=70)
+    assert result.pieces[2].target_ids == alone.tokens[0].tolist()
