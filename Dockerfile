@@ -100,9 +100,12 @@ ENV PATH=/opt/venv/bin:$PATH \
     NUMBA_CACHE_DIR=/tmp/numba \
     ATTNVIZ_HOST=0.0.0.0 \
     ATTNVIZ_PORT=8000
-# libcairo2: CairoSVG's cairo, for the plots as PDF (POST /api/v1/figure/pdf)
+# libcairo2: CairoSVG's cairo, for the plots as PDF (POST /api/v1/figure/pdf);
+# fonts-wqy-zenhei: a font with Chinese glyphs for those PDFs (the slim image's fonts have
+# none: Chinese labels would be boxes), and fontconfig's fc-match, which finds it
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libcairo2 \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libcairo2 fonts-wqy-zenhei fontconfig \
  && rm -rf /var/lib/apt/lists/*
 RUN useradd --no-log-init --uid 10001 --user-group --create-home --shell /usr/sbin/nologin attnviz
 COPY --from=deps /opt/venv /opt/venv

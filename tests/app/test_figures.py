@@ -163,3 +163,93 @@ def test_an_image_drawn_many_times_counts_each_time(client):
         "/api/v1/figure/pdf", content=figure(used), headers={"content-type": "image/svg+xml"}
     )
     assert answer.status_code == 422 and "drawn twice counts twice" in answer.json()["detail"]
+
+
+# plotly.js's title markup (its font-family, the one the page's figures name), in Chinese:
+# six distinct characters, 40 px each, full-width in a CJK font
+CHINESE = "编码器注意力"
+CHINESE_SVG = f"""<svg xmlns="http://www.w3.org/2000/svg" width="300" height="80">
+<rect width="300" height="80" style="fill: rgb(255, 255, 255);"/>
+<text class="gtitle" x="20" y="55" style="font-family: 'Open Sans', verdana, arial, sans-serif;
+ font-size: 40px; fill: rgb(0, 0, 0); white-space: pre;">{CHINESE}</text>
+<text x="20" y="75" style="font-family: 'Open Sans', verdana, arial, sans-serif;
+ font-size: 12px;">Layer 2 · Head 3</text></svg>""".encode()
+
+
+@pytest.fixture(scope="module")
+def cjk_families(poppler) -> list[str]:
+    """The Chinese fonts fontconfig has (Debian's fonts-wqy-zenhei here and in the image)."""
+    listed = subprocess.run(
+        ["fc-list", ":lang=zh", "family"], capture_output=True, text=True, check=True
+    ).stdout
+    families = [line.split(",")[0] for line in listed.splitlines() if line]
+    if not families:
+        pytest.fail("no Chinese font is installed: apt-get install fonts-wqy-zenhei (Debian)")
+    return families
+
+
+def ink(png, box: tuple[int, int, int, int]):
+    """A rendering's ink (0 white .. 1 black) in a box of it, 2 x 2 px blocks averaged (a
+    pixel's offset between two renderers is not a difference of glyph)."""
+    import numpy as np
+    from PIL import Image
+
+    grey = np.asarray(Image.open(png).convert("L").crop(box), dtype=float)
+    height, width = grey.shape[0] // 2 * 2, grey.shape[1] // 2 * 2
+    blocks = grey[:height, :width].reshape(height // 2, 2, width // 2, 2).mean(axis=(1, 3))
+    return 1 - blocks / 255
+
+
+def test_chinese_is_drawn_in_an_embedded_cjk_font_as_chromium_draws_the_svg(
+    client, cjk_families, tmp_path
+):
+    """CairoSVG drew a text in the one face fontconfig gives its first font name (DejaVu
+    Sans for plotly's "Open Sans"), Chinese as boxes: the PDF embeds a CJK font for the
+    Chinese text, and its rendering (poppler) shows the characters Chromium draws for the
+    same SVG, each where Chromium draws it, no two alike (boxes are)."""
+    import numpy as np
+    from playwright.sync_api import sync_playwright
+
+    from harness.browser import CHROMIUM, FLAGS
+
+    answer = client.post(
+        "/api/v1/figure/pdf", content=CHINESE_SVG, headers={"content-type": "image/svg+xml"}
+    )
+    assert answer.status_code == 200
+    pdf = tmp_path / "figure.pdf"
+    pdf.write_bytes(answer.content)
+    # the fonts the PDF embeds: pdffonts' rows end "emb sub uni object-id generation"; a
+    # subset's name is its PostScript name (the family's, unspaced) after a "+" tag
+    fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True, check=True)
+    rows = [line.split() for line in fonts.stdout.splitlines()[2:]]
+    embedded = {row[0].split("+")[-1] for row in rows if row[-5] == "yes"}
+    cjk = {family.replace(" ", "") for family in cjk_families}
+    assert embedded & cjk, (fonts.stdout, cjk_families)
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True).stdout
+    assert CHINESE in text and "Layer 2 · Head 3" in text  # (text stays text)
+
+    # the PDF at 96 dpi is the SVG's 300 x 80 px; the SVG drawn by Chromium at its size
+    subprocess.run(
+        ["pdftoppm", "-png", "-r", "96", "-singlefile", str(pdf), str(tmp_path / "pdf")],
+        check=True,
+    )
+    svg = tmp_path / "figure.svg"
+    svg.write_bytes(CHINESE_SVG)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 300, "height": 80})
+        page.goto(svg.as_uri())
+        page.screenshot(path=tmp_path / "chromium.png")
+        browser.close()
+    # the title's six 40 px cells (x 20..260, y 10..65), in each rendering
+    cells = [(20 + 40 * i, 10, 60 + 40 * i, 65) for i in range(len(CHINESE))]
+    drawn = [ink(tmp_path / "pdf.png", cell) for cell in cells]
+    shown = [ink(tmp_path / "chromium.png", cell) for cell in cells]
+    for i, cell in enumerate(drawn):
+        assert cell.sum() > 15, f"{CHINESE[i]} has no ink in the PDF"
+        # no two alike: a box (.notdef) is one shape for every character
+        for j in range(i):
+            assert np.abs(cell - drawn[j]).mean() > 0.05, (CHINESE[i], CHINESE[j])
+        # each character is the one Chromium draws in that cell, and no other
+        alike = [np.corrcoef(cell.ravel(), other.ravel())[0, 1] for other in shown]
+        assert alike[i] > 0.8 and alike[i] == max(alike), (CHINESE[i], alike)
