@@ -254,6 +254,8 @@ function init() {
       const line = citation(page.state, await api.citation(page.state.model));
       elements.cite.textContent = line;
       elements.cite.hidden = false;
+      // its box under the controls (the sidebar scrolls, where taller than the screen)
+      elements.cite.scrollIntoView({ block: "nearest" });
       await navigator.clipboard?.writeText(line).catch(() => {}); // (where the page may)
     } catch (err) {
       showError(err, { keepView: true });

@@ -132,6 +132,9 @@ export function configFor(filename = "attnviz") {
     displaylogo: false,
     showSendToCloud: false,
     showEditInChartStudio: false,
+    // no "Double-click to zoom back out" notice: it covered the page's Run button (the
+    // head view's line under the plot says how to zoom)
+    showTips: false,
     toImageButtonOptions: { format: "png", filename: safe },
     modeBarButtonsToAdd: [downloadSvg(safe), downloadPdf(safe)],
   };
@@ -212,8 +215,11 @@ export async function heatmap(
     const below = innerHeight - (el.getBoundingClientRect().top + scrollY) - 56;
     height = Math.max(320, Math.min(900, Math.max(below, 1.5 * rows.length + 132 + more)));
   }
-  // the room each axis has for its labels, in px (the margins are 70 + 20 and 62 + 70)
-  const room = { x: Math.max(200, (el.clientWidth || 900) - 90), y: height - 132 - more };
+  // each axis's ticks from the room plotly.js will give it (estimated here, checked once
+  // it is drawn: refit)
+  const fit = ticksFor(rows, safeRows, columns, safeColumns, tickFont, trace);
+  const top = 62 + more;
+  const ticks = fit.estimate(el.clientWidth || 900, height - top);
   const layout = {
     // left-aligned just above the plot, under the toolbar (which sits at the top right):
     // the two never overlap, at a phone's width too
@@ -228,9 +234,9 @@ export async function heatmap(
       pad: { b: 6 + more }, // (plotly.js grows a title of more lines downwards)
     },
     ...themed(),
-    margin: { l: 70, r: 20, t: 62 + more, b: 70 },
-    xaxis: axis(safeColumns, tickFont, room.x, true),
-    yaxis: { ...axis(safeRows, tickFont, room.y, false), autorange: "reversed" },
+    margin: { l: 70, r: 20, t: top, b: 70 },
+    xaxis: ticks.x,
+    yaxis: { ...ticks.y, autorange: "reversed" },
     height,
   };
   const Plotly = await plotly;
@@ -242,7 +248,15 @@ export async function heatmap(
   const ownTip = columns && trace.hoverinfo === "none";
   el.attnvizLabels = readout && columns ? { rowNames, columns, readout, ownTip } : null;
   el.attnvizAxes = axes; // {x, y}: the axes' titles of its exported figures
+  el.attnvizFit = fit;
   const drawn = await Plotly.react(el, data, layout, configFor(filename));
+  await refit(el);
+  // a resized plot (responsive: a turned phone, a narrowed window) fits its ticks again
+  if (el.attnvizRefit) el.removeListener?.("plotly_relayout", el.attnvizRefit);
+  el.attnvizRefit = (event) => {
+    if (event && ("autosize" in event || "width" in event)) refit(el);
+  };
+  el.on("plotly_relayout", el.attnvizRefit);
   if (readout && columns) {
     el.removeAllListeners?.("plotly_hover");
     el.on("plotly_hover", (event) => {
@@ -262,7 +276,7 @@ export async function heatmap(
 
 // A title's lines, each at most `room` px wide in plotly.js's title font (its default
 // family at 1.4 x 12 px), broken after spaces and CJK punctuation.
-const TITLE_FONT = '16.8px "Open Sans", verdana, arial, sans-serif';
+export const TITLE_FONT = '16.8px "Open Sans", verdana, arial, sans-serif';
 let measure = null;
 export function wrapTitle(text, room) {
   measure ??= document.createElement("canvas").getContext("2d");
@@ -323,22 +337,105 @@ export function themed() {
 // ~25 ms), and past ~64 rows in 900 px they overlap unreadably; the hover and the readout
 // line still name every token.
 const MAX_TICKS = 64;
+// plotly.js's font for tick labels and text (its default family; themed() sets no other)
+export const FONT_FAMILY = '"Open Sans", verdana, arial, sans-serif';
+// a CJK font's line is taller (Noto Sans CJK: 1.45 of its size, Latin fonts ~1.16)
+const TALL = /[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]/;
 
-function axis(labels, font, room, across) {
+// Each string's width in px, in `font` (a CSS font) as the page draws it.
+export function textWidths(texts, font) {
+  measure ??= document.createElement("canvas").getContext("2d");
+  measure.font = font;
+  return texts.map((s) => measure.measureText(String(s)).width);
+}
+
+// A heatmap's ticks for a plot area of w x h px (estimate: from the plot's width and the
+// height under its title, before plotly.js lays it out). labels: raw, to measure; safe:
+// escaped, to show.
+function ticksFor(rows, safeRows, columns, safeColumns, font, trace) {
+  const family = `${font.size}px ${FONT_FAMILY}`;
+  const rowWidths = textWidths(rows, family);
+  const columnWidths = columns ? textWidths(columns, family) : null;
+  const widest = (widths) => widths.reduce((a, b) => Math.max(a, b), 0);
+  const at = (w, h) => ({
+    x: axis(safeColumns, columnWidths, font, w, true),
+    y: axis(safeRows, rowWidths, font, h, false),
+  });
+  return {
+    trace,
+    at,
+    // plotly.js grows the left margin to the rows' labels and the bottom one to upright
+    // column labels (automargin: true); the colour bar and its numbers take 80 px and 2 %
+    // of the plot right of it (measured)
+    estimate(width, height) {
+      const left = Math.max(70, widest(rowWidths) + 20);
+      const x = axis(
+        safeColumns,
+        columnWidths,
+        font,
+        Math.max(60, (width - left - 80) / 1.02),
+        true,
+      );
+      const bottom = x.tickangle ? Math.max(70, widest(columnWidths) + 12) : 70;
+      return { x, y: axis(safeRows, rowWidths, font, Math.max(60, height - bottom), false) };
+    },
+  };
+}
+
+// The ticks again from the plot area plotly.js laid out, where they differ from those
+// drawn (upright labels grow the bottom margin, and so shorten the y axis: a few rounds).
+async function refit(el) {
+  const fit = el.attnvizFit;
+  for (let round = 0; round < 3; round++) {
+    const size = el._fullLayout?._size;
+    if (!fit || !size || el.data?.[0] !== fit.trace) return; // another plot drawn since
+    const { x, y } = fit.at(size.w, size.h);
+    const update = {};
+    for (const [name, ticks] of [
+      ["xaxis", x],
+      ["yaxis", y],
+    ]) {
+      const now = el.layout[name];
+      if (!ticks.tickvals) continue; // (a numbered axis: plotly.js's own ticks)
+      const same =
+        String(now.tickvals) === String(ticks.tickvals) &&
+        now.tickangle === ticks.tickangle &&
+        now.tickfont?.size === ticks.tickfont.size;
+      if (same) continue;
+      for (const key of ["tickvals", "ticktext", "tickangle", "tickfont"]) {
+        update[`${name}.${key}`] = ticks[key];
+      }
+    }
+    if (!Object.keys(update).length) return;
+    await (el.attnvizGl ?? window.Plotly).relayout(el, update);
+  }
+}
+
+// Every k-th label, k such that labels are at most MAX_TICKS and none touches the next:
+// upright ones (the y axis's; the x axis's where flat ones would not fit) a line apart,
+// flat x labels half their two widths and a gap apart. widths: each label's, in px;
+// length: the axis's, in px.
+function axis(labels, widths, font, length, across) {
   if (!labels)
     return { title: { text: document.documentElement.lang === "zh-CN" ? "维度" : "dim" } };
-  // every k-th label, k such that labels are at most MAX_TICKS and a line of the font apart:
-  // the y axis's never overlap; the x axis's turn upright past 20 (fewer, they lie flat
-  // and a long token may still touch its neighbour)
-  const fit = Math.max(1, Math.floor(room / (font.size * 1.15)));
-  const stride = Math.ceil(labels.length / Math.min(MAX_TICKS, fit));
+  const n = labels.length;
+  const tall = labels.some((l) => TALL.test(l)) ? 1.5 : 1.25;
+  // a smaller font (down to 9 px) where it labels each token (a phone's 16 columns)
+  const size = Math.max(Math.min(font.size, 9), Math.min(font.size, length / n / tall));
+  const fit = Math.max(1, Math.floor(length / (size * tall)));
+  const stride = Math.ceil(n / Math.min(MAX_TICKS, fit));
   const tickvals = labels.map((_, i) => i).filter((i) => i % stride === 0);
+  const apart = (stride * length) / Math.max(n, 1);
+  const wide = (i) => (widths[i] * size) / font.size;
+  const flat =
+    !across ||
+    tickvals.every((v, i) => i === 0 || (wide(tickvals[i - 1]) + wide(v)) / 2 + size / 2 <= apart);
   return {
     tickmode: "array",
     tickvals,
     ticktext: tickvals.map((i) => labels[i]),
-    tickfont: font,
-    tickangle: across && tickvals.length > 20 ? -90 : 0,
+    tickfont: { ...font, size },
+    tickangle: flat ? 0 : -90,
     automargin: true,
   };
 }

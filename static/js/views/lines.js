@@ -7,7 +7,16 @@
 import { Block } from "../api.js";
 import { encodingOf } from "../encodings.js";
 import { attentionOf } from "../model-info.js";
-import { configFor, escapeText, plotly, themed } from "../plots.js";
+import {
+  configFor,
+  escapeText,
+  FONT_FAMILY,
+  plotly,
+  TITLE_FONT,
+  textWidths,
+  themed,
+  wrapTitle,
+} from "../plots.js";
 import { el, labelled } from "./lab/shared.js";
 import { TOKEN_LEVEL, zoomed } from "./long-head.js";
 
@@ -15,6 +24,8 @@ const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b
   "#7f7f7f", "#bcbd22", "#17becf"]; // biome-ignore format: a palette a line
 const BINS = [0.25, 0.5, 0.75, 1.01]; // opacity steps: a line's weight falls in one
 const DEFAULT_THRESHOLD = 0.1;
+const LABEL_SIZE = 12; // px, the tokens' (plotly.js's default text size)
+const LABEL_PAD = 14; // px between a label and the figure's edge, and its offset from its end
 
 const STRINGS = {
   en: {
@@ -187,48 +198,69 @@ async function drawLines(ctx) {
   elements.grid.hidden = false;
   elements.grid.replaceChildren(controls(ctx, count, heads, thr));
   const base = lineTraces(lines, heads, yLeft, yRight);
-  const label = (tokens, x, y, side) => ({
+  // the labels in the margins, each as wide as its column's widest label (clipped to the
+  // plot area they lost their first letters), at most 30 % of the width a side: a longer
+  // token is cut short with "…", whole on hover
+  const width = elements.plot.clientWidth || 900;
+  const most = Math.max(60, 0.3 * width - LABEL_PAD);
+  const rowLabels = shortened(rows, most);
+  const columnLabels = shortened(columns, most);
+  const label = (tokens, shown, x, y, side) => ({
     type: "scatter",
     mode: "text",
     x: tokens.map(() => x),
     y: tokens.map((_, i) => y(i)),
-    text: tokens.map(escapeText),
+    text: shown.labels.map(escapeText),
+    customdata: tokens.map(escapeText),
     textposition: side === "left" ? "middle left" : "middle right",
-    hovertemplate: "%{text}<extra></extra>",
+    textfont: { size: LABEL_SIZE },
+    cliponaxis: false,
+    hovertemplate: "%{customdata}<extra></extra>",
     showlegend: false,
     meta: side,
   });
-  const labels = [label(rows, 0, yLeft, "left"), label(columns, 1, yRight, "right")];
-  const legend = heads.map((h) => ({
-    type: "scatter",
-    mode: "lines",
-    x: [null],
-    y: [null],
-    name: `${t("head")} ${h}`,
-    line: { color: PALETTE[h % 10], width: 3 },
-  }));
+  const labels = [
+    label(rows, rowLabels, 0, yLeft, "left"),
+    label(columns, columnLabels, 1, yRight, "right"),
+  ];
+  // the heads' colours on lines of the title (a legend of plotly.js's sat on the labels)
   const title = t("lines_title")
     .replace("{type}", t(state.type))
     .replace("{layer}", String(state.layer));
-  const height = Math.min(4000, Math.max(360, 16 * (span + 1) + 120));
+  // (the title starts at the plot's left, past the queries' labels)
+  const room = Math.max(120, width - rowLabels.widest - LABEL_PAD - 20);
+  const titled = [...wrapTitle(title, room).map(escapeText), ...key(heads, t("head"), room)];
+  const more = 22 * (titled.length - 1);
+  const height = Math.min(4000, Math.max(360, 16 * (span + 1) + 120)) + more;
   const layout = {
-    title: { text: escapeText(title), x: 0, xanchor: "left" },
+    // as the heatmap's: left-aligned just above the plot, under the toolbar
+    title: {
+      text: titled.join("<br>"),
+      x: 0,
+      xanchor: "left",
+      xref: "paper",
+      y: 1,
+      yref: "paper",
+      yanchor: "bottom",
+      pad: { b: 6 + more },
+    },
     height,
-    margin: { l: 160, r: 160, t: 60, b: 30 },
-    xaxis: { visible: false, range: [-0.05, 1.05], fixedrange: true },
+    margin: {
+      l: rowLabels.widest + LABEL_PAD,
+      r: columnLabels.widest + LABEL_PAD,
+      t: 62 + more,
+      b: 30,
+    },
+    xaxis: { visible: false, range: [-0.01, 1.01], fixedrange: true },
     yaxis: { visible: false, range: [-span - 0.5, 0.5] },
     hovermode: "closest",
-    legend: { orientation: "h", y: 1.02, x: 1, xanchor: "right" },
+    showlegend: false,
     ...themed(),
   };
+  const config = configFor(`attnviz-${state.model}-lines-L${state.layer}`);
   const Plotly = await plotly;
   const plot = elements.plot;
-  await Plotly.react(
-    plot,
-    [...base, ...labels, ...legend],
-    layout,
-    configFor(`attnviz-${state.model}-lines-L${state.layer}`),
-  );
+  await Plotly.react(plot, [...base, ...labels], layout, config);
   const first = base.length; // the labels' traces follow the lines'
   plot.removeAllListeners?.("plotly_hover");
   plot.removeAllListeners?.("plotly_unhover");
@@ -243,13 +275,14 @@ async function drawLines(ctx) {
     }));
     Plotly.react(
       plot,
-      [...base.map((tr) => ({ ...tr, opacity: 0.04 })), ...labels, ...legend, ...isolated],
+      [...base.map((tr) => ({ ...tr, opacity: 0.04 })), ...labels, ...isolated],
       layout,
+      config,
     );
     elements.readout.textContent = `${side === "query" ? rows[point.pointNumber] : columns[point.pointNumber]}: ${mine.length}`;
   });
   plot.on("plotly_unhover", () => {
-    Plotly.react(plot, [...base, ...labels, ...legend], layout);
+    Plotly.react(plot, [...base, ...labels], layout, config);
   });
   const all = rows.length * columns.length * heads.length;
   const headsNamed = heads.map((h) => `${t("head")} ${h}`).join(", ");
@@ -264,6 +297,46 @@ async function drawLines(ctx) {
     : t("lines_none").replace("{thr}", String(thr));
   const said = [windowed?.said, norms ? t("lines_norms").replace("{of}", of) : ""];
   elements.explain.textContent = [...said, t("lines_explain")].filter(Boolean).join(" ");
+}
+
+// Tokens as labels at most `most` px wide in the labels' font (a longer one cut, with "…"),
+// and the widest label's width.
+function shortened(tokens, most) {
+  const font = `${LABEL_SIZE}px ${FONT_FAMILY}`;
+  const widths = textWidths(tokens, font);
+  const labels = tokens.map((token, i) => {
+    if (widths[i] <= most) return token;
+    let cut = [...token];
+    while (cut.length > 1 && textWidths([`${cut.join("")}…`], font)[0] > most)
+      cut = cut.slice(0, -1);
+    return `${cut.join("")}…`;
+  });
+  const widest = textWidths(labels, font).reduce((a, b) => Math.max(a, b), 0);
+  return { labels, widest: Math.ceil(widest) };
+}
+
+// The heads' key, as title lines of at most `room` px: a stroke of each head's colour and
+// its name, packed a few to a line.
+function key(heads, named, room) {
+  // (measured with em dashes: beside CJK text the swatch takes a CJK font's glyphs, an em
+  // wide each, where the canvas measures the Latin font's narrower ones)
+  const entry = (h) => `\u2014\u2014 ${named} ${h}`;
+  const lines = [];
+  let line = [];
+  for (const h of heads) {
+    const next = [...line, h];
+    const text = next.map(entry).join("\u2003");
+    if (line.length && textWidths([text], TITLE_FONT)[0] > room) {
+      lines.push(line);
+      line = [h];
+    } else {
+      line = next;
+    }
+  }
+  if (line.length) lines.push(line);
+  const colored = (h) =>
+    `<span style="color:${PALETTE[h % 10]}">━━</span> ${escapeText(named)} ${h}`;
+  return lines.map((hs) => hs.map(colored).join("\u2003"));
 }
 
 function controls(ctx, count, heads, thr) {
