@@ -16,21 +16,34 @@ class Shipped:
     language: str  # ISO 639-1
     licence: str
     origin: str  # where its sentences come from
+    title_zh: str  # the title and origin as the page shows them in Chinese
+    origin_zh: str
 
 
 # HSK 3.0's graded sentences (hsk-sentences-audio, pinned in pyproject.toml): 4,354 in
 # Chinese, each with its English translation
 HSK = "the hsk-sentences-audio package 1.0.0 (https://github.com/no7z/hsk-sentences-audio)"
+HSK_ZH = "hsk-sentences-audio 软件包 1.0.0（https://github.com/no7z/hsk-sentences-audio）"
 SHIPPED = {
     c.id: c
     for c in (
-        Shipped("hsk-zh", "HSK 3.0 graded sentences (Chinese)", "zh", "CC-BY-SA-4.0", HSK),
+        Shipped(
+            "hsk-zh",
+            "HSK 3.0 graded sentences (Chinese)",
+            "zh",
+            "CC-BY-SA-4.0",
+            HSK,
+            "HSK 3.0 分级例句（中文）",
+            HSK_ZH,
+        ),
         Shipped(
             "hsk-en",
             "HSK 3.0 graded sentences, their English translations",
             "en",
             "CC-BY-SA-4.0",
             HSK,
+            "HSK 3.0 分级例句的英文译文",
+            HSK_ZH,
         ),
     )
 }

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, StrictInt
+from pydantic import BeforeValidator, Field, StrictInt, model_validator
 
 from ..lab.schemas import HeadRef
 from ..schemas import Strict, Text, _integral
+from .corpora import SHIPPED
 
 # a count of sentences: a whole number however JSON writes it, 1 or more
 Count = Annotated[StrictInt, Field(ge=1, le=1_000_000), BeforeValidator(_integral)]
@@ -40,6 +41,17 @@ class Corpus(Strict):
     sentences: int
     licence: str
     source: str
+    title_zh: str = Field("", description="The title in Chinese, as the page shows it in Chinese.")
+    source_zh: str = Field("", description="Where its sentences come from, in Chinese.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _in_chinese(cls, data: object) -> object:
+        # a shipped corpus's Chinese title and source are its entry's (corpora.py), where
+        # the answer does not name them
+        if isinstance(data, dict) and (c := SHIPPED.get(data.get("id", ""))) is not None:
+            return {"title_zh": c.title_zh, "source_zh": c.origin_zh, **data}
+        return data
 
 
 class CorpusRun(Strict):

@@ -42,7 +42,7 @@ def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
     spec = ctx.spec(req.type)
     ctx.check_head(spec, req.layer, req.head)
     rows, columns = ctx.tokens(spec)
-    if req.query >= len(rows):
+    if req.query is not None and req.query >= len(rows):
         raise CannotServe(
             f"query {req.query} out of range: {spec.type} has rows 0..{len(rows) - 1}"
         )
@@ -59,29 +59,33 @@ def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
     capture = ctx.result.captured if ctx.long else ctx.forward(names=names)[1]
     rotary = rotary and f"{spec.stack}.hook_pos" in capture  # (not shown: Llama 4's)
     kv_head = req.head // (spec.query_heads // spec.kv_heads)
+    weights_name = spec.hook(req.layer, "hook_weights")
+    query = req.query
+    if query is None:  # (a long input keeps no weights to search: its last row, every key's)
+        query = len(rows) - 1 if ctx.long else most_informative(capture[weights_name][0, req.head])
     q = capture[spec.hook(req.layer, "hook_q")][0, req.head]  # (Tq, d), after RoPE
     k = capture[spec.hook(req.layer, "hook_k")][0, kv_head]  # (Tk, d)
     scale = ctx.score_scale(spec)  # (a 422 where q·k times it is not the score)
     if ctx.long:
         heads = heads_of(capture, spec.hook(req.layer, "hook_q").rpartition(".")[0])
-        row = (req.head, req.query, req.query + 1, k0, k1)
+        row = (req.head, query, query + 1, k0, k1)
         visible = heads.block("mask", *row)[0].bool().tolist()
         weights = heads.block("weights", *row)[0].tolist()
     else:
         mask_name = spec.hook(req.layer, "hook_mask")
-        every = capture[mask_name][0, 0, req.query].tolist() if mask_name in capture else None
+        every = capture[mask_name][0, 0, query].tolist() if mask_name in capture else None
         visible = every[k0:k1] if every is not None else [True] * (k1 - k0)
-        picked = capture[spec.hook(req.layer, "hook_weights")][0, req.head, req.query, k0:k1]
+        picked = capture[weights_name][0, req.head, query, k0:k1]
         weights = picked.tolist()
     before = None
     if rotary:
         angles = capture[f"{spec.stack}.hook_pos"]  # (T, d/2): rotating back by -angle
         if layout == "rotate_half":
-            q0 = unrotate_half(q[req.query], angles[req.query])
+            q0 = unrotate_half(q[query], angles[query])
             k_0 = unrotate_half(k[k0:k1], angles[k0:k1])
         else:
-            q0 = apply_rotary(q[None, None, req.query : req.query + 1],
-                              -angles[req.query : req.query + 1])[0, 0, 0]  # fmt: skip
+            q0 = apply_rotary(q[None, None, query : query + 1],
+                              -angles[query : query + 1])[0, 0, 0]  # fmt: skip
             k_0 = apply_rotary(k[None, None, k0:k1], -angles[k0:k1])[0, 0]
         before = side(q0, k_0, scale)
     predicted = ctx.predicted(spec)
@@ -91,19 +95,29 @@ def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
         layer=req.layer,
         head=req.head,
         kv_head=kv_head,
-        query=req.query,
-        query_token=rows[req.query],
-        predicted=predicted[req.query] if predicted else None,
+        query=query,
+        query_token=rows[query],
+        predicted=predicted[query] if predicted else None,
         keys=columns[k0:k1],
         first_key=k0,
         d_head=spec.head_dim,
         scale=scale,
         rotary=rotary,
-        after=side(q[req.query], k[k0:k1], scale),
+        after=side(q[query], k[k0:k1], scale),
         before=before,
         visible=[bool(v) for v in visible],
         weights=weights,
     )
+
+
+def most_informative(weights: torch.Tensor) -> int:
+    """The row (of a head's weights, queries x keys) the view opens on: the most spread,
+    highest in entropy (the first of equals). Row 0 of a causal decoder sees one key, its
+    weight 1, and has nothing to compare; the most spread row weighs the most keys against
+    each other, which is what the products and sums show."""
+    p = weights.double()
+    entropy = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
+    return int(entropy.argmax())
 
 
 def key_window(ctx: LabContext, req: s.NeuronRequest, n_keys: int) -> tuple[int, int]:

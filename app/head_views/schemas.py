@@ -12,7 +12,12 @@ from ..schemas import Index, Strict, Text, Whole
 
 
 class NeuronRequest(HeadRequest):
-    query: Index = Field(0, description="The query token's position (a row of the head).")
+    query: Index | None = Field(
+        None,
+        description="The query token's position (a row of the head). Default: the row whose "
+        "weights are the most spread (highest entropy; the first of equals); a long input's "
+        "last row (it sees every key).",
+    )
     keys: list[Index] | None = Field(
         None,
         min_length=2,

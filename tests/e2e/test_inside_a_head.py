@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 from harness.browser import CHROMIUM, FLAGS
 from tests.app.test_api import decode
 
-from .conftest import block_outside
+from .conftest import ARTIFACTS, block_outside
 from .test_page import ready, ticks, url_state
 
 TEXT = "The animal didn't cross the street because it was too tired."
@@ -221,3 +221,23 @@ def test_hovering_a_token_in_the_lines_view_shows_its_lines_alone(page: Page, se
     expect(page.locator("#readout")).to_have_text(
         f"{block['rows'][query]}: {int((weights[query] >= 0.05).sum())}"
     )
+
+
+def test_the_query_key_space_coloured_by_position_has_a_titled_colour_scale(gl_page):
+    page = gl_page
+    page.goto(f"/?model=minilm&text={TEXT}&view=qk&type=encoder.self&layer=0&head=2")
+    ready(page)
+    bar = page.locator("#plot .colorbar")
+    expect(bar).to_have_count(1)  # one scale: the queries' and keys' positions share it
+    expect(bar.locator(".cbtitle")).to_have_text("position")
+    numbers = [int(v) for v in bar.locator(".cbaxis text, .ycbtick text").all_text_contents()]
+    assert numbers and numbers == sorted(numbers) and numbers[0] >= 0
+    page.click("#lang-zh")
+    ready(page)
+    expect(bar.locator(".cbtitle")).to_have_text("位置")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=ARTIFACTS / "qk_position_scale.png", full_page=True)
+    # a colour that names categories (a sentence, a token) has no number to scale
+    page.select_option("#qk-colour", "sentence")
+    ready(page)
+    expect(bar).to_have_count(0)

@@ -16,6 +16,7 @@ const STRINGS = {
     corpus_source: "Corpus",
     corpus_yours: "your sentences (below, one a line)",
     corpus_file: "or a text file (UTF-8, one sentence a line):",
+    corpus_text: "Your sentences, one a line (read when the corpus is “your sentences”):",
     corpus_limit: "Sentences read at most",
     corpus_keep: "keep the current head's queries and keys (for its query–key space)",
     corpus_run: "Run on the corpus",
@@ -49,6 +50,7 @@ const STRINGS = {
     corpus_source: "语料库",
     corpus_yours: "你的句子（在下方，每行一句）",
     corpus_file: "或一个文本文件（UTF-8，每行一句）：",
+    corpus_text: "你的句子，每行一句（语料库选“你的句子”时读取）：",
     corpus_limit: "最多读取句数",
     corpus_keep: "保留当前头的查询与键（用于其查询–键空间）",
     corpus_run: "在语料库上运行",
@@ -102,8 +104,10 @@ async function drawCorpus(ctx) {
     return;
   }
   let run = await ctx.api.corpusGet(state.cr);
+  const cancel = elements.grid.querySelector("#corpus-cancel");
   while (run.status === "queued" || run.status === "running") {
     if (ctx.stale()) return;
+    cancel.hidden = false;
     bar.hidden = false;
     bar.max = run.total;
     bar.value = run.done;
@@ -116,6 +120,7 @@ async function drawCorpus(ctx) {
     run = await ctx.api.corpusGet(state.cr);
   }
   if (ctx.stale()) return;
+  cancel.hidden = true;
   bar.hidden = false;
   bar.max = run.total;
   bar.value = run.done;
@@ -130,16 +135,28 @@ async function drawCorpus(ctx) {
   await drawResults(ctx, run, results);
 }
 
+// a shipped corpus's title and source in the page's language (the API's `title_zh`,
+// `source_zh`; English where it has none)
+function inLanguage(ctx, corpus) {
+  if (ctx.state.lang !== "zh") return corpus;
+  return {
+    ...corpus,
+    title: corpus.title_zh || corpus.title,
+    source: corpus.source_zh || corpus.source,
+  };
+}
+
 function form(ctx, shipped, status) {
   const { t, state } = ctx;
   const source = el("select", { id: "corpus-source" });
   source.append(
-    ...shipped.map((c) => el("option", { value: c.id, textContent: c.title })),
+    ...shipped.map((c) => el("option", { value: c.id, textContent: inLanguage(ctx, c).title })),
     el("option", { value: "", textContent: t("corpus_yours") }),
   );
   const licence = el("p", { className: "convention", id: "corpus-licence" });
   const said = () => {
-    const c = shipped.find((x) => x.id === source.value);
+    const found = shipped.find((x) => x.id === source.value);
+    const c = found && inLanguage(ctx, found);
     licence.textContent = c
       ? t("corpus_licence")
           .replace("{title}", c.title)
@@ -158,12 +175,15 @@ function form(ctx, shipped, status) {
   const limit = el("input", { type: "number", id: "corpus-limit", min: "1", value: "200" });
   const keep = el("input", { type: "checkbox", id: "corpus-keep" });
   const run = el("button", { type: "button", id: "corpus-run", textContent: t("corpus_run") });
+  // shown from a click on Run until the run ends: there is nothing to cancel before
   const cancel = el("button", {
     type: "button",
     id: "corpus-cancel",
     textContent: t("corpus_cancel"),
+    hidden: true,
   });
   run.addEventListener("click", () => {
+    cancel.hidden = false;
     starting = start();
   });
   const start = async () => {
@@ -192,6 +212,7 @@ function form(ctx, shipped, status) {
       shown = started.id;
       ctx.update({ cr: started.id });
     } catch (err) {
+      cancel.hidden = true;
       status.textContent = err.message;
     }
   };
@@ -215,6 +236,7 @@ function form(ctx, shipped, status) {
     {},
     top,
     licence,
+    el("div", {}, el("label", { htmlFor: "corpus-text", textContent: t("corpus_text") })),
     pasted,
     el("div", {}, el("label", { htmlFor: "corpus-file", textContent: t("corpus_file") }), file),
     el("div", {}, el("label", { htmlFor: "corpus-keep" }, keep, ` ${t("corpus_keep")}`)),
@@ -256,6 +278,8 @@ async function drawResults(ctx, run, results) {
       .replace("{type}", t(type))
       .replace("{n}", String(run.done)),
     valueLabel: t(`stat_${statistic}`),
+    // (beside the bar: a statistic's name is wider than it)
+    colorbar: { title: { text: t(`stat_${statistic}`), side: "right" } },
     readout: elements.readout,
     filename: `attnviz-${state.model}-corpus-${statistic}`,
   });

@@ -1,8 +1,9 @@
 // The neuron view of a head (BertViz's, for every model): for one query token, each
 // key's element-wise product with the query, q_i * k_i / sqrt(d), whose sum is the raw
 // score; then the scores and the softmax of the row. RoPE models show the vectors before
-// the rotation too. Its choices live in the URL (q: the query row; nv: before, sorted). A
-// long input's are those of the head view's zoomed window (win=).
+// the rotation too. Its choices live in the URL (q: the query row, by default the most
+// spread; nv: before, sorted). A long input's are those of the head view's zoomed window
+// (win=).
 import { configFor, escapeText, heatmap, plotly, themed } from "../plots.js";
 import { el, labelled } from "./lab/shared.js";
 import { TOKEN_LEVEL, zoomed } from "./long-head.js";
@@ -74,17 +75,22 @@ async function drawNeuron(ctx) {
     elements.plot.replaceChildren();
     return t("neuron_zoom_first").replace("{n}", fmt(n)).replace("{level}", String(TOKEN_LEVEL));
   }
-  const query = Math.max(rows[0], Math.min(state.q, rows[1] - 1));
+  // the query of the link; without one the server opens on the row whose weights are the
+  // most spread (app/head_views/neuron.py: row 0 of a causal decoder sees one key), a long
+  // input's window on its first
+  const asked = Number.parseInt(state.q, 10);
+  const named = Number.isNaN(asked) ? (columns ? rows[0] : null) : asked;
   const body = await ctx.headView("neuron", {
     model: state.model,
     text: state.text,
     type: state.type,
     layer: state.layer,
     head: state.head,
-    query,
+    ...(named === null ? {} : { query: Math.max(rows[0], Math.min(named, rows[1] - 1)) }),
     ...(columns ? { keys: columns } : {}),
   });
   if (ctx.stale()) return;
+  const query = body.query;
   const chosen = flags(state.nv);
   const before = chosen.has("before") && body.before !== null;
   const side = before ? body.before : body.after;
@@ -119,6 +125,7 @@ async function drawNeuron(ctx) {
     zmax: largest,
     colorscale: "RdBu",
     valueLabel: "q·k/√d",
+    colorbar: { title: { text: "q·k/√d" } },
     readout: elements.readout,
     filename: `attnviz-${state.model}-neuron-L${body.layer}-H${body.head}-q${query}`,
   });
@@ -148,7 +155,7 @@ function controls(ctx, queries, rows, query, chosen, rotary) {
     ...positions.map((i) => el("option", { value: String(i), textContent: `${i} ${queries[i]}` })),
   );
   select.value = String(query);
-  select.addEventListener("change", () => ctx.update({ q: Number(select.value) }));
+  select.addEventListener("change", () => ctx.update({ q: select.value }));
   const toggle = (id, flag, label) => {
     const box = el("input", { type: "checkbox", id, checked: chosen.has(flag) });
     box.addEventListener("change", () => {
@@ -198,6 +205,8 @@ async function bars(ctx, body, side, shown) {
         overlaying: "y",
         side: "right",
         range: [0, 1],
+        // its own ticks: synced to the scores' axis they read 0.31, 0.621, 0.932
+        tickvals: [0, 0.25, 0.5, 0.75, 1],
       },
       height: 320,
       margin: { l: 60, r: 60, t: 50, b: 90 },
@@ -210,7 +219,8 @@ async function bars(ctx, body, side, shown) {
 
 export const view = {
   id: "neuron",
-  state: { win: "", q: 0, nv: "" }, // the window; the query row; "before" (RoPE), "sorted"
+  // the window; the query row ("": the most spread); "before" (RoPE), "sorted"
+  state: { win: "", q: "", nv: "" },
   clearedOn: { win: "input" },
   label: "view_neuron",
   controls: ["type", "layer", "head"],

@@ -75,14 +75,18 @@ export function settings(qk) {
 
 const fixed = (v, digits = 2) => (v === null || v === undefined ? "—" : v.toFixed(digits));
 
-function colours(cloud, colour) {
-  if (colour === "position") return { color: cloud.positions, colorscale: "Viridis" };
+// a point's colour; positions on one scale for queries and keys, [0, last]
+function colours(cloud, colour, last) {
+  if (colour === "position") {
+    return { color: cloud.positions, colorscale: "Viridis", cmin: 0, cmax: Math.max(1, last) };
+  }
   if (colour === "sentence") return { color: cloud.sentences.map((s) => PALETTE[s % 10]) };
   const hue = (token) => [...token].reduce((h, c) => (h * 31 + c.codePointAt(0)) % 360, 7);
   return { color: cloud.tokens.map((tok) => `hsl(${hue(tok)}, 65%, 45%)`) };
 }
 
 function trace(body, cloud, role, chosen, t) {
+  const last = Math.max(...body.queries.positions, ...body.keys.positions);
   const name = t(role === "query" ? "qk_query" : "qk_key");
   const at = (axis) => cloud.coords.map((p) => p[axis]);
   const text = cloud.tokens.map(
@@ -93,8 +97,13 @@ function trace(body, cloud, role, chosen, t) {
     size: chosen.dims === 3 ? 4 : 7,
     symbol: role === "query" ? "circle" : "diamond",
     opacity: 0.8,
-    ...colours(cloud, chosen.colour),
+    ...colours(cloud, chosen.colour, last),
   };
+  // a colour that is a number has its scale, drawn once (the queries'; the keys share it)
+  if (chosen.colour === "position" && role === "query") {
+    marker.showscale = true;
+    marker.colorbar = { title: { text: escapeText(t("qk_position")) }, thickness: 14 };
+  }
   return {
     type: chosen.dims === 3 ? "scatter3d" : "scattergl",
     mode: "markers",

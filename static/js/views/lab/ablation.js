@@ -60,6 +60,7 @@ async function draw({ ctx, t, out, base }) {
         r.probabilities[i],
         r.ablated_probabilities[i],
       ]),
+      ["text", "real", "real"],
     ),
   );
 }

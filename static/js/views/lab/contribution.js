@@ -31,6 +31,7 @@ async function draw({ ctx, t, out, head, title }) {
     table(
       [t("position"), t("key"), t("lab_contribution_weight"), t("lab_contribution_share")],
       r.keys.slice(0, SHOWN).map((k) => [k.position, k.token, k.weight, k.norm_share]),
+      ["int", "text", "real", "real"],
     ),
   );
   out.lastChild.id = "lab-contribution-table";

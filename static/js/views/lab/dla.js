@@ -113,6 +113,7 @@ async function draw({ ctx, t, out, base }) {
   const listed = table(
     [t("layer"), t("head"), t("lab_dla_value"), ""],
     ranked.slice(0, LISTED).map((c) => [c.layer, c.head, c.v, ""]),
+    ["int", "int", "real", "text"],
   );
   listed.id = "lab-dla-top";
   listed.querySelectorAll("tbody tr").forEach((row, i) => {
@@ -130,6 +131,7 @@ async function draw({ ctx, t, out, base }) {
     table(
       [t("layer"), t("lab_dla_heads_sum"), t("lab_dla_bias"), t("lab_dla_ffn")],
       r.heads.map((row, l) => [l, sum(row), r.attention_bias[l], r.feed_forward[l]]),
+      ["int", "real", "real", "real"],
     ),
   );
   out.lastChild.id = "lab-dla-layers";

@@ -188,6 +188,7 @@ async function draw({ ctx, t, out, base }) {
         "",
       ];
     }),
+    ["int", "text", "text", "real", "int", "text"],
   );
   listed.id = "lab-graph-edges";
   listed.querySelectorAll("tbody tr").forEach((row, i) => {

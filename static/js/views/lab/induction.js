@@ -90,6 +90,7 @@ async function draw({ ctx, t, out, base }) {
   const ranked = table(
     ["#", t("layer"), t("head"), t("lab_ind_score"), t("lab_ind_previous")],
     top.map((h, i) => [i + 1, h.layer, h.head, h.induction, h.previous]),
+    ["int", "int", "int", "real", "real"],
   );
   ranked.id = "lab-ind-table";
   out.append(ranked);
@@ -109,6 +110,7 @@ async function draw({ ctx, t, out, base }) {
       rows: tokens,
       columns: tokens,
       title: `${t("lab_ind_pattern")} · ${named(r.ablated[i])}`,
+      t,
     });
   };
   pick.addEventListener("change", drawPattern);

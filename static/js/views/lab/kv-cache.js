@@ -76,6 +76,7 @@ async function draw({ ctx, t, out, base }) {
     rows: rows.map((_, h) => `${t("head")} ${h}`),
     columns: step.keys,
     title: `${t("decoder.self")} · ${t("layer")} ${r.layers[0]} · ${t("lab_step")} ${index}`,
+    t,
   });
 }
 

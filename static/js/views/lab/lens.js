@@ -2,7 +2,7 @@
 // the final norm and unembedding; the chosen position's trajectory and a depth × position
 // table of the most likely next token.
 import { configFor, escapeText, plotly, themed } from "../../plots.js";
-import { ask, el, fmt, plotBox, summary, table } from "./shared.js";
+import { ask, el, fmt, plotBox, real, summary, table } from "./shared.js";
 
 // the position read, kept in the URL's `rep` ("" : the last)
 function positionPicker(ctx, tokens, position, id, label) {
@@ -23,6 +23,21 @@ function positionPicker(ctx, tokens, position, id, label) {
 // a depth's name: 0 the embeddings alone, then after each layer
 function depthName(t, depth) {
   return depth === 0 ? t("lab_lens_embeddings") : t("lab_lens_after").replace("{layer}", depth - 1);
+}
+
+// A log axis of ranks, rank 1 at the top, ticked at the powers of ten (1, 10, 100, …) up
+// to the first at or past the largest rank: plotly.js's own log ticks read "6, 3, 2, 10, 5,
+// 3" here, digits of the minor ticks without their decade.
+function rankAxis(ranks) {
+  const decades = Math.max(1, Math.ceil(Math.log10(Math.max(1, ...ranks))));
+  const tickvals = Array.from({ length: decades + 1 }, (_, i) => 10 ** i);
+  return {
+    type: "log",
+    tickvals,
+    ticktext: tickvals.map((v) => v.toLocaleString("en-US")),
+    // reversed, with a little room past the first and last decade for the markers
+    range: [decades + 0.1, -0.1],
+  };
 }
 
 async function trajectory(box, r, t, names) {
@@ -60,8 +75,7 @@ async function trajectory(box, r, t, names) {
         title: { text: t("lab_lens_rank") },
         overlaying: "y",
         side: "right",
-        type: "log",
-        autorange: "reversed",
+        ...rankAxis(r.rows.map((row) => row.rank)),
       },
       legend: { orientation: "h", y: 1.12, x: 1, xanchor: "right" },
     },
@@ -87,6 +101,7 @@ async function bestTable(box, r, t, names) {
         zmin: 0,
         zmax: 1,
         colorscale: "Viridis",
+        colorbar: { title: { text: escapeText(t("lab_lens_probability")) } },
         hovertemplate: `%{y} · %{x} → %{text}: %{z:.3f}<extra>${escapeText(t("lab_lens_probability"))}</extra>`,
       },
     ],
@@ -125,13 +140,14 @@ async function draw({ ctx, t, out, base }) {
   if (ctx.stale()) return;
   const rows = r.rows.map((row, depth) => [
     names[depth],
-    row.top.map((g) => `${g.token} ${fmt(g.probability)}`).join(" · "),
+    row.top.map((g) => `${g.token} ${real(g.probability)}`).join(" · "),
     row.rank,
     row.probability,
   ]);
   const top = table(
     [t("lab_lens_depth"), t("lab_lens_top"), t("lab_lens_rank"), t("lab_lens_probability")],
     rows,
+    ["text", "text", "int", "real"],
   );
   top.id = "lab-lens-rows";
   out.append(top);

@@ -93,6 +93,7 @@ async function draw({ ctx, t, out, base }) {
     rows: tokens,
     columns: tokens,
     title: `${t("lab_batch_weights")} · ${t("encoder.self")}`,
+    t,
   });
 }
 

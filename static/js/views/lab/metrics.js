@@ -72,7 +72,8 @@ async function draw({ ctx, t, out, base }) {
   const columns = ["type", "layer", "head", ...names];
   const cells = rows.map((row) => columns.map((c) => (c === "type" ? t(row[c]) : row[c])));
   const headers = ["lab_type", "layer", "head"].map(t).concat(names.map(named));
-  const metricsTable = sortable(table(headers, cells));
+  const formats = columns.map((c) => ({ type: "text", layer: "int", head: "int" })[c] ?? "real");
+  const metricsTable = sortable(table(headers, cells, formats));
   metricsTable.id = "lab-metrics-table";
   // a phone scrolls the table sideways: say so above it
   const hint = el("p", { className: "scroll-hint", textContent: t("scroll_hint") });

@@ -145,6 +145,7 @@ async function draw({ ctx, t, out, base }) {
     r.heads
       .slice(0, TABLE_ROWS)
       .map((h, i) => [i + 1, h.layer, h.head, h.retrieval, `${h.copied.length} / ${keyTokens}`]),
+    ["int", "int", "int", "real", "text"],
   );
   ranked.id = "lab-hay-table";
   out.append(ranked);

@@ -21,12 +21,14 @@ async function draw({ ctx, t, out, base }) {
       rows: r.tokens,
       columns: r.tokens,
       title: `${t(key)} · ${t("lab_original")}`,
+      t,
     });
     await weights(out, {
       z: c.permuted,
       rows: r.permuted_tokens,
       columns: r.permuted_tokens,
       title: `${t(key)} · ${t("lab_permuted")}`,
+      t,
     });
   }
 }

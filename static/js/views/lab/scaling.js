@@ -35,6 +35,7 @@ async function draw({ ctx, t, out, head, title }) {
         h.max_weight_scaled,
         h.max_weight_unscaled,
       ]),
+      ["int", "real", "real", "real", "real"],
     ),
   );
 }

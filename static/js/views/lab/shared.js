@@ -46,7 +46,8 @@ export function stepRows({ rows, predicted, type, t }) {
   return { rows: labels.rows, rowNames: labels.rowNames };
 }
 
-// a weights heatmap ([0, 1]) in a new plot box
+// a weights heatmap ([0, 1]) in a new plot box, its colour scale titled (in the page's
+// language where the caller gives `t`)
 export function weights(parent, { z, rows, columns, title, predicted, type, t }) {
   return heatmap(plotBox(parent), {
     z,
@@ -56,6 +57,7 @@ export function weights(parent, { z, rows, columns, title, predicted, type, t })
     zmin: 0,
     zmax: 1,
     valueLabel: "w",
+    colorbar: { title: { text: t ? t("weight") : "w" } },
   });
 }
 
@@ -74,14 +76,46 @@ export function summary(parent, text, props = {}) {
   parent.append(el("p", { className: "lab-summary", textContent: text, ...props }));
 }
 
-export function table(headers, rows) {
+// A table whose every column reads one way (FORMATS: a column's cells in one format, never
+// "1", "1.000" and "1.3e-4" together); `formats` names each column's, by default whole
+// numbers where every number of the column is one, else reals.
+export function table(headers, rows, formats = headers.map((_, i) => guessed(rows, i))) {
+  const writers = formats.map((format, i) => FORMATS[format](rows.map((row) => row[i])));
   const head = el("tr", {}, ...headers.map((h) => el("th", { scope: "col", textContent: h })));
   const body = rows.map((row) =>
-    el("tr", {}, ...row.map((v) => el("td", { textContent: fmt(v) }))),
+    el("tr", {}, ...row.map((v, i) => el("td", { textContent: missing(v) ?? writers[i](v) }))),
   );
   return el("table", { className: "lab-table" }, el("thead", {}, head), el("tbody", {}, ...body));
 }
 
+const missing = (v) => (v === null || v === undefined ? "–" : null);
+
+// a column's writer, given the column: `real` three decimals, or where every value is
+// under 0.0005 (a column that would read all zeros, and is not) two significant digits
+// in scientific notation
+const FORMATS = {
+  int: () => (v) => (typeof v === "number" ? String(Math.round(v)) : String(v)),
+  real: (column) => {
+    const numbers = column.filter((v) => typeof v === "number" && v !== 0);
+    const tiny = numbers.length > 0 && numbers.every((v) => Math.abs(v) < 5e-4);
+    return (v) => (typeof v !== "number" ? String(v) : tiny ? v.toExponential(1) : real(v));
+  },
+  text: () => (v) => String(v),
+};
+
+function guessed(rows, i) {
+  const numbers = rows.map((row) => row[i]).filter((v) => typeof v === "number");
+  if (!numbers.length) return "text";
+  return numbers.every(Number.isInteger) ? "int" : "real";
+}
+
+// a real with three decimals, as tables write them ("0.000", not "-0.000")
+export function real(v) {
+  const text = v.toFixed(3);
+  return Number(text) === 0 ? (0).toFixed(3) : text;
+}
+
+// one number in a sentence: three decimals, a small one (under 0.001) in scientific notation
 export function fmt(v) {
   if (v === null || v === undefined) return "–";
   if (typeof v === "number" && !Number.isInteger(v)) {
