@@ -29,6 +29,7 @@ COSTS = {
     "/api/v1/qk-space": 10,
     "/api/v1/generate": 5,
     "/api/v1/generate/stream": 5,
+    "/api/v1/generate/stop": 1,  # (a flag set)
 }
 POST_COST = 2  # a model run answered from its captured tensors
 LAB_COST = 5  # an experiment: the model run again, changed, several times

@@ -5,6 +5,8 @@ routes (app/routes/generate.py) answer it whole or stream it."""
 from __future__ import annotations
 
 import itertools
+import logging
+import threading
 from collections.abc import Generator
 from typing import Literal
 
@@ -17,6 +19,8 @@ from .errors import CannotServe
 from .runs import Inference, read_text, stop_if_cancelled, text_limit
 from .schemas import Alternative, NewTokens, TextRequest, Whole
 from .zoo import ModelEntry
+
+log = logging.getLogger("attnviz.generate")
 
 
 class GenerateRequest(TextRequest):
@@ -61,8 +65,9 @@ class GenerateResponse(BaseModel):
     tokens: list[str] = Field(description="The new tokens as people read them, in context.")
     text: str = Field(description="The new tokens decoded.")
     steps: list[GeneratedStep]
-    stop: Literal["end-of-turn", "max_new_tokens", "context"] = Field(
-        description="Why it stopped: the model ended its turn, the token limit, or its context."
+    stop: Literal["end-of-turn", "max_new_tokens", "context", "stopped"] = Field(
+        description="Why it stopped: the model ended its turn, the token limit, its context, "
+        "or its client asked it to stop (/generate/stop)."
     )
 
 
@@ -71,6 +76,7 @@ class Generation:
 
     def __init__(self, inference: Inference, req: GenerateRequest) -> None:
         self.entry: ModelEntry = inference.entry(req.model)
+        self.inference = inference
         self.progress = inference.progress
         runner = self.entry.runner
         if runner.capabilities.generation:
@@ -90,7 +96,8 @@ class Generation:
                 f"max_new_tokens is {self.max_new_tokens}; the limit is {limit} "
                 "(ATTNVIZ_MAX_NEW_TOKENS)",
             )
-        text = read_text(req.text, text_limit(inference.settings, self.entry.runner))
+        self.text = text = read_text(req.text, text_limit(inference.settings, self.entry.runner))
+        self.chat = req.chat
         inference.prompt_options(self.entry, req.chat, req.continuation)  # checked
         if self.max_new_tokens < 1 or len(req.continuation) + self.max_new_tokens > limit:
             raise CannotServe(
@@ -99,7 +106,7 @@ class Generation:
                 "(ATTNVIZ_MAX_NEW_TOKENS): the answer's continuation could not be sent back",
             )
         try:
-            self.prompt, self.ids, self.truncated, _ = generator.prompt(text, req.chat)
+            self.prompt, self.ids, self.truncated, self.length = generator.prompt(text, req.chat)
         except ValueError as exc:
             raise CannotServe(f"text cannot be read: {exc}") from exc
         self.runner = generator
@@ -107,12 +114,16 @@ class Generation:
         self.sampling = Sampling(req.temperature, req.top_k, req.top_p, req.seed)
         self.new: list[int] = []
         self.stop = "max_new_tokens"
+        # a sequence read by the long path: the generation's passes are kept as its run, so
+        # that showing it (analyze with the continuation) does not read the prompt again
+        self.record = generator.recording(self.ids, self.before, self.max_new_tokens)
+        self.stopping = threading.Event()  # set by /generate/stop: no step more
 
     def steps(self) -> Generator[Step, None, None]:
         """The runner's steps (each one model call), recording the tokens and the stop."""
         start = [*self.ids, *self.before]
         context = self.entry.config.max_seq_len
-        made = self.runner.generate(start, self.max_new_tokens, self.sampling)
+        made = self.runner.generate(start, self.max_new_tokens, self.sampling, record=self.record)
         # the prompt's pass (a long prompt's takes seconds): its progress by layer, and a
         # stop at the next layer if its client goes away
         with self.progress.watching(self.runner.model, stop_if_cancelled):
@@ -122,8 +133,32 @@ class Generation:
             if step.token_id in self.runner.stop_ids:
                 self.stop = "end-of-turn"
             yield step
-        if self.stop != "end-of-turn" and len(start) + len(self.new) >= context:
+            if self.stopping.is_set():
+                self.stop = "stopped"
+                break
+        if self.stop not in ("end-of-turn", "stopped") and len(start) + len(self.new) >= context:
             self.stop = "context"
+        self.keep_run()
+
+    def keep_run(self) -> None:
+        """The sequence's run from the generation's own passes, in the run cache as the run
+        of its text and continuation: the page shows it without reading the prompt again."""
+        if self.record is None or not self.new:
+            return
+        generated = [*self.before, *self.new]
+        result = self.runner.recorded(
+            self.prompt, self.ids, generated, self.record, self.truncated, self.length
+        )
+        if result is None:
+            return
+        key = self.inference.run_key(self.entry, self.text, self.chat, generated)
+        self.inference.keep(key, result)
+        log.info(
+            "generation kept its run: %d tokens read once (%d prompt, %d generated)",
+            len(result.source_ids),
+            len(self.ids),
+            len(generated),
+        )
 
     def step_answer(self, step: Step) -> GeneratedStep:
         vocab = self.runner.target_vocabulary()

@@ -25,6 +25,7 @@ from attnviz.model.runtime import lower_priority, release_free_memory
 
 from .clients import CLIENT
 from .errors import Busy, CannotServe, NotFound
+from .logs import CURRENT_REQUEST
 from .progress import ProgressBoard
 from .schemas import INVISIBLE
 from .settings import Settings
@@ -259,6 +260,30 @@ class Inference:
         # first head at once)
         self._running: dict[str, Future[RunResult]] = {}
         self._running_lock = threading.Lock()
+        # generations under way that their client may stop, by (client, request id)
+        self._stoppable: dict[tuple[str, str], threading.Event] = {}
+
+    @contextmanager
+    def stoppable(self, stop: threading.Event) -> Iterator[None]:
+        """Within this block, this request's client may set `stop` by the request's id
+        (`stop`); a request sent without an X-Request-ID cannot be stopped so."""
+        request_id = CURRENT_REQUEST.get()
+        key = (CLIENT.get(), request_id or "")
+        if request_id is None or key in self._stoppable:
+            yield
+            return
+        self._stoppable[key] = stop
+        try:
+            yield
+        finally:
+            self._stoppable.pop(key, None)
+
+    def stop(self, request_id: str) -> bool:
+        """Stop the generation this client runs as `request_id`; False where none is."""
+        found = self._stoppable.get((CLIENT.get(), request_id))
+        if found is not None:
+            found.set()
+        return found is not None
 
     async def on_tensor_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """fn(*args, **kwargs) on a tensor thread (in this request's context), or a 503
@@ -321,6 +346,17 @@ class Inference:
         else:
             future.set_result(result)
 
+    @staticmethod
+    def run_key(entry: ModelEntry, text: str, chat: bool, continuation: Sequence[int]) -> str:
+        """The run cache's key of a run: the model, the text as read (`read_text`) and, for
+        a model that continues prompts, its chat mode and continuation."""
+        extra = f"\0{int(chat)}\0{','.join(map(str, continuation))}" if chat or continuation else ""
+        return hashlib.sha256(f"{entry.id}\0{text}{extra}".encode()).hexdigest()
+
+    def keep(self, key: str, result: RunResult) -> None:
+        """A run made elsewhere (a generation's own passes) kept as the run of `key`."""
+        self.runs.put(key, result)
+
     def run(
         self,
         entry: ModelEntry,
@@ -334,8 +370,7 @@ class Inference:
         stop_if_cancelled()
         text = read_text(text, text_limit(self.settings, entry.runner))
         prompt = self.prompt_options(entry, chat, continuation)
-        extra = f"\0{int(chat)}\0{','.join(map(str, continuation))}" if prompt else ""
-        key = hashlib.sha256(f"{entry.id}\0{text}{extra}".encode()).hexdigest()
+        key = self.run_key(entry, text, chat, continuation)
         with self._running_lock:
             cached = self.runs.get(key)
             if cached is not None:

@@ -18,6 +18,7 @@ from .transformer import Pieces, Transformer
 if TYPE_CHECKING:
     from .hf.model import HFTransformer
     from .pretrained.causal import Sampling, Step
+    from .pretrained.decoding import Recording
 
 # What one token of the input is: a character (the pronouncer), a WordPiece piece (BERT:
 # pieces merge into words), a byte-level BPE piece (GPT-2, Llama-family LLMs), or a
@@ -279,8 +280,25 @@ class GeneratingRunner(Runner, Protocol):
         sampling: Sampling = ...,
         rows: bool = False,
         stop: bool = True,
+        record: Recording | None = None,
     ) -> Iterator[Step]:
-        """The prompt continued, a step at a time."""
+        """The prompt continued, a step at a time (its passes kept in `record`)."""
+        ...
+
+    def recording(self, prompt: list[int], generated: list[int], most: int) -> Recording | None:
+        """What a generation keeps to be its sequence's run, where that pays."""
+        ...
+
+    def recorded(
+        self,
+        text: str,
+        prompt: list[int],
+        generated: list[int],
+        record: Recording,
+        cut: bool = False,
+        length: int | None = None,
+    ) -> RunResult | None:
+        """The run of the prompt and what was generated, from the generation's passes."""
         ...
 
     def decode(self, ids: list[int]) -> str:

@@ -6,15 +6,19 @@ import json
 import logging
 import threading
 from collections.abc import AsyncIterator
+from typing import Literal
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
 
 from attnviz.model.pretrained.causal import Step
 
-from ..errors import AttnvizError
+from ..errors import AttnvizError, NotFound
 from ..generation import GeneratedStep, GenerateRequest, GenerateResponse, Generation
+from ..logs import REQUEST_ID
 from ..runs import stop_if_cancelled
+from ..schemas import Strict
 from .deps import ERRORS, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1", tags=["generation"])
@@ -29,7 +33,7 @@ def generate(req: GenerateRequest, inference: InferenceDep) -> GenerateResponse:
     text to see the whole sequence's attention. /generate/stream sends the steps as made."""
     generation = Generation(inference, req)
     steps = []
-    with inference.limiter.slot():
+    with inference.stoppable(generation.stopping), inference.limiter.slot():
         for step in generation.steps():
             steps.append(generation.step_answer(step))
             stop_if_cancelled()  # its client went away: no step more
@@ -74,7 +78,8 @@ async def generate_stream(req: GenerateRequest, inference: InferenceDep) -> Stre
         made: list[GeneratedStep] = []
         done = False
         try:
-            with inference.limiter.admission():  # counted among the runs while it streams
+            # counted among the runs while it streams; its client may stop it (/generate/stop)
+            with inference.limiter.admission(), inference.stoppable(generation.stopping):
                 while (step := await inference.on_tensor_thread(one)) is not None:
                     made.append(generation.step_answer(step))
                     yield event("step", made[-1].model_dump_json())
@@ -95,3 +100,26 @@ async def generate_stream(req: GenerateRequest, inference: InferenceDep) -> Stre
             inference.threads.submit(close)
 
     return StreamingResponse(events(), media_type="text/event-stream")
+
+
+class StopRequest(Strict):
+    request_id: str = Field(
+        pattern=f"^{REQUEST_ID.pattern}$",
+        description="The X-Request-ID its generation was sent with (by this client).",
+    )
+
+
+class StopResponse(BaseModel):
+    stopping: Literal[True] = Field(
+        description="It makes no step more: its stream ends with its `done` event (stop "
+        '"stopped"), its tokens so far and their run kept.'
+    )
+
+
+@router.post("/generate/stop", responses=ERRORS)
+async def stop(req: StopRequest, inference: InferenceDep) -> StopResponse:
+    """Stop a generation under way after the step it is making: its tokens so far are
+    answered, as at its end. Only the client that sent it, by its X-Request-ID."""
+    if not inference.stop(req.request_id):
+        raise NotFound(f"no generation of yours is under way as {req.request_id}")
+    return StopResponse(stopping=True)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 from tokenizers import Tokenizer
 
-from ..hooks import NamesFilter
+from ..hooks import Capture, NamesFilter
 from ..long.reading import (
     LONG_FROM,
     PromptTooLong,
@@ -26,7 +26,7 @@ from ..long.reading import (
 from ..runner import Capabilities, OutputKind, RunnerBase, RunResult, TokenUnit
 from ..transformer import Transformer
 from .bytelevel import readable
-from .decoding import GREEDY, TOP, Sampling, Step, generate
+from .decoding import GREEDY, TOP, Recording, Sampling, Step, generate
 from .llama import load_gguf, smollm2_path
 from .templates import ChatTemplate, TemplateRefused
 
@@ -276,6 +276,51 @@ class CausalLM(RunnerBase):
                 logits, capture_ = self.model(batch), None
             predicted = logits[0].argmax(-1).tolist()
             last = logits[0, len(prompt) - 1 :]
+        return self._result(text, prompt, generated, capture_, predicted, last, cut, length)
+
+    def recording(self, prompt: list[int], generated: list[int], most: int) -> Recording | None:
+        """A `Recording` for a generation after `prompt` and `generated` of up to `most`
+        new tokens, where the sequence may pass LONG_FROM tokens and be read by the long
+        path (our model code's): kept, it is not read again to be shown. None otherwise
+        (a short sequence is read again in under a second, with its whole matrices)."""
+        if not isinstance(self.model, Transformer) or not self.reads_long:
+            return None
+        if len(prompt) + len(generated) + most <= LONG_FROM:
+            return None
+        return Recording(last_from=len(prompt) - 1)
+
+    def recorded(
+        self,
+        text: str,
+        prompt: list[int],
+        generated: list[int],
+        record: Recording,
+        cut: bool = False,
+        length: int | None = None,
+    ) -> RunResult | None:
+        """The run `result` would make of the prompt and what was generated after it, from
+        the generation's own passes (`record`); None where the sequence is short (its run
+        keeps whole matrices) or the context has no room left to feed its last token."""
+        if len(prompt) + len(generated) <= LONG_FROM or not isinstance(self.model, Transformer):
+            return None
+        made = record.finish(self.model)
+        if made is None or record.ids != [*prompt, *generated]:
+            return None
+        capture_, predicted, last = made
+        return self._result(text, prompt, generated, capture_, predicted, last, cut, length)
+
+    def _result(
+        self,
+        text: str,
+        prompt: list[int],
+        generated: list[int],
+        capture_: Capture | None,
+        predicted: list[int],
+        last: torch.Tensor,
+        cut: bool,
+        length: int | None,
+    ) -> RunResult:
+        ids = [*prompt, *generated]
         # the distribution of each generated step, and of the next token after them all
         steps = torch.softmax(last, dim=-1).topk(TOP)
         alternatives = {
@@ -308,11 +353,15 @@ class CausalLM(RunnerBase):
         sampling: Sampling = GREEDY,
         rows: bool = False,
         stop: bool = True,
+        record: Recording | None = None,
     ) -> Iterator[Step]:
         """Continue a prompt token by token through the KV cache, until a stop token (unless
         `stop` is False: benchmarks run a fixed length) or `max_new_tokens`; with `rows`,
-        each step carries every layer's new attention row (decoding.generate)."""
-        return generate(self.model, self.stop_ids, prompt, max_new_tokens, sampling, rows, stop)
+        each step carries every layer's new attention row; with `record` (`recording`),
+        its passes are kept as the sequence's run (decoding.generate)."""
+        return generate(
+            self.model, self.stop_ids, prompt, max_new_tokens, sampling, rows, stop, record
+        )
 
 
 @functools.lru_cache(maxsize=2)

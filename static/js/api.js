@@ -145,6 +145,9 @@ export const api = {
       }
     }
   },
+  // a generation under way ends after its step (its `done` event answers what it made)
+  stopGeneration: async (requestId) =>
+    (await post("/api/v1/generate/stop", { request_id: requestId })).json(),
   // `signal` aborts it (a window the page no longer shows: the server stops computing it)
   attention: async (request, signal) =>
     (await post("/api/v1/attention", request, {}, signal)).json(),

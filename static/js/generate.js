@@ -4,7 +4,7 @@ import { api } from "./api.js";
 import { forgetBlocks } from "./blocks.js";
 import { clearOutput, clearPlots, setStatus, showError, showStreamed } from "./output.js";
 import { elements, modelInfo, page, t } from "./page.js";
-import { LONG_CHARS, supersede, watchRun } from "./run-progress.js";
+import { LONG_CHARS, newId, supersede, watchRun } from "./run-progress.js";
 import { writeState } from "./state.js";
 
 export async function generate() {
@@ -43,6 +43,31 @@ export async function generate() {
           controller,
         })
       : null;
+  // Stop, from the request to the last token (a long prompt's read: Cancel until its
+  // first token): the server makes no step more and answers the tokens so far, whose view
+  // follows as after any generation
+  const requestId = watch?.options.requestId ?? newId();
+  const button = elements.cancelRun;
+  const stop = async () => {
+    button.disabled = true;
+    setStatus(t("stopping"), "busy");
+    // (none under way any more: its answer is on its way)
+    await api.stopGeneration(requestId).catch(() => {});
+  };
+  const offerStop = () => {
+    button.textContent = t("stop_generation");
+    button.disabled = false;
+    button.hidden = false;
+    button.onclick = stop;
+  };
+  const closeStop = () => {
+    if (button.onclick !== stop) return; // (a newer run's button)
+    button.hidden = true;
+    button.onclick = null;
+    button.disabled = false;
+    button.textContent = t("cancel_run");
+  };
+  if (!watch) offerStop();
   const made = [];
   const body = {
     model,
@@ -58,7 +83,10 @@ export async function generate() {
     const answer = await api.generate(
       body,
       (step) => {
-        watch?.stop();
+        if (watch && made.length === 0) {
+          watch.stop();
+          offerStop();
+        }
         made.push(step);
         showStreamed(made);
         performance.mark("attnviz:token");
@@ -66,8 +94,9 @@ export async function generate() {
         setStatus(of.replace("{n}", String(made.length)), "busy");
       },
       controller.signal,
-      watch?.options.requestId,
+      requestId,
     );
+    closeStop();
     if (page.streaming !== controller) return;
     page.streaming = null;
     await page.update({ cont: answer.continuation.join(",") }, { push: false });
@@ -82,5 +111,6 @@ export async function generate() {
     showError(err);
   } finally {
     watch?.stop();
+    closeStop();
   }
 }

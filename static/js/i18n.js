@@ -60,6 +60,8 @@ const STRINGS = {
     reading_progress: "Reading {tokens} tokens: layer {done} of {layers}, about {left} s left…",
     reading_layers: "Reading {tokens} tokens: layer {done} of {layers}…",
     cancel_run: "Cancel",
+    stop_generation: "Stop",
+    stopping: "Stopping after this token…",
     run_cancelled: "Cancelled. Run it again to read this text.",
     long_unsupported:
       "This view reads whole heads: at {n} tokens (over 512) only the head, model, positional and corpus views read this input (and the lines and neuron views a zoomed window); shorten it to use this one.",
@@ -156,6 +158,8 @@ const STRINGS = {
     reading_progress: "正在读取 {tokens} 个词元：第 {done} / {layers} 层，约剩 {left} 秒…",
     reading_layers: "正在读取 {tokens} 个词元：第 {done} / {layers} 层…",
     cancel_run: "取消",
+    stop_generation: "停止",
+    stopping: "这个词元之后停止…",
     run_cancelled: "已取消。再次运行即可读取此文本。",
     long_unsupported:
       "此视图读取整个注意力头：{n} 个词元（超过 512）时只有单头、全模型、位置编码和语料库视图能读（连线视图和神经元视图读放大的窗口）；缩短输入才能用此视图。",

@@ -7,7 +7,7 @@ const POLL_MS = 500;
 // characters of English, about 500 of Chinese; the fewer is taken)
 export const LONG_CHARS = 500;
 
-function newId() {
+export function newId() {
   const bytes = crypto.getRandomValues(new Uint8Array(8));
   return `run-${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
 }

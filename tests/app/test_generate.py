@@ -204,3 +204,68 @@ def test_blocks_can_name_their_tokens_side_instead_of_repeating_them(client):
     assert (kv["rows_from"], kv["columns_from"], kv["columns"]) == ("target", None, None)
     # at a few tokens the token lists are a large share of an all-heads answer
     assert len(json.dumps(lean)) < 0.85 * len(json.dumps(full))
+
+
+LONG_PROMPT = " ".join(f"Line {i} of the list reads word{i}." for i in range(80))  # > 512
+
+
+def test_a_long_prompts_generation_is_its_run_read_once(client):
+    """The generation's own passes are the sequence's run: analysing it with its
+    continuation reads nothing (no progress under its request id), and what it shows is what
+    one pass over the whole sequence gives (our model code's long pass, run here)."""
+    from attnviz.model.pretrained.causal import CausalLM
+
+    made = post(client, "generate", text=LONG_PROMPT, max_new_tokens=3)
+    assert len(made["prompt_tokens"]) > 512
+    sent = {"model": "smollm2", "text": LONG_PROMPT, "continuation": made["continuation"]}
+    response = client.post("/api/v1/analyze", json=sent, headers={"X-Request-ID": "read-once"})
+    analyzed = response.json()
+    assert analyzed["long"] and analyzed["output"] == made["tokens"]
+    assert client.get("/api/v1/progress/read-once").status_code == 404  # no model read
+    runner = CausalLM.load().read_long(2**31)
+    _, ids, _, _ = runner.prompt(LONG_PROMPT)
+    whole = runner.result(LONG_PROMPT, ids, made["continuation"])
+    assert analyzed["predicted_tokens"] == whole.predicted_tokens
+    last = analyzed["next_tokens"][-1]
+    assert [a["id"] for a in last["top"]][:3] == [
+        i for i, _ in whole.alternatives[last["position"]]
+    ][:3]
+    n = len(whole.source_ids)
+    rows = post(
+        client, "attention", **sent, types=["decoder.self"], layers=[29], heads=[0], rows=[n - 4, n]
+    )
+    theirs = whole.captured.attention["decoder.29.self_attn"].block("weights", 0, n - 4, n, 0, n)
+    assert np.allclose(np.array(rows["blocks"][0]["data"]), theirs.numpy(), atol=1e-4)
+
+
+def test_a_generation_stopped_by_its_client_answers_the_tokens_made():
+    env = {"ATTNVIZ_ZOO": json.dumps(["smollm2"]), "ATTNVIZ_LOG_LEVEL": "warning"}
+    proc, base = start_server(env)
+    stop = f"{base}/api/v1/generate/stop"
+    try:
+        request = {"text": "Once upon a time", "max_new_tokens": 64}
+        headers = {"X-Request-ID": "stop-me"}
+        with httpx2.Client(timeout=60) as http:
+            # no generation of this client's under that id yet; a bad id is a 422
+            assert http.post(stop, json={"request_id": "stop-me"}).status_code == 404
+            assert http.post(stop, json={"request_id": "a b"}).status_code == 422
+            url = f"{base}/api/v1/generate/stream"
+            lines, steps = [], 0
+            with http.stream("POST", url, json=request, headers=headers) as stream:
+                for line in stream.iter_lines():  # (events() would read the whole stream)
+                    lines.append(line)
+                    if line.startswith("data: ") and lines[-2] == "event: step":
+                        steps += 1
+                        if steps == 2:
+                            stopped = http.post(stop, json={"request_id": "stop-me"})
+                            assert stopped.status_code == 200
+                            assert stopped.json() == {"stopping": True}
+        seen = events(lines)
+        kinds = [kind for kind, _ in seen]
+        done = seen[-1][1]
+        assert kinds[-1] == "done" and done["stop"] == "stopped"
+        made = kinds.count("step")
+        assert 2 <= made <= 3 and len(done["continuation"]) == made  # within one step
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

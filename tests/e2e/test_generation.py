@@ -225,3 +225,38 @@ def test_the_needle_lab_finds_the_retrieval_heads_and_loses_the_key_without_them
     ready(page)
     assert "rep" not in url_state(page)
     expect(page.locator("#lab-ind-length")).to_have_value("50")
+
+
+def test_stop_ends_a_generation_within_a_step_and_shows_what_was_made(page: Page):
+    """Stop is offered from the request to the last token; stopping keeps the tokens made
+    so far, and the page shows their view as after any generation."""
+    page.goto(f"/?model=smollm2&text={quote(PROMPT)}")
+    ready(page)
+    page.fill("#new-tokens", "64")
+    page.evaluate(
+        """() => {
+          const out = document.getElementById("output-text");
+          window.stopped = null;
+          new MutationObserver(() => {
+            const n = out.querySelectorAll(".generated").length;
+            if (n === 2 && window.stopped === null) {
+              window.stopped = n;
+              document.getElementById("cancel-run").click();
+            }
+          }).observe(out, { childList: true });
+        }"""
+    )
+    page.click("#run")
+    stop = page.locator("#cancel-run")
+    expect(stop).to_have_text("Stop")  # offered before its first token
+    ready(page)
+    made = len(url_state(page)["cont"].split(","))
+    assert 2 <= made <= 3, made  # it ended within a step of the click
+    expect(page.locator("#source-tokens button.generated")).to_have_count(made)
+    expect(stop).to_be_hidden()
+    expect(stop).to_have_text("Cancel")  # (the button is Cancel again for a long run)
+    page.click("#lang-zh")
+    page.fill("#new-tokens", "3")
+    page.click("#run")
+    expect(stop).to_have_text("停止")
+    ready(page)

@@ -70,7 +70,9 @@ FINGERPRINT = """() => {
   const bad = [];
   for (const el of document.querySelectorAll("*")) {
     // plotly.js puts <style> elements of its own into <head> once it has loaded
-    const counted = !drawn(el) && !(el.parentNode === document.head && el.tagName === "STYLE");
+    // (nor the page's own marks between a transcription's pieces, made for a long text)
+    const counted = !drawn(el) && !(el.parentNode === document.head && el.tagName === "STYLE")
+      && !el.matches("span.piece-mark");
     for (const { name, value } of el.attributes) {
       const v = value.replace(/[\\s\\u0000-\\u001f]/g, "").toLowerCase();
       if (name.toLowerCase().startsWith("on")) bad.push(`${el.tagName}[${name}]`);
@@ -88,7 +90,8 @@ FINGERPRINT = """() => {
     styled: inside("tspan[style], text a, text tspan.line"),
     foreign: inside("foreignObject, script, iframe, object, embed, img, style, b, i"),
     children: ["source-tokens", "output-text", "status", "readout"]
-      .map((id) => document.getElementById(id).childElementCount),
+      .map((id) => [...document.getElementById(id).children]
+        .filter((child) => !child.matches("span.piece-mark")).length),
   };
 }"""
 
