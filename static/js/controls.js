@@ -31,7 +31,12 @@ function showExamples(info) {
       const button = document.createElement("button");
       button.type = "button";
       button.textContent = example;
-      button.addEventListener("click", () => page.update({ text: example }));
+      // as if typed and Enter pressed: the text in the box, and what Enter does (a model
+      // that continues a prompt generates)
+      button.addEventListener("click", () => {
+        elements.text.value = example;
+        elements.form.requestSubmit();
+      });
       return button;
     }),
   );

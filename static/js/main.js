@@ -264,6 +264,12 @@ function init() {
   document.addEventListener("keydown", onKey);
   window.addEventListener("popstate", onHistory);
   if (!LANGS.includes(page.state.lang)) page.state.lang = "en";
+  // a first load with no text opens drawn, on the model's first example (in the box), unless
+  // something was typed before the page was ready
+  const first = modelInfo().examples?.[0];
+  if (!page.state.text && !elements.text.value && first && !refusal) {
+    page.state = { ...page.state, text: first };
+  }
   // what was typed before the page was ready stays, unless the link brings a text
   if (page.state.text || !elements.text.value) elements.text.value = page.state.text;
   if (page.state.compare || !elements.compare.value) elements.compare.value = page.state.compare;

@@ -52,11 +52,15 @@ def test_generate_streams_tokens_then_shows_the_whole_sequence(page: Page):
     # the head view covers prompt and continuation as one sequence
     assert ticks(page, "y")[:6] == ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis", "ĠParis"]
     shot(page, "generated-head")
-    # another prompt (an example) drops what was generated for this one
-    page.click("#examples button:has-text('def fibonacci')")
+    # another prompt (an example) drops what was generated for this one, and an example
+    # does what Enter does: it is put in the box and continued
+    page.fill("#new-tokens", "2")
+    example = page.locator("#examples button:has-text('def fibonacci')")
+    example.click()
     ready(page)
-    assert "cont" not in url_state(page)
-    expect(page.locator("#source-tokens button.generated")).to_have_count(0)
+    assert page.input_value("#text") == example.text_content() == url_state(page)["text"]
+    assert len(url_state(page)["cont"].split(",")) == 2
+    expect(page.locator("#source-tokens button.generated")).to_have_count(2)
 
 
 def test_a_generated_token_opens_its_step_from_the_page_and_from_its_link(page: Page):

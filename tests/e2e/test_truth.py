@@ -409,3 +409,22 @@ def test_an_output_stopped_at_its_limit_says_so_not_that_the_input_was_cut(page:
     expect(page.locator("#stopped")).to_contain_text(
         "第 1 段停在第 130 个词元，第 2 段停在第 70 个词元"
     )
+
+
+def test_the_first_load_opens_drawn_on_the_first_example_in_the_box(page: Page):
+    page.goto("/")
+    ready(page)
+    first = page.locator("#examples button").first.text_content()
+    assert page.input_value("#text") == first == url_state(page)["text"]
+    assert ticks(page, "x")  # drawn: no "Type a sentence first."
+    expect(page.locator("#output-text")).not_to_be_empty()
+
+
+def test_an_example_goes_into_the_box_and_is_run(page: Page):
+    page.goto("/?model=minilm&text=hello")
+    ready(page)
+    example = page.locator("#examples button").nth(1)
+    example.click()
+    ready(page)
+    shown = example.text_content()
+    assert page.input_value("#text") == shown == url_state(page)["text"]
