@@ -51,12 +51,14 @@ hadolint: $(STAMP)
 	$(BIN)/hadolint --failure-threshold error Dockerfile
 
 # The Debian packages the tests use, those missing installed with one apt-get: chromium
-# for the browser tests (a browser download fails offline), kubectl for k8s-check, haproxy
+# for the browser tests (a browser download fails offline), a CJK font (the page's and the
+# PDF figures' Chinese), kubectl for k8s-check, haproxy
 # for scale-check, libcairo2 for the PDF figures (CairoSVG) and poppler's pdftoppm to read
 # them back.
 system-deps:
 	@missing=""; \
-	command -v chromium >/dev/null || missing="$$missing chromium fonts-wqy-zenhei"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	fc-list :lang=zh family 2>/dev/null | grep -q . || missing="$$missing fonts-wqy-zenhei"; \
 	command -v pdftoppm >/dev/null || missing="$$missing poppler-utils"; \
 	/sbin/ldconfig -p 2>/dev/null | grep -q 'libcairo\.so\.2 ' || missing="$$missing libcairo2"; \
 	command -v kubectl >/dev/null || missing="$$missing kubectl"; \

@@ -1,7 +1,7 @@
 // Heatmaps with token ticks. Token text is data: plotly.js reads a subset of HTML in
 // labels, so & < > are escaped before any text reaches it.
 import { api } from "./api.js";
-import { download, setStatus } from "./page.js";
+import { download, setStatus, t } from "./page.js";
 
 export function escapeText(s) {
   return String(s).replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
@@ -60,7 +60,7 @@ async function figureSvg(gd) {
 const arrow = "M500 50 L850 450 L600 450 L600 950 L400 950 L400 450 L150 450 Z";
 const downloadSvg = (filename) => ({
   name: "downloadSvg",
-  title: "Download plot as SVG (with its axes' titles)",
+  title: t("download_svg"),
   icon: { width: 1000, height: 1000, path: arrow },
   click: (gd) =>
     figureSvg(gd)
@@ -71,7 +71,7 @@ const downloadSvg = (filename) => ({
 // the server makes the PDF from the same SVG (POST /api/v1/figure/pdf: CairoSVG)
 const downloadPdf = (filename) => ({
   name: "downloadPdf",
-  title: "Download plot as PDF (with its axes' titles)",
+  title: t("download_pdf"),
   icon: { width: 1000, height: 1000, path: `${arrow} M100 980 L900 980 L900 1000 L100 1000 Z` },
   click: async (gd) => {
     try {

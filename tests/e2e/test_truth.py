@@ -428,3 +428,13 @@ def test_an_example_goes_into_the_box_and_is_run(page: Page):
     ready(page)
     shown = example.text_content()
     assert page.input_value("#text") == shown == url_state(page)["text"]
+
+
+def test_the_figure_buttons_speak_the_pages_language(page: Page):
+    page.goto("/?text=猫追狗&lang=zh")
+    ready(page)
+    buttons = page.locator("#plot .modebar-btn[data-title^='下载图为']")
+    assert sorted(b.get_attribute("data-title") for b in buttons.all()) == [
+        "下载图为 PDF（含坐标轴标题）",
+        "下载图为 SVG（含坐标轴标题）",
+    ]
