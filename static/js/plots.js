@@ -223,16 +223,7 @@ export async function heatmap(
   const layout = {
     // left-aligned just above the plot, under the toolbar (which sits at the top right):
     // the two never overlap, at a phone's width too
-    title: {
-      text: lines.map(escapeText).join("<br>"),
-      x: 0,
-      xanchor: "left",
-      xref: "paper",
-      y: 1,
-      yref: "paper",
-      yanchor: "bottom",
-      pad: { b: 6 + more }, // (plotly.js grows a title of more lines downwards)
-    },
+    title: titleAbove(lines.map(escapeText).join("<br>"), more),
     ...themed(),
     margin: { l: 70, r: 20, t: top, b: 70 },
     xaxis: ticks.x,
@@ -319,6 +310,21 @@ function showTip(el, text, pointer) {
 function hideTip(el) {
   const tip = el.querySelector(".cell-tip");
   if (tip) tip.hidden = true;
+}
+
+// a plot's title left-aligned just above it, `more` px of further lines (plotly.js grows
+// a title of more lines downwards)
+export function titleAbove(text, more) {
+  return {
+    text,
+    x: 0,
+    xanchor: "left",
+    xref: "paper",
+    y: 1,
+    yref: "paper",
+    yanchor: "bottom",
+    pad: { b: 6 + more },
+  };
 }
 
 // The page's colours for plotly (a dark theme follows the system): transparent paper, the

@@ -15,6 +15,7 @@ import {
   TITLE_FONT,
   textWidths,
   themed,
+  titleAbove,
   wrapTitle,
 } from "../plots.js";
 import { el, labelled } from "./lab/shared.js";
@@ -234,16 +235,7 @@ async function drawLines(ctx) {
   const height = Math.min(4000, Math.max(360, 16 * (span + 1) + 120)) + more;
   const layout = {
     // as the heatmap's: left-aligned just above the plot, under the toolbar
-    title: {
-      text: titled.join("<br>"),
-      x: 0,
-      xanchor: "left",
-      xref: "paper",
-      y: 1,
-      yref: "paper",
-      yanchor: "bottom",
-      pad: { b: 6 + more },
-    },
+    title: titleAbove(titled.join("<br>"), more),
     height,
     margin: {
       l: rowLabels.widest + LABEL_PAD,
