@@ -28,8 +28,9 @@ from .long_metrics import stop_all
 from .routes import corpus, figures, generate, inference, lab, models, pages
 from .routes.deps import BODY_ERRORS
 from .runs import Inference, tensor_threads, text_limit
-from .schemas import Health, document_text_limit
+from .schemas import Health
 from .settings import Settings
+from .text import document_text_limit
 from .zoo import Zoo, import_plugins, load_zoo
 
 

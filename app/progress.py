@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from attnviz.model.hooks import HookedModule, hooked
 
+from .clients import CLIENT
 from .logs import CURRENT_REQUEST
 
 KEPT = 256  # runs remembered (the oldest forgotten first)
@@ -92,3 +93,32 @@ class ProgressBoard:
             yield
         if progress is not None:
             progress.layers_done, progress.finished = progress.layers, True
+
+
+class Stops:
+    """Generations under way that their client may stop, by (client, request id)."""
+
+    def __init__(self) -> None:
+        self._flags: dict[tuple[str, str], threading.Event] = {}
+
+    @contextmanager
+    def stoppable(self, stop: threading.Event) -> Iterator[None]:
+        """Within this block, this request's client may set `stop` by the request's id
+        (`stop`); a request sent without an X-Request-ID cannot be stopped so."""
+        request_id = CURRENT_REQUEST.get()
+        key = (CLIENT.get(), request_id or "")
+        if request_id is None or key in self._flags:
+            yield
+            return
+        self._flags[key] = stop
+        try:
+            yield
+        finally:
+            self._flags.pop(key, None)
+
+    def stop(self, request_id: str) -> bool:
+        """Stop the generation this client runs as `request_id`; False where none is."""
+        found = self._flags.get((CLIENT.get(), request_id))
+        if found is not None:
+            found.set()
+        return found is not None

@@ -25,10 +25,9 @@ from attnviz.model.runtime import lower_priority, release_free_memory
 
 from .clients import CLIENT
 from .errors import Busy, CannotServe, NotFound
-from .logs import CURRENT_REQUEST
-from .progress import ProgressBoard
-from .schemas import INVISIBLE
+from .progress import ProgressBoard, Stops
 from .settings import Settings
+from .text import INVISIBLE
 from .zoo import ModelEntry, Zoo
 
 if TYPE_CHECKING:
@@ -260,30 +259,7 @@ class Inference:
         # first head at once)
         self._running: dict[str, Future[RunResult]] = {}
         self._running_lock = threading.Lock()
-        # generations under way that their client may stop, by (client, request id)
-        self._stoppable: dict[tuple[str, str], threading.Event] = {}
-
-    @contextmanager
-    def stoppable(self, stop: threading.Event) -> Iterator[None]:
-        """Within this block, this request's client may set `stop` by the request's id
-        (`stop`); a request sent without an X-Request-ID cannot be stopped so."""
-        request_id = CURRENT_REQUEST.get()
-        key = (CLIENT.get(), request_id or "")
-        if request_id is None or key in self._stoppable:
-            yield
-            return
-        self._stoppable[key] = stop
-        try:
-            yield
-        finally:
-            self._stoppable.pop(key, None)
-
-    def stop(self, request_id: str) -> bool:
-        """Stop the generation this client runs as `request_id`; False where none is."""
-        found = self._stoppable.get((CLIENT.get(), request_id))
-        if found is not None:
-            found.set()
-        return found is not None
+        self.stops = Stops()  # generations under way that their client may stop
 
     async def on_tensor_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """fn(*args, **kwargs) on a tensor thread (in this request's context), or a 503

@@ -79,7 +79,7 @@ def read_lines(body: bytes, max_sentences: int, max_chars: int) -> list[str]:
     import re
 
     from ..runs import reading_form
-    from ..schemas import CONTROL
+    from ..text import CONTROL
 
     if body.startswith(b"\xef\xbb\xbf"):
         body = body[3:]

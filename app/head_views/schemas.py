@@ -8,7 +8,8 @@ from typing import Literal
 from pydantic import Field
 
 from ..lab.schemas import HeadRequest
-from ..schemas import Index, Strict, Text, Whole
+from ..schemas import Index, Strict, Whole
+from ..text import Text
 
 
 class NeuronRequest(HeadRequest):

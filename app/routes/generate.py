@@ -33,7 +33,7 @@ def generate(req: GenerateRequest, inference: InferenceDep) -> GenerateResponse:
     text to see the whole sequence's attention. /generate/stream sends the steps as made."""
     generation = Generation(inference, req)
     steps = []
-    with inference.stoppable(generation.stopping), inference.limiter.slot():
+    with inference.stops.stoppable(generation.stopping), inference.limiter.slot():
         for step in generation.steps():
             steps.append(generation.step_answer(step))
             stop_if_cancelled()  # its client went away: no step more
@@ -79,7 +79,7 @@ async def generate_stream(req: GenerateRequest, inference: InferenceDep) -> Stre
         done = False
         try:
             # counted among the runs while it streams; its client may stop it (/generate/stop)
-            with inference.limiter.admission(), inference.stoppable(generation.stopping):
+            with inference.limiter.admission(), inference.stops.stoppable(generation.stopping):
                 while (step := await inference.on_tensor_thread(one)) is not None:
                     made.append(generation.step_answer(step))
                     yield event("step", made[-1].model_dump_json())
@@ -120,6 +120,6 @@ class StopResponse(BaseModel):
 async def stop(req: StopRequest, inference: InferenceDep) -> StopResponse:
     """Stop a generation under way after the step it is making: its tokens so far are
     answered, as at its end. Only the client that sent it, by its X-Request-ID."""
-    if not inference.stop(req.request_id):
+    if not inference.stops.stop(req.request_id):
         raise NotFound(f"no generation of yours is under way as {req.request_id}")
     return StopResponse(stopping=True)

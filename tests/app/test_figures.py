@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -208,9 +210,6 @@ def test_chinese_is_drawn_in_an_embedded_cjk_font_as_chromium_draws_the_svg(
     Chinese text, and its rendering (poppler) shows the characters Chromium draws for the
     same SVG, each where Chromium draws it, no two alike (boxes are)."""
     import numpy as np
-    from playwright.sync_api import sync_playwright
-
-    from harness.browser import CHROMIUM, FLAGS
 
     answer = client.post(
         "/api/v1/figure/pdf", content=CHINESE_SVG, headers={"content-type": "image/svg+xml"}
@@ -235,12 +234,23 @@ def test_chinese_is_drawn_in_an_embedded_cjk_font_as_chromium_draws_the_svg(
     )
     svg = tmp_path / "figure.svg"
     svg.write_bytes(CHINESE_SVG)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        page = browser.new_page(viewport={"width": 300, "height": 80})
-        page.goto(svg.as_uri())
-        page.screenshot(path=tmp_path / "chromium.png")
-        browser.close()
+    # (in a process of its own: a test process may hold a Playwright session already)
+    script = (
+        "import sys; from playwright.sync_api import sync_playwright\n"
+        "from harness.browser import CHROMIUM, FLAGS\n"
+        "with sync_playwright() as p:\n"
+        "    browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)\n"
+        "    page = browser.new_page(viewport={'width': 300, 'height': 80})\n"
+        "    page.goto(sys.argv[1])\n"
+        "    page.screenshot(path=sys.argv[2])\n"
+        "    browser.close()\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", script, svg.as_uri(), str(tmp_path / "chromium.png")],
+        check=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     # the title's six 40 px cells (x 20..260, y 10..65), in each rendering
     cells = [(20 + 40 * i, 10, 60 + 40 * i, 65) for i in range(len(CHINESE))]
     drawn = [ink(tmp_path / "pdf.png", cell) for cell in cells]

@@ -10,14 +10,13 @@ import { attentionOf } from "../model-info.js";
 import {
   configFor,
   escapeText,
-  FONT_FAMILY,
   plotly,
   TITLE_FONT,
-  textWidths,
   themed,
   titleAbove,
   wrapTitle,
 } from "../plots.js";
+import { FONT_FAMILY, textWidths } from "../ticks.js";
 import { el, labelled } from "./lab/shared.js";
 import { TOKEN_LEVEL, zoomed } from "./long-head.js";
 
