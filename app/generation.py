@@ -18,6 +18,7 @@ from attnviz.model.runner import generating
 from .errors import CannotServe
 from .runs import Inference, read_text, stop_if_cancelled, text_limit
 from .schemas import Alternative, NewTokens, TextRequest, Whole
+from .service import raw_piece
 from .zoo import ModelEntry
 
 log = logging.getLogger("attnviz.generate")
@@ -47,6 +48,9 @@ class GeneratedStep(BaseModel):
     index: int = Field(description="Its position in the sequence (prompt, then generated).")
     id: int
     token: str = Field(description="The token alone, as people read it.")
+    raw: str | None = Field(
+        None, description='The token as the tokenizer spells it ("Ġthe"); null: as token.'
+    )
     probability: float = Field(description="Its probability in the model's distribution.")
     top: list[Alternative] = Field(description="The 10 likeliest tokens at this step.")
     text: str = Field(description="The continuation decoded so far, this token included.")
@@ -162,12 +166,17 @@ class Generation:
 
     def step_answer(self, step: Step) -> GeneratedStep:
         vocab = self.runner.target_vocabulary()
+        raw = raw_piece(self.runner, vocab.__getitem__)
         return GeneratedStep(
             index=step.index,
             id=step.token_id,
             token=vocab[step.token_id],
+            raw=raw(step.token_id),
             probability=round(step.probability, 6),
-            top=[Alternative(id=i, token=vocab[i], probability=round(p, 6)) for i, p in step.top],
+            top=[
+                Alternative(id=i, token=vocab[i], probability=round(p, 6), raw=raw(i))
+                for i, p in step.top
+            ],
             text=self.runner.decode(self.new),
         )
 

@@ -113,10 +113,23 @@ class HeadSummary(BaseModel):
     )
 
 
+RAW = (
+    "The tokenizer's own pieces, one per token of {side}: a byte-level token as it spells "
+    'it ("Ġthe", shown as "␣the"), pronounce\'s space as " " (shown as "␣"); '
+    "the tokens themselves where they are shown as spelled."
+)
+
+
 class Alternative(BaseModel):
     id: int
-    token: str = Field(description="The token as people read it (byte-level pieces decoded).")
+    token: str = Field(
+        description="The token as people read it (byte-level pieces decoded, a space as ␣, "
+        "a line break as ↵)."
+    )
     probability: float
+    raw: str | None = Field(
+        None, description='The token as the tokenizer spells it ("Ġthe"); null: as token.'
+    )
 
 
 class NextTokens(BaseModel):
@@ -149,10 +162,15 @@ class Piece(BaseModel):
 class AnalyzeResponse(BaseModel):
     model: str
     text: str = Field(description="The text as the model read it (whitespace collapsed).")
-    source_tokens: list[str]
+    source_tokens: list[str] = Field(
+        description="The tokens read, as people read them (byte-level: a space as ␣, a line "
+        "break as ↵, a tab as ⇥, another invisible character as ‹U+00A0›)."
+    )
+    source_raw: list[str] = Field([], description=RAW.format(side="source_tokens"))
     target_tokens: list[str] = Field(
         description="Decoder positions: <bos> and the output; empty for an encoder-only model."
     )
+    target_raw: list[str] = Field([], description=RAW.format(side="target_tokens"))
     predicted_tokens: list[str] = Field(
         [],
         description="Per decoder position (target_tokens), the token the model predicts at "
@@ -358,7 +376,9 @@ class Block(Deferred):
 class AttentionResponse(BaseModel):
     model: str
     source_tokens: list[str]
+    source_raw: list[str] = Field([], description=RAW.format(side="source_tokens"))
     target_tokens: list[str]
+    target_raw: list[str] = Field([], description=RAW.format(side="target_tokens"))
     predicted_tokens: list[str] = Field(
         [], description="Per decoder position, the token its step predicts (see analyze)."
     )

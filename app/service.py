@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+from collections.abc import Callable
 from typing import cast
 
 import numpy as np
@@ -27,6 +28,13 @@ from .schemas import (
 )
 from .wire import BYTES_PER_ENTRY, encode
 from .zoo import ModelEntry
+
+
+def raw_piece(runner: object, shown: Callable[[int], str]) -> Callable[[int], str]:
+    """An id's token as the tokenizer spells it (the runner's `piece`: byte-level "Ġthe"),
+    or as shown where the runner shows its tokens as spelled."""
+    piece = getattr(runner, "piece", None)
+    return piece if callable(piece) else shown
 
 
 def tokens_of(result: RunResult, spec: AttentionSpec) -> tuple[list[str], list[str]]:
@@ -366,6 +374,9 @@ def export_npz(
     arrays: dict[str, np.ndarray] = {name: capture[name].float().numpy() for name in names}
     arrays["source_tokens"] = np.array(result.source_tokens, dtype=str)
     arrays["target_tokens"] = np.array(result.target_tokens, dtype=str)
+    # the tokenizer's own pieces beside them ("Ġthe" where the tokens show "␣the")
+    arrays["source_raw"] = np.array(result.raw("source"), dtype=str)
+    arrays["target_raw"] = np.array(result.raw("target"), dtype=str)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]  # (stub: allow_pickle)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -151,8 +151,19 @@ class RunResult:
     # position, which the captured pass (and every pass over the run's ids) reads them in
     read_in: Pieces | None = field(default=None, kw_only=True, repr=False)
 
+    # the tokenizer's own pieces of source_tokens and target_tokens, where they are shown
+    # otherwise (a byte-level "Ġthe" shown as "␣the", pronounce's space as "␣"); None: as shown
+    source_raw: list[str] | None = field(default=None, kw_only=True, repr=False)
+    target_raw: list[str] | None = field(default=None, kw_only=True, repr=False)
+
     def tokens(self, side: Side) -> list[str]:
         return self.source_tokens if side == "source" else self.target_tokens
+
+    def raw(self, side: Side) -> list[str]:
+        """A side's tokens as the tokenizer spells them (see source_raw)."""
+        if side == "source":
+            return self.source_tokens if self.source_raw is None else self.source_raw
+        return self.target_tokens if self.target_raw is None else self.target_raw
 
     @property
     def captured(self) -> Capture:

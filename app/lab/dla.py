@@ -17,7 +17,7 @@ from attnviz.model.lens import attribute
 from ..errors import CannotServe
 from ..schemas import Index, TextRequest, TokenId
 from .context import LabContext
-from .lens import Guess, position_of, stream_of
+from .lens import Guess, guesser, position_of, stream_of
 
 
 class DlaRequest(TextRequest):
@@ -30,7 +30,8 @@ class DlaRequest(TextRequest):
 
 class DlaResponse(BaseModel):
     model: str
-    tokens: list[str]
+    tokens: list[str] = Field(description="The input's tokens, one per position.")
+    raw_tokens: list[str] = Field(description="The same as the tokenizer spells them.")
     position: int
     target: Guess
     baseline: Guess
@@ -69,16 +70,16 @@ def dla(ctx: LabContext, req: DlaRequest) -> DlaResponse:
         made = attribute(ctx.model, stream, ctx.result.captured, spec, position, target, baseline)
     except ValueError as exc:
         raise CannotServe(f"{ctx.entry.id}: {exc}") from None
-    vocab = ctx.runner.target_vocabulary() or []
     probs = logits.softmax(-1)
+    named = guesser(ctx)
 
     def guess(i: int) -> Guess:
-        token = vocab[i] if i < len(vocab) else f"<{i}>"
-        return Guess(token=token, id=i, probability=round(float(probs[i]), 6))
+        return named(i, float(probs[i]))
 
     return DlaResponse(
         model=ctx.entry.id,
         tokens=tokens,
+        raw_tokens=ctx.result.raw("target"),
         position=position,
         target=guess(target),
         baseline=guess(baseline),

@@ -96,7 +96,7 @@ def pieces(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
             )
     return s.KVCacheResponse(
         model=ctx.entry.id,
-        piece="".join(ctx.result.source_tokens[: src.size(1)]),
+        piece="".join(ctx.result.raw("source")[: src.size(1)]),
         output=[vocab[t] for t in first.target_ids[1:]],  # after <bos>
         pieces=len(parts),
         ended=first.ended,

@@ -7,6 +7,8 @@ finally predicts there (its trajectory). The last row is the model's own predict
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from pydantic import BaseModel, Field, StrictInt
 
@@ -15,6 +17,7 @@ from attnviz.model.runner import model_inputs
 
 from ..errors import CannotServe
 from ..schemas import Index, TextRequest
+from ..service import raw_piece
 from .context import LabContext
 
 
@@ -24,9 +27,26 @@ class LensRequest(TextRequest):
 
 
 class Guess(BaseModel):
-    token: str
+    token: str = Field(description="The token as people read it (as the input's tokens).")
     id: int
     probability: float
+    raw: str = Field(description='The token as the tokenizer spells it (byte-level: "Ġthe").')
+
+
+def guesser(ctx: LabContext) -> Callable[[int, float], Guess]:
+    """An id and its probability as a Guess: its token shown as the input's tokens are (the
+    runner's vocabulary as people read it), with its raw piece."""
+    vocab = ctx.runner.target_vocabulary() or []
+
+    def shown(i: int) -> str:
+        return vocab[i] if i < len(vocab) else f"<{i}>"
+
+    raw = raw_piece(ctx.runner, shown)
+
+    def guess(i: int, p: float) -> Guess:
+        return Guess(token=shown(i), id=i, probability=round(p, 6), raw=raw(i))
+
+    return guess
 
 
 TABLE = 48  # the positions of the depth × position table: the chosen one and those before
@@ -49,6 +69,7 @@ class LensRow(BaseModel):
 class LensResponse(BaseModel):
     model: str
     tokens: list[str] = Field(description="The input's tokens, one per position.")
+    raw_tokens: list[str] = Field(description="The same as the tokenizer spells them.")
     position: int
     first: int = Field(description="The position of each row's first `best` entry.")
     predicted: Guess = Field(description="What the model predicts after the chosen position.")
@@ -78,10 +99,7 @@ def lens(ctx: LabContext, req: LensRequest) -> LensResponse:
     tokens = ctx.result.target_tokens
     position = position_of(req.position, tokens)
     stream = stream_of(ctx)
-    vocab = ctx.runner.target_vocabulary() or []
-
-    def guess(i: int, p: float) -> Guess:
-        return Guess(token=vocab[i] if i < len(vocab) else f"<{i}>", id=i, probability=round(p, 6))
+    guess = guesser(ctx)
 
     final = int(stream.logits[position].argmax())
     first = max(0, position + 1 - TABLE)
@@ -103,6 +121,7 @@ def lens(ctx: LabContext, req: LensRequest) -> LensResponse:
     return LensResponse(
         model=ctx.entry.id,
         tokens=tokens,
+        raw_tokens=ctx.result.raw("target"),
         position=position,
         first=first,
         predicted=guess(final, rows[-1].probability),

@@ -21,7 +21,7 @@ from ..schemas import (
     Piece,
     RunProgressInfo,
 )
-from ..service import attention_blocks, export_npz, summaries
+from ..service import attention_blocks, export_npz, raw_piece, summaries
 from ..wire import attention_json
 from ..zoo import ModelEntry
 from .deps import BODY_ERRORS, ERRORS, NOT_STARTED, InferenceDep, on_tensor_thread
@@ -64,7 +64,9 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
         model=entry.id,
         text=result.text,
         source_tokens=result.source_tokens,
+        source_raw=result.raw("source"),
         target_tokens=result.target_tokens,
+        target_raw=result.raw("target"),
         predicted_tokens=result.predicted_tokens,
         pieces=pieces_of(result),
         output=result.output_tokens,
@@ -81,7 +83,12 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
             MaskedTokens(
                 position=position,
                 top=[
-                    Alternative(id=i, token=masking(entry.runner).token(i), probability=p)
+                    Alternative(
+                        id=i,
+                        token=masking(entry.runner).token(i),
+                        probability=p,
+                        raw=raw_piece(entry.runner, masking(entry.runner).token)(i),
+                    )
                     for i, p in top
                 ],
             )
@@ -108,10 +115,11 @@ def pieces_of(result: RunResult) -> list[Piece]:
 
 def next_tokens(entry: ModelEntry, result: RunResult) -> list[NextTokens]:
     vocab = generating(entry.runner).target_vocabulary() if result.alternatives else []
+    raw = raw_piece(entry.runner, vocab.__getitem__)
     return [
         NextTokens(
             position=position,
-            top=[Alternative(id=i, token=vocab[i], probability=p) for i, p in top],
+            top=[Alternative(id=i, token=vocab[i], probability=p, raw=raw(i)) for i, p in top],
         )
         for position, top in sorted(result.alternatives.items())
     ]
@@ -127,7 +135,9 @@ def attention(req: AttentionRequest, inference: InferenceDep) -> Response:
     body = AttentionResponse(
         model=entry.id,
         source_tokens=result.source_tokens,
+        source_raw=result.raw("source"),
         target_tokens=result.target_tokens,
+        target_raw=result.raw("target"),
         predicted_tokens=result.predicted_tokens,
         truncated=result.truncated,
         encoding=req.encoding,

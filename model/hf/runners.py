@@ -208,6 +208,7 @@ class HFEncoder(BertRunner):
         """BertRunner's encoding, its byte-level tokens as people read them (RoBERTa's)."""
         encoding = super().encode(text)
         if self.token_unit == "byte-bpe":
+            encoding.raw = encoding.tokens
             encoding.tokens = readable(encoding.tokens, self.special_tokens)
         return encoding
 
@@ -231,7 +232,7 @@ class HFMaskedLM(HFEncoder):
         return self.tokenizer.id_to_token(token_id) or f"<unused {token_id}>"
 
     def token(self, token_id: int) -> str:
-        """An id's token as people read it (RoBERTa's byte-level `Ġword` as ` word`)."""
+        """An id's token as people read it (RoBERTa's byte-level `Ġword` as `␣word`)."""
         piece = self.piece(token_id)
         return readable([piece], self.special_tokens)[0] if self.token_unit == "byte-bpe" else piece
 

@@ -53,6 +53,10 @@ class HFSeq2Seq(RunnerBase):
         return HFSeq2Seq(model, self.tokenizer, self.vocabulary, self.special_tokens,
                          self.token_unit)  # fmt: skip
 
+    def piece(self, token_id: int) -> str:
+        """An id's token as the tokenizer spells it."""
+        return self.vocabulary[token_id]
+
     def shown(self, ids: list[int]) -> list[str]:
         tokens = [self.vocabulary[i] for i in ids]
         return readable(tokens, self.special_tokens) if self.token_unit == "byte-bpe" else tokens
@@ -105,8 +109,10 @@ class HFSeq2Seq(RunnerBase):
             text=" ".join(text.split()),
             source_tokens=self.shown(ids),
             source_ids=ids,
+            source_raw=[self.vocabulary[i] for i in ids],
             target_tokens=self.shown(piece.target_ids),
             target_ids=piece.target_ids,
+            target_raw=[self.vocabulary[i] for i in piece.target_ids],
             output_tokens=self.shown(output),
             truncated=cut,
             source_length=length,

@@ -124,6 +124,7 @@ class Encoding:
     words: list[int | None]  # the word each token belongs to (None for [CLS]/[SEP])
     truncated: bool
     original_length: int
+    raw: list[str] | None = None  # the tokenizer's pieces, where `tokens` shows them otherwise
 
 
 class BertRunner(RunnerBase):
@@ -197,6 +198,7 @@ class BertRunner(RunnerBase):
         return RunResult(
             text=" ".join(text.split()),
             source_tokens=encoded.tokens,
+            source_raw=encoded.raw,
             source_ids=encoded.ids,
             target_tokens=[],
             target_ids=[],

@@ -2,16 +2,40 @@
 
 Such a token is spelled in GPT-2's byte alphabet: "Ġthe" is the bytes of " the", and a
 Chinese character is often split between tokens ("ä»" + "ĸ" are the three bytes of 他).
-`readable` shows each token of a sequence as its text: a space as Ġ (the leading-space
-marker people know from these tokenizers), a line break as ↵ and a tab as ⇥, and the bytes
-of a character split between tokens as ‹他 1-2/3› (bytes 1 to 2 of its 3), never as mojibake.
+`readable` shows each token of a sequence as its text, every character a person could not
+see marked (`visible`): a space as ␣ (the typographic sign for a space: "Ġthe" is read as
+"␣the"; not a middle dot, which the page's token list already sets between tokens, and
+which is a character of text), a line break as ↵, a tab as ⇥, a carriage return as ␍, any
+other invisible character (a no-break space, a zero-width joiner, a control character) by
+its code point, ‹U+00A0›; and the bytes of a character split between tokens as ‹他 1-2/3›
+(bytes 1 to 2 of its 3), a byte of no character as ‹a0›, never as mojibake. The raw piece
+(the tokenizer's own spelling, "Ġthe") is what the API's raw fields carry.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from functools import cache
 
-SHOWN = {" ": "Ġ", "\n": "↵", "\t": "⇥", "\r": "␍"}
+SPACE = "␣"
+SHOWN = {" ": SPACE, "\n": "↵", "\t": "⇥", "\r": "␍"}
+# characters that draw nothing: separators (Zs, Zl, Zp), controls (Cc), formats (Cf)
+INVISIBLE = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf"})
+
+
+def visible_char(char: str) -> str:
+    """One character as shown: marked (see the module's doc) if it draws nothing."""
+    if char in SHOWN:
+        return SHOWN[char]
+    if unicodedata.category(char) in INVISIBLE:
+        return f"‹U+{ord(char):04X}›"
+    return char
+
+
+def visible(text: str) -> str:
+    """A text (a token of a character-level vocabulary) with every invisible character
+    marked: the space token " " as "␣"."""
+    return "".join(visible_char(c) for c in text)
 
 
 @cache
@@ -91,7 +115,7 @@ def readable(tokens: list[str], specials: frozenset[str] = frozenset()) -> list[
             held = min(n - first, len(raw) - k)  # bytes of it this token holds
             char = stream[start : start + n].decode("utf-8")
             if held == n:
-                parts.append(SHOWN.get(char, char))
+                parts.append(visible_char(char))
             else:
                 span = f"{first + 1}" if held == 1 else f"{first + 1}-{first + held}"
                 parts.append(f"‹{char} {span}/{n}›")

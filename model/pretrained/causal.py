@@ -154,6 +154,10 @@ class CausalLM(RunnerBase):
             self._shown = [self.shown([i])[0] for i in range(len(self.vocabulary))]
         return self._shown
 
+    def piece(self, token_id: int) -> str:
+        """An id's token as the tokenizer spells it (byte-level: "Ġthe")."""
+        return self.vocabulary[token_id]
+
     def shown(self, ids: list[int]) -> list[str]:
         """The tokens of a sequence as people read them: byte-level ones with characters
         split between tokens named in each; SentencePiece ones as spelled."""
@@ -331,6 +335,7 @@ class CausalLM(RunnerBase):
         }
         vocab = self.target_vocabulary()
         shown = self.shown(ids)
+        raw = [self.piece(i) for i in ids]
         return RunResult(
             text=text,
             source_tokens=shown,
@@ -341,6 +346,8 @@ class CausalLM(RunnerBase):
             capture=capture_,
             source_ids=ids,
             target_ids=ids,
+            source_raw=raw,
+            target_raw=raw,
             predicted_tokens=[vocab[p] for p in predicted],
             alternatives=alternatives,
             output_text=self.decode(generated or predicted[-1:]),

@@ -201,6 +201,7 @@ class MaskedLM(BertRunner):
         return RunResult(
             text=" ".join(text.split()),
             source_tokens=encoded.tokens,
+            source_raw=encoded.raw,
             source_ids=encoded.ids,
             target_tokens=[],
             target_ids=[],

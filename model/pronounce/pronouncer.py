@@ -12,6 +12,7 @@ from ..checkpoints import CheckpointError, load_checkpoint
 from ..config import ModelConfig
 from ..hooks import NamesFilter
 from ..masks import pad_batch
+from ..pretrained.bytelevel import visible
 from ..runner import (
     UNTRAINED_SEED,
     Capabilities,
@@ -84,7 +85,7 @@ class Pronouncer(RunnerBase):
 
     def tokenize(self, text: str) -> tuple[list[int], list[str]]:
         encoded = self.source.encode(text)
-        return encoded.ids, encoded.tokens
+        return encoded.ids, [visible(t) for t in encoded.tokens]
 
     def target_vocabulary(self) -> list[str]:
         return self.target.vocab.tokens
@@ -118,7 +119,8 @@ class Pronouncer(RunnerBase):
             predicted = [tokens[i] for i in logits[0].argmax(-1).tolist()]
         return RunResult(
             text=normalized,
-            source_tokens=encoded.tokens,
+            source_tokens=[visible(t) for t in encoded.tokens],  # the space token as ␣
+            source_raw=encoded.tokens,
             source_ids=encoded.ids,
             target_tokens=[tokens[i] for i in target_ids],
             target_ids=target_ids,

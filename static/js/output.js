@@ -125,13 +125,22 @@ function showPieces(analysis) {
     : "";
 }
 
-// the tokens generated so far, each as it came (set apart as generated tokens are)
+// the tokens generated so far, each as it came (set apart as generated tokens are), read
+// as the text they make (as the output line reads once the generation ends: "the copy",
+// never the tokenizer's "ĠtheĠcopy"); each token's own form (␣the) on hover. A token that
+// ends a character split between tokens shows it whole (each step's text is decoded
+// afresh); where a step's text does not continue the one before, the token's shown form.
 export function showStreamed(steps) {
   elements.output.replaceChildren(
-    ...steps.map((step) => {
+    ...steps.map((step, i) => {
+      const before = i > 0 ? steps[i - 1].text : "";
       const span = document.createElement("span");
       span.className = "generated";
-      span.textContent = step.token;
+      span.textContent =
+        typeof step.text === "string" && step.text.startsWith(before)
+          ? step.text.slice(before.length)
+          : step.token;
+      span.title = step.token;
       return span;
     }),
   );

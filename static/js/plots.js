@@ -143,7 +143,8 @@ export function configFor(filename = "attnviz") {
 
 // z: rows of numbers; rows/columns: token lists (repeated tokens keep their own column),
 // the axes' labels; rowNames: what the hover and the readout call each row (default: its
-// label), e.g. a decoder step with the token it was fed and the one it predicts; axes:
+// label), e.g. a decoder step with the token it was fed and the one it predicts;
+// columnNames: the same for the columns (a token with its raw piece); axes:
 // {x, y}, what the columns and rows are, titled on the exported SVG and PDF figures.
 export async function heatmap(
   el,
@@ -152,6 +153,7 @@ export async function heatmap(
     rows,
     rowNames = rows,
     columns,
+    columnNames = columns,
     title,
     zmin,
     zmax,
@@ -168,6 +170,7 @@ export async function heatmap(
   const safeRows = rows.map(escapeText);
   const safeNames = rowNames.map(escapeText);
   const safeColumns = columns ? columns.map(escapeText) : null;
+  const safeColumnNames = columnNames ? columnNames.map(escapeText) : null;
   const trace = {
     type: "heatmap",
     z,
@@ -179,7 +182,7 @@ export async function heatmap(
   };
   if (safeColumns && z.length * (z[0]?.length || 0) <= HOVER_TEXT_LIMIT) {
     trace.text = z.map((row, i) =>
-      row.map((v, j) => `${safeNames[i]} → ${safeColumns[j]}: ${formatValue(v)}`),
+      row.map((v, j) => `${safeNames[i]} → ${safeColumnNames[j]}: ${formatValue(v)}`),
     );
     trace.hovertemplate = `%{text}<extra>${escapeText(valueLabel || "")}</extra>`;
   } else if (safeColumns && readout) {
@@ -238,7 +241,8 @@ export async function heatmap(
   // second event for the same cell
   hideTip(el); // a tip of the plot drawn before would name the wrong cell
   const ownTip = columns && trace.hoverinfo === "none";
-  el.attnvizLabels = readout && columns ? { rowNames, columns, readout, ownTip } : null;
+  el.attnvizLabels =
+    readout && columns ? { rowNames, columns: columnNames, readout, ownTip } : null;
   el.attnvizAxes = axes; // {x, y}: the axes' titles of its exported figures
   el.attnvizFit = fit;
   const drawn = await Plotly.react(el, data, layout, configFor(filename));

@@ -106,7 +106,8 @@ def test_the_blocks_are_sent_once_and_legacy_items_is_refused(client):
 def test_analyze_gives_tokens_output_and_every_head(client):
     body = client.post("/api/v1/analyze", json={"text": "  银行\t行走  "}).json()
     assert body["model"] == "pronounce" and body["text"] == "银行 行走"
-    assert body["source_tokens"] == ["银", "行", " ", "行", "走"]
+    assert body["source_tokens"] == ["银", "行", "␣", "行", "走"]  # the space token, visible
+    assert body["source_raw"] == ["银", "行", " ", "行", "走"]  # as the tokenizer has it
     assert body["output"] == ["yin2", "hang2", "|", "xing2", "zou3"]
     assert body["target_tokens"] == ["<bos>", *body["output"]]
     assert body["output_text"] == "yin2 hang2 | xing2 zou3"
@@ -194,13 +195,16 @@ def test_export_is_every_tensor_as_float32(client):
     # the same run, made again on the server's tensor thread (the same torch threads, so
     # the same sums in the same order): every hook point captured
     result = client.app.state.inference.threads.submit(runner.run, TEXT).result()
-    assert set(archive.files) == {*result.capture, "source_tokens", "target_tokens"}
+    tokens = {"source_tokens", "target_tokens", "source_raw", "target_raw"}
+    assert set(archive.files) == {*result.capture, *tokens}
     for name, tensor in result.capture.items():
         array = archive[name]
         assert array.dtype == np.float32 and array.shape == tuple(tensor.shape), name
         assert np.array_equal(array, tensor.float().numpy()), name
     assert "decoder.2.cross_attn.hook_weights" in archive.files
-    assert list(archive["source_tokens"]) == list("银行行走 hello")
+    # the space as people read it (␣), and as the tokenizer spells it in the raw list
+    assert list(archive["source_tokens"]) == list("银行行走␣hello")
+    assert list(archive["source_raw"]) == list("银行行走 hello")
     assert list(archive["target_tokens"]) == result.target_tokens
 
 

@@ -231,7 +231,8 @@ def test_text_of_exactly_the_limit_is_read_up_to_max_tokens_and_says_truncated(c
 
 def test_emoji_are_unknown_tokens_and_the_words_around_them_still_read(client):
     body = read(client, "I ❤️ 🐱 cats")  # ❤️ is U+2764 with a variation selector
-    assert body["source_tokens"] == ["i", " ", "<unk>", " ", "<unk>", " ", "c", "a", "t", "s"]
+    assert body["source_tokens"] == ["i", "␣", "<unk>", "␣", "<unk>", "␣", "c", "a", "t", "s"]
+    assert body["source_raw"] == ["i", " ", "<unk>", " ", "<unk>", " ", "c", "a", "t", "s"]
     assert body["output"][0] == "AY1" and body["output"][-4:] == ["K", "AE1", "T", "S"]
     words = read(client, "I ❤️ 🐱 cats", "minilm")["source_tokens"]
     assert words == ["[CLS]", "i", "[UNK]", "[UNK]", "cats", "[SEP]"]
@@ -240,7 +241,7 @@ def test_emoji_are_unknown_tokens_and_the_words_around_them_still_read(client):
 
 def test_a_zwj_emoji_sequence_is_one_unknown_token_per_emoji(client):
     body = read(client, "👨\u200d👩\u200d👧 family")
-    assert body["source_tokens"][:4] == ["<unk>", "<unk>", "<unk>", " "]
+    assert body["source_tokens"][:4] == ["<unk>", "<unk>", "<unk>", "␣"]  # the space, shown
     assert body["output"][-6:] == ["F", "AE1", "M", "AH0", "L", "IY0"]
     still_serves(client)
 

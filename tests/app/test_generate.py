@@ -34,8 +34,8 @@ def events(lines) -> list[tuple[str, dict]]:
 
 def test_a_greedy_continuation_with_each_steps_distribution(client):
     body = post(client, "generate", text=PROMPT, max_new_tokens=6)
-    assert body["prompt_tokens"] == ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]
-    assert body["tokens"][0] == "ĠParis" and body["text"].startswith(" Paris")
+    assert body["prompt_tokens"] == ["The", "␣capital", "␣of", "␣France", "␣is"]
+    assert body["tokens"][0] == "␣Paris" and body["text"].startswith(" Paris")
     assert len(body["continuation"]) == len(body["steps"]) == 6 and body["stop"] == "max_new_tokens"
     for i, step in enumerate(body["steps"]):
         assert step["index"] == 5 + i and step["id"] == body["continuation"][i]

@@ -20,8 +20,8 @@ def test_the_kv_cache_reads_the_prompt_in_one_pass_then_a_token_per_step(client)
     assert (
         prompt == 5 and body["layers"] == [17] and (body["query_heads"], body["kv_heads"]) == (9, 3)
     )
-    assert steps[0]["fed_tokens"] == prompt and steps[0]["token"] == "Ġis"
-    assert steps[0]["keys"] == ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]
+    assert steps[0]["fed_tokens"] == prompt and steps[0]["token"] == "␣is"
+    assert steps[0]["keys"] == ["The", "␣capital", "␣of", "␣France", "␣is"]
     assert all(s["fed_tokens"] == 1 for s in steps[1:])
     # greedy: each step feeds what the one before predicted; 16 steps after the prompt
     assert [s["token"] for s in steps[1:]] == [s["predicted"] for s in steps[:-1]]

@@ -6,6 +6,8 @@ numbers are transformers' own."""
 
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
 import pytest
 import torch
@@ -257,14 +259,22 @@ def test_a_masked_lm_on_transformers_code_predicts_each_mask_as_transformers_doe
     from tokenizers import Tokenizer
 
     bpe = Tokenizer.from_file(str(root / "roberta-mlm" / "tokenizer.json"))
-    shown = {" ": "Ġ", "\n": "↵", "\t": "⇥"}  # as the page shows every byte-level token
+    # as the page shows every byte-level token: ␣, ↵, ⇥, another invisible one as ‹U+0015›
+    shown = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+    invisible = {"Zs", "Zl", "Zp", "Cc", "Cf"}
     for m in body["masked"]:  # its text, not its bytes' alphabet (no mojibake)
         for a in m["top"]:
             said = bpe.decode([a["id"]], skip_special_tokens=False)
             if "\ufffd" in said:  # part of a character: its bytes named
                 assert a["token"].startswith("‹"), a
             else:
-                assert a["token"] == "".join(shown.get(c, c) for c in said), a
+                marked = [
+                    shown.get(c)
+                    or (f"‹U+{ord(c):04X}›" if unicodedata.category(c) in invisible else c)
+                    for c in said
+                ]
+                assert a["token"] == "".join(marked), a
+            assert a["raw"] == bpe.id_to_token(a["id"]), a  # its piece, as the tokenizer spells it
     plain = c.post("/api/v1/analyze", json={"model": "roberta", "text": text}).json()
     assert plain.get("embedding") and not plain.get("masked"), plain  # its encoder alone
 

@@ -47,10 +47,10 @@ def test_generate_streams_tokens_then_shows_the_whole_sequence(page: Page):
     assert len(state["cont"].split(",")) == 6
     generated = page.locator("#source-tokens button.generated")
     expect(generated).to_have_count(6)
-    expect(generated.first).to_have_text("ĠParis")
+    expect(generated.first).to_have_text("␣Paris")
     expect(page.locator("#output-text")).to_contain_text("Paris.")
     # the head view covers prompt and continuation as one sequence
-    assert ticks(page, "y")[:6] == ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis", "ĠParis"]
+    assert ticks(page, "y")[:6] == ["The", "␣capital", "␣of", "␣France", "␣is", "␣Paris"]
     shot(page, "generated-head")
     # another prompt (an example) drops what was generated for this one, and an example
     # does what Enter does: it is put in the box and continued
@@ -63,6 +63,48 @@ def test_generate_streams_tokens_then_shows_the_whole_sequence(page: Page):
     expect(page.locator("#source-tokens button.generated")).to_have_count(2)
 
 
+def test_smollm2s_tokens_read_as_text_streamed_on_the_axes_and_with_their_piece_on_hover(
+    page: Page,
+):
+    """No byte-level marker (Ġ) on the streamed output line nor the head view's labels: the
+    line reads as the text it makes, a label's space as ␣; the hover names the raw piece."""
+    said = {"en": "{token} (raw “{raw}”)", "zh": "{token}（原始“{raw}”）"}
+    for lang in ("en", "zh"):
+        page.goto(f"/?model=smollm2&text={quote(PROMPT)}&lang={lang}")
+        ready(page)
+        page.evaluate(
+            """() => {
+              window.lines = [];
+              const out = document.getElementById("output-text");
+              new MutationObserver(() => {
+                if (out.querySelector(".generated")) window.lines.push(out.textContent);
+              }).observe(out, { childList: true });
+            }"""
+        )
+        page.fill("#new-tokens", "4")
+        page.click("#run")
+        ready(page)
+        lines = page.evaluate("window.lines")
+        assert lines and lines[0] == " Paris", lines  # the streamed line: text, no marker
+        assert not any("Ġ" in line for line in lines), lines
+        labels = ticks(page, "y") + ticks(page, "x")
+        assert labels[:2] == ["The", "␣capital"] and not any("Ġ" in x for x in labels), labels
+        # the raw piece on hover: the readout names the row's token and its piece
+        where = page.evaluate(
+            """() => { const gd = document.getElementById("plot"), f = gd._fullLayout;
+            const box = gd.getBoundingClientRect();
+            return [box.left + f._size.l + f.xaxis.l2p(1), box.top + f._size.t +
+                    f.yaxis.l2p(5)]; }"""
+        )
+        page.mouse.move(*where)
+        # row and column alike: "step 5: fed ␣Paris (raw “ĠParis”), predicts . → ␣capital
+        # (raw “Ġcapital”): …"
+        row = said[lang].format(token="␣Paris", raw="ĠParis")
+        column = said[lang].format(token="␣capital", raw="Ġcapital")
+        expect(page.locator("#readout")).to_contain_text(f"{row}")
+        expect(page.locator("#readout")).to_contain_text(f" → {column}: ")
+
+
 def test_a_generated_token_opens_its_step_from_the_page_and_from_its_link(page: Page):
     page.goto(f"/?model=smollm2&text={quote(PROMPT)}")
     ready(page)
@@ -71,19 +113,19 @@ def test_a_generated_token_opens_its_step_from_the_page_and_from_its_link(page: 
     ready(page)
     state = url_state(page)
     assert (state["view"], state["tok"]) == ("step", "5")
-    assert title_of(page.locator("#plot")) == "Step 4: fed Ġis, predicts ĠParis · Layer 16"
+    assert title_of(page.locator("#plot")) == "Step 4: fed ␣is, predicts ␣Paris · Layer 16"
     heads = ticks(page, "y")
     assert heads == [f"H{h} · KV{h // 3}" for h in range(9)]  # 9 query heads, 3 shared
-    assert ticks(page, "x") == ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]
+    assert ticks(page, "x") == ["The", "␣capital", "␣of", "␣France", "␣is"]
     expect(page.locator("#convention")).to_contain_text("heads sharing a key/value head are 3")
     bars = page.locator("#extra .ytick text").all_text_contents()
-    assert len(bars) == 10 and re.fullmatch(r"ĠParis\s+#1", bars[-1]), bars  # likeliest on top
+    assert len(bars) == 10 and re.fullmatch(r"␣Paris\s+#1", bars[-1]), bars  # likeliest on top
     expect(page.locator("#extra .gtitle")).to_contain_text("What step 4 predicts")
     shot(page, "generated-step")
     link = page.url
     page.goto(link.replace("lang=en", "lang=zh"))  # a link alone brings the step back
     ready(page)
-    assert title_of(page.locator("#plot")) == "第 4 步：输入 Ġis，预测 ĠParis · 层 16"
+    assert title_of(page.locator("#plot")) == "第 4 步：输入 ␣is，预测 ␣Paris · 层 16"
     expect(page.locator("#source-tokens button.generated")).to_have_count(4)
     shot(page, "generated-step-zh")
 
@@ -136,7 +178,7 @@ def test_the_kv_cache_lab_reads_the_prompt_then_steps_through_what_was_generated
     ready(page)
     expect(page.locator("#lab-step-label")).to_have_text("Step 0 / 3")
     expect(page.locator("#lab-step-fed")).to_have_text(
-        "the prompt's 5 tokens read into the cache in one pass; its last, Ġis, → predicts ĠParis"
+        "the prompt's 5 tokens read into the cache in one pass; its last, ␣is, → predicts ␣Paris"
     )
     # grouped-query attention, said with the sizes measured: 5 tokens x 3 heads x 64 x 2 x 4 B
     expect(page.locator("#lab-kv-shared")).to_contain_text("3 key/value heads per layer for its 9")
@@ -148,8 +190,8 @@ def test_the_kv_cache_lab_reads_the_prompt_then_steps_through_what_was_generated
     )
     page.get_by_role("button", name="Step +1").click()
     ready(page)
-    expect(page.locator("#lab-step-fed")).to_have_text("fed ĠParis → predicts .")
-    assert ticks(page, "x", "#lab-out .plot")[-2:] == ["Ġis", "ĠParis"]
+    expect(page.locator("#lab-step-fed")).to_have_text("fed ␣Paris → predicts .")
+    assert ticks(page, "x", "#lab-out .plot")[-2:] == ["␣is", "␣Paris"]
     expect(page.locator("#lab-cache-bytes")).to_have_text(
         "cache per layer: 9.0 KiB × 30 = 270.0 KiB"
     )

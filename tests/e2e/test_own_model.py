@@ -76,7 +76,7 @@ def test_your_model_is_picked_drawn_and_generates(own_page: Page):
     page.click("#run")
     ready(page)
     expect(page.locator("#source-tokens button.generated")).to_have_count(3)
-    assert ticks(page, "y")[:2] == ["The", "Ġqu"]  # its own tokenizer's pieces
+    assert ticks(page, "y")[:2] == ["The", "␣qu"]  # its own tokenizer's pieces, read as text
     assert re.search(
         r"decoder self-attention · Layer 0 · Head 0", page.locator("#plot").inner_text()
     )

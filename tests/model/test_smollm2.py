@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from attnviz.model.checkpoints import CheckpointError
-from attnviz.model.pretrained.bytelevel import readable
+from attnviz.model.pretrained.bytelevel import readable, visible
 from attnviz.model.pretrained.causal import CausalLM, Sampling
 from attnviz.model.pretrained.llama import map_llama_state, smollm2_path, unpermute
 
@@ -228,10 +228,20 @@ def test_the_tokenizer_is_transformers_with_smollms_digit_split(lm, hf_tokenizer
 def test_byte_level_tokens_read_as_text(lm):
     _, shown = lm.tokenize("他在 café 🤖\n  x")
     assert shown == [
-        "‹他 1-2/3›", "‹他 3/3›", "在", "Ġcafé", "Ġ‹🤖 1-2/4›", "‹🤖 3/4›", "‹🤖 4/4›", "↵Ġ", "Ġx",
+        "‹他 1-2/3›", "‹他 3/3›", "在", "␣café", "␣‹🤖 1-2/4›", "‹🤖 3/4›", "‹🤖 4/4›", "↵␣", "␣x",
     ]  # fmt: skip
-    assert readable(["<|im_start|>", "Ġhi"], lm.special_tokens) == ["<|im_start|>", "Ġhi"]
-    assert lm.target_vocabulary()[lm.tokenizer.token_to_id("ĠParis")] == "ĠParis"
+    assert readable(["<|im_start|>", "Ġhi"], lm.special_tokens) == ["<|im_start|>", "␣hi"]
+    paris = lm.tokenizer.token_to_id("ĠParis")
+    assert lm.target_vocabulary()[paris] == "␣Paris" and lm.piece(paris) == "ĠParis"
+
+
+def test_invisible_characters_are_marked():
+    """A space reads as ␣, a line break ↵, a tab ⇥; any other character that draws nothing
+    (a no-break space, a zero-width joiner, a control) by its code point; never Ġ/Ċ/ĉ."""
+    assert readable(["Ġthe", "Ċ", "ĉ", "č", "Âł", "âĢį", "Ā", "Ģ"]) == [
+        "␣the", "↵", "⇥", "␍", "‹U+00A0›", "‹U+200D›", "‹U+0000›", "‹80›",
+    ]  # fmt: skip
+    assert visible(" ") == "␣" and visible("a b\n") == "a␣b↵" and visible("他") == "他"
 
 
 def test_the_chat_template_makes_one_user_turn(lm):

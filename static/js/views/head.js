@@ -16,7 +16,7 @@ async function drawHead(ctx) {
   // a mask is one matrix for every head
   const z = state.avg ? block.mean() : block.matrix(Math.min(state.head, block.count - 1));
   const who = state.avg ? t("average") : `${t("head")} ${state.head}`;
-  const { rows, rowNames, convention } = rowLabels(block, state.type, t);
+  const { rows, rowNames, convention } = rowLabels(block, state.type, t, rawRows(ctx, block));
   // the word view and hidden specials reshape weights only (the API refuses them for the
   // rest): say so where they are on
   const reshaped = state.words || state.hide;
@@ -30,6 +30,7 @@ async function drawHead(ctx) {
     rows,
     rowNames,
     columns: block.columns,
+    columnNames: rawNames(block.columns, rawOf(ctx, block.columns, columnSide(state.type)), t),
     title: `${t(state.type)} · ${t("layer")} ${state.layer} · ${who}`,
     zmin: kind === "scores" ? undefined : 0,
     zmax: kind === "scores" || kind === "norms" ? undefined : 1, // (norms: their own scale)
@@ -58,20 +59,54 @@ function startLine(ctx) {
   return t(`start_${source.replace(" ", "_")}`).replace("{role}", role);
 }
 
+// The tokenizer's own piece of each row's token (the analysis's source_raw or target_raw:
+// a byte-level "Ġthe" shown as "␣the"), where the rows are that side's whole token list;
+// null otherwise (pooled or windowed rows, an older answer without them).
+function rawRows(ctx, block) {
+  return rawOf(ctx, block.rows, ctx.state.type.startsWith("decoder") ? "target" : "source");
+}
+
+// the same for a list of a side's tokens (a plot's rows or columns)
+function rawOf(ctx, labels, side) {
+  const raw = ctx.analysis?.[`${side}_raw`];
+  const tokens = ctx.analysis?.[`${side}_tokens`];
+  if (!raw || !tokens || raw.length !== labels.length) return null;
+  return labels.every((label, i) => label === tokens[i]) ? raw : null;
+}
+
+// the side a type's columns (its keys) come from: the source but for decoder self-attention
+function columnSide(type) {
+  return type === "decoder.self" ? "target" : "source";
+}
+
+// labels named with their raw pieces, where there are some
+function rawNames(labels, raw, t) {
+  return raw ? labels.map((label, i) => withRaw(label, raw[i], t)) : labels;
+}
+
+// A token as hovers name it: as shown, and as the tokenizer spells it where that differs
+// ("␣the (raw “Ġthe”)"), so the piece itself can be read.
+export function withRaw(token, raw, t) {
+  if (raw === undefined || raw === null || raw === token) return token;
+  return t("raw_token").replace("{token}", token).replace("{raw}", raw);
+}
+
 // What a plot's rows are. A decoder row is a step: fed one token, it predicts the next.
 // Cross-attention, where people read alignment, labels each row by the token its step
 // predicts (the row of "hang2" looks at 行); self-attention keeps the tokens fed in on
-// both axes (the diagonal is a token itself). Hovers and the readout name both.
-export function rowLabels(block, type, t) {
+// both axes (the diagonal is a token itself). Hovers and the readout name both, and the
+// raw piece of each row's token where `raw` gives them.
+export function rowLabels(block, type, t, raw = null) {
   const predicted = block.predicted;
+  const named = (token, i) => (raw ? withRaw(token, raw[i], t) : token);
   if (!predicted) {
     const convention = type.startsWith("decoder") ? "" : t("rows_encoder");
-    return { rows: block.rows, rowNames: block.rows, convention };
+    return { rows: block.rows, rowNames: block.rows.map(named), convention };
   }
   const rowNames = block.rows.map((fed, i) =>
     t("step_row")
       .replace("{i}", String(i))
-      .replace("{fed}", fed)
+      .replace("{fed}", named(fed, i))
       .replace("{predicts}", predicted[i]),
   );
   if (type === "decoder.cross") {
@@ -91,6 +126,7 @@ const STRINGS = {
     view_head: "Head view",
     hint: "Arrow keys: ←/→ head, ↑/↓ layer.",
     step_row: "step {i}: fed {fed}, predicts {predicts}",
+    raw_token: "{token} (raw “{raw}”)",
     rows_predicted:
       "Rows: the token each decoder step predicts (that step was fed the token before it). Columns: the source tokens.",
     rows_fed:
@@ -114,6 +150,7 @@ const STRINGS = {
     view_head: "单头视图",
     hint: "方向键：←/→ 切换头，↑/↓ 切换层。",
     step_row: "第 {i} 步：输入 {fed}，预测 {predicts}",
+    raw_token: "{token}（原始“{raw}”）",
     rows_predicted: "行：解码器每一步预测的词元（这一步输入的是它前面的词元）。列：源词元。",
     rows_fed:
       "行和列：输入解码器的词元，对角线即词元自身；每一行这一步预测的是下一个词元（悬停查看）。",

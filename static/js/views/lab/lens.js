@@ -87,6 +87,8 @@ async function bestTable(box, r, t, names) {
   const Plotly = await plotly;
   const columns = r.rows[0].best.map((_, k) => `${r.first + k}: ${r.tokens[r.first + k]}`);
   const text = r.rows.map((row) => row.best.map((g) => escapeText(g.token)));
+  // the hover names each token's raw piece too (a byte-level "Ġthe", shown as "␣the")
+  const raw = r.rows.map((row) => row.best.map((g) => escapeText(g.raw ?? g.token)));
   const cells = r.rows.length * columns.length;
   await Plotly.react(
     box,
@@ -97,12 +99,13 @@ async function bestTable(box, r, t, names) {
         x: columns.map(escapeText),
         y: names.map(escapeText),
         text,
+        customdata: raw,
         texttemplate: cells <= 400 ? "%{text}" : "",
         zmin: 0,
         zmax: 1,
         colorscale: "Viridis",
         colorbar: { title: { text: escapeText(t("lab_lens_probability")) } },
-        hovertemplate: `%{y} · %{x} → %{text}: %{z:.3f}<extra>${escapeText(t("lab_lens_probability"))}</extra>`,
+        hovertemplate: `%{y} · %{x} → %{text} (${escapeText(t("lab_lens_raw"))} “%{customdata}”): %{z:.3f}<extra>${escapeText(t("lab_lens_probability"))}</extra>`,
       },
     ],
     {
@@ -168,6 +171,7 @@ const STRINGS = {
     lab_lens_rank: "rank",
     lab_lens_depth: "depth",
     lab_lens_top: "top tokens",
+    lab_lens_raw: "raw",
     lab_lens_trajectory: "“{token}” through the layers",
     lab_lens_table: "the most likely next token at each depth and position",
   },
@@ -183,6 +187,7 @@ const STRINGS = {
     lab_lens_rank: "排名",
     lab_lens_depth: "深度",
     lab_lens_top: "最可能的词元",
+    lab_lens_raw: "原始",
     lab_lens_trajectory: "“{token}”在各层的变化",
     lab_lens_table: "每个深度、每个位置最可能的下一个词元",
   },
