@@ -238,7 +238,7 @@ def assert_literal(page: Page, model: str, text: str, sent: tuple, clean: dict) 
     source, rows, names, columns = sent
     if text.isascii() and text.isprintable():  # the tokens really are the text
         if model == "pronounce":
-            assert "".join(source) == text.lower()
+            assert "".join(source) == text.lower().replace(" ", "␣")  # a space shown as ␣
         else:
             pieces = "".join(t.removeprefix("##") for t in source[1:-1])
             assert pieces == "".join(text.lower().split())

@@ -46,7 +46,8 @@ def test_reads_the_seed_sentence_like_pypinyin(shipped, lexicon):
 
 def test_capture_covers_every_source_and_decoder_token(shipped):
     result = shipped.run("我爱 python 3！")
-    assert result.source_tokens == list("我爱 python 3！")
+    assert result.source_tokens == list("我爱␣python␣3！")  # the space token shown as ␣
+    assert result.source_raw == list("我爱 python 3！")  # and as the vocabulary spells it
     assert result.target_tokens[0] == "<bos>"
     assert result.target_tokens[1:] == result.output_tokens
     n_src, n_dec = len(result.source_tokens), len(result.target_tokens)
