@@ -8,9 +8,11 @@ import contextvars
 import dataclasses
 import functools
 import hashlib
+import logging
 import queue
 import re
 import threading
+import time
 import unicodedata
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +34,8 @@ from .zoo import ModelEntry, Zoo
 
 if TYPE_CHECKING:
     from .corpus.jobs import CorpusRuns
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _INVISIBLE_CHARS = re.compile(f"[{INVISIBLE}]+")
@@ -369,8 +373,16 @@ class Inference:
             with self.limiter.slot():
                 try:
                     runner = entry.loaded_runner()  # (one for the watch and the run)
+                    began = time.perf_counter()
                     with self.progress.watching(runner.model, stop_if_cancelled):
                         result = runner.run(text, **prompt)
+                    # one line per model run: an operator (and a test) sees what was read
+                    log.info(
+                        "%s read %d tokens in %.2f s",
+                        entry.id,
+                        len(result.source_ids),
+                        time.perf_counter() - began,
+                    )
                 except ValueError as exc:  # nothing left to read once normalised
                     raise CannotServe(f"text cannot be read: {exc}") from exc
             self.runs.put(key, result)

@@ -16,7 +16,12 @@ function embedding(analysis, t) {
   return [said];
 }
 
-const text = (analysis) => [analysis.output_text ?? ""];
+// the output's text; where it draws nothing (a predicted line break), its tokens as shown
+// (↵, ␣): an empty line would read as no output
+function text(analysis) {
+  const said = analysis.output_text ?? "";
+  return [said.trim() ? said : (analysis.output ?? []).join("")];
+}
 
 // a transcription decoded in pieces: each piece's output, the pieces set apart by a mark
 // that says where the next one starts afresh (its own <bos>)

@@ -30,6 +30,8 @@ def test_the_readmes_screenshot_is_the_head_view_of_smollm2(page: Page):
     ready(page)
     assert "animal" in " ".join(ticks(page, "x"))  # what a person reads: the tokens
     expect(page.locator("#plot .main-svg").first).to_be_visible()
+    # its next token is a line break: shown as ↵, not as an empty output line
+    expect(page.locator("#output-text")).to_have_text("↵")
     write = os.environ.get("ATTNVIZ_DOCS_SCREENSHOT") == "1"
     path = DOCS_SHOT if write else ARTIFACTS / "readme_page.png"
     path.parent.mkdir(parents=True, exist_ok=True)
