@@ -41,11 +41,13 @@ def combining_upload() -> bytes:
 class Healthz:
     """/healthz polled every 20 ms, from a process of its own (a client's own work, such as
     parsing a large answer, must not delay the polls), while a pattern runs; its worst
-    latency and failures."""
+    latencies (worst, 95th percentile, the longest run of slow ones) and failures."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.worst = 0.0
+        self.p95 = 0.0
+        self.slow_run = 0  # the most probes in a row over SLOW_S
         self.failures = 0
         self.probes = 0
 
@@ -63,12 +65,20 @@ class Healthz:
     def __exit__(self, *exc: object) -> None:
         out, _ = self._proc.communicate("stop\n", timeout=60)
         found = json.loads(out.strip().splitlines()[-1])
-        self.worst, self.failures, self.probes = found["worst"], found["failures"], found["probes"]
+        latencies = sorted(found["latencies"])
+        self.failures, self.probes = found["failures"], len(latencies)
+        self.worst = latencies[-1]
+        self.p95 = latencies[int(0.95 * (len(latencies) - 1))]  # (of 20 or fewer: not the worst)
+        self.slow_run = found["slow_run"]
+
+
+SLOW_S = 0.1  # a probe slower than this is slow; several in a row are a stall
 
 
 def poll(url: str) -> None:
     """The poller's process: polls until a line comes on stdin, then prints its figures."""
-    worst, failures, probes = 0.0, 0, 0
+    latencies: list[float] = []
+    failures = run = slow_run = 0
     transport = httpx.HTTPTransport(local_address="127.0.0.9")
     with httpx.Client(transport=transport, timeout=30) as c:
         while True:
@@ -77,14 +87,16 @@ def poll(url: str) -> None:
                 ok = c.get(f"{url}/healthz").status_code == 200
             except httpx.HTTPError:
                 ok = False
-            worst = max(worst, time.perf_counter() - began)
+            latencies.append(time.perf_counter() - began)
+            run = run + 1 if latencies[-1] > SLOW_S else 0
+            slow_run = max(slow_run, run)
             failures += not ok
-            probes += 1
-            if probes == 1:
+            if len(latencies) == 1:
                 print("polling", flush=True)
             if select.select([sys.stdin], [], [], 0.02)[0]:
                 break
-    print(json.dumps({"worst": worst, "failures": failures, "probes": probes}), flush=True)
+    said = {"latencies": latencies, "failures": failures, "slow_run": slow_run}
+    print(json.dumps(said), flush=True)
 
 
 def client(address: str = "127.0.0.2", timeout: float = 120) -> httpx.Client:
@@ -259,6 +271,7 @@ def main() -> None:
             "pattern": name,
             "seconds": round(time.perf_counter() - began, 2),
             "healthz_worst_ms": round(health.worst * 1000, 1),
+            "healthz_p95_ms": round(health.p95 * 1000, 1),
             "healthz_failures": health.failures,
         }
         rows.append(row)

@@ -21,7 +21,13 @@ SETTINGS = {
     "ATTNVIZ_CORPUS_RUNS_PER_CLIENT": "2",
     "ATTNVIZ_MAX_RESPONSE_BYTES": "20000000",
 }
-HEALTHZ_MS = 100  # /healthz's worst latency while a pattern runs
+# /healthz while a pattern runs: its 95th percentile under HEALTHZ_MS, no two probes in a
+# row over 100 ms, and none over STALL_MS. A blocked event loop or run thread (the faults
+# these patterns look for) delays every probe while it lasts, so it fails all three; one
+# probe delayed by a busy machine (a CI neighbour, the OS scheduler: 148 ms once in a run
+# where every other probe took a few ms) fails none.
+HEALTHZ_MS = 100
+STALL_MS = 500
 
 
 @pytest.fixture(scope="package")
@@ -51,9 +57,14 @@ def healthz(base):
     HEALTHZ_MS, and a normal request be answered after."""
     with Healthz(base) as poll:
         yield poll
-    print(f"/healthz worst {poll.worst * 1000:.0f} ms over {poll.probes} probes")
+    said = (
+        f"/healthz over {poll.probes} probes: 95th percentile {poll.p95 * 1000:.0f} ms, "
+        f"worst {poll.worst * 1000:.0f} ms, {poll.slow_run} slow in a row"
+    )
+    print(said)
     assert poll.failures == 0
-    assert poll.worst * 1000 < HEALTHZ_MS, f"/healthz took {poll.worst * 1000:.0f} ms"
+    assert poll.p95 * 1000 < HEALTHZ_MS and poll.slow_run < 2, said
+    assert poll.worst * 1000 < STALL_MS, said
     normal = httpx2.post(f"{base}/api/v1/analyze", json={"text": "A normal request."}, timeout=60)
     assert normal.status_code == 200, normal.text
 
