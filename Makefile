@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test test-architectures lint format clean train bench bench-api bench-minilm bench-llm bench-contrib bench-families bench-capture numba-cache test-long bench-long bench-corpus bench-page e2e-deps \
+.PHONY: install serve test check lint-python lint-js test-architectures lint format clean train bench bench-api bench-minilm bench-llm bench-contrib bench-families bench-capture numba-cache test-long bench-long bench-corpus bench-page e2e-deps \
 	system-deps hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy \
 	docs screenshot
 
@@ -39,6 +39,20 @@ $(NODE_STAMP): package.json package-lock.json
 	@command -v npm >/dev/null || { echo "make lint needs Node.js and npm: apt-get install nodejs npm"; exit 1; }
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(NODE_STAMP)
+
+# The fast loop while you work: lint and the core tier (the seed's Transformer and tiny
+# models; no apt, no browser, no second environment, no shipped model), under 3 minutes.
+check: $(STAMP) $(NODE_STAMP)
+	@$(MAKE) --no-print-directory -j2 lint-python lint-js
+	$(BIN)/pytest -n 2 -q -m "core and not alone"
+
+lint-python: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+lint-js: $(NODE_STAMP)
+	node_modules/.bin/biome check static/js static/widget
 
 lint: $(STAMP) $(NODE_STAMP) hadolint
 	$(BIN)/ruff check .

@@ -6,8 +6,10 @@ reads these objects (`output_of`); it keeps no table or branch of its own per ki
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .runner import OutputKind, Runner
+if TYPE_CHECKING:  # (names only: runner.py reads this module, this one reads no runner)
+    from .runner import OutputKind, Runner
 
 MASK = "[MASK]"  # in `said` and `examples`: the model's own mask token
 

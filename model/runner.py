@@ -13,6 +13,7 @@ from torch import Tensor
 
 from .config import ModelConfig
 from .hooks import Capture, NamesFilter
+from .outputs import output_of
 from .transformer import Pieces, Transformer
 
 if TYPE_CHECKING:
@@ -342,8 +343,6 @@ class MaskingRunner(Runner, Protocol):
 
 def masking(runner: Runner) -> MaskingRunner:
     """A runner whose output fills mask tokens, as one (a TypeError otherwise)."""
-    from .outputs import output_of  # (outputs reads this module's names)
-
     return _as_stated(runner, output_of(runner).fills_masks, "predicts no mask")
 
 

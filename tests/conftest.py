@@ -1,6 +1,13 @@
 """The suite runs in two parts (`make test`): tests that bound latency or time (a /healthz
 bound, a load or soak, a server killed and restarted, a page's timings) run alone, after
-the rest has run on two workers (pytest-xdist, a file per worker at a time)."""
+the rest has run on two workers (pytest-xdist, a file per worker at a time).
+
+Each test is marked with the tier of what it needs (TIERS, by file; the first that matches):
+`core` the seed's Transformer and tiny models made by transformers itself, nothing shipped,
+served or installed beyond the environment (`make check`: the fast loop); `zoo` the shipped
+models (their weights, the app serving them); `browser` headless Chromium; `reference` a
+peer or the architecture matrix (TransformerLens' environment, every transformers family);
+`ops` the wheel, the notebook, Ray, replicas, load, the container. `make test` runs them all."""
 
 from __future__ import annotations
 
@@ -17,6 +24,34 @@ ALONE = (
     "app/test_hostile_models.py",
     "deploy/test_replicas.py",  # (the manifests' checks, deploy/test_k8s.py, run with the rest)
 )
+
+
+TIERS: tuple[tuple[str, str], ...] = (
+    ("e2e/test_bench_smoke.py", "ops"),
+    ("e2e/", "browser"),
+    ("deploy/", "ops"),
+    ("container/", "ops"),
+    ("test_wheel.py", "ops"),
+    ("test_notebook.py", "ops"),
+    ("app/test_ray.py", "ops"),
+    ("app/test_load_smoke.py", "ops"),
+    ("model/test_bench_llm_smoke.py", "ops"),
+    ("model/test_families.py", "reference"),
+    ("model/test_lens.py", "reference"),
+    ("app/", "zoo"),
+    ("model/pronounce/", "zoo"),
+    ("model/test_smollm2.py", "zoo"),
+    ("model/test_minilm.py", "zoo"),
+    ("model/test_checkpoints.py", "zoo"),
+    ("test_capture.py", "zoo"),
+    ("test_embedded.py", "zoo"),
+    ("", "core"),  # the rest: model/ on tiny models, the house and docs rules
+)
+
+
+def tier_of(where: str) -> str:
+    """The tier of a test file (its path under tests/)."""
+    return next(tier for prefix, tier in TIERS if where.startswith(prefix))
 
 
 # The files that take longest (pytest --durations on `make test`), handed to the two
@@ -43,6 +78,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         where = item.path.relative_to(HERE).as_posix()
         if where.startswith(ALONE):
             item.add_marker(pytest.mark.alone)
+        item.add_marker(getattr(pytest.mark, tier_of(where)))
 
     def rank(item: pytest.Item) -> int:
         where = item.path.relative_to(HERE).as_posix()

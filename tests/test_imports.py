@@ -1,0 +1,110 @@
+"""The import graph of model/ and app/ has no circle: a module's imports (at its top or
+inside its functions; those under `if TYPE_CHECKING:` are names only, never run) form a
+graph with no strongly connected component of more than one module. Run alone,
+`pytest tests/test_imports.py -s` prints the graph's size."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("model", "app")
+
+
+def modules() -> dict[str, Path]:
+    """attnviz.<package>.<module> -> its file, for the packages checked."""
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = [package, *path.relative_to(ROOT / package).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            found["attnviz." + ".".join(parts)] = path
+    return found
+
+
+def names_only(tree: ast.Module) -> set[int]:
+    """The nodes under `if TYPE_CHECKING:` (imports for annotations, never run)."""
+    return {
+        id(sub)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for sub in ast.walk(node)
+    }
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The checked modules `name` imports when it runs."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = names_only(tree)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            where = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            submodules = [f"{where}.{alias.name}" for alias in node.names]
+            targets = [m for m in submodules if m in known]
+            if len(targets) < len(submodules):  # names of the module itself
+                targets.append(where)
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:  # a name inside a module: the module
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_model_and_app_import_one_way():
+    known = modules()
+    graph = {name: imports(name, path, known) for name, path in known.items()}
+    print(f"{len(graph)} modules, {sum(map(len, graph.values()))} imports between them")
+    assert circles(graph) == []
+
+
+def test_the_walk_finds_a_circle():
+    """The check itself: a circle of three, and one through a package's __init__."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "p": {"p.x"}, "p.x": {"p"}}
+    assert circles(graph) == [["a", "b", "c"], ["p", "p.x"]]
