@@ -26,7 +26,7 @@ import torch
 
 from attnviz.model.checkpoints import CheckpointError
 from attnviz.model.lens import attribute, read_stream, stream_refusal
-from attnviz.model.pretrained.backends import OURS, choose, uses_attention_interface
+from attnviz.model.pretrained.backends import choose, uses_attention_interface
 from attnviz.model.pretrained.sources import load_origin
 from attnviz.model.value_norms import output_projection, projection_module
 
@@ -493,11 +493,6 @@ def matrix(
     context = multiprocessing.get_context("spawn")  # (no forked torch threads)
     with ProcessPoolExecutor(workers, mp_context=context, initializer=one_thread) as pool:
         return list(pool.map(compared, types, chunksize=4))
-
-
-def forced_families() -> list[str]:
-    """The families model/ reads, to run through transformers' path as well."""
-    return sorted(OURS)
 
 
 README_START = (

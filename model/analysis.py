@@ -95,11 +95,6 @@ def layer_weights(
         yield layer, capture[spec.hook(layer, "hook_weights")][0].float(), special
 
 
-# What a head's weights on one input show, in the order a head is given the first that
-# fits (thresholds on head_metrics' means; the page marks heads by these names).
-ROLES = ("alignment", "previous-token", "first-token", "positional", "broad")
-
-
 def head_roles(
     weights: Tensor,
     self_attention: bool,

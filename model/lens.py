@@ -139,11 +139,6 @@ def first(out: Any) -> Tensor:
     return out[0] if isinstance(out, tuple | list) else out
 
 
-def layer_input(args: tuple, kwargs: dict) -> Tensor:
-    """The hidden states a layer is called with (positionally or by name)."""
-    return args[0] if args else kwargs["hidden_states"]
-
-
 def read_stream(model: nn.Module, inputs: tuple[Tensor, ...]) -> Stream:
     """The residual stream of one forward pass (`layout_of` says where); a ValueError
     where the model has none, or where the terms do not add up to what each layer reads."""

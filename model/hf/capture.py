@@ -43,8 +43,6 @@ READ = EXTRAS | {"indices"}
 BOOKKEEPING = {"sliding_window", "is_causal", "position_ids", "cu_seq_lens_q", "cu_seq_lens_k",
                "max_length_q", "max_length_k", "output_attentions", "cache_position",
                "position_embeddings", "deterministic"}  # fmt: skip
-POINTS = ("hook_q", "hook_k", "hook_v", "hook_scores", "hook_mask", "hook_weights",
-          "hook_context")  # fmt: skip
 
 
 class AttentionPoints(nn.Module):

@@ -46,8 +46,6 @@ def required_mask_token(tokens) -> str:
 
 PREFIX = "bert."
 HEAD = "cls.predictions."
-HEAD_NAMES = ("transform.dense.weight", "transform.dense.bias", "transform.LayerNorm.weight",
-              "transform.LayerNorm.bias", "bias")  # fmt: skip
 
 
 class MaskedLMHead(nn.Module):
