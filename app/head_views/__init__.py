@@ -5,8 +5,9 @@ again."""
 
 from __future__ import annotations
 
+import attnviz.app.head_views.schemas as s
+
 from ..lab import LabRoute
-from . import schemas as s
 from .neuron import neuron
 from .qk_space import qk_space
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import torch
 
+import attnviz.app.head_views.schemas as s
 from attnviz.model.long import heads_of
 from attnviz.model.long.reading import LONG_FROM
 from attnviz.model.positional import apply_rotary
 
 from ..errors import CannotServe
 from ..lab.context import LabContext
-from . import schemas as s
 
 
 def side(q: torch.Tensor, keys: torch.Tensor, scale: float) -> s.VectorSide:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+import attnviz.app.head_views.schemas as s
 from attnviz.model.attention import masked_softmax
 from attnviz.model.geometry import dot_distance_correlation, normalize, project, warm
 
@@ -16,7 +17,6 @@ from ..corpus.jobs import HeadKey
 from ..errors import Busy, CannotServe
 from ..lab.context import LabContext
 from ..runs import read_text
-from . import schemas as s
 
 WARMING = 20  # seconds a client is told to wait while a projection warms up
 TEXTS_CHARS = 8  # the further sentences' characters, in all, in text lengths

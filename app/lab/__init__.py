@@ -18,11 +18,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+import attnviz.app.lab.schemas as s
+
 from ..errors import CannotServe
 from ..runs import Inference
 from ..schemas import TextRequest
 from ..zoo import ModelEntry
-from . import schemas as s
 from .ablation import ablation
 from .alti import AltiRequest, AltiResponse, alti
 from .compare import compare

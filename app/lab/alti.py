@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+import attnviz.app.lab.schemas as s
 from attnviz.model.alti import alti as alti_of
 from attnviz.model.analysis import rollout as rollout_of
 from attnviz.model.runner import model_inputs
@@ -16,7 +17,6 @@ from attnviz.model.runner import model_inputs
 from ..errors import CannotServe
 from ..schemas import AttentionType, Index, TextRequest
 from ..wire import encode
-from . import schemas as s
 from .context import LabContext
 
 

@@ -6,8 +6,9 @@ import difflib
 
 import torch
 
+import attnviz.app.lab.schemas as s
+
 from ..wire import encode
-from . import schemas as s
 from .context import LabContext
 
 

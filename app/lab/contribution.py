@@ -12,11 +12,11 @@ import torch
 from pydantic import BaseModel, Field
 from torch import Tensor
 
+import attnviz.app.lab.schemas as s
 from attnviz.model.value_norms import layer_norms
 
 from ..errors import CannotServe
 from ..schemas import AttentionType
-from . import schemas as s
 from .context import LabContext
 
 

@@ -13,13 +13,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+import attnviz.app.lab.schemas as s
 from attnviz.model.analysis import ablate_heads
 from attnviz.model.hooks import HookFn, hooked
 from attnviz.model.runner import generating
 
 from ..errors import CannotServe
 from ..wire import encode
-from . import schemas as s
 from .context import LabContext
 
 SHOWN_PATTERNS = 5  # the top heads whose weights on the sequence the answer carries

@@ -7,6 +7,7 @@ from typing import cast
 
 import torch
 
+import attnviz.app.lab.schemas as s
 from attnviz.model.hooks import hooked
 from attnviz.model.masks import padding_mask
 from attnviz.model.runner import generating, stepwise
@@ -14,7 +15,6 @@ from attnviz.model.transformer import DecoderCache
 
 from ..errors import CannotServe
 from ..wire import BYTES_PER_ENTRY, encode
-from . import schemas as s
 from .context import LabContext
 
 MAX_STEPS = 64

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import torch
 
+import attnviz.app.lab.schemas as s
 from attnviz.model.analysis import without_mask
 from attnviz.model.masks import pad_batch, padding_mask, same_piece
 
 from ..errors import CannotServe
 from ..runs import read_text, text_limit
 from ..wire import encode
-from . import schemas as s
 from .context import LabContext
 
 

@@ -4,10 +4,10 @@ defined and explained once, in model/head_stats.py)."""
 
 from __future__ import annotations
 
+import attnviz.app.lab.schemas as s
 from attnviz.model.analysis import METRICS, head_metrics, layer_weights
 from attnviz.model.head_stats import explained
 
-from . import schemas as s
 from .context import LabContext
 
 EXPLAINED = explained(METRICS)  # model/head_stats.py's lines, for the page

@@ -14,6 +14,7 @@ import sys
 import torch
 from torch import Tensor
 
+import attnviz.app.lab.schemas as s
 from attnviz.model.hooks import hooked
 from attnviz.model.long import edges
 from attnviz.model.runner import generating
@@ -21,7 +22,6 @@ from attnviz.model.runner import generating
 from ..errors import CannotServe
 from ..progress import ProgressBoard
 from ..runs import stop_if_cancelled
-from . import schemas as s
 from .context import LabContext
 from .induction import without
 

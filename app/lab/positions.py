@@ -4,11 +4,11 @@ the permuted input's weights are the permuted weights (max abs diff ~1e-6)."""
 
 from __future__ import annotations
 
+import attnviz.app.lab.schemas as s
 from attnviz.model.analysis import permuted, without_positions
 
 from ..errors import CannotServe
 from ..wire import encode
-from . import schemas as s
 from .context import LabContext
 
 

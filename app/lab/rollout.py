@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import attnviz.app.lab.schemas as s
 from attnviz.model.analysis import rollout as rollout_of
 
 from ..wire import encode
-from . import schemas as s
 from .context import LabContext
 
 ASSUMES = (

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 
+import attnviz.app.lab.schemas as s
 from attnviz.model.analysis import focus, without_scaling
 
 from ..wire import encode
-from . import schemas as s
 from .context import LabContext
 
 

@@ -79,21 +79,7 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
         source_length=result.source_length,
         unknown_tokens=result.source_tokens.count(getattr(entry.runner, "unknown_token", "<unk>")),
         next_tokens=next_tokens(entry, result),
-        masked=[
-            MaskedTokens(
-                position=position,
-                top=[
-                    Alternative(
-                        id=i,
-                        token=masking(entry.runner).token(i),
-                        probability=p,
-                        raw=raw_piece(entry.runner, masking(entry.runner).token)(i),
-                    )
-                    for i, p in top
-                ],
-            )
-            for position, top in sorted(result.masked.items())
-        ],
+        masked=masked_tokens(entry, result),
         summaries=summarised,
         long=long,
         summaries_done=len(summarised),
@@ -111,6 +97,21 @@ def pieces_of(result: RunResult) -> list[Piece]:
         )
         source, target = source + s, target + t
     return made
+
+
+def masked_tokens(entry: ModelEntry, result: RunResult) -> list[MaskedTokens]:
+    """Each mask token's likeliest fillers, as people read them and as spelled."""
+    if not result.masked:
+        return []
+    token = masking(entry.runner).token
+    raw = raw_piece(entry.runner, token)
+    return [
+        MaskedTokens(
+            position=position,
+            top=[Alternative(id=i, token=token(i), probability=p, raw=raw(i)) for i, p in top],
+        )
+        for position, top in sorted(result.masked.items())
+    ]
 
 
 def next_tokens(entry: ModelEntry, result: RunResult) -> list[NextTokens]:
