@@ -7,7 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from attnviz.model.runner import OutputKind, Side, TokenUnit
+from attnviz.model.attention_types import Side
+from attnviz.model.outputs import OutputKind
+from attnviz.model.runner import TokenUnit
 
 from .schemas import AttentionType, HeadRole
 

@@ -20,8 +20,9 @@ import weakref
 from dataclasses import dataclass, field
 
 from attnviz.model.analysis import role_of
+from attnviz.model.attention_types import AttentionSpec
 from attnviz.model.long import HeadStats, LayerAttention, LongCapture
-from attnviz.model.runner import AttentionSpec, RunResult
+from attnviz.model.runner import RunResult
 
 from .clients import CLIENT
 from .runs import Inference

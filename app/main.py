@@ -54,7 +54,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     await asyncio.get_running_loop().run_in_executor(threads, read_shipped)
     app.state.inference = served = Inference(zoo, settings, threads)
     # corpus runs read the served models, one sentence a run slot
-    app.state.corpus_runs = served.corpus_runs = CorpusRuns(served, settings.corpus_results_bytes)
+    app.state.corpus_runs = corpus_runs = CorpusRuns(served, settings.corpus_results_bytes)
     # What start-up made (the models' modules, the tokenizers, the libraries) stays for the
     # server's life: kept out of the collector's full passes, each of which held the GIL,
     # and with it /healthz, for 0.1-0.3 s while a corpus run made garbage (measured).
@@ -63,7 +63,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         gc.freeze()
     yield
     stop_all()  # a long run's head summaries
-    served.corpus_runs.stop()
+    corpus_runs.stop()
     app.state.inference = None
     threads.shutdown(wait=False)
 

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import torch
 
+from attnviz.model.attention_types import attention_specs
 from attnviz.model.checkpoints import CheckpointError
 from attnviz.model.config import ModelConfig
 from attnviz.model.hf.runners import HFEncoder, HFMaskedLM, HFSeq2Seq, parameter_count, peek_unit
@@ -25,7 +26,7 @@ from attnviz.model.pretrained.bert import BertRunner
 from attnviz.model.pretrained.causal import CausalLM
 from attnviz.model.pretrained.masked_lm import MaskedLM, mask_token_of
 from attnviz.model.pretrained.sources import Origin, cached, load_origin, peek_origin
-from attnviz.model.runner import Runner, RunnerBase, attention_specs
+from attnviz.model.runner import Runner, RunnerBase
 from attnviz.model.runtime import release_free_memory
 from attnviz.model.transformer import Transformer
 
@@ -104,7 +105,7 @@ class OwnRunner:
     ) -> None:
         self.name, self.pool, self.max_bytes = name, pool, max_bytes
         self.path, self.backend = Path(path), backend
-        self.config, self.origin, runner_key, specials = peek_origin(path, max_bytes, backend)
+        self.stated, self.origin, runner_key, specials = peek_origin(path, max_bytes, backend)
         self.runner_class: Any = cast(Any, RUNNER_CLASSES.get(runner_key, CausalLM))  # (its class)
         # a language model reads prompts up to its context (model/long/), as long as
         # their capture fits in these bytes: on our code always, on transformers' where
@@ -117,7 +118,7 @@ class OwnRunner:
         if runner_key.startswith("hf-"):  # transformers' classes, counted on the meta device
             self.parameter_count = parameter_count(folder, runner_key.removeprefix("hf-"))
         else:
-            self.parameter_count = parameters_of(self.config)
+            self.parameter_count = parameters_of(self.stated)
         if folder.is_dir() and runner_key not in ("bert", "masked-lm"):  # its tokenizer.json's
             self._unit, unknown = peek_unit(folder)
             if self._unit != "byte-bpe":  # (byte-level: every text has tokens)
@@ -132,16 +133,22 @@ class OwnRunner:
         self._failed: str | None = None
         self._lock = threading.Lock()
         # what the loaded runner has that the app may read: anything else is not there
-        # (probing a name it lacks, e.g. hasattr(runner, "card"), reads no weights)
+        # (a name it lacks raises AttributeError without reading the weights)
         self._forwarded = {
             n for n in dir(self.runner_class) if not n.startswith("_")
         } | INSTANCE_NAMES
 
     @property
-    def model_config(self) -> ModelConfig:
+    def config(self) -> ModelConfig:
         """What its config states; once read, what the loaded model states (traced)."""
-        loaded = self.__dict__.get("_runner")
-        return loaded.model.config if loaded is not None else self.config
+        return self._runner.config if self._runner is not None else self.stated
+
+    @property
+    def read(self) -> Runner | None:
+        """The loaded runner, or None where its weights are not read (nothing is read)."""
+        return self._runner
+
+    card = None  # (a model of yours has no card)
 
     # what the app reads of a model before it runs it: no weights needed
     @property
@@ -161,7 +168,7 @@ class OwnRunner:
         """A masked-language model's mask token, as its tokenizer writes it."""
         if not output_of(self).fills_masks:
             return None
-        return mask_token_of(self.special_tokens) or getattr(self.runner_class, "mask_token", None)
+        return mask_token_of(self.special_tokens) or self.runner_class.mask_token
 
     @property
     def max_tokens(self):
@@ -169,8 +176,8 @@ class OwnRunner:
         if loaded is not None:
             return loaded.max_tokens
         if self.max_capture_bytes is not None:
-            return longest_prompt(self.config, self.max_capture_bytes)
-        return min(self.runner_class.max_tokens, self.config.max_seq_len)
+            return longest_prompt(self.stated, self.max_capture_bytes)
+        return min(self.runner_class.max_tokens, self.stated.max_seq_len)
 
     @property
     def unknown_token(self):
@@ -180,7 +187,7 @@ class OwnRunner:
     def attention(self):
         """What its config states; once read, what tracing its forward pass found."""
         loaded = self.__dict__.get("_runner")
-        return loaded.attention if loaded is not None else attention_specs(self.config)
+        return loaded.attention if loaded is not None else attention_specs(self.stated)
 
     def runner(self) -> Runner:
         """The loaded runner, read now if it is not (one thread reads; the others wait). A

@@ -18,7 +18,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from attnviz.model.lean import LeanCapture, capture_bytes
 from attnviz.model.long import LongCapture
@@ -31,9 +31,6 @@ from .progress import ProgressBoard, Stops
 from .settings import Settings
 from .text import INVISIBLE
 from .zoo import ModelEntry, Zoo
-
-if TYPE_CHECKING:
-    from .corpus.jobs import CorpusRuns
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +254,6 @@ class Inference:
         self._admitted = RunLimiter(runs + settings.max_queued_runs, queued=0)
         self.runs = RunCache(settings.cache_bytes)
         self.progress = ProgressBoard()  # how far each run under way has read
-        self.corpus_runs: CorpusRuns  # (set by the app at start-up: app/main.py)
         # runs under way by key: a request for the same (model, text) waits for that run
         # instead of running the model again (the page asks for a text's summary and its
         # first head at once)

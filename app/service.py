@@ -1,5 +1,5 @@
 """From a captured run to a payload: head summaries, matrices in the requested encoding,
-positional tables, exports. (The runs themselves: app/runs.py.)"""
+exports. (The runs themselves: app/runs.py; the positional view's table: app/positional.py.)"""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import numpy as np
 import torch
 
 from attnviz.model.analysis import head_metrics, head_roles, layer_weights
+from attnviz.model.attention_types import HOOK_OF_KIND, AttentionSpec
 from attnviz.model.lean import LeanCapture
 from attnviz.model.long import Kind, LongCapture, ValueWeighted, edges, heads_of
-from attnviz.model.positional import NO_POSITIONS_FORMULA
-from attnviz.model.runner import HOOK_OF_KIND, AttentionSpec, RunResult
+from attnviz.model.runner import Runner, RunResult
 from attnviz.model.value_norms import layer_norms, layer_value_norms
 
 from .errors import CannotServe
@@ -30,11 +30,15 @@ from .wire import BYTES_PER_ENTRY, encode
 from .zoo import ModelEntry
 
 
-def raw_piece(runner: object, shown: Callable[[int], str]) -> Callable[[int], str]:
+def raw_piece(runner: Runner, shown: Callable[[int], str]) -> Callable[[int], str]:
     """An id's token as the tokenizer spells it (the runner's `piece`: byte-level "Ġthe"),
     or as shown where the runner shows its tokens as spelled."""
-    piece = getattr(runner, "piece", None)
-    return piece if callable(piece) else shown
+
+    def raw(token_id: int) -> str:
+        piece = runner.piece(token_id)
+        return shown(token_id) if piece is None else piece
+
+    return raw
 
 
 def tokens_of(result: RunResult, spec: AttentionSpec) -> tuple[list[str], list[str]]:
@@ -314,45 +318,6 @@ def regroup(
     member[torch.arange(len(keep)), torch.tensor(group_of, dtype=torch.long)] = 1.0
     summed = stack @ member
     return (member / member.sum(0)).T @ summed, labels
-
-
-def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:
-    """The table the model adds (or its rotary angles), and the positions' cosine similarity."""
-    cfg = entry.config
-    if positions > cfg.max_seq_len:
-        raise CannotServe(f"positions must be at most {cfg.max_seq_len}, this model's max_seq_len")
-    model = entry.runner.model
-    cfg = entry.config  # (a model of yours, read now: as its loaded model states it)
-    encoding = getattr(model, "encoder" if cfg.has_encoder else "decoder").pos
-    if encoding is None:
-        full, formula = torch.zeros(positions, 0), NO_POSITIONS_FORMULA
-    else:
-        full, formula = encoding.encoding(0, positions).detach(), encoding.formula
-    if cfg.positional == "rotary" and full.size(1) < dims <= cfg.head_dim // 2:
-        dims = full.size(1)  # partial rotary (Phi, Pythia) turns fewer pairs than a head has
-    if dims > max(1, full.size(1)) and full.size(1):
-        raise CannotServe(f"dims must be at most {full.size(1)} for this model")
-    if cfg.positional == "rotary" and full.size(1):
-        # RoPE adds nothing: it rotates each pair of q and k dims by pos * theta_i. What it
-        # makes of two positions is the mean cosine of their angle differences (q . k of
-        # rotated unit pairs depends on m - n only); the angles are shown wrapped to ±pi
-        # (cos(a - b) = cos a cos b + sin a sin b: no positions^2 x dims tensor)
-        cos, sin = torch.cos(full), torch.sin(full)
-        similarity = (cos @ cos.T + sin @ sin.T) / full.size(1)
-        full = torch.atan2(sin, cos)
-    elif full.size(1):
-        unit = torch.nn.functional.normalize(full, dim=-1)
-        similarity = unit @ unit.T
-    else:
-        similarity = torch.zeros(positions, positions)
-    return {
-        "kind": cfg.positional,
-        "formula": formula,
-        "positions": positions,
-        "dims": min(dims, full.size(1)),
-        "table": full[:, :dims].double().numpy(),
-        "similarity": similarity.double().numpy(),
-    }
 
 
 def export_npz(

@@ -15,14 +15,15 @@ from dataclasses import dataclass, field
 
 from attnviz.model.alti import alti_refusal
 from attnviz.model.analysis import head_metrics, head_roles, layer_weights
+from attnviz.model.attention_types import AttentionSpec
 from attnviz.model.config import ModelConfig
-from attnviz.model.lens import layout_of, stream_refusal
+from attnviz.model.lens import stream_refusal
 from attnviz.model.outputs import output_of
 from attnviz.model.pretrained.bert import package_dir
 from attnviz.model.pretrained.causal import CausalLM
 from attnviz.model.pretrained.sources import Origin, load_origin
 from attnviz.model.pronounce.pronouncer import Pronouncer
-from attnviz.model.runner import AttentionSpec, Runner, untrained
+from attnviz.model.runner import Runner, masking, untrained
 from attnviz.model.transformer import Transformer
 
 from .info import StartHead
@@ -92,9 +93,7 @@ class ModelEntry:
     def _loaded(self) -> Runner | None:
         """Its runner, or None for a model of yours not read yet: what a feature read
         off the loaded model needs."""
-        if getattr(getattr(self.runner, "origin", None), "backend", None) is None:
-            return self.runner
-        return self.runner.__dict__.get("_runner")
+        return self.runner.read if isinstance(self.runner, OwnRunner) else self.runner
 
     @property
     def value_norms(self) -> bool:
@@ -103,7 +102,7 @@ class ModelEntry:
         its trace found them). A model of yours not read yet is said to: reading its weights
         to know would load it, and a request then gets the reason where it does not."""
         runner = self._loaded()
-        return runner is None or bool(getattr(runner.model, "projects_heads", True))
+        return runner is None or runner.model.projects_heads
 
     @property
     def residual_stream(self) -> bool:
@@ -123,7 +122,7 @@ class ModelEntry:
         runner = self._loaded()
         if runner is None:
             return self.config.architecture == "decoder-only"
-        layout = layout_of(runner.model)
+        layout = runner.model.residual_layout
         return not isinstance(layout, str) and not layout.parallel
 
     @property
@@ -164,7 +163,7 @@ class ModelEntry:
     @property
     def config(self) -> ModelConfig:
         # a model of yours states its config before its weights are read
-        return getattr(self.runner, "model_config", None) or self.runner.model.config
+        return self.runner.config
 
     def loaded_runner(self) -> Runner:
         """The runner with its weights, held by the caller for a whole request (a model of
@@ -185,7 +184,7 @@ def start_head(entry: ModelEntry) -> StartHead:
     evaluation found it, e.g. pronounce's alignment head); else, on its first example,
     the strongest head of the first role in START_ROLES that some head plays (an
     alignment head, a previous-token head, a positional one); else the most focused."""
-    card = getattr(entry.runner, "card", None) or {}
+    card = entry.runner.card or {}
     named = CARD_HEAD.fullmatch(str(card.get("alignment_head", "")))
     if named:
         atype, layer, head = f"{named[1]}.{named[3]}", int(named[2]), int(named[4])
@@ -325,7 +324,7 @@ def own_entry(model_id: str, runner: Runner, origin: Origin, read: str) -> Model
         if origin.backend == "transformers"
         else "this project's model code"
     )
-    mask = getattr(runner, "mask_token", None)  # (a masked LM's)
+    mask = masking(runner).mask_token if output_of(runner).fills_masks else None
     return ModelEntry(
         model_id,
         f"{model_id} ({origin.model_type}, yours)",

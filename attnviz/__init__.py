@@ -9,15 +9,9 @@ the folders themselves in a wheel), so one import name holds them all and a user
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("attnviz")
-except PackageNotFoundError:  # (run from a checkout that was never installed)
-    __version__ = "0+unknown"
-
 from typing import TYPE_CHECKING, Any
 
+from .app.version import VERSION as __version__
 from .captured import Captured, capture
 
 if TYPE_CHECKING:

@@ -25,8 +25,8 @@ from typing import Any, Literal
 import numpy as np
 from torch import Tensor
 
+from .model.attention_types import HOOK_OF_KIND
 from .model.long import LongCapture
-from .model.runner import HOOK_OF_KIND
 
 Kind = Literal["weights", "scores", "mask", "q", "k", "v", "norms"]
 

@@ -28,7 +28,7 @@ from attnviz.model.checkpoints import CheckpointError
 from attnviz.model.lens import attribute, read_stream, stream_refusal
 from attnviz.model.pretrained.backends import choose, uses_attention_interface
 from attnviz.model.pretrained.sources import load_origin
-from attnviz.model.value_norms import output_projection, projection_module
+from attnviz.model.value_norms import output_projection
 
 VOCAB = 320  # harness/checkpoints.py's byte-level BPE tokenizer
 PROMPT = "The quick brown fox jumps over the lazy dog. The quick brown"
@@ -391,7 +391,7 @@ def projections_seen(runner):
     hook, in the order of its calls (a module shared by every layer, ALBERT's: one a layer)."""
     seen: dict[int, list] = {}
     modules = {id(m): m for spec in runner.attention for layer in range(spec.layers)
-               if (m := projection_module(runner.model, spec, layer)) is not None}  # fmt: skip
+               if (m := runner.model.projection_module(spec.type, layer)) is not None}  # fmt: skip
     hooks = [
         m.register_forward_hook(lambda m, a, out: seen.setdefault(id(m), []).append(out.detach()))
         for m in modules.values()
@@ -415,7 +415,7 @@ def heads_sum_to_projection(runner, capture, seen) -> tuple[float, str]:
                 wo = output_projection(runner.model, spec, layer).double()
             except ValueError as exc:
                 return float("nan"), str(exc)
-            module = projection_module(runner.model, spec, layer)
+            module = runner.model.projection_module(spec.type, layer)
             weights = capture[spec.hook(layer, "hook_weights")][0].double()
             v = capture[spec.hook(layer, "hook_v")][0].double()
             heads, d = weights.size(0), v.size(-1)
@@ -447,16 +447,11 @@ def long_path(row: Row, runner, ids: list[int], expected, config) -> None:
     past 512 tokens) against transformers' eager weights, or why it reads no long prompt."""
     from attnviz.model.long import heads_of
 
-    refusal = getattr(runner.model, "long_refusal", None)  # (model/'s own: always read)
+    refusal = runner.model.long_refusal
     if refusal is not None:
         row.long_reason = refusal
         return
-    if hasattr(runner.model, "long_pass"):
-        capture, _, _ = runner.model.long_pass(ids, len(ids) - 1)
-    else:
-        from attnviz.model.long.reading import long_pass
-
-        capture, _, _ = long_pass(runner.model, ids, len(ids) - 1)
+    capture, _, _ = runner.model.long_pass(ids, len(ids) - 1)
     diffs = []
     for i, w in enumerate(softmax_layers(config, expected.attentions)):
         heads = heads_of(capture, f"decoder.{i}.self_attn")

@@ -5,7 +5,8 @@ from .checkpoints import load_checkpoint, save_checkpoint
 from .config import ModelConfig
 from .hooks import Capture, HookPoint, hooked
 from .masks import causal_mask, decoder_mask, generate_mask, pad_batch, padding_mask
-from .transformer import DecoderCache, DecodeResult, Transformer
+from .served import DecoderCache
+from .transformer import DecodeResult, Transformer
 
 __all__ = [
     "Capture",

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from .attention_types import AttentionSpec
 from .hooks import Recorder
-from .lens import layout_of
-from .runner import AttentionSpec
+from .served import ServedModel
 from .value_norms import head_values, output_projection
 
 ROW_BLOCK = 2_400_000  # the entries (keys × rows × width) of the terms held at once
@@ -145,46 +145,14 @@ def layer_contributions(
     return out / out.sum(-1, keepdim=True).clamp_min(1e-300), norms
 
 
-def _blocks(model: nn.Module, spec: AttentionSpec) -> tuple[list, list, list] | str:
-    """(each layer, the module whose output its attention block adds, its post-norm or
-    None) of a self-attention stack ALTI reads; or why it cannot: our model code's
-    self-attention layers (no cross-attention between them), or on transformers' code a
-    post-norm encoder or a decoder whose residual stream is a sum of its blocks
-    (model/hf/stream.py)."""
-    if hasattr(model, "encoder_blocks") and spec.type == "encoder.self":
-        blocks: tuple[list, list, list] | str = model.encoder_blocks  # type: ignore[assignment]
-        return f"on transformers' code: {blocks}" if isinstance(blocks, str) else blocks
-    if hasattr(model, "residual_layout"):
-        layout = layout_of(model)
-        if isinstance(layout, str) or spec.type != "decoder.self" or layout.parallel:
-            why = layout if isinstance(layout, str) else "this attention type is no decoder's"
-            if not isinstance(layout, str) and layout.parallel:
-                why = "its attention and feed-forward blocks read the same input (parallel)"
-            return f"on transformers' code ALTI reads a decoder's residual stream: {why}"
-        return layout.layers, layout.attention, [None] * len(layout.layers)
-    stack: Any = getattr(model, spec.stack, None)
-    if stack is None or not hasattr(stack, "layers") or not spec.self_attention:
-        return (
-            "ALTI reads the self-attention layers of our model code (their inputs and layer "
-            "norms); this model or attention type is not one"
-        )
-    layers = stack.layers()
-    if any(getattr(layer, "cross_attn", None) is not None for layer in layers):
-        return "its decoder's layers attend to an encoder too: ALTI here reads self-attention alone"
-    norms = [None if layer.pre_norm else layer.self_attn_norm for layer in layers]
-    if any(n is not None and not hasattr(n, "gamma") for n in norms):
-        return "its post-norm is no LayerNorm: ALTI's terms here go through a LayerNorm"
-    return layers, [layer.self_attn for layer in layers], norms
-
-
-def alti_refusal(model: nn.Module, spec: AttentionSpec) -> str | None:
-    """Why `alti` cannot read a stack; None where it can (see `_blocks`)."""
-    found = _blocks(model, spec)
+def alti_refusal(model: ServedModel, spec: AttentionSpec) -> str | None:
+    """Why `alti` cannot read a stack; None where it can (its `attention_blocks`)."""
+    found = model.attention_blocks(spec)
     return found if isinstance(found, str) else None
 
 
 def alti(
-    model: nn.Module,
+    model: ServedModel,
     inputs: tuple[Tensor, ...],
     spec: AttentionSpec,
     norms_of: int | None = None,
@@ -195,10 +163,10 @@ def alti(
     pre-hook and what its attention adds by a forward hook, its weights and values
     captured, its output projection and (post-norm) layer norm from the model; with
     `norms_of`, that layer's terms' norms too."""
-    found = _blocks(model, spec)
+    found = model.attention_blocks(spec)
     if isinstance(found, str):
         raise ValueError(found)
-    layers, attention, post_norms = found
+    layers, attention, post_norms = found.layers, found.attention, found.post_norms
     inputs_seen: list[Tensor] = []
     added: list[Tensor] = []  # each attention's output: what its block adds to x
     names = [spec.hook(i, p) for i in range(spec.layers) for p in ("hook_weights", "hook_v")]
@@ -206,9 +174,7 @@ def alti(
         for i, layer in enumerate(layers):
             rec.pre(layer, lambda x: inputs_seen.append(x[0].detach()))
             rec.post(attention[i], lambda out: added.append(out[0].detach()))
-        _, capture = model.run_with_capture(  # type: ignore[operator]
-            *inputs, names_filter=names, **(read_in or {})
-        )
+        _, capture = model.run_with_capture(*inputs, names_filter=names, **(read_in or {}))
     if len(inputs_seen) != len(layers) or len(added) != len(layers):
         raise ValueError("its layers were not each called once in the pass")
     per_layer, norms = [], None

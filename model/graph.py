@@ -24,11 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from .attention_types import AttentionSpec
 from .hooks import Capture
 from .lens import Stream
-from .runner import AttentionSpec
+from .served import ServedModel
 from .value_norms import head_values, output_projection
 
 FLOOR = 1e-5  # the least share a part keeps (the tool's clip)
@@ -95,7 +96,9 @@ def feed_forward_shares(y: Tensor, ffn: Tensor) -> tuple[Tensor, Tensor]:
     return block / (block + kept), kept / (block + kept)
 
 
-def read_shares(model: nn.Module, stream: Stream, capture: Capture, spec: AttentionSpec) -> Shares:
+def read_shares(
+    model: ServedModel, stream: Stream, capture: Capture, spec: AttentionSpec
+) -> Shares:
     """Every layer's shares, from a pass's residual stream (model/lens.py `read_stream`) and
     the capture of the same input (its weights and value vectors)."""
     if stream.parallel:

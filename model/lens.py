@@ -3,9 +3,9 @@ attribution of each head.
 
 The residual stream of a pre-norm decoder is a sum: what the embeddings put in, plus what
 each layer's attention and feed-forward blocks add. `read_stream` reads those terms from
-one forward pass, by forward hooks where `layout_of` says (our model code's modules by
-name; transformers' as its probe found them, model/hf/stream.py), and checks that they
-add up.
+one forward pass, by forward hooks where the model's `residual_layout` says (our model
+code's modules by name, model/declared.py; transformers' as its probe found them,
+model/hf/stream.py), and checks that they add up.
 
 - The logit lens (nostalgebraist 2020): the residual before each layer, and after the
   last, read through the final norm and the unembedding as if the model ended there. The
@@ -22,62 +22,19 @@ add up.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 import torch
 from torch import Tensor, nn
 
+from .attention_types import AttentionSpec
 from .hooks import Capture, Recorder
-from .runner import AttentionSpec
-from .value_norms import output_projection, projection_module
+from .served import FinalNorm, ServedModel
+from .value_norms import output_projection
 
 # how far the stream's terms may be from what the next layer reads, relative to its size
 # (float32 sums in another order)
 TOLERANCE = 1e-4
-
-
-@dataclass
-class FinalNorm:
-    """A final norm as the linear map it is once each position's scale is known:
-    y = gain ⊙ (x − mean(x) if it centres) / s + bias, s = sqrt(var or mean square + eps)."""
-
-    centres: bool  # LayerNorm's (else RMSNorm's: no centring, no bias)
-    gain: Tensor
-    bias: Tensor | None
-    eps: float
-
-    def scale(self, x: Tensor) -> Tensor:
-        """s per position (..., 1) at the norm's input x (..., d)."""
-        if self.centres:
-            variance = x.var(-1, keepdim=True, unbiased=False)
-        else:
-            variance = x.pow(2).mean(-1, keepdim=True)
-        return torch.sqrt(variance + self.eps)
-
-    def linear(self, c: Tensor, scale: Tensor) -> Tensor:
-        """c through the norm with the scale held (its bias left out)."""
-        return (c - c.mean(-1, keepdim=True) if self.centres else c) / scale * self.gain
-
-    def __call__(self, x: Tensor) -> Tensor:
-        y = self.linear(x, self.scale(x))
-        return y + self.bias if self.bias is not None else y
-
-
-@dataclass
-class Layout:
-    """Where a decoder's residual stream is read: each layer (its input: the residual it
-    reads), the modules whose outputs its attention and feed-forward blocks add, the final
-    norm (and its map) and the unembedding."""
-
-    layers: list[nn.Module]
-    attention: list[nn.Module]
-    feed_forward: list[nn.Module]
-    final_norm: nn.Module
-    norm: FinalNorm
-    unembed: nn.Linear
-    # the attention and feed-forward blocks read the same input (GPT-J's, Phi's): the sum
-    # holds, but no residual state lies between them
-    parallel: bool = False
 
 
 @dataclass
@@ -95,54 +52,17 @@ class Stream:
     parallel: bool = False  # (see Layout)
 
 
-def norm_of(module: Any) -> FinalNorm:
-    """Our model code's LayerNorm (gamma, beta) or RMSNorm (weight) as a `FinalNorm`."""
-    if hasattr(module, "gamma"):
-        return FinalNorm(True, module.gamma.detach().double(), module.beta.detach().double(),
-                         module.eps)  # fmt: skip
-    return FinalNorm(False, module.weight.detach().double(), None, module.eps)
-
-
-def layout_of(model: nn.Module) -> Layout | str:
-    """Where a model's residual stream is read, or why it is not: a decoder-only model with
-    pre-norm layers, a final norm and a linear unembedding (transformers' code: as its
-    probe found them, model/hf/stream.py)."""
-    found = getattr(model, "residual_layout", None)
-    if found is not None:
-        return found
-    decoder: Any = getattr(model, "decoder", None)
-    if decoder is None or not hasattr(decoder, "layers") or hasattr(model, "encoder"):
-        return (
-            "the logit lens and direct logit attribution read the residual stream of a "
-            "decoder-only model; this model is not one"
-        )
-    layers = decoder.layers()
-    if decoder.final_norm is None or not all(layer.pre_norm for layer in layers):
-        return (
-            "its layers normalize after adding to the residual stream (post-norm): the "
-            "stream is no sum of what each block adds"
-        )
-    unembed: Any = model.output
-    return Layout(layers, [layer.self_attn for layer in layers],
-                  [layer.feed_forward for layer in layers], decoder.final_norm,
-                  norm_of(decoder.final_norm), unembed)  # fmt: skip
-
-
-def stream_refusal(model: nn.Module) -> str | None:
+def stream_refusal(model: ServedModel) -> str | None:
     """Why `read_stream` cannot read a model's residual stream; None where it can."""
-    found = layout_of(model)
+    found = model.residual_layout
     return found if isinstance(found, str) else None
 
 
-def first(out: Any) -> Tensor:
-    """A module's output tensor (the first of a tuple)."""
-    return out[0] if isinstance(out, tuple | list) else out
-
-
-def read_stream(model: nn.Module, inputs: tuple[Tensor, ...]) -> Stream:
-    """The residual stream of one forward pass (`layout_of` says where); a ValueError
-    where the model has none, or where the terms do not add up to what each layer reads."""
-    layout = layout_of(model)
+def read_stream(model: ServedModel, inputs: tuple[Tensor, ...]) -> Stream:
+    """The residual stream of one forward pass (its `residual_layout` says where); a
+    ValueError where the model has none, or where the terms do not add up to what each
+    layer reads."""
+    layout = model.residual_layout
     if isinstance(layout, str):
         raise ValueError(layout)
     seen: dict[str, list[Tensor]] = {"pre": [], "attention": [], "feed_forward": [], "final": []}
@@ -220,7 +140,7 @@ class Attribution:
 
 
 def head_outputs(
-    model: nn.Module, capture: Capture, spec: AttentionSpec, layer: int, position: int
+    model: ServedModel, capture: Capture, spec: AttentionSpec, layer: int, position: int
 ) -> Tensor:
     """Each head's output at a query position (H, d_model), float64: Σ_j α_hij v_j^h W_O^h,
     the weights and value vectors from the capture, W_O from the model."""
@@ -234,7 +154,7 @@ def head_outputs(
 
 
 def attribute(
-    model: nn.Module,
+    model: ServedModel,
     stream: Stream,
     capture: Capture,
     spec: AttentionSpec,
@@ -256,8 +176,8 @@ def attribute(
     for layer in range(len(stream.pre)):
         per_head = on(head_outputs(model, capture, spec, layer, position))
         heads.append([float(v) for v in per_head])
-        projection = projection_module(model, spec, layer)
-        own = getattr(projection, "bias", None)
+        projection = model.projection_module(spec.type, layer)
+        own = cast(Tensor | None, projection.bias) if projection is not None else None
         attention_bias.append(float(on(own.detach().double())) if own is not None else 0.0)
     biases = float(norm.bias @ direction) if norm.bias is not None else 0.0
     if stream.unembed.bias is not None:

@@ -6,10 +6,12 @@ reads these objects (`output_of`); it keeps no table or branch of its own per ki
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Literal, Protocol
 
-if TYPE_CHECKING:  # (names only: runner.py reads this module, this one reads no runner)
-    from .runner import OutputKind, Runner
+# What a run gives: a transcription (the decoder's greedy output), a sentence embedding
+# (comparable between two inputs), a next-token continuation of the prompt, or the tokens
+# of its masks.
+OutputKind = Literal["transcription", "embedding", "continuation", "masked"]
 
 MASK = "[MASK]"  # in `said` and `examples`: the model's own mask token
 
@@ -58,6 +60,13 @@ OUTPUTS: dict[str, Output] = {
 }  # fmt: skip
 
 
-def output_of(runner: Runner) -> Output:
+class StatesOutput(Protocol):
+    """What states an output kind: a runner (model/runner.py)."""
+
+    @property
+    def output_kind(self) -> OutputKind: ...
+
+
+def output_of(runner: StatesOutput) -> Output:
     """The output object of a runner's kind."""
     return OUTPUTS[runner.output_kind]

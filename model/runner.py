@@ -4,92 +4,28 @@ from its attributes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
+from .attention_types import AttentionSpec, Side, attention_specs
 from .config import ModelConfig
 from .hooks import Capture, NamesFilter
-from .outputs import output_of
+from .outputs import OutputKind, output_of
+from .served import ServedModel
 from .transformer import Pieces, Transformer
 
 if TYPE_CHECKING:
-    from .hf.model import HFTransformer
-    from .pretrained.causal import Sampling, Step
-    from .pretrained.decoding import Recording
+    from .pretrained.decoding import Recording, Sampling, Step
 
 # What one token of the input is: a character (the pronouncer), a WordPiece piece (BERT:
 # pieces merge into words), a byte-level BPE piece (GPT-2, Llama-family LLMs), or a
 # SentencePiece piece (T5, Marian, Gemma: "▁" marks the start of a word).
 TokenUnit = Literal["characters", "wordpiece", "byte-bpe", "sentencepiece"]
-# What a run gives: a transcription (the decoder's greedy output), a sentence embedding
-# (comparable between two inputs), or a next-token continuation of the prompt.
-OutputKind = Literal["transcription", "embedding", "continuation", "masked"]
-# Which token list an axis of an attention type belongs to: the encoder's input (source)
-# or the tokens fed to the decoder (target).
-Side = Literal["source", "target"]
 UNTRAINED_SEED = 0  # the fixed seed of every untrained twin
-
-
-# each captured kind's hook point in an attention module (AttentionSpec.hook names it)
-HOOK_OF_KIND = {
-    "weights": "hook_weights",
-    "scores": "hook_scores",
-    "mask": "hook_mask",
-    "q": "hook_q",
-    "k": "hook_k",
-    "v": "hook_v",
-}
-
-
-@dataclass(frozen=True)
-class AttentionSpec:
-    """One attention type of a model: where its modules sit and how many heads they have."""
-
-    type: str  # "encoder.self", "decoder.self", "decoder.cross"
-    stack: str  # the module holding the layers: "encoder" or "decoder"
-    module: str  # the attention module within a layer: "self_attn" or "cross_attn"
-    layers: int
-    query_heads: int
-    kv_heads: int  # equal to query_heads unless keys and values are shared (grouped-query)
-    head_dim: int
-    rows: Side  # the tokens of the queries
-    columns: Side  # the tokens of the keys
-
-    @property
-    def self_attention(self) -> bool:
-        return self.module == "self_attn"
-
-    def hook(self, layer: int, point: str) -> str:
-        """The hook name of `point` (e.g. "hook_weights") in `layer`."""
-        return f"{self.stack}.{layer}.{self.module}.{point}"
-
-
-# attention type -> (stack, module within a layer, query side, key side)
-ATTENTION_TYPES: dict[str, tuple[str, str, Side, Side]] = {
-    "encoder.self": ("encoder", "self_attn", "source", "source"),
-    "decoder.self": ("decoder", "self_attn", "target", "target"),
-    "decoder.cross": ("decoder", "cross_attn", "target", "source"),
-}
-
-
-def attention_specs(config: ModelConfig) -> list[AttentionSpec]:
-    """The attention types a configuration builds, in the order of the forward pass."""
-    present = {
-        "encoder.self": config.has_encoder,
-        "decoder.self": config.has_decoder,
-        "decoder.cross": config.architecture == "encoder-decoder",
-    }
-    specs = []
-    for name, (stack, module, rows, columns) in ATTENTION_TYPES.items():
-        if present[name]:
-            layers = config.n_layers if stack == "encoder" else config.decoder_layers
-            heads = (config.n_heads, config.kv_heads, config.head_dim)  # query, key/value, dim
-            specs.append(AttentionSpec(name, stack, module, layers, *heads, rows, columns))
-    return specs
 
 
 @dataclass(frozen=True)
@@ -184,7 +120,7 @@ class Runner(Protocol):
     encoder-only model). `RunnerBase` gives `attention` from the model's config."""
 
     @property
-    def model(self) -> Transformer | HFTransformer: ...
+    def model(self) -> ServedModel: ...
 
     @property
     def token_unit(self) -> TokenUnit: ...
@@ -202,6 +138,27 @@ class Runner(Protocol):
     def capabilities(self) -> Capabilities: ...
 
     @property
+    def config(self) -> ModelConfig:
+        """Its model's configuration, as the model states it."""
+        ...
+
+    @property
+    def card(self) -> Mapping[str, Any] | None:
+        """Its checkpoint's evaluation (a shipped model's card), or None."""
+        ...
+
+    @property
+    def max_capture_bytes(self) -> int | None:
+        """Where it reads a prompt as long as its context whole (the long path): the
+        bytes that prompt's capture may take; None: it cuts at `max_tokens`."""
+        ...
+
+    def piece(self, token_id: int) -> str | None:
+        """An id's token as its tokenizer spells it (byte-level "Ġthe"); None where the
+        tokenizer's spelling is the token as shown."""
+        ...
+
+    @property
     def unknown_token(self) -> str:
         """The source token of what its tokenizer cannot read."""
         ...
@@ -217,7 +174,7 @@ class Runner(Protocol):
         """Source ids and tokens of a text, specials included, cut to `max_tokens`."""
         ...
 
-    def with_model(self, model: Transformer | HFTransformer) -> Runner:
+    def with_model(self, model: ServedModel) -> Runner:
         """The same tokenizers and settings over other weights (the untrained twin)."""
         ...
 
@@ -347,13 +304,25 @@ def masking(runner: Runner) -> MaskingRunner:
 
 
 class RunnerBase:
-    """What runners share: their attention types from their model's config."""
+    """What runners share: their config and attention types from their model's, and the
+    defaults of what most do not have (a card, the long path, spelled pieces, a mask)."""
 
+    model: ServedModel
     unknown_token = "<unk>"  # the source token of what the tokenizer cannot read
+    card: Mapping[str, Any] | None = None
+    max_capture_bytes: int | None = None
+    mask_token: str | None = None
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.model.config
 
     @property
     def attention(self) -> list[AttentionSpec]:
-        return attention_specs(self.model.config)  # type: ignore[attr-defined]
+        return attention_specs(self.model.config)
+
+    def piece(self, token_id: int) -> str | None:
+        return None
 
 
 def model_inputs(config: ModelConfig, source: Tensor | None, target: Tensor | None) -> tuple:

@@ -2,40 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from .attention import KVCache
+from .attention import MultiHeadAttention
+from .attention_types import AttentionSpec
 from .config import ModelConfig
-from .hooks import HookedModule, HookPoint
+from .declared import alti_blocks, long_read, stream_layout
+from .hooks import HookPoint
 from .layers import DecoderLayer, EncoderLayer, norm_layer
-from .long import MaskRule
+from .long import LongCapture, MaskRule
 from .masks import decoder_mask, generate_mask, padding_mask, piece_positions, same_piece
 from .positional import positions_module
+from .served import Blocks, DecoderCache, Layout, PositionTable, ServedModel
 
-
-class DecoderCache:
-    """What cached decoding keeps between steps: each layer's self- and cross-attention
-    keys and values, and the ids fed so far (for the padding mask over cached keys)."""
-
-    def __init__(self, n_layers: int) -> None:
-        self.layers = [{"self": KVCache(), "cross": KVCache()} for _ in range(n_layers)]
-        self.ids: Tensor | None = None
-        # of the latest step, per attention module (hook prefix) that noted them (a
-        # transformers model's fused calls): its mask and score scaling
-        self.noted: dict[str, tuple] = {}
-        # a transformers model's own cache (model/hf), and whether it keeps none
-        self.hf: Any = None
-        self.stateless = False
-
-    @property
-    def length(self) -> int:
-        return 0 if self.ids is None else self.ids.size(1)
+LONG_REFUSED = "only a decoder-only model reads long prompts"
 
 
 class Stack(nn.Module):
@@ -167,12 +153,16 @@ class DecodeResult:
     logits: Tensor  # (B, steps, V): the logits each step chose from
 
 
-class Transformer(HookedModule):
+class Transformer(ServedModel):
     """The seed's Transformer, generalised: `config.architecture` picks the stacks.
 
     forward(input_ids, target) -> logits (encoder-decoder), forward(input_ids) -> hidden states
-    (encoder-only) or logits (decoder-only).
+    (encoder-only) or logits (decoder-only). What it states as a served model closes the
+    class (its readings by name: model/declared.py).
     """
+
+    rotary_layout = "ours"
+    records_generation = True  # (its KV-cache decoding keeps what the long path reads)
 
     def __init__(self, config: ModelConfig, init: bool = True) -> None:
         """`init=False` skips the initialisation, for weights loaded right after."""
@@ -209,8 +199,8 @@ class Transformer(HookedModule):
         self,
         src: Tensor,
         src_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
         pieces: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
     ) -> Tensor:
         """The encoder's output; with `pieces` (S,), each piece read as if alone."""
         if src_mask is None:
@@ -355,3 +345,34 @@ class Transformer(HookedModule):
             torch.stack(step_logits, 1) if step_logits else torch.empty(tokens.size(0), 0, vocab)
         )
         return DecodeResult(tokens, logits)
+
+    # what it declares as a served model (model/served.py)
+    def positions(self, stack: str) -> PositionTable | None:
+        return (self.encoder if stack == "encoder" else self.decoder).pos
+
+    def projection_module(self, attention_type: str, layer: int) -> nn.Module:
+        stack, _, kind = attention_type.partition(".")
+        attention = self.get_submodule(f"{stack}.{layer}.{kind}_attn")
+        assert isinstance(attention, MultiHeadAttention)
+        return attention.wo
+
+    @property
+    def projects_heads(self) -> bool:
+        return True
+
+    @functools.cached_property
+    def residual_layout(self) -> Layout | str:
+        return stream_layout(self)
+
+    def attention_blocks(self, spec: AttentionSpec) -> Blocks | str:
+        return alti_blocks(self, spec)
+
+    def score_scaling(self) -> float:
+        return 1.0 / math.sqrt(self.config.head_dim)
+
+    @property
+    def long_refusal(self) -> str | None:
+        return None if self.config.architecture == "decoder-only" else LONG_REFUSED
+
+    def long_pass(self, ids: list[int], last_from: int) -> tuple[LongCapture, list[int], Tensor]:
+        return long_read(self, ids, last_from)

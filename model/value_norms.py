@@ -14,8 +14,9 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
+from .attention_types import AttentionSpec
 from .hooks import Capture
-from .runner import AttentionSpec
+from .served import ServedModel
 
 
 def check_heads(v: Tensor, wo: Tensor, heads: int) -> None:
@@ -58,22 +59,10 @@ def value_norms(v: Tensor, wo: Tensor, n_heads: int, heads: list[int] | None = N
     return squares.clamp_min(0).sqrt().to(v.dtype)
 
 
-def projection_module(model: nn.Module, spec: AttentionSpec, layer: int) -> nn.Module | None:
-    """The module that projects a layer's heads' outputs (side by side) to the model's
-    width: our model code's `wo`; on transformers' code the Linear (or Conv1D) the trace
-    saw read the attention's output unchanged. None where there is none."""
-    found = getattr(model, "projection_module", None)
-    if callable(found):
-        return found(spec.type, layer)
-    name = spec.hook(layer, "hook_v").rsplit(".", 1)[0]
-    wo = getattr(model.get_submodule(name), "wo", None)
-    return wo if isinstance(wo, nn.Linear) else None
-
-
-def output_projection(model: nn.Module, spec: AttentionSpec, layer: int) -> Tensor:
+def output_projection(model: ServedModel, spec: AttentionSpec, layer: int) -> Tensor:
     """A layer's output projection's weight (d_model, H * d_head), as `nn.Linear` stores it
     (a Conv1D's transposed). A ValueError where there is none."""
-    module = projection_module(model, spec, layer)
+    module = model.projection_module(spec.type, layer)
     if module is None:
         raise ValueError(
             "its attention's output is changed (gated or normalized) before a projection "
@@ -84,7 +73,7 @@ def output_projection(model: nn.Module, spec: AttentionSpec, layer: int) -> Tens
 
 
 def layer_value_norms(
-    model: nn.Module,
+    model: ServedModel,
     capture: Capture,
     spec: AttentionSpec,
     layer: int,
@@ -98,7 +87,7 @@ def layer_value_norms(
     return value_norms(capture[spec.hook(layer, "hook_v")][0], wo, spec.query_heads, heads)
 
 
-def layer_norms(model: nn.Module, capture: Capture, spec: AttentionSpec, layer: int) -> Tensor:
+def layer_norms(model: ServedModel, capture: Capture, spec: AttentionSpec, layer: int) -> Tensor:
     """One layer's value-weighted norms (H, Tq, Tk) of a short captured run (its first
     row): its weights from the capture (see `layer_value_norms`)."""
     weights = capture[spec.hook(layer, "hook_weights")][0]

@@ -1,7 +1,9 @@
-"""The import graph of model/ and app/ has no circle: a module's imports (at its top or
-inside its functions; those under `if TYPE_CHECKING:` are names only, never run) form a
-graph with no strongly connected component of more than one module. Run alone,
-`pytest tests/test_imports.py -s` prints the graph's size."""
+"""The import graph of model/, app/ and the package's own modules has no circle: every
+import counts (at a module's top, inside its functions and under `if TYPE_CHECKING:`
+alike, since a name a module annotates with is a layer it reads), and `from .pkg import x`
+reads the package `pkg` (its __init__) as well as `pkg.x`. The graph has no strongly
+connected component of more than one module. Run alone, `pytest tests/test_imports.py -s`
+prints the graph's size."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ PACKAGES = ("model", "app")
 
 
 def modules() -> dict[str, Path]:
-    """attnviz.<package>.<module> -> its file, for the packages checked."""
+    """attnviz.<package>.<module> -> its file, for the packages checked and attnviz's own."""
     found = {}
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
@@ -21,37 +23,24 @@ def modules() -> dict[str, Path]:
             if parts[-1] == "__init__":
                 parts.pop()
             found["attnviz." + ".".join(parts)] = path
+    for path in (ROOT / "attnviz").glob("*.py"):  # the package's own: __init__, captured, …
+        found["attnviz" if path.stem == "__init__" else f"attnviz.{path.stem}"] = path
     return found
 
 
-def names_only(tree: ast.Module) -> set[int]:
-    """The nodes under `if TYPE_CHECKING:` (imports for annotations, never run)."""
-    return {
-        id(sub)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for sub in ast.walk(node)
-    }
-
-
 def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The checked modules `name` imports when it runs."""
+    """The checked modules `name` imports."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = names_only(tree)
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
             where = ".".join([*base, *(node.module.split(".") if node.module else [])])
             submodules = [f"{where}.{alias.name}" for alias in node.names]
-            targets = [m for m in submodules if m in known]
-            if len(targets) < len(submodules):  # names of the module itself
-                targets.append(where)
+            targets = [where, *(m for m in submodules if m in known)]
         else:
             continue
         for target in targets:

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
+from attnviz.model.attention_types import AttentionSpec
 from attnviz.model.corpus_stats import sentence_statistics
-from attnviz.model.runner import AttentionSpec
 from attnviz.model.runtime import TakeTurns
 
 from ..zoo import ModelEntry

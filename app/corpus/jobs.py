@@ -12,8 +12,10 @@ import secrets
 import threading
 import time
 import uuid
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -106,9 +108,18 @@ def heads_of(entry: ModelEntry) -> list[HeadKey]:
 
 
 class CorpusRuns:
-    """The corpus runs of a server: submitted, run one at a time, kept within a budget."""
+    """The corpus runs of a server: submitted, run one at a time, kept within a budget.
+    One a server, found from its `Inference` (`of`): the runs do not know it."""
+
+    _of: ClassVar[weakref.WeakKeyDictionary[Inference, CorpusRuns]] = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def of(cls, inference: Inference) -> CorpusRuns:
+        """The corpus runs made for a server's inference at its start (app/main.py)."""
+        return cls._of[inference]
 
     def __init__(self, inference: Inference, max_bytes: int) -> None:
+        CorpusRuns._of[inference] = self
         self.inference = inference
         self.max_bytes = max_bytes
         self.jobs: OrderedDict[str, Job] = OrderedDict()

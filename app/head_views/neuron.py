@@ -48,7 +48,7 @@ def neuron(ctx: LabContext, req: s.NeuronRequest) -> s.NeuronResponse:
         )
     k0, k1 = key_window(ctx, req, len(columns))
     # model/'s layout, transformers' rotate_half, or None: one the view cannot undo
-    layout = getattr(ctx.model, "rotary_layout", "ours")
+    layout = ctx.model.rotary_layout
     rotary = ctx.config.positional == "rotary" and spec.self_attention and layout is not None
     points = ["hook_q", "hook_k", "hook_scores", "hook_weights", "hook_mask"]
     names = [spec.hook(req.layer, p) for p in points]

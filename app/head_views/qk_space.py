@@ -13,7 +13,7 @@ import attnviz.app.head_views.schemas as s
 from attnviz.model.attention import masked_softmax
 from attnviz.model.geometry import dot_distance_correlation, normalize, project, warm
 
-from ..corpus.jobs import HeadKey
+from ..corpus.jobs import CorpusRuns, HeadKey
 from ..errors import Busy, CannotServe
 from ..lab.context import LabContext
 from ..runs import read_text
@@ -148,7 +148,7 @@ def corpus_pieces(ctx: LabContext, req: s.QKSpaceRequest, spec) -> list[Piece]:
     recomputed from them (the softmax of q k / sqrt(d), causal where the head is)."""
     if req.corpus_run is None:
         return []
-    job = ctx.inference.corpus_runs.get(req.corpus_run)
+    job = CorpusRuns.of(ctx.inference).get(req.corpus_run)
     if job.entry.id != ctx.entry.id:
         raise CannotServe(f"corpus run {job.id} read {job.entry.id}, not {ctx.entry.id}")
     kept = job.vectors.get(HeadKey(spec.type, req.layer, req.head))

@@ -3,17 +3,17 @@ and forward passes of the same model with hook functions."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from attnviz.model.attention_types import AttentionSpec
 from attnviz.model.hooks import Capture, HookFn, NamesFilter, hooked
 from attnviz.model.long import LongCapture
 from attnviz.model.long.reading import LONG_FROM
-from attnviz.model.runner import AttentionSpec, RunResult, generating, model_inputs
+from attnviz.model.runner import RunResult, generating, model_inputs
 
 from ..errors import CannotServe
 from ..runs import Inference
@@ -55,7 +55,7 @@ class LabContext:
     def _refuse_long(self, text: str, chat: bool, continuation: Sequence[int]) -> None:
         """A 422 before a long prompt is run (seconds): a model that reads its whole
         context counts its tokens first (the run's own check follows)."""
-        if getattr(self.entry.runner, "max_capture_bytes", None) is None or len(text) < LONG_FROM:
+        if self.entry.runner.max_capture_bytes is None or len(text) < LONG_FROM:
             return
         try:
             _, ids, _, _ = generating(self.entry.loaded_runner()).prompt(text, chat)
@@ -101,10 +101,7 @@ class LabContext:
         transformers model's: its own); a 422 where its scores are also soft-capped, or
         get a position bias or sinks (Gemma 2, T5, gpt-oss): what needs q·k alone to be
         the score cannot be shown for them."""
-        stated = getattr(self.model, "score_scaling", None)
-        if not callable(stated):
-            return 1.0 / math.sqrt(spec.head_dim)
-        scale = stated()
+        scale = self.model.score_scaling()
         if scale is None:
             raise CannotServe(
                 f"{self.entry.id} soft-caps its scores or adds a position bias or sinks to "

@@ -11,7 +11,7 @@ import attnviz.app.lab.schemas as s
 from attnviz.model.hooks import hooked
 from attnviz.model.masks import padding_mask
 from attnviz.model.runner import generating, stepwise
-from attnviz.model.transformer import DecoderCache
+from attnviz.model.served import DecoderCache
 
 from ..errors import CannotServe
 from ..wire import BYTES_PER_ENTRY, encode

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 import attnviz.app.lab.schemas as s
-from attnviz.model.analysis import focus, without_scaling
+from attnviz.model.analysis import focus
 
 from ..wire import encode
 from .context import LabContext
@@ -17,11 +17,8 @@ def scaling(ctx: LabContext, req: s.HeadRequest) -> s.ScalingResponse:
     ctx.check_head(spec, req.layer, req.head)
     layers = range(spec.layers)
     names = [spec.hook(i, "hook_weights") for i in layers]
-    undo = without_scaling(spec.head_dim)
-    if callable(getattr(ctx.model, "score_scaling", None)):  # a transformers model's own
-        scale = ctx.score_scale(spec)
-        undo = lambda scores, name: scores / scale  # noqa: E731
-    hooks = ctx.hooks_on(".hook_scores", undo)
+    scale = ctx.score_scale(spec)  # (the model's own: 1/sqrt(d_head) on our model code)
+    hooks = ctx.hooks_on(".hook_scores", lambda scores, name: scores / scale)
     _, scaled = ctx.forward(names=names)
     _, unscaled = ctx.forward(hooks, names=names)
     rows, columns = ctx.tokens(spec)

@@ -67,6 +67,14 @@ TOO_MANY = _error(
 
 # Any API route: the body limit and the client's share are enforced before routing.
 BODY_ERRORS: dict[int | str, dict] = {413: TOO_LARGE, 429: TOO_MANY}
+# POST /figure/pdf: a body of SVG
+FIGURE_ERRORS: dict[int | str, dict] = {
+    **BODY_ERRORS,
+    422: _error(
+        "The body is not an SVG document, or it holds what a figure may not (an image "
+        "that is no PNG, too many pixels): the message says which."
+    ),
+}
 # GET routes with a model and parameters.
 QUERY_ERRORS: dict[int | str, dict] = {
     404: UNKNOWN_MODEL,

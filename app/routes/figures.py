@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Response
 
-from .deps import BODY_ERRORS, InferenceDep
+from .deps import FIGURE_ERRORS, InferenceDep
 
 router = APIRouter(prefix="/api/v1/figure", tags=["figures"])
 FIGURE_BYTES = 8 * 2**20  # an SVG's bytes (a 512 x 512 heatmap's embedded image is ~1 MB)
@@ -27,7 +27,7 @@ FALLBACK_CHARS = 20_000
 
 @router.post(
     "/pdf",
-    responses={**BODY_ERRORS, 200: {"content": {"application/pdf": {}}}},
+    responses={**FIGURE_ERRORS, 200: {"content": {"application/pdf": {}}}},
     response_class=Response,
 )
 async def figure_pdf(

@@ -77,7 +77,7 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
         similarity=similarity,
         truncated=result.truncated,
         source_length=result.source_length,
-        unknown_tokens=result.source_tokens.count(getattr(entry.runner, "unknown_token", "<unk>")),
+        unknown_tokens=result.source_tokens.count(entry.runner.unknown_token),
         next_tokens=next_tokens(entry, result),
         masked=masked_tokens(entry, result),
         summaries=summarised,

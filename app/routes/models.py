@@ -13,6 +13,7 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel
 
 from attnviz.model.outputs import output_of
+from attnviz.model.runner import masking
 
 from ..info import (
     AttentionInfo,
@@ -23,8 +24,10 @@ from ..info import (
     RefusedModel,
 )
 from ..lab import available
+from ..own import OwnRunner
+from ..positional import positional_table
 from ..runs import Inference, text_limit
-from ..service import positional_table
+from ..version import VERSION
 from ..wire import BYTES_PER_ENTRY, json_with_arrays
 from ..zoo import REGISTRY, ModelEntry
 from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep, on_tensor_thread
@@ -49,8 +52,9 @@ def model_info(
         source=entry.origin.shown if entry.origin else "shipped",
         family=entry.origin.model_type if entry.origin else None,
         stored_as=entry.origin.stored if entry.origin else None,
-        parameters=getattr(runner, "parameter_count", None)  # a model of yours, unread
-        or sum(p.numel() for p in runner.model.parameters()),  # (tied: listed once)
+        parameters=runner.parameter_count  # a model of yours: counted unread
+        if isinstance(runner, OwnRunner)
+        else sum(p.numel() for p in runner.model.parameters()),  # (tied: listed once)
         architecture=cfg.architecture,
         encoder_layers=cfg.n_layers if cfg.has_encoder else 0,
         decoder_layers=cfg.decoder_layers if cfg.has_decoder else 0,
@@ -62,9 +66,9 @@ def model_info(
         max_new_tokens=max_new_tokens if runner.capabilities.generation else None,
         token_unit=runner.token_unit,
         special_tokens=sorted(runner.special_tokens),
-        unknown_token=getattr(runner, "unknown_token", "<unk>"),
+        unknown_token=runner.unknown_token,
         output=runner.output_kind,
-        mask_token=getattr(runner, "mask_token", None) if output_of(runner).fills_masks else None,
+        mask_token=masking(runner).mask_token if output_of(runner).fills_masks else None,
         attention_types=entry.attention_types(),
         attention=attention,
         capabilities=CapabilitiesInfo(
@@ -134,11 +138,9 @@ def positional_encoding(
 def citation(model_id: str, inference: InferenceDep) -> Citation:
     """What a citation of a view names of its model: the attnviz version, where the weights
     come from, and a hash of the weights as computed (made once a process, on first ask)."""
-    import attnviz
-
     entry = inference.entry(model_id)
     return Citation(
-        attnviz=attnviz.__version__,
+        attnviz=VERSION,
         model=entry.id,
         title=entry.title,
         source=source_of(entry),

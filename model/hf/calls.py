@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..runner import ATTENTION_TYPES, AttentionSpec
+from ..attention_types import ATTENTION_TYPES, AttentionSpec
 from .capture import Call, Traced, calling
 
 

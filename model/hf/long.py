@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -25,14 +25,11 @@ from ..long import LongCapture, heads_of, long_names
 from ..long.reading import LOGIT_CHUNK
 from .capture import current
 
-if TYPE_CHECKING:
-    from .model import HFTransformer
-
 PROBE = 16  # tokens of the check's probe
 TOLERANCE = 1e-5
 
 
-def keep_final(model: HFTransformer) -> None:
+def keep_final(model: Any) -> None:
     """Make the base model's output (the final hidden states, after its norm) seen by the
     forward call that asks for it (`Call.hidden`); once, at load."""
 
@@ -45,7 +42,7 @@ def keep_final(model: HFTransformer) -> None:
         base.register_forward_hook(seen)
 
 
-def bases(model: HFTransformer) -> list[nn.Module]:
+def bases(model: Any) -> list[nn.Module]:
     """The modules whose output is the final hidden states: the base model, and the decoder
     where the model calls that directly (OPT)."""
     found: list[nn.Module] = []
@@ -57,9 +54,7 @@ def bases(model: HFTransformer) -> list[nn.Module]:
     return [m for m in found if isinstance(m, nn.Module) and m is not model.hf]
 
 
-def long_pass(
-    model: HFTransformer, ids: list[int], last_from: int
-) -> tuple[LongCapture, list[int], Tensor]:
+def long_pass(model: Any, ids: list[int], last_from: int) -> tuple[LongCapture, list[int], Tensor]:
     """The capture (no (T, T) matrix), the predicted token at each position and the logits
     from position `last_from` on, of one pass over `ids`."""
     device = next(iter(model.hf.parameters())).device
@@ -90,7 +85,7 @@ def long_pass(
     return LongCapture(recorded, masks, scales), predicted, last
 
 
-def long_refusal(model: HFTransformer) -> str | None:
+def long_refusal(model: Any) -> str | None:
     """None where the model reads long prompts; else why it does not (it keeps 512)."""
     if model.architecture != "decoder-only":
         return "only a decoder-only model reads long prompts"

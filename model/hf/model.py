@@ -8,21 +8,21 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, cast
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from ..attention import is_fused
-from ..config import Architecture, ModelConfig, Positional
-from ..hooks import HookedModule, HookPoint, active
+from ..attention_types import AttentionSpec
+from ..hooks import HookPoint, active
 from ..long import LongCapture
-from ..runner import AttentionSpec
-from ..transformer import DecoderCache
+from ..served import Blocks, DecoderCache, Layout, PositionTable, ServedModel
 from . import long
 from .calls import BackendError, hf_architecture, specs_of, trace
 from .capture import AttentionPoints, Call, calling
 from .positions import Positions, halves_rotated, positions_of
+from .summary import summary
 
 
 class StackPoints(nn.Module):
@@ -41,68 +41,7 @@ class StackPoints(nn.Module):
         self.pos: Positions | None = None
 
 
-def widest(width) -> int:
-    """A feed-forward width, the widest where a config gives one per layer (Gemma 3n)."""
-    return int(max(width) if isinstance(width, list) and width else width or 1)
-
-
-def summary(
-    hf_config,
-    architecture: str,
-    specs: list[AttentionSpec],
-    positional: str,
-    vocab: int | None = None,
-    logits: int | None = None,
-) -> ModelConfig:
-    """Our config stating what the app reads of a transformers model (sizes, ids,
-    positions; the computation itself is transformers'): from its config alone before
-    its weights are read, with the loaded model's `vocab` and `logits` sizes after."""
-    by_type = {s.type: s for s in specs}
-    first = specs[0]
-    text = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
-    d_model = int(
-        getattr(text, "hidden_size", 0)
-        or getattr(text, "d_model", 0)
-        or first.query_heads * first.head_dim
-    )
-    vocab = vocab or int(getattr(text, "vocab_size", 0) or 1)
-
-    def token(name: str, default: int) -> int:
-        value = getattr(text, name, None)
-        if isinstance(value, list):
-            value = value[0] if value else None
-        return int(value) if isinstance(value, int) and value >= 0 else default
-
-    encoder = by_type.get("encoder.self")
-    decoder = by_type.get("decoder.self")
-    theta = 10000.0
-    params = getattr(text, "rope_parameters", None) or {}
-    if isinstance(params, dict) and params.get("rope_theta"):
-        theta = float(params["rope_theta"])
-    return ModelConfig(
-        architecture=cast(Architecture, architecture),
-        source_vocab_size=vocab,
-        target_vocab_size=(logits or vocab) if architecture != "encoder-only" else vocab,
-        d_model=d_model,
-        n_heads=first.query_heads,
-        n_kv_heads=first.kv_heads,
-        head_size=None if d_model == first.query_heads * first.head_dim else first.head_dim,
-        n_layers=(encoder or decoder or first).layers,
-        n_decoder_layers=decoder.layers if decoder is not None and encoder is not None else None,
-        d_ff=widest(getattr(text, "intermediate_size", 0)),
-        max_seq_len=int(getattr(text, "max_position_embeddings", 0) or 4096),
-        dropout=0.0,
-        positional=cast(Positional, positional),
-        rope_theta=theta,
-        pad_id=token("pad_token_id", -1)
-        if architecture == "decoder-only"
-        else token("pad_token_id", 0),
-        bos_id=token("bos_token_id", 1),
-        eos_id=token("eos_token_id", 2),
-    )
-
-
-class HFTransformer(HookedModule):
+class HFTransformer(ServedModel):
     """A transformers model (loaded with attn_implementation="attnviz") with model/'s
     interface: forward(input_ids) -> last hidden state (encoder-only) or logits
     (decoder-only), forward(input_ids, target) -> logits (encoder-decoder)."""
@@ -222,7 +161,7 @@ class HFTransformer(HookedModule):
         return self._projections[attention_type][layer]
 
     @functools.cached_property
-    def residual_layout(self):
+    def residual_layout(self) -> Layout | str:
         """Where its residual stream is read (model/lens.py's `Layout`), or why not: found
         once, by a probe pass (model/hf/stream.py)."""
         from .stream import residual_layout
@@ -233,7 +172,7 @@ class HFTransformer(HookedModule):
             return f"its residual stream could not be found: {type(exc).__name__}: {exc}"
 
     @functools.cached_property
-    def encoder_blocks(self):
+    def _encoder_blocks(self) -> Blocks | str:
         """An encoder's self-attention blocks as ALTI reads them (model/hf/stream.py), or
         why not: found once, by a probe pass."""
         from .stream import encoder_blocks
@@ -242,6 +181,25 @@ class HFTransformer(HookedModule):
             return encoder_blocks(self)
         except Exception as exc:  # (a model of the user's: its own code may raise anything)
             return f"its attention blocks could not be found: {type(exc).__name__}: {exc}"
+
+    def attention_blocks(self, spec: AttentionSpec) -> Blocks | str:
+        """An encoder's blocks as its probe found them; a decoder's from its residual
+        stream's layout (pre-norm: no post-norms)."""
+        if spec.type == "encoder.self":
+            blocks = self._encoder_blocks
+            return f"on transformers' code: {blocks}" if isinstance(blocks, str) else blocks
+        layout = self.residual_layout
+        if isinstance(layout, str) or spec.type != "decoder.self" or layout.parallel:
+            why = layout if isinstance(layout, str) else "this attention type is no decoder's"
+            if not isinstance(layout, str) and layout.parallel:
+                why = "its attention and feed-forward blocks read the same input (parallel)"
+            return f"on transformers' code ALTI reads a decoder's residual stream: {why}"
+        return Blocks(layout.layers, layout.attention, [None] * len(layout.layers))
+
+    def positions(self, stack: str) -> PositionTable | None:
+        points = self.get_submodule(stack)
+        assert isinstance(points, StackPoints)
+        return points.pos
 
     @property
     def projects_heads(self) -> bool:
@@ -257,10 +215,6 @@ class HFTransformer(HookedModule):
         """None where it reads prompts longer than 512 tokens by the long path (checked on a
         probe, once); else why not."""
         return long.long_refusal(self)
-
-    @property
-    def reads_long(self) -> bool:
-        return self.long_refusal is None
 
     def long_pass(self, ids: list[int], last_from: int) -> tuple[LongCapture, list[int], Tensor]:
         """A long prompt's pass (see hf/long.py): its capture, every position's predicted
@@ -295,7 +249,11 @@ class HFTransformer(HookedModule):
                               decoder_input_ids=target, use_cache=False)  # fmt: skip
         return self.hook_logits(out.logits)
 
-    def encode(self, src: Tensor, src_mask: Tensor | None = None, **kwargs) -> Tensor:
+    def encode(
+        self, src: Tensor, src_mask: Tensor | None = None, pieces: Tensor | None = None
+    ) -> Tensor:
+        if pieces is not None:
+            raise ValueError("a text is read in pieces in one pass by our model code only")
         padding = self.padding(src, src_mask)
         with calling(self.call()):
             encoder = (

@@ -15,8 +15,10 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
+from ..attention_types import ATTENTION_TYPES, AttentionSpec
 from ..checkpoints import CheckpointError
 from ..config import ModelConfig
+from ..outputs import OutputKind
 from ..pretrained.bert import BertRunner
 from ..pretrained.bytelevel import readable
 from ..pretrained.causal import CausalLM
@@ -27,17 +29,12 @@ from ..pretrained.hf import (
     unknown_of,
 )
 from ..pretrained.masked_lm import MaskedLM, required_mask_token
-from ..runner import (
-    ATTENTION_TYPES,
-    AttentionSpec,
-    Capabilities,
-    OutputKind,
-    TokenUnit,
-)
+from ..runner import Capabilities, TokenUnit
 from .calls import BackendError, has_masked_lm_head, hf_architecture
 from .capture import ATTENTION, register
-from .model import HFTransformer, summary
+from .model import HFTransformer
 from .seq2seq import HFSeq2Seq
+from .summary import summary
 
 
 def quiet_transformers() -> None:

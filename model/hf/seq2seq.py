@@ -4,19 +4,16 @@ decoder."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from tokenizers import Tokenizer
 
 from ..hooks import NamesFilter
+from ..outputs import OutputKind
 from ..pretrained.bytelevel import readable
 from ..pretrained.hf import unknown_of
-from ..runner import Capabilities, DecodedPiece, OutputKind, RunnerBase, RunResult, TokenUnit
+from ..runner import Capabilities, DecodedPiece, RunnerBase, RunResult, TokenUnit
+from ..served import ServedModel
 from .model import HFTransformer
-
-if TYPE_CHECKING:
-    from ..transformer import Transformer
 
 
 class HFSeq2Seq(RunnerBase):
@@ -24,6 +21,8 @@ class HFSeq2Seq(RunnerBase):
     its greedy decoding (transformers' `generate`, one beam), and the capture one pass
     over the source and the tokens it fed its decoder: a decoder row is the step fed its
     token, predicting the next (as `pronounce`'s)."""
+
+    model: HFTransformer  # (its greedy output: transformers' `generate`)
 
     output_kind: OutputKind = "transcription"
     capabilities = Capabilities(kv_cache=True)
@@ -47,7 +46,7 @@ class HFSeq2Seq(RunnerBase):
         self.unknown_token = unknown_of(tokenizer, "<unk>")
         self._shown: list[str] | None = None
 
-    def with_model(self, model: Transformer | HFTransformer) -> HFSeq2Seq:
+    def with_model(self, model: ServedModel) -> HFSeq2Seq:
         if not isinstance(model, HFTransformer):
             raise TypeError("an encoder-decoder of transformers' code takes its own weights")
         return HFSeq2Seq(model, self.tokenizer, self.vocabulary, self.special_tokens,

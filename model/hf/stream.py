@@ -18,8 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from ..hooks import Recorder
-from ..lens import FinalNorm, Layout, first
-from ..value_norms import projection_module
+from ..served import Blocks, FinalNorm, Layout, first
 from .calls import probe_token
 
 CLOSE = 1e-4  # relative to the largest value: what the probe's checks allow (float32)
@@ -75,7 +74,7 @@ def _holders(model: Any) -> list[str] | str:
     return named
 
 
-def encoder_blocks(model: Any) -> tuple[list, list, list] | str:
+def encoder_blocks(model: Any) -> Blocks | str:
     """A transformers encoder's self-attention blocks as ALTI reads them (model/alti.py):
     each layer, its output projection, and its post-norm: the LayerNorm whose input is the
     layer's input plus the projection's output (BERT's), or None for a pre-norm block,
@@ -88,7 +87,7 @@ def encoder_blocks(model: Any) -> tuple[list, list, list] | str:
     if isinstance(named, str):
         return named
     layers = [model.hf.get_submodule(h) for h in named]
-    maybe = [projection_module(model, spec, i) for i in range(spec.layers)]
+    maybe = [model.projection_module(spec.type, i) for i in range(spec.layers)]
     projections = [p for p in maybe if p is not None]
     if len(projections) != len(maybe):
         return "its attention's output is changed (gated or normalized) before its projection"
@@ -134,7 +133,7 @@ def encoder_blocks(model: Any) -> tuple[list, list, list] | str:
                 "attention's output) nor pre-norm (its output that sum plus its feed-forward "
                 "block's): ALTI does not read its blocks"
             )
-    return layers, projections, norms
+    return Blocks(layers, projections, norms)  # type: ignore[arg-type]
 
 
 def residual_layout(model: Any) -> Layout | str:
@@ -153,7 +152,7 @@ def residual_layout(model: Any) -> Layout | str:
             f"only {spec.layers} of its {len(container)} layers attend (a hybrid): its "
             "residual stream is not read layer by layer here"
         )
-    maybe = [projection_module(model, spec, i) for i in range(spec.layers)]
+    maybe = [model.projection_module(spec.type, i) for i in range(spec.layers)]
     projections = [p for p in maybe if p is not None]
     if len(projections) != len(maybe):
         return "its attention's output is changed (gated or normalized) before its projection"

@@ -4,20 +4,13 @@ chunk at a time), and a cached generation step's newest attention row."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor
 
-from ..attention import fused
 from ..config import ModelConfig
-from ..hooks import Capture, hooked
-from .capture import LongCapture, long_names
+from ..hooks import Capture
 from .layer import LayerAttention
 from .masks import DenseMask, Mask, MaskRule
-
-if TYPE_CHECKING:
-    from ..transformer import Transformer
 
 # prompts longer than this run the long path: no (T, T) matrix captured
 LONG_FROM = 512
@@ -62,24 +55,6 @@ def too_long(tokens: int, most: int, context: int) -> PromptTooLong:
         f"the prompt has {tokens:,} tokens; this server reads at most {most:,} of this "
         f"model ({why}): shorten it"
     )
-
-
-def long_pass(
-    model: Transformer, ids: list[int], last_from: int
-) -> tuple[LongCapture, list[int], Tensor]:
-    """A decoder-only model's pass over a long input: its capture (no (T, T) matrix), the
-    predicted token at each position (a chunk's logits at a time: never all 8,192 x
-    49,152) and the logits from position `last_from` on."""
-    batch = torch.tensor([ids])
-    with fused(), hooked(model, long_names) as recorded:
-        hidden = model.decode(batch)
-    capture = LongCapture(recorded, model.mask_rules(None, batch))
-    predicted: list[int] = []
-    for i in range(0, len(ids), LOGIT_CHUNK):
-        chunk = model.logits(hidden[:, i : i + LOGIT_CHUNK])[0]
-        predicted += chunk.argmax(-1).tolist()
-        del chunk
-    return capture, predicted, model.logits(hidden[:, last_from:])[0]
 
 
 def newest_row(

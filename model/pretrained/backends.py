@@ -1,12 +1,13 @@
 """Which backend reads each architecture (config.json's `model_type`): one table, as
 transformers' ALL_ATTENTION_FUNCTIONS and TransformerLens's adapter factory are.
 
-- `OURS`: the model types model/ reads through a checked mapping, and why ours serves them.
+- `ADAPTERS` (model/pretrained/adapters.py): the model types model/ reads through a checked
+  mapping, and why ours serves them.
 - `REFUSED`: architectures transformers has that the capture cannot serve, and why.
 - Any other architecture transformers has is read by its own modeling code (model/hf)
   where its attention goes through the attention interface; otherwise it is refused,
-  saying so. `backend="transformers"` (ATTNVIZ_BACKEND) sends the model types of `OURS` there
-  too, so that each is tested equal both ways.
+  saying so. `backend="transformers"` (ATTNVIZ_BACKEND) sends the model types of
+  `ADAPTERS` there too, so that each is tested equal both ways.
 """
 
 from __future__ import annotations
@@ -18,20 +19,9 @@ from pathlib import Path
 from typing import Literal
 
 from ..checkpoints import CheckpointError
+from .adapters import ADAPTERS
 
 Backend = Literal["ours", "transformers"]
-WHY_OURS = (
-    "model/ reads it through a checked mapping (every tensor once, shapes equal), tested "
-    "equal to transformers; it also reads its GGUF files, rotates q and k back for the "
-    "neuron view and replays the KV cache in the lab"
-)
-OURS: dict[str, str] = {
-    "llama": WHY_OURS,
-    "mistral": WHY_OURS + " (its sliding window too)",
-    "qwen2": WHY_OURS + " (its Q/K/V biases too)",
-    "gpt2": WHY_OURS + " (its fused c_attn split per head)",
-    "bert": "model/ reads it as MiniLM is (the default encoder), its masked-LM head too",
-}
 # What the capture cannot serve among the architectures transformers has, and why (found
 # by the architecture matrix, harness/families.py: served, they would be wrong).
 SINK_SCALE = (
@@ -80,8 +70,8 @@ def uses_attention_interface(model_type: str) -> bool:
 
 def choose(model_type: str, forced: Backend | None = None) -> Choice:
     """The backend of an architecture; a CheckpointError saying why where none serves it."""
-    if model_type in OURS and forced != "transformers":
-        return Choice("ours", OURS[model_type])
+    if model_type in ADAPTERS and forced != "transformers":
+        return Choice("ours", ADAPTERS[model_type].why)
     if model_type in REFUSED:
         raise CheckpointError(
             f"the architecture {model_type!r} is not served: {REFUSED[model_type]}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -18,12 +17,11 @@ from tokenizers import Tokenizer
 from ..checkpoints import CheckpointError
 from ..config import ModelConfig
 from ..hooks import NamesFilter
-from ..runner import Capabilities, OutputKind, RunnerBase, RunResult, TokenUnit, untrained
+from ..outputs import OutputKind
+from ..runner import Capabilities, RunnerBase, RunResult, TokenUnit, untrained
+from ..served import ServedModel
 from ..transformer import Transformer
-from .mapping import map_state
-
-if TYPE_CHECKING:
-    from ..hf.model import HFTransformer
+from .mapping import Adapter, map_state
 
 MAX_TOKENS = 512
 # In the file but not weights of the encoder: the position index buffer (checked to be
@@ -100,6 +98,15 @@ def our_name(bert_name: str) -> str | None:
     return None
 
 
+ADAPTER = Adapter(
+    "bert",
+    "model/ reads it as MiniLM is (the default encoder), its masked-LM head too",
+    config_from_bert,
+    our_name,
+    reads="bert",
+)
+
+
 def map_bert_state(tensors: dict[str, torch.Tensor], model: Transformer) -> dict[str, torch.Tensor]:
     """Our state dict from BERT's tensors (see `map_state`), the position index buffer
     checked to be 0..n-1; otherwise CheckpointError."""
@@ -139,7 +146,7 @@ class BertRunner(RunnerBase):
     capabilities = Capabilities(similarity=True, word_view=True)
     max_tokens = MAX_TOKENS
 
-    def __init__(self, model: Transformer | HFTransformer, tokenizer: Tokenizer) -> None:
+    def __init__(self, model: ServedModel, tokenizer: Tokenizer) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
 
@@ -158,7 +165,7 @@ class BertRunner(RunnerBase):
         tokenizer.no_truncation()
         return cls(model, tokenizer)
 
-    def with_model(self, model: Transformer | HFTransformer) -> BertRunner:
+    def with_model(self, model: ServedModel) -> BertRunner:
         return BertRunner(model, self.tokenizer)
 
     def encode(self, text: str) -> Encoding:

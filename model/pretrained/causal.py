@@ -10,7 +10,7 @@ import functools
 import sys
 from collections.abc import Hashable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import torch
 from tokenizers import Tokenizer
@@ -19,19 +19,17 @@ from ..hooks import Capture, NamesFilter
 from ..long.reading import (
     LONG_FROM,
     PromptTooLong,
-    long_pass,
     longest_prompt,
     too_long,
 )
-from ..runner import Capabilities, OutputKind, RunnerBase, RunResult, TokenUnit
+from ..outputs import OutputKind
+from ..runner import Capabilities, RunnerBase, RunResult, TokenUnit
+from ..served import ServedModel
 from ..transformer import Transformer
 from .bytelevel import readable
 from .decoding import GREEDY, TOP, Recording, Sampling, Step, generate
 from .llama import load_gguf, smollm2_path
 from .templates import ChatTemplate, TemplateRefused
-
-if TYPE_CHECKING:
-    from ..hf.model import HFTransformer
 
 MAX_PROMPT_TOKENS = 512
 
@@ -56,7 +54,7 @@ class CausalLM(RunnerBase):
 
     def __init__(
         self,
-        model: Transformer | HFTransformer,
+        model: ServedModel,
         tokenizer: Tokenizer,
         vocabulary: list[str],
         specials: frozenset[str],
@@ -110,7 +108,7 @@ class CausalLM(RunnerBase):
             read.name,
         )
 
-    def with_model(self, model: Transformer | HFTransformer) -> CausalLM:
+    def with_model(self, model: ServedModel) -> CausalLM:
         twin = CausalLM(
             model,
             self.tokenizer,
@@ -141,12 +139,7 @@ class CausalLM(RunnerBase):
     @property
     def reads_long(self) -> bool:
         """Whether its model reads a prompt longer than 512 tokens by the long path."""
-        return isinstance(self.model, Transformer) or bool(getattr(self.model, "reads_long", False))
-
-    def _long_pass(self, ids: list[int], last_from: int):
-        if isinstance(self.model, Transformer):
-            return long_pass(self.model, ids, last_from)
-        return self.model.long_pass(ids, last_from)
+        return self.model.reads_long
 
     def target_vocabulary(self) -> list[str]:
         """Each id's token as people read it on its own (see bytelevel.readable)."""
@@ -269,8 +262,9 @@ class CausalLM(RunnerBase):
                 f"the prompt has {len(ids):,} tokens; a pass that keeps (or computes) whole "
                 f"attention matrices reads at most {LONG_FROM}"
             )
+        capture_: Capture | None
         if long:  # no (T, T) matrix kept, logits a chunk at a time
-            capture_, predicted, last = self._long_pass(ids, len(prompt) - 1)
+            capture_, predicted, last = self.model.long_pass(ids, len(prompt) - 1)
         else:
             batch = torch.tensor([ids])
             if capture:
@@ -287,7 +281,7 @@ class CausalLM(RunnerBase):
         new tokens, where the sequence may pass LONG_FROM tokens and be read by the long
         path (our model code's): kept, it is not read again to be shown. None otherwise
         (a short sequence is read again in under a second, with its whole matrices)."""
-        if not isinstance(self.model, Transformer) or not self.reads_long:
+        if not self.model.records_generation or not self.reads_long:
             return None
         if len(prompt) + len(generated) + most <= LONG_FROM:
             return None
@@ -305,9 +299,9 @@ class CausalLM(RunnerBase):
         """The run `result` would make of the prompt and what was generated after it, from
         the generation's own passes (`record`); None where the sequence is short (its run
         keeps whole matrices) or the context has no room left to feed its last token."""
-        if len(prompt) + len(generated) <= LONG_FROM or not isinstance(self.model, Transformer):
+        if len(prompt) + len(generated) <= LONG_FROM or not self.model.records_generation:
             return None
-        made = record.finish(self.model)
+        made = record.finish(cast(Transformer, self.model))  # (records_generation: ours)
         if made is None or record.ids != [*prompt, *generated]:
             return None
         capture_, predicted, last = made

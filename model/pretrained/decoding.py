@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -17,10 +16,8 @@ from ..attention import fused
 from ..hooks import Capture, hooked
 from ..long.capture import LongCapture, long_names
 from ..long.reading import LOGIT_CHUNK, newest_row
-from ..transformer import DecoderCache, Transformer
-
-if TYPE_CHECKING:
-    from ..hf.model import HFTransformer
+from ..served import DecoderCache, ServedModel
+from ..transformer import Transformer
 
 TOP = 10  # alternatives reported per generated step
 
@@ -85,7 +82,7 @@ class Recording:
         values from the cache, whole)."""
         return long_names(name) and name.endswith(_OWN)
 
-    def keep(self, model: Transformer, fed: list[int], capture: Capture, hidden: Tensor) -> None:
+    def keep(self, model: ServedModel, fed: list[int], capture: Capture, hidden: Tensor) -> None:
         """One pass's recorded tensors, and its positions' predictions (a chunk of logits at
         a time: never all of a long prompt's at once)."""
         start = len(self.ids)
@@ -146,7 +143,7 @@ def choose(logits: Tensor, sampling: Sampling, generator: torch.Generator | None
 
 @torch.no_grad()
 def generate(
-    model: Transformer | HFTransformer,
+    model: ServedModel,
     stop_ids: frozenset[int],
     prompt: list[int],
     max_new_tokens: int,
@@ -166,9 +163,8 @@ def generate(
     if not sampling.greedy:
         generator = torch.Generator().manual_seed(sampling.seed)
     cache = DecoderCache(cfg.decoder_layers)
-    ours = model if isinstance(model, Transformer) else None
     if record is not None:
-        if ours is None:
+        if not model.records_generation:
             raise ValueError("a generation is recorded on our model code only")
         record.cache = cache
     prefixes = [f"decoder.{i}.self_attn" for i in range(cfg.decoder_layers)]
@@ -185,8 +181,8 @@ def generate(
             wanted = lambda name: (rows and name in names) or Recording.wanted(name)  # noqa: E731
         with fused(), hooked(model, wanted) as capture:
             hidden = model.decode(step_input, cache=cache)
-        if record is not None and ours is not None:
-            record.keep(ours, step_input[0].tolist(), capture, hidden)
+        if record is not None:
+            record.keep(model, step_input[0].tolist(), capture, hidden)
         logits = model.logits(hidden[:, -1])[0]
         probs = torch.softmax(logits, dim=-1)
         token = choose(logits, sampling, generator)

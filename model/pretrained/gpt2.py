@@ -9,6 +9,7 @@ import torch
 
 from ..checkpoints import CheckpointError
 from ..config import Activation, ModelConfig
+from .mapping import CHECKED_MAPPING, Adapter
 
 ACTIVATIONS: dict[str, Activation] = {
     "gelu_new": "gelu_tanh",
@@ -103,3 +104,12 @@ def our_name(name: str) -> str | None:
         inner = LAYER_NAMES.get(".".join(parts[2:]))
         return f"decoder.{parts[1]}.{inner}" if inner else None
     return GLOBAL_NAMES.get(name)
+
+
+ADAPTER = Adapter(
+    "gpt2",
+    CHECKED_MAPPING + " (its fused c_attn split per head)",
+    config_from_gpt2,
+    our_name,
+    split=lambda tensors, config: split_gpt2(tensors, config.d_model),
+)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -22,29 +21,10 @@ from ..checkpoints import CheckpointError
 from ..config import ModelConfig
 from ..runner import TokenUnit
 from ..transformer import Transformer
+from .adapters import ADAPTERS
 from .causal import CausalLM
-from .gpt2 import config_from_gpt2, split_gpt2
-from .gpt2 import our_name as gpt2_name
-from .mapping import map_state
+from .mapping import Adapter, map_state
 
-LLAMA_FAMILIES = ("llama", "qwen2", "mistral")  # model_type values of the Llama family
-FAMILIES = (*LLAMA_FAMILIES, "gpt2", "bert")  # all that map onto model/ here
-# transformers' per-layer names (after `model.layers.{i}.`) -> ours (after `decoder.{i}.`)
-LAYER_NAMES = {
-    "input_layernorm": "self_attn_norm",
-    "self_attn.q_proj": "self_attn.wq",
-    "self_attn.k_proj": "self_attn.wk",
-    "self_attn.v_proj": "self_attn.wv",
-    "self_attn.o_proj": "self_attn.wo",
-    "post_attention_layernorm": "ffn_norm",
-    "mlp.gate_proj": "feed_forward.w1",
-    "mlp.up_proj": "feed_forward.w3",
-    "mlp.down_proj": "feed_forward.w2",
-}
-GLOBAL_NAMES = {
-    "embed_tokens": "decoder.tok_embed",
-    "norm": "decoder.final_norm",
-}
 DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64",
           "I64": "int64", "I32": "int32", "BOOL": "bool"}  # fmt: skip
 PICKLE_HELP = (
@@ -63,90 +43,17 @@ def read_json(path: Path) -> dict:
         raise CheckpointError(f"{path} is not JSON: {exc}") from None
 
 
-def family_of(hf: dict, folder: Path) -> str:
-    """The family a config.json names (`model_type`), or a CheckpointError naming the ones
-    supported."""
+def adapter_of(hf: dict, folder: Path) -> Adapter:
+    """The adapter of the family a config.json names (`model_type`), or a CheckpointError
+    naming the ones supported."""
     model_type = hf.get("model_type")
-    if model_type not in FAMILIES:
+    if model_type not in ADAPTERS:
         named = model_type or hf.get("architectures") or "none"
         raise CheckpointError(
             f"{folder}: the model family {named!r} does not map onto model/; supported: "
-            f"{', '.join(FAMILIES)}"
+            f"{', '.join(ADAPTERS)}"
         )
-    return model_type
-
-
-def rope_fields(hf: dict) -> dict:
-    """RoPE's base and scaling as our config's fields, from `rope_theta`/`rope_scaling` or
-    (transformers 5) `rope_parameters`: linear and llama3 scaling are read, any other
-    (dynamic, yarn, longrope) is refused, named."""
-    params, legacy = hf.get("rope_parameters") or {}, hf.get("rope_scaling") or {}
-    scaling = {**legacy, **params}
-    named = (params.get("rope_type"), legacy.get("rope_type"), legacy.get("type"))
-    rope_type = next((k for k in named if k not in (None, "default")), "default")
-    if rope_type not in ("default", "linear", "llama3"):
-        raise CheckpointError(
-            f"RoPE scaling {rope_type!r} is not supported (default, linear and llama3 are)"
-        )
-    fields: dict[str, Any] = {
-        "rope_theta": float(params.get("rope_theta") or hf.get("rope_theta") or 10000.0)
-    }
-    if rope_type == "default":
-        return fields
-    try:
-        fields.update(rope_type=rope_type, rope_factor=float(scaling["factor"]))
-        if rope_type == "llama3":
-            fields.update(
-                rope_low_freq_factor=float(scaling["low_freq_factor"]),
-                rope_high_freq_factor=float(scaling["high_freq_factor"]),
-                rope_original_max_positions=int(scaling["original_max_position_embeddings"]),
-            )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"its {rope_type} RoPE scaling lacks or misstates {exc}") from None
-    return fields
-
-
-def config_from_llama(hf: dict, model_type: str) -> ModelConfig:
-    """Our decoder-only configuration from a Llama-family config.json."""
-    d_model, heads = hf["hidden_size"], hf["num_attention_heads"]
-    head_dim = hf.get("head_dim") or d_model // heads
-    if head_dim * heads != d_model:
-        raise CheckpointError(
-            f"head_dim {head_dim} x {heads} heads is not hidden_size {d_model}: not supported"
-        )
-    if hf.get("hidden_act", "silu") != "silu":
-        raise CheckpointError(f"the activation {hf['hidden_act']!r} is not supported (silu is)")
-    if hf.get("attention_bias") or hf.get("mlp_bias"):
-        raise CheckpointError("attention_bias / mlp_bias Llama models are not supported yet")
-    if model_type == "qwen2" and hf.get("use_sliding_window"):
-        raise CheckpointError("Qwen2's per-layer sliding window is not supported yet")
-    eos = hf.get("eos_token_id")
-    return ModelConfig(
-        architecture="decoder-only",
-        sliding_window=hf.get("sliding_window") if model_type == "mistral" else None,
-        target_vocab_size=hf["vocab_size"],
-        d_model=d_model,
-        n_heads=heads,
-        n_kv_heads=hf.get("num_key_value_heads") or heads,
-        n_layers=hf["num_hidden_layers"],
-        d_ff=hf["intermediate_size"],
-        max_seq_len=hf.get("max_position_embeddings", 2048),
-        dropout=0.0,
-        positional="rotary",
-        **rope_fields(hf),
-        norm_placement="pre",
-        norm="rmsnorm",
-        norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-        activation="silu",
-        gated_ffn=True,
-        bias=False,
-        qkv_bias=model_type == "qwen2",
-        embed_scale=False,
-        tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
-        pad_id=-1,
-        bos_id=int(hf["bos_token_id"]) if hf.get("bos_token_id") is not None else 1,
-        eos_id=(eos[0] if isinstance(eos, list) else eos) if eos is not None else 2,
-    )
+    return ADAPTERS[model_type]
 
 
 def read_weights(
@@ -190,22 +97,6 @@ def headers(path: Path) -> dict[str, torch.Tensor]:
             dtype = getattr(torch, DTYPES[stored])
             out[name] = torch.empty(part.get_shape(), dtype=dtype, device="meta")
     return out
-
-
-def our_name(name: str) -> str | None:
-    """Our parameter name for one of transformers' (a bare LlamaModel's, or under the
-    `model.` of LlamaForCausalLM); None if it has none."""
-    if name == "lm_head.weight":
-        return "output.weight"
-    name = name.removeprefix("model.")
-    parts = name.split(".")
-    if parts[0] == "layers" and len(parts) >= 4:
-        inner, leaf = ".".join(parts[2:-1]), parts[-1]
-        if inner in LAYER_NAMES:
-            return f"decoder.{parts[1]}.{LAYER_NAMES[inner]}.{leaf}"
-    if len(parts) == 2 and parts[0] in GLOBAL_NAMES:
-        return f"{GLOBAL_NAMES[parts[0]]}.{parts[1]}"
-    return None
 
 
 def untie(tensors: dict[str, torch.Tensor], named) -> None:
@@ -257,25 +148,25 @@ def vocabulary_of(
 
 
 def mapped(
-    folder: Path, hf: dict, model_type: str, dtypes: set[str] | None, meta: bool
+    folder: Path, hf: dict, adapter: Adapter, dtypes: set[str] | None, meta: bool
 ) -> tuple[ModelConfig, Tokenizer, list[str], frozenset[str], Transformer]:
     """A folder checked and mapped: its config, tokenizer, vocabulary and specials, and
     our Transformer with its weights (with `meta`, on the meta device: every name and
     shape checked from the headers, nothing read)."""
     try:
-        config = config_from_gpt2(hf) if model_type == "gpt2" else config_from_llama(hf, model_type)
+        config = adapter.config(hf)
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"{folder / 'config.json'}: {exc!r}") from None
     tokenizer, vocabulary, specials = tokenizer_of(folder, config.target_vocab_size)
     tensors = read_weights(folder, dtypes, meta)
-    named = our_name
-    if model_type == "gpt2":
-        tensors, named = split_gpt2(tensors, config.d_model), gpt2_name
+    named = adapter.names
+    if adapter.split is not None:
+        tensors = adapter.split(tensors, config)
     if config.tie_embeddings:
         untie(tensors, named)
     with torch.device("meta" if meta else "cpu"):
         model = Transformer(config, init=False)
-    state = map_state(tensors, model, named, {}, f"{model_type} ({folder})")
+    state = map_state(tensors, model, named, {}, f"{adapter.model_type} ({folder})")
     if not meta:
         model.load_state_dict(state)
     return config, tokenizer, vocabulary, specials, model
@@ -285,8 +176,8 @@ def load_folder(folder: str | Path, name: str = "", dtypes: set[str] | None = No
     """A Llama-family or GPT-2 folder as a runner on our model code, checked on the way in."""
     folder = Path(folder)
     hf = read_json(folder / "config.json")
-    model_type = family_of(hf, folder)
-    _, tokenizer, vocabulary, specials, model = mapped(folder, hf, model_type, dtypes, meta=False)
+    adapter = adapter_of(hf, folder)
+    _, tokenizer, vocabulary, specials, model = mapped(folder, hf, adapter, dtypes, meta=False)
     return causal_runner(folder, model, tokenizer, vocabulary, specials, name)
 
 

@@ -6,11 +6,39 @@ family; ours share this check)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
 
 from ..checkpoints import CheckpointError
+from ..config import ModelConfig
+
+CHECKED_MAPPING = (
+    "model/ reads it through a checked mapping (every tensor once, shapes equal), tested "
+    "equal to transformers; it also reads its GGUF files, rotates q and k back for the "
+    "neuron view and replays the KV cache in the lab"
+)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One family of pretrained weights on our model code, declared once in its module
+    (as TransformerLens's adapter factory keeps one converter per family): the config.json
+    `model_type` it reads, why our code serves it, its config as ours, its tensor names as
+    ours and any fused tensor split first, and how a folder of it is read: as a language
+    model (`causal`) or as a BERT encoder with its masked-LM head where it has one
+    (`bert`). model/pretrained/adapters.py lists them: the backends, the folder reader
+    and the model sources read that table."""
+
+    model_type: str
+    why: str
+    config: Callable[[dict], ModelConfig]
+    names: Callable[[str], str | None]
+    # (tensors, our config) -> tensors with a fused projection split (GPT-2's c_attn)
+    split: Callable[[dict[str, torch.Tensor], ModelConfig], dict[str, torch.Tensor]] | None = None
+    reads: Literal["causal", "bert"] = "causal"
 
 
 def map_state(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from tokenizers import Tokenizer
@@ -18,12 +17,11 @@ from ..checkpoints import CheckpointError
 from ..config import ModelConfig
 from ..hooks import NamesFilter
 from ..layers import ACTIVATION_MODULES, LayerNorm
-from ..runner import Capabilities, OutputKind, RunResult, untrained
+from ..outputs import OutputKind
+from ..runner import Capabilities, RunResult, untrained
+from ..served import ServedModel
 from ..transformer import Transformer
 from .bert import BertRunner, config_from_bert, map_bert_state, read_safetensors
-
-if TYPE_CHECKING:
-    from ..hf.model import HFTransformer
 
 TOP = 5  # predictions reported per [MASK]
 MASK_TOKENS = ("[MASK]", "<mask>", "<MASK>")  # BERT's, RoBERTa's and BART's, ...
@@ -144,9 +142,7 @@ class MaskedLM(BertRunner):
     capabilities = Capabilities(word_view=True)
     mask_token = "[MASK]"
 
-    def __init__(
-        self, model: Transformer | HFTransformer, tokenizer: Tokenizer, head: MaskedLMHead
-    ) -> None:
+    def __init__(self, model: ServedModel, tokenizer: Tokenizer, head: MaskedLMHead) -> None:
         self.model, self.tokenizer, self.head = model.eval(), tokenizer, head.eval()
         self.mask_id = tokenizer.token_to_id("[MASK]")
         if self.mask_id is None:
@@ -173,7 +169,7 @@ class MaskedLM(BertRunner):
         tokenizer.no_truncation()
         return cls(model, tokenizer, head)
 
-    def with_model(self, model: Transformer | HFTransformer) -> MaskedLM:
+    def with_model(self, model: ServedModel) -> MaskedLM:
         if not isinstance(model, Transformer):
             raise TypeError("a BertForMaskedLM of model/ takes our model code's weights")
         head = MaskedLMHead(model.config, model.encoder.tok_embed)

@@ -18,10 +18,9 @@ from ..runner import Runner
 from ..transformer import Transformer
 from .backends import Backend, choose
 from .bert import NOT_MAPPED as BERT_NOT_MAPPED
-from .bert import BertRunner, config_from_bert
-from .bert import our_name as bert_name
+from .bert import BertRunner
 from .causal import CausalLM
-from .hf import family_of, load_folder, mapped, read_json, read_weights, tokenizer_of
+from .hf import adapter_of, load_folder, mapped, read_json, read_weights, tokenizer_of
 from .mapping import map_state
 from .masked_lm import MaskedLM, MaskedLMHead, required_mask_token, split, tied
 
@@ -175,7 +174,7 @@ def load_origin(
         runner = load_transformers(path, name)
         where = str(path.resolve()) if given == str(path) else f"{given}{CACHED}{path})"
         return runner, Origin(where, model_type, ", ".join(sorted(dtypes)), "transformers")
-    elif model_type == "bert":
+    elif adapter_of(hf, path).reads == "bert":
         runner = load_bert(path, hf, dtypes)
     else:
         runner = load_folder(path, name, dtypes)
@@ -247,11 +246,11 @@ def peek_origin(
             )
         origin = Origin(where, model_type, ", ".join(sorted(dtypes)), "transformers", note)
         return config, origin, f"hf-{architecture}", specials
-    model_type = family_of(hf, path)
-    if model_type == "bert":
+    adapter = adapter_of(hf, path)
+    if adapter.reads == "bert":
         architecture = check_bert(path, hf)
         tensors = read_weights(path, dtypes, meta=True)
-        config = config_from_bert(hf)
+        config = adapter.config(hf)
         with torch.device("meta"):
             model = Transformer(config, init=False)
         if architecture == "masked-lm":
@@ -259,7 +258,7 @@ def peek_origin(
             with torch.device("meta"):
                 MaskedLMHead(config, model.encoder.tok_embed).check(head, tied(hf))
         tensors.pop("embeddings.position_ids", None)  # (checked when read)
-        map_state(tensors, model, bert_name, BERT_NOT_MAPPED, f"BERT ({path})")
+        map_state(tensors, model, adapter.names, BERT_NOT_MAPPED, f"BERT ({path})")
         return config, Origin(where, model_type, ", ".join(sorted(dtypes))), architecture, None
-    config, _, _, specials, _ = mapped(path, hf, model_type, dtypes, meta=True)
+    config, _, _, specials, _ = mapped(path, hf, adapter, dtypes, meta=True)
     return config, Origin(where, model_type, ", ".join(sorted(dtypes))), model_type, specials

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -12,23 +11,21 @@ from ..checkpoints import CheckpointError, load_checkpoint
 from ..config import ModelConfig
 from ..hooks import NamesFilter
 from ..masks import pad_batch
+from ..outputs import OutputKind
 from ..pretrained.bytelevel import visible
 from ..runner import (
     UNTRAINED_SEED,
     Capabilities,
     DecodedPiece,
-    OutputKind,
     RunnerBase,
     RunResult,
     TokenUnit,
     untrained,
 )
+from ..served import ServedModel
 from ..transformer import Pieces, Transformer
 from .data import normalize
 from .tokenizers import BOS, EOS, SourceTokenizer, TargetTokenizer, Vocab
-
-if TYPE_CHECKING:
-    from ..hf.model import HFTransformer
 
 SHIPPED = Path(__file__).resolve().parents[2] / "models" / "pronounce"
 TRAINED_CHARS = 40  # the longest training sentence (see data.Generator)
@@ -40,6 +37,7 @@ class Pronouncer(RunnerBase):
 
     token_unit: TokenUnit = "characters"
     output_kind: OutputKind = "transcription"
+    model: Transformer  # (greedy decoding piece by piece: our model code's)
     special_tokens = frozenset({BOS, EOS})  # what it adds: <bos> opens the target
     capabilities = Capabilities(kv_cache=True)
 
@@ -74,7 +72,7 @@ class Pronouncer(RunnerBase):
         source, target = _tokenizers(directory)
         return cls(untrained(config, seed), source, target)
 
-    def with_model(self, model: Transformer | HFTransformer) -> Pronouncer:
+    def with_model(self, model: ServedModel) -> Pronouncer:
         if not isinstance(model, Transformer):
             raise TypeError("the pronouncer takes our model code's weights")
         return Pronouncer(model, self.source, self.target)

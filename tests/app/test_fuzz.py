@@ -51,6 +51,16 @@ for check in (checks.negative_data_rejection, checks.positive_data_acceptance):
     check.expected_statuses = [*check.expected_statuses, "413"]
 SERVED = ["pronounce", "pronounce-untrained", "minilm", "minilm-untrained", "smollm2"]
 GENERATED = "(the generated id)"
+OPENAPI = app.openapi()
+
+
+def takes_model(case: Case) -> bool:
+    """Whether the case's JSON body has a `model` field (a stop request's has none)."""
+    operation = OPENAPI["paths"][case.path][case.method.lower()]
+    content = operation.get("requestBody", {}).get("content", {})
+    ref = content.get("application/json", {}).get("schema", {}).get("$ref", "")
+    body = OPENAPI["components"]["schemas"].get(ref.rpartition("/")[2], {})
+    return "model" in body.get("properties", {})
 
 
 @schema.hook
@@ -66,7 +76,7 @@ def flatmap_case(context: HookContext, case: Case) -> st.SearchStrategy[Case]:
         named = case.derive()
         if "model_id" in named.path_parameters:
             named.path_parameters["model_id"] = model or "pronounce"
-        elif isinstance(named.body, dict):
+        elif isinstance(named.body, dict) and takes_model(case):
             named.body.pop("model", None)
             if model is not None:
                 named.body["model"] = model
@@ -126,6 +136,7 @@ MODEL_DEPENDENT = (
     "heads' windows of a long input",  # attention: more heads than a request recomputes
     "read whole heads: at most",  # lab, neuron, qk-space: a long input
     "attention matrices reads at most",  # qk-space: a further text over 512 tokens
+    "the body is not an SVG document",  # figure/pdf: bytes a schema cannot call SVG or not
 )
 # The 503s a valid request may get, each documented and with Retry-After: a full queue of
 # runs or of corpus runs, or UMAP / t-SNE asked for before its first run has compiled it

@@ -250,7 +250,7 @@ def test_what_is_found_only_when_read_is_a_503_naming_it(tmp_path, caplog):
     with caplog.at_level("ERROR", logger="attnviz"), TestClient(create_app(settings)) as client:
         assert "model big" in caplog.text and "more than ATTNVIZ_OWN_MODELS_BYTES" in caplog.text
         runner = client.app.state.inference.zoo.models["tied"].runner
-        assert not hasattr(runner, "card") and not runner.is_loaded
+        assert runner.card is None and not hasattr(runner, "lexicon") and not runner.is_loaded
         for _ in range(2):
             answer = client.post("/api/v1/analyze", json={"model": "tied", "text": "The quick"})
             assert answer.status_code == 503

@@ -15,7 +15,7 @@ import torch
 
 from attnviz.model.alti import alti, alti_refusal, block_terms, head_values
 from attnviz.model.pretrained.bert import BertRunner, package_dir
-from attnviz.model.value_norms import output_projection, projection_module
+from attnviz.model.value_norms import output_projection
 from harness.checkpoints import PROMPTS, read_back, saved, tiny
 from harness.families import build_model
 from harness.references.contributions import alti as reference_encoder
@@ -53,7 +53,7 @@ def check_sums_back(model, spec, inputs):
     for hook in hooks:
         hook.remove()
     for i, layer in enumerate(stack.layers()):
-        bias = projection_module(model, spec, i).bias
+        bias = model.projection_module(spec.type, i).bias
         norm = None if layer.pre_norm else layer.self_attn_norm
         weights = capture[spec.hook(i, "hook_weights")][0].double()
         v = capture[spec.hook(i, "hook_v")][0].double()

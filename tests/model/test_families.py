@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from attnviz.model.pretrained.backends import OURS
+from attnviz.model.pretrained.adapters import ADAPTERS
 from harness.families import (
     compare,
     interface_architectures,
@@ -143,7 +143,7 @@ def test_the_docs_table_is_the_matrix(rows):
             assert line in lines, f"unlike docs/architectures.md's line: {line}"
 
 
-@pytest.mark.parametrize("model_type", sorted(OURS))
+@pytest.mark.parametrize("model_type", sorted(ADAPTERS))
 def test_our_families_are_equal_through_transformers_path_too(model_type):
     architecture = "encoder-only" if model_type == "bert" else "decoder-only"
     ours = compare(model_type, architecture)
