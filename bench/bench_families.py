@@ -117,7 +117,8 @@ def encoder_row(root: Path, name: str) -> tuple[float, float, str]:
 
 def write_readme() -> None:
     """The docs' architecture table (docs/architectures.md), made anew from the matrix."""
-    from harness.families import README_END, README_START, matrix, readme_table
+    from harness.matrix import matrix
+    from harness.matrix_table import README_END, README_START, readme_table
 
     path = Path(__file__).resolve().parents[1] / "docs" / "architectures.md"
     readme = path.read_text(encoding="utf-8")
@@ -128,9 +129,9 @@ def write_readme() -> None:
 
 
 def print_matrix(backend: str | None) -> None:
-    """The architecture matrix (harness/families.py) as a table, with the capture
+    """The architecture matrix (harness/matrix.py) as a table, with the capture
     pass's time over transformers' eager forward with output_attentions (best of 3)."""
-    from harness.families import matrix
+    from harness.matrix import matrix
 
     rows = matrix(backend, speed=True)
     print("| architecture | kind | backend | served | weights, max abs diff | output vs its "

@@ -5,7 +5,7 @@ WordPiece tokenizer; a Llama written as a .gguf file with the `gguf` library. No
 fetched from a hub (HF_HUB_OFFLINE=1).
 
 Used by tests/model/test_hf.py (and the other tests of models of yours), the architecture
-matrix (harness/families.py) and bench/bench_families.py, bench_own_memory.py, bench_long.py."""
+matrix (harness/matrix.py) and bench/bench_families.py, bench_own_memory.py, bench_long.py."""
 
 from __future__ import annotations
 

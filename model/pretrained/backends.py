@@ -23,7 +23,7 @@ from .adapters import ADAPTERS
 
 Backend = Literal["ours", "transformers"]
 # What the capture cannot serve among the architectures transformers has, and why (found
-# by the architecture matrix, harness/families.py: served, they would be wrong).
+# by the architecture matrix, harness/matrix.py: served, they would be wrong).
 SINK_SCALE = (
     "its attention sinks are scaled by a learned sigmoid inside its own eager attention, "
     "which the capture does not reproduce (its weights would differ by up to 1.0)"

@@ -24,7 +24,7 @@ from tests.app.test_api import decode
 
 def tiny_of(model_type: str):
     """A tiny seeded random model of an architecture, by transformers' own classes."""
-    from harness.families import build_model
+    from harness.architectures import build_model
 
     return build_model(model_type, "decoder-only")
 

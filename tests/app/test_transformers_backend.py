@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from attnviz.app.main import create_app
 from attnviz.app.settings import Settings
-from harness.families import build, save_masked_roberta
+from harness.architectures import build, save_masked_roberta
 from tests.app.test_api import decode
 
 ARCHITECTURES = {"t5": "encoder-decoder", "bart": "encoder-decoder", "qwen3": "decoder-only",
@@ -48,8 +48,8 @@ def save_long_qwen3(folder):
     context: a prompt past 512 tokens runs the long path."""
     import transformers
 
+    from harness.architectures import tiny_config
     from harness.checkpoints import tokenizer
-    from harness.families import tiny_config
 
     config = tiny_config("qwen3")
     config.max_position_embeddings = LONG_CONTEXT
@@ -60,7 +60,7 @@ def save_long_qwen3(folder):
 
 
 def reference(root, model_type: str):
-    from harness.families import reference as made
+    from harness.architectures import reference as made
 
     return made(model_type, ARCHITECTURES[model_type], root / model_type, eager=True)
 

@@ -10,8 +10,8 @@ import httpx2
 import pytest
 from playwright.sync_api import Page, expect
 
+from harness.architectures import save_masked_roberta
 from harness.checkpoints import saved, saved_masked_lm, tiny
-from harness.families import save_masked_roberta
 from harness.serving import start_server
 
 from .conftest import page_of

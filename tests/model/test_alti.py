@@ -16,8 +16,8 @@ import torch
 from attnviz.model.alti import alti, alti_refusal, block_terms, head_values
 from attnviz.model.pretrained.bert import BertRunner, package_dir
 from attnviz.model.value_norms import output_projection
+from harness.architectures import build_model
 from harness.checkpoints import PROMPTS, read_back, saved, tiny
-from harness.families import build_model
 from harness.references.contributions import alti as reference_encoder
 from harness.references.contributions import alti_decoder as reference_decoder
 from harness.references.contributions import kobayashi2021

@@ -1,4 +1,4 @@
-"""The architecture matrix (harness/families.py): every text architecture of the
+"""The architecture matrix (harness/matrix.py): every text architecture of the
 installed transformers whose attention goes through its attention interface, as a tiny
 random model read back by our loader, against transformers' own forward.
 
@@ -16,14 +16,9 @@ from pathlib import Path
 import pytest
 
 from attnviz.model.pretrained.adapters import ADAPTERS
-from harness.families import (
-    compare,
-    interface_architectures,
-    matrix,
-    readme_section,
-    readme_table,
-    text_architectures,
-)
+from harness.architectures import interface_architectures, text_architectures
+from harness.matrix import compare, matrix
+from harness.matrix_table import readme_section, readme_table
 
 # Measured on transformers 5.24: 151 of the 165 are served and equal (the others: those
 # whose heads change shape across layers, those whose encoder has its own sparse attention,
@@ -162,7 +157,7 @@ def test_the_neuron_views_before_is_the_query_projection_itself(tmp_path, model_
     from attnviz.app.head_views.neuron import unrotate_half
     from attnviz.model.hf.capture import ATTENTION, register
     from attnviz.model.hf.model import HFTransformer
-    from harness.families import build_model
+    from harness.architectures import build_model
 
     register()
     build_model(model_type, "decoder-only").save_pretrained(tmp_path)
@@ -215,8 +210,8 @@ def test_a_decoder_whose_tokens_see_later_ones_is_refused(tmp_path):
 
     from attnviz.model.checkpoints import CheckpointError
     from attnviz.model.pretrained.sources import load_origin
+    from harness.architectures import tiny_config
     from harness.checkpoints import tokenizer
-    from harness.families import tiny_config
 
     config = tiny_config("bert-generation")
     config.is_decoder = False

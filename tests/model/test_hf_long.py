@@ -78,7 +78,7 @@ def test_a_long_prompt_generates_as_transformers_generate(family):
 
 
 def test_a_model_whose_attention_adds_soft_capping_keeps_512(tmp_path):
-    from harness.families import build
+    from harness.architectures import build
 
     build("gemma2", "decoder-only", tmp_path / "gemma2")
     runner = load_transformers(tmp_path / "gemma2", "gemma2")
@@ -89,7 +89,7 @@ def test_a_model_whose_attention_adds_soft_capping_keeps_512(tmp_path):
 def test_generation_rows_read_each_layers_own_mask_and_scaling(tmp_path):
     """Gemma 3: sliding-window layers (6 keys) beside full ones, and scores scaled by its
     query_pre_attn_scalar, not 1/sqrt(d): each step's new row as eager attention has it."""
-    from harness.families import build, reference
+    from harness.architectures import build, reference
 
     build("gemma3_text", "decoder-only", tmp_path / "gemma3")
     runner = load_transformers(tmp_path / "gemma3", "gemma3_text")
