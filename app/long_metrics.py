@@ -19,9 +19,9 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
-from attnviz.model.analysis import role_of
 from attnviz.model.attention_types import AttentionSpec
 from attnviz.model.long import HeadStats, LayerAttention, LongCapture
+from attnviz.model.methods.analysis import role_of
 from attnviz.model.runner import RunResult
 
 from .clients import CLIENT

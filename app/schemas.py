@@ -107,7 +107,7 @@ class HeadSummary(BaseModel):
     max_weight: float = Field(description="Mean over query rows of the largest weight.")
     role: HeadRole | None = Field(
         None,
-        description="What the head does on this input, by its metrics (model.analysis."
+        description="What the head does on this input, by its metrics (model.methods.analysis."
         "head_roles): alignment, previous-token, first-token, positional or broad; null: "
         "none of these.",
     )

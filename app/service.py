@@ -12,12 +12,12 @@ from typing import cast
 import numpy as np
 import torch
 
-from attnviz.model.analysis import head_metrics, head_roles, layer_weights
 from attnviz.model.attention_types import HOOK_OF_KIND, AttentionSpec
 from attnviz.model.lean import LeanCapture
 from attnviz.model.long import Kind, LongCapture, ValueWeighted, edges, heads_of
+from attnviz.model.methods.analysis import head_metrics, head_roles, layer_weights
+from attnviz.model.methods.value_norms import layer_norms, layer_value_norms
 from attnviz.model.runner import Runner, RunResult
-from attnviz.model.value_norms import layer_norms, layer_value_norms
 
 from .errors import CannotServe
 from .runs import stop_if_cancelled

@@ -13,11 +13,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from attnviz.model.alti import alti_refusal
-from attnviz.model.analysis import head_metrics, head_roles, layer_weights
 from attnviz.model.attention_types import AttentionSpec
 from attnviz.model.config import ModelConfig
-from attnviz.model.lens import stream_refusal
+from attnviz.model.methods.alti import alti_refusal
+from attnviz.model.methods.analysis import head_metrics, head_roles, layer_weights
+from attnviz.model.methods.lens import stream_refusal
 from attnviz.model.outputs import output_of
 from attnviz.model.pretrained.bert import package_dir
 from attnviz.model.pretrained.causal import CausalLM
@@ -107,7 +107,7 @@ class ModelEntry:
     @property
     def residual_stream(self) -> bool:
         """Whether the logit lens, direct logit attribution and the contribution graph read
-        its residual stream (model/lens.py): a decoder whose layers add their blocks'
+        its residual stream (model/methods/lens.py): a decoder whose layers add their blocks'
         outputs to it (a model of yours not read yet is said to, where a decoder)."""
         runner = self._loaded()
         if runner is None:
@@ -127,7 +127,7 @@ class ModelEntry:
 
     @property
     def alti(self) -> bool:
-        """Whether ALTI (model/alti.py) reads one of its self-attention stacks (a model of
+        """Whether ALTI (model/methods/alti.py) reads one of its self-attention stacks (a model of
         yours not read yet is said to)."""
         runner = self._loaded()
         if runner is None:

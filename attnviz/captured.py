@@ -66,7 +66,7 @@ class Captured:
                 "server (/api/v1/attention with rows, columns or pool), or capture a shorter text"
             )
         if kind == "norms":
-            from .model.value_norms import layer_norms
+            from .model.methods.value_norms import layer_norms
 
             return layer_norms(self._runner.model, capture, spec, layer)
         if kind not in HOOK_OF_KIND:

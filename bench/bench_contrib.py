@@ -23,12 +23,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from attnviz.model.alti import alti
-from attnviz.model.lens import attribute, lens_logits, read_stream
+from attnviz.model.methods.alti import alti
+from attnviz.model.methods.lens import attribute, lens_logits, read_stream
+from attnviz.model.methods.value_norms import layer_norms
 from attnviz.model.pretrained.bert import BertRunner, package_dir
 from attnviz.model.pretrained.causal import CausalLM
 from attnviz.model.pretrained.llama import smollm2_path
-from attnviz.model.value_norms import layer_norms
 from bench.bench_llm import TEXT
 from bench.bench_llm import median_time as timed
 

@@ -9,7 +9,7 @@ sentences per second, against a plain loop over transformers (the same model: Be
 from MiniLM's folder, LlamaForCausalLM from SmolLM2's GGUF; eager attention,
 output_attentions=True) one sentence at a time, on the same token ids (the same tokenizer,
 inside the timed loop) computing the same statistics with the same function
-(model/corpus_stats.py, every layer at once), run after the server's run on the same
+(model/methods/corpus_stats.py, every layer at once), run after the server's run on the same
 cores. The corpus run batches sentences of one token length (up to 16) in one pass.
 Then the query-key space of one MiniLM head over a corpus run of at least --qk-tokens
 tokens: the server's time for POST /api/v1/qk-space (PCA), and the page's time from
@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from attnviz.app.corpus.corpora import shipped_sentences
-from attnviz.model.corpus_stats import sentence_statistics
+from attnviz.model.methods.corpus_stats import sentence_statistics
 from harness.serving import start_server
 
 QK_HEAD = {"type": "encoder.self", "layer": 3, "head": 2}

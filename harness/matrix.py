@@ -23,10 +23,10 @@ from pathlib import Path
 import torch
 
 from attnviz.model.checkpoints import CheckpointError
-from attnviz.model.lens import attribute, read_stream, stream_refusal
+from attnviz.model.methods.lens import attribute, read_stream, stream_refusal
+from attnviz.model.methods.value_norms import output_projection
 from attnviz.model.pretrained.backends import choose
 from attnviz.model.pretrained.sources import load_origin
-from attnviz.model.value_norms import output_projection
 
 from .architectures import build, interface_architectures, reference, stated
 
@@ -58,7 +58,7 @@ class Row:
     # pass, relative to the largest output; or why the norms are not served
     norms: float = float("nan")
     norms_reason: str = ""
-    # a decoder's residual stream (model/lens.py: the logit lens, DLA, the graph): how far
+    # a decoder's residual stream (model/methods/lens.py: the logit lens, DLA, the graph): how far
     # direct logit attribution's terms sum from the logit difference, or why it is not read
     stream: float = float("nan")
     stream_reason: str = ""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from attnviz.model.corpus_stats import STATISTICS, corpus_means
+from attnviz.model.methods.corpus_stats import STATISTICS, corpus_means
 
 from ..errors import AttnvizError
 from ..settings import Settings

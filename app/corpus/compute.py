@@ -1,6 +1,6 @@
 """What a corpus run computes, wherever it runs (a server's background job, or Ray
 workers): the sentences in the batches they run in, one batch's forward pass, and each
-sentence's statistics (model/corpus_stats.py) and kept vectors from it."""
+sentence's statistics (model/methods/corpus_stats.py) and kept vectors from it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from attnviz.model.attention_types import AttentionSpec
-from attnviz.model.corpus_stats import sentence_statistics
+from attnviz.model.methods.corpus_stats import sentence_statistics
 from attnviz.model.runtime import TakeTurns
 
 from ..zoo import ModelEntry

@@ -1,6 +1,6 @@
 """Corpus runs as background jobs: one at a time on a thread of their own, each sentence
 run on the tensor threads in a run slot of its own (so that the page's requests go on
-between two sentences), every head's statistics per sentence kept (model/corpus_stats.py),
+between two sentences), every head's statistics per sentence kept (model/methods/corpus_stats.py),
 and, for the heads asked for, every token's query and key vectors. Finished results are
 kept within a byte budget (ATTNVIZ_CORPUS_RESULTS_BYTES), the oldest dropped past it."""
 
@@ -20,7 +20,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from attnviz.model.corpus_stats import STATISTICS
+from attnviz.model.methods.corpus_stats import STATISTICS
 from attnviz.model.runtime import lower_priority
 
 from ..errors import Busy, CannotServe, NotAllowed, NotFound, OverClientLimit

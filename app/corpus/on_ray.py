@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from attnviz.model.corpus_stats import STATISTICS
+from attnviz.model.methods.corpus_stats import STATISTICS
 
 ROWS = 64  # sentences a worker is handed at once
 

@@ -1,6 +1,6 @@
 """The query-key space of a head (AttentionViz's view): the queries and keys of every
 token of the text, and of more sentences where given, as one point cloud, made faithful
-as model/geometry.py says (keys translated and both scaled: no softmax changes), then
+as model/methods/geometry.py says (keys translated and both scaled: no softmax changes), then
 projected by PCA, UMAP or t-SNE. Each query lists the keys it attends most, for the
 page's click. Under grouped-query attention a key belongs to its key/value head: the
 cloud of one query head shows the keys every head of its group reads."""
@@ -11,7 +11,7 @@ import torch
 
 import attnviz.app.head_views.schemas as s
 from attnviz.model.attention import masked_softmax
-from attnviz.model.geometry import dot_distance_correlation, normalize, project, warm
+from attnviz.model.methods.geometry import dot_distance_correlation, normalize, project, warm
 
 from ..corpus.jobs import CorpusRuns, HeadKey
 from ..errors import Busy, CannotServe

@@ -1,5 +1,5 @@
 """The attention lab: the seed tutorial's claims as experiments on the served models, by
-interventions at the hook points (model/analysis.py), never a second copy of the model.
+interventions at the hook points (model/methods/analysis.py), never a second copy of the model.
 
 Each experiment is one module, a function of (context, request), served as a `LabRoute`
 that says what it needs of a model (`ModelEntry.features`) and whether it runs the model

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 import attnviz.app.lab.schemas as s
-from attnviz.model.analysis import ablate_heads, cosine
 from attnviz.model.hooks import hooked
+from attnviz.model.methods.analysis import ablate_heads, cosine
 from attnviz.model.runner import DecodedPiece, generating, model_inputs, stepwise
 
 from .context import LabContext

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 import attnviz.app.lab.schemas as s
-from attnviz.model.alti import alti as alti_of
-from attnviz.model.analysis import rollout as rollout_of
+from attnviz.model.methods.alti import alti as alti_of
+from attnviz.model.methods.analysis import rollout as rollout_of
 from attnviz.model.runner import model_inputs
 
 from ..errors import CannotServe

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from torch import Tensor
 
 import attnviz.app.lab.schemas as s
-from attnviz.model.value_norms import layer_norms
+from attnviz.model.methods.value_norms import layer_norms
 
 from ..errors import CannotServe
 from ..schemas import AttentionType

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from attnviz.model.lens import attribute
+from attnviz.model.methods.lens import attribute
 
 from ..errors import CannotServe
 from ..schemas import Index, TextRequest, TokenId

@@ -12,8 +12,8 @@ import math
 
 from pydantic import BaseModel, Field, StrictFloat
 
-from attnviz.model.graph import graph as graph_of
-from attnviz.model.graph import read_shares
+from attnviz.model.methods.graph import graph as graph_of
+from attnviz.model.methods.graph import read_shares
 
 from ..errors import CannotServe
 from ..schemas import Index, TextRequest

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import attnviz.app.lab.schemas as s
-from attnviz.model.analysis import ablate_heads
 from attnviz.model.hooks import HookFn, hooked
+from attnviz.model.methods.analysis import ablate_heads
 from attnviz.model.runner import generating
 
 from ..errors import CannotServe

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 from pydantic import BaseModel, Field, StrictInt
 
-from attnviz.model.lens import Stream, lens_logits, read_stream
+from attnviz.model.methods.lens import Stream, lens_logits, read_stream
 from attnviz.model.runner import model_inputs
 
 from ..errors import CannotServe

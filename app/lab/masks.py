@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 import attnviz.app.lab.schemas as s
-from attnviz.model.analysis import without_mask
 from attnviz.model.masks import pad_batch, padding_mask, same_piece
+from attnviz.model.methods.analysis import without_mask
 
 from ..errors import CannotServe
 from ..runs import read_text, text_limit

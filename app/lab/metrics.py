@@ -1,16 +1,16 @@
 """Per layer x head of every attention type: entropy, max weight, mean distance,
 previous-token, first-token and special-token weight, cross-attention alignment (each
-defined and explained once, in model/head_stats.py)."""
+defined and explained once, in model/methods/head_stats.py)."""
 
 from __future__ import annotations
 
 import attnviz.app.lab.schemas as s
-from attnviz.model.analysis import METRICS, head_metrics, layer_weights
-from attnviz.model.head_stats import explained
+from attnviz.model.methods.analysis import METRICS, head_metrics, layer_weights
+from attnviz.model.methods.head_stats import explained
 
 from .context import LabContext
 
-EXPLAINED = explained(METRICS)  # model/head_stats.py's lines, for the page
+EXPLAINED = explained(METRICS)  # model/methods/head_stats.py's lines, for the page
 
 
 def metrics(ctx: LabContext, req: s.TextRequest) -> s.MetricsResponse:

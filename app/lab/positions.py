@@ -5,7 +5,7 @@ the permuted input's weights are the permuted weights (max abs diff ~1e-6)."""
 from __future__ import annotations
 
 import attnviz.app.lab.schemas as s
-from attnviz.model.analysis import permuted, without_positions
+from attnviz.model.methods.analysis import permuted, without_positions
 
 from ..errors import CannotServe
 from ..wire import encode

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import attnviz.app.lab.schemas as s
-from attnviz.model.analysis import rollout as rollout_of
+from attnviz.model.methods.analysis import rollout as rollout_of
 
 from ..wire import encode
 from .context import LabContext

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 import attnviz.app.lab.schemas as s
-from attnviz.model.analysis import focus
+from attnviz.model.methods.analysis import focus
 
 from ..wire import encode
 from .context import LabContext

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from attnviz.model.corpus_stats import STATISTICS, corpus_means
+from attnviz.model.methods.corpus_stats import STATISTICS, corpus_means
 
 from ..clients import CLIENT
 from ..corpus import npz

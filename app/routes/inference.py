@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Response
 
-from attnviz.model.analysis import cosine
 from attnviz.model.long import LongCapture
+from attnviz.model.methods.analysis import cosine
 from attnviz.model.runner import RunResult, generating, masking
 
 from ..long_metrics import long_summaries

@@ -1,7 +1,7 @@
 """An independent reference for the logit lens and direct logit attribution (DLA), computed
 with TransformerLens 4.3.0 in its own environment (.venv/ref: `make ref-env`,
 harness/references/ref-env.mk), so that a test in the main environment can run it as a
-subprocess and compare with our own implementation (model/lens.py):
+subprocess and compare with our own implementation (model/methods/lens.py):
 
     .venv/ref/bin/python harness/references/lens.py IN.json OUT.npz
 

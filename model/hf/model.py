@@ -162,7 +162,7 @@ class HFTransformer(ServedModel):
 
     @functools.cached_property
     def residual_layout(self) -> Layout | str:
-        """Where its residual stream is read (model/lens.py's `Layout`), or why not: found
+        """Where its residual stream is read (model/methods/lens.py's `Layout`), or why not: found
         once, by a probe pass (model/hf/stream.py)."""
         from .stream import residual_layout
 

@@ -1,4 +1,4 @@
-"""Where a transformers decoder's residual stream is read (model/lens.py's `Layout`), found
+"""Where a transformers decoder's residual stream is read (model/methods/lens.py's `Layout`), found
 by one probe pass rather than by each architecture's names: its layers are the ModuleList
 that holds its attention modules; what a layer's attention adds is its output projection's
 output (as the trace found the projection); its feed-forward block is the child of the
@@ -49,7 +49,7 @@ def _final_norm(module: nn.Module, x: Tensor, out: Tensor) -> FinalNorm | None:
 @dataclass
 class PostNorm:
     """A post-norm block's LayerNorm, read from its module and checked on the probe: what
-    `model.alti.fold` takes (its gamma, beta and eps)."""
+    `model.methods.alti.fold` takes (its gamma, beta and eps)."""
 
     gamma: Tensor
     beta: Tensor
@@ -75,7 +75,7 @@ def _holders(model: Any) -> list[str] | str:
 
 
 def encoder_blocks(model: Any) -> Blocks | str:
-    """A transformers encoder's self-attention blocks as ALTI reads them (model/alti.py):
+    """A transformers encoder's self-attention blocks as ALTI reads them (model/methods/alti.py):
     each layer, its output projection, and its post-norm: the LayerNorm whose input is the
     layer's input plus the projection's output (BERT's), or None for a pre-norm block,
     whose layer's output is that sum plus one child's output (ModernBERT's). Found by a

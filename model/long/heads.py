@@ -131,7 +131,7 @@ class StoredAttention(Heads):
 @dataclass
 class ValueWeighted(Heads):
     """Heads whose "norms" are their weights times each key's value norm, given for the
-    query heads that are read ({head: (Tk,)}): ‖α_hij f_h(x_j)‖ (model/value_norms.py), a
+    query heads that are read ({head: (Tk,)}): ‖α_hij f_h(x_j)‖ (model/methods/value_norms.py), a
     block at a time like the weights they are made of; the other kinds are the source's."""
 
     source: Heads

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from ..attention import attention_scores
-from ..head_stats import entropy_bits, near_diagonal
+from ..methods.head_stats import entropy_bits, near_diagonal
 from .heads import Heads, Kind
 from .masks import Mask, MaskRule
 

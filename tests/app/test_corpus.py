@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.model.corpus_stats import STATISTICS, sentence_statistics
+from attnviz.model.methods.corpus_stats import STATISTICS, sentence_statistics
 from attnviz.model.pretrained import BertRunner
 
 SENTENCES = [
@@ -232,7 +232,7 @@ def test_the_induction_statistic_on_a_causal_head():
 def test_an_encoder_decoders_cross_attention_gets_its_alignment(client):
     """pronounce reads each sentence alone (its decoder reads its own output): the
     alignment of each cross-attention head is head_metrics' on the same run."""
-    from attnviz.model.analysis import head_metrics
+    from attnviz.model.methods.analysis import head_metrics
 
     texts = ["银行 行走", "read the record", "我们长大了"]
     run = submit(client, model="pronounce", sentences=texts)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.model.geometry import dot_distance_correlation, normalize, project
 from attnviz.model.hooks import hooked
+from attnviz.model.methods.geometry import dot_distance_correlation, normalize, project
 from attnviz.model.pretrained import BertRunner
 
 TEXT = "The animal didn't cross the street because it was too tired."

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnviz.model.analysis import ablate_heads
 from attnviz.model.hooks import hooked
+from attnviz.model.methods.analysis import ablate_heads
 from tests.app.test_generate import PROMPT, post
 
 

@@ -1,4 +1,4 @@
-"""ALTI (model/alti.py) against an independent float64 implementation written from the
+"""ALTI (model/methods/alti.py) against an independent float64 implementation written from the
 paper and the authors' code (harness/references/contributions.py, fed by transformers' own
 modules, with the L1 distance's eps at 0 as ours): MiniLM (post-norm, as BertModel) and
 tiny GPT-2, Llama and Qwen2 decoders (pre-norm). Each block's terms sum back to what the
@@ -13,9 +13,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 
-from attnviz.model.alti import alti, alti_refusal, block_terms, head_values
+from attnviz.model.methods.alti import alti, alti_refusal, block_terms, head_values
+from attnviz.model.methods.value_norms import output_projection
 from attnviz.model.pretrained.bert import BertRunner, package_dir
-from attnviz.model.value_norms import output_projection
 from harness.architectures import build_model
 from harness.checkpoints import PROMPTS, read_back, saved, tiny
 from harness.references.contributions import alti as reference_encoder

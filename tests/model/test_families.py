@@ -109,7 +109,7 @@ def test_value_weighted_norms_decompose_each_projections_output_or_say_why(rows)
 
 def test_most_decoders_residual_streams_are_read_or_say_why(rows):
     """The logit lens, DLA and the contribution graph read a decoder's residual stream
-    (model/lens.py; on transformers' code as its probe finds it): DLA's terms sum to the
+    (model/methods/lens.py; on transformers' code as its probe finds it): DLA's terms sum to the
     logit difference, or the row says why the stream is not read."""
     decoders = [r for r in rows if r.equal and r.kind == "decoder-only"]
     read = [r for r in decoders if not r.stream_reason]

@@ -1,4 +1,4 @@
-"""The contribution graph (model/graph.py) against an independent float64 implementation of
+"""The contribution graph (model/methods/graph.py) against an independent float64 implementation of
 the LLM Transparency Tool's `get_attention_contributions` and graph building
 (harness/references/contributions.py `llm_tt`, `llm_tt_graph`; fed by transformers' own
 modules, without the tool's two known slips: the value bias counted twice, the feed-forward
@@ -13,8 +13,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 
-from attnviz.model.graph import graph, read_shares
-from attnviz.model.lens import read_stream
+from attnviz.model.methods.graph import graph, read_shares
+from attnviz.model.methods.lens import read_stream
 from harness.checkpoints import PROMPTS, read_back, saved, tiny
 from harness.references.contributions import llm_tt, llm_tt_graph
 

@@ -1,4 +1,4 @@
-"""The head statistics are defined once (model/head_stats.py): the lab's metrics and a
+"""The head statistics are defined once (model/methods/head_stats.py): the lab's metrics and a
 corpus's statistics are read from the same table, explained by the same lines, and differ
 only where the table says they do (None or NaN where a statistic does not apply)."""
 
@@ -8,9 +8,9 @@ import math
 
 import torch
 
-from attnviz.model.analysis import METRICS, head_metrics
-from attnviz.model.corpus_stats import STATISTICS, sentence_statistics
-from attnviz.model.head_stats import TABLE, explained
+from attnviz.model.methods.analysis import METRICS, head_metrics
+from attnviz.model.methods.corpus_stats import STATISTICS, sentence_statistics
+from attnviz.model.methods.head_stats import TABLE, explained
 
 
 def weights(heads: int, tq: int, tk: int) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""The logit lens and direct logit attribution (model/lens.py) against TransformerLens 4.3,
+"""The logit lens and direct logit attribution (model/methods/lens.py) against TransformerLens 4.3,
 run in its own environment (`make ref-env`: .venv/ref) by harness/references/lens.py on the
 same checkpoint: a GPT-2-shaped (LayerNorm, learned positions, biases) and a Llama-shaped
 (RMSNorm, grouped-query attention) tiny random model, their norms' gains randomized so
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.model.lens import attribute, lens_logits, read_stream
+from attnviz.model.methods.lens import attribute, lens_logits, read_stream
 from harness.checkpoints import PROMPTS, read_back, saved, tiny
 from harness.references import PYTHON
 

@@ -12,9 +12,9 @@ import os
 import pytest
 import torch
 
-from attnviz.model.analysis import head_metrics
 from attnviz.model.long import LongCapture, MaskRule, edges
 from attnviz.model.masks import decoder_mask, padding_mask
+from attnviz.model.methods.analysis import head_metrics
 from attnviz.model.pretrained.hf import load_folder
 from harness.checkpoints import VOCAB, saved, tiny
 

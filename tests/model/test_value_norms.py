@@ -16,8 +16,8 @@ import torch
 
 from attnviz.model.long import LongCapture, ValueWeighted
 from attnviz.model.long import heads_of as heads_of_capture
+from attnviz.model.methods.value_norms import layer_norms, layer_value_norms, value_norms
 from attnviz.model.pretrained.bert import BertRunner, package_dir
-from attnviz.model.value_norms import layer_norms, layer_value_norms, value_norms
 from harness.checkpoints import PROMPTS, VOCAB, read_back, saved, tiny
 
 

@@ -41,7 +41,7 @@ async function draw({ ctx, t, out, base }) {
   const rows = r.rows.filter((row) => row.type === state.type);
   const metric = el("select", { id: "lab-metric" });
   // the metrics' names and what they mean in the page's language: the API's explain
-  // (model/head_stats.py, English) where this module has no translation
+  // (model/methods/head_stats.py, English) where this module has no translation
   const named = (name) => t(`metric_${name}`);
   const meaning = (name) => {
     const translated = t(`metric_${name}_explain`);

@@ -14,7 +14,7 @@ model/hf/stream.py), and checks that they add up.
   `apply_ln_to_stack`): with the final norm's scale at the position held at what the
   model computed (the norm is then linear: c ↦ g ⊙ centre(c) / s, plus its bias), every
   term of the stream is projected on W_U[a] − W_U[b]. A head's term is its output at the
-  position, Σ_j α_hij f_h(x_j) (model/value_norms.py's f_h). The terms (embeddings, every
+  position, Σ_j α_hij f_h(x_j) (model/methods/value_norms.py's f_h). The terms (embeddings, every
   head, every attention's output bias, every feed-forward block, and the norm's and the
   unembedding's biases) sum to logit[a] − logit[b].
 """
@@ -27,9 +27,9 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
-from .attention_types import AttentionSpec
-from .hooks import Capture, Recorder
-from .served import FinalNorm, ServedModel
+from ..attention_types import AttentionSpec
+from ..hooks import Capture, Recorder
+from ..served import FinalNorm, ServedModel
 from .value_norms import output_projection
 
 # how far the stream's terms may be from what the next layer reads, relative to its size

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from ..hooks import HookFn
 from .head_stats import TABLE, Weights, per_head
-from .hooks import HookFn
 
 if TYPE_CHECKING:
-    from .runner import AttentionSpec, RunResult
+    from ..attention_types import AttentionSpec
+    from ..runner import RunResult
 
 
 def without_scaling(head_dim: int) -> HookFn:

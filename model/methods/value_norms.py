@@ -14,9 +14,9 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
-from .attention_types import AttentionSpec
-from .hooks import Capture
-from .served import ServedModel
+from ..attention_types import AttentionSpec
+from ..hooks import Capture
+from ..served import ServedModel
 
 
 def check_heads(v: Tensor, wo: Tensor, heads: int) -> None:

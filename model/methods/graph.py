@@ -8,7 +8,7 @@ In a pre-norm decoder's layer, token i's residual after attention is a sum of pa
 
     r_mid_i = r_pre_i + Σ_j Σ_h α_hij f_h(x_j) + b_O
 
-(f_h as in model/value_norms.py; the bias is in the whole, in no part), and after the
+(f_h as in model/methods/value_norms.py; the bias is in the whole, in no part), and after the
 feed-forward block r_post_i = r_mid_i + ffn_i. Each part p's share of its whole w is
 max(‖w‖₁ − ‖w − p‖₁, 1e-5) over the sum of all the parts' (as the tool computes it; a
 later token's zero part keeps 1e-5). The graph's nodes are each token's residual at each
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .attention_types import AttentionSpec
-from .hooks import Capture
+from ..attention_types import AttentionSpec
+from ..hooks import Capture
+from ..served import ServedModel
 from .lens import Stream
-from .served import ServedModel
 from .value_norms import head_values, output_projection
 
 FLOOR = 1e-5  # the least share a part keeps (the tool's clip)
@@ -99,7 +99,7 @@ def feed_forward_shares(y: Tensor, ffn: Tensor) -> tuple[Tensor, Tensor]:
 def read_shares(
     model: ServedModel, stream: Stream, capture: Capture, spec: AttentionSpec
 ) -> Shares:
-    """Every layer's shares, from a pass's residual stream (model/lens.py `read_stream`) and
+    """Every layer's shares, from a pass's residual stream (model/methods/lens.py `read_stream`) and
     the capture of the same input (its weights and value vectors)."""
     if stream.parallel:
         raise ValueError(

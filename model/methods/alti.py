@@ -4,7 +4,7 @@ attention block — its heads, the residual and (after a post-norm block) the la
 included — and the composition of those contributions over the layers.
 
 For one layer, with x its input and f_h(x_j) = v_j^h W_O^h the value vector through head
-h's slice of the output projection (model/value_norms.py), token i's output is a sum over
+h's slice of the output projection (model/methods/value_norms.py), token i's output is a sum over
 the tokens j:
 
     y_i = Σ_j T_i(x_j) + b_O,    T_i(x_j) = Σ_h α_hij f_h(x_j) + δ_ij x_i
@@ -31,9 +31,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .attention_types import AttentionSpec
-from .hooks import Recorder
-from .served import ServedModel
+from ..attention_types import AttentionSpec
+from ..hooks import Recorder
+from ..served import ServedModel
 from .value_norms import head_values, output_projection
 
 ROW_BLOCK = 2_400_000  # the entries (keys × rows × width) of the terms held at once
