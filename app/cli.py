@@ -11,7 +11,7 @@ import uvicorn
 from attnviz.model.pronounce.pronouncer import SHIPPED
 from attnviz.model.pronounce.train import TrainConfig
 
-from .logs import log_config
+from .edge.logs import log_config
 from .settings import Settings
 
 

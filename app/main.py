@@ -18,20 +18,20 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from attnviz.model.runtime import keep_freed_memory, set_threads
 
-from .clients import ClientBudget, Clients
+from .catalog.zoo import Zoo, import_plugins, load_zoo
 from .corpus.corpora import read_shipped
 from .corpus.jobs import CorpusRuns
+from .edge.clients import ClientBudget, Clients
+from .edge.limits import BodyLimit
+from .edge.logs import AccessLog
+from .edge.routes import corpus, figures, generate, inference, lab, models, pages
+from .edge.routes.deps import BODY_ERRORS
 from .errors import AttnvizError
-from .limits import BodyLimit
-from .logs import AccessLog
-from .long_metrics import stop_all
-from .routes import corpus, figures, generate, inference, lab, models, pages
-from .routes.deps import BODY_ERRORS
-from .runs import Inference, tensor_threads, text_limit
-from .schemas import Health
+from .payloads.schemas import Health
+from .payloads.text import document_text_limit
+from .runs.inference import Inference, tensor_threads, text_limit
+from .runs.long_metrics import stop_all
 from .settings import Settings
-from .text import document_text_limit
-from .zoo import Zoo, import_plugins, load_zoo
 
 
 @asynccontextmanager

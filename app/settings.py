@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     plugins: list[str] = Field(
         [],
         description="Python modules imported when the app is made (JSON list); each may "
-        "register model families (attnviz.app.zoo.register) or lab experiments "
+        "register model families (attnviz.app.catalog.zoo.register) or lab experiments "
         "(attnviz.app.lab.register).",
     )
     default_model: str = Field(

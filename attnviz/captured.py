@@ -93,7 +93,7 @@ class Captured:
 def kind_of(model: Any, tokenizer: Any = None) -> Literal["id", "path", "memory"]:
     """What `model` is: a shipped model's id, a path the server reads, or a transformers
     model in memory (with its tokenizer); a TypeError that says what it takes otherwise."""
-    from .app.zoo import REGISTRY
+    from .app.catalog.zoo import REGISTRY
 
     if isinstance(model, str | Path):
         if tokenizer is not None:
@@ -116,8 +116,8 @@ def memory_name(model: Any) -> str:
 def load(model: Any, tokenizer: Any = None) -> tuple[Any, str]:
     """A runner and its name: a shipped model's id, a path the server reads, or a
     transformers model in memory with its tokenizer."""
+    from .app.catalog.zoo import REGISTRY
     from .app.settings import Settings
-    from .app.zoo import REGISTRY
     from .model.hf.memory import from_memory
     from .model.pretrained.sources import load_origin
 

@@ -28,9 +28,9 @@ import anywidget
 import torch
 import traitlets
 
-from .app.limits import receiving
+from .app.catalog.zoo import Zoo, load_zoo, own_entry
+from .app.edge.limits import receiving
 from .app.settings import Settings
-from .app.zoo import Zoo, load_zoo, own_entry
 from .captured import kind_of, memory_name
 from .model.pretrained.sources import Origin, load_origin
 

@@ -26,8 +26,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from attnviz.app.catalog.zoo import load_zoo
 from attnviz.app.settings import Settings
-from attnviz.app.zoo import load_zoo
 from attnviz.model.pretrained.bert import package_dir
 from harness.serving import start_server
 

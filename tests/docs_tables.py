@@ -56,7 +56,7 @@ def experiments_table() -> str:
 def families_table() -> str:
     """Every family of the registry (plugins' included): its id, title, the languages it
     reads, whether an untrained twin is served beside it, and its description."""
-    from attnviz.app.zoo import REGISTRY
+    from attnviz.app.catalog.zoo import REGISTRY
 
     lines = ["| id | title | reads | twin | what |", "| --- | --- | --- | --- | --- |"]
     for f in REGISTRY.values():

@@ -97,3 +97,31 @@ def test_the_walk_finds_a_circle():
     """The check itself: a circle of three, and one through a package's __init__."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "p": {"p.x"}, "p.x": {"p"}}
     assert circles(graph) == [["a", "b", "c"], ["p", "p.x"]]
+
+
+# app/'s layers, top first: a module imports only from its own layer and those after it
+APP_LAYERS = (
+    ("main", "cli"),
+    ("edge",),
+    ("head_views",),
+    ("corpus",),
+    ("lab",),
+    ("runs",),
+    ("catalog",),
+    ("payloads",),
+    ("errors", "settings", "request", "version"),
+)
+
+
+def test_app_layers_import_downward():
+    rank = {name: i for i, names in enumerate(APP_LAYERS) for name in names}
+    known = modules()
+    upward = []
+    for name, path in known.items():
+        if not name.startswith("attnviz.app."):
+            continue
+        here = rank[name.split(".")[2]]
+        for target in imports(name, path, known):
+            if target.startswith("attnviz.app.") and rank[target.split(".")[2]] < here:
+                upward.append(f"{name} -> {target}")
+    assert upward == []

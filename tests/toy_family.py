@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from attnviz.app.zoo import Family, register
+from attnviz.app.catalog.zoo import Family, register
 from attnviz.model.config import ModelConfig
 from attnviz.model.runner import Capabilities, RunnerBase, RunResult, untrained
 

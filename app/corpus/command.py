@@ -22,7 +22,7 @@ from .corpora import read_lines
 def entry_of(model: str, settings: Settings):
     """The model's entry, the rest of the zoo left unloaded (a model of yours is read
     only when run)."""
-    from ..zoo import REGISTRY, load_zoo
+    from ..catalog.zoo import REGISTRY, load_zoo
 
     family = model.removesuffix("-untrained")
     chosen = [family] if family in REGISTRY else ["pronounce"]

@@ -13,7 +13,7 @@ from attnviz.model.attention_types import AttentionSpec
 from attnviz.model.methods.corpus_stats import sentence_statistics
 from attnviz.model.runtime import TakeTurns
 
-from ..zoo import ModelEntry
+from ..catalog.zoo import ModelEntry
 
 LOG = logging.getLogger("attnviz")
 BATCH = 16  # sentences of one token length run in one pass, at most

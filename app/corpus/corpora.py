@@ -78,8 +78,8 @@ def read_lines(body: bytes, max_sentences: int, max_chars: int) -> list[str]:
     character, or is longer than a text may be, or where there are too many or none."""
     import re
 
-    from ..runs import reading_form
-    from ..text import CONTROL
+    from ..payloads.text import CONTROL
+    from ..runs.inference import reading_form
 
     if body.startswith(b"\xef\xbb\xbf"):
         body = body[3:]

@@ -23,9 +23,9 @@ import torch
 from attnviz.model.methods.corpus_stats import STATISTICS
 from attnviz.model.runtime import lower_priority
 
+from ..catalog.zoo import ModelEntry
 from ..errors import Busy, CannotServe, NotAllowed, NotFound, OverClientLimit
-from ..runs import Inference
-from ..zoo import ModelEntry
+from ..runs.inference import Inference
 from . import compute
 
 LOG = logging.getLogger("attnviz")

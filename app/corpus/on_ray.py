@@ -25,8 +25,8 @@ class Worker:
     """A Ray Data map_batches worker: one model, loaded once, over many batches."""
 
     def __init__(self, model: str, settings: dict) -> None:
+        from ..catalog.zoo import REGISTRY, load_zoo
         from ..settings import Settings
-        from ..zoo import REGISTRY, load_zoo
 
         family = model.removesuffix("-untrained")
         own = {model: settings["models"][model]} if model in settings.get("models", {}) else {}

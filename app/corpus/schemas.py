@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, StrictInt, model_validator
 
 from ..lab.schemas import HeadRef
-from ..schemas import Strict, _integral
-from ..text import Text
+from ..payloads.schemas import Strict, _integral
+from ..payloads.text import Text
 from .corpora import SHIPPED
 
 # a count of sentences: a whole number however JSON writes it, 1 or more

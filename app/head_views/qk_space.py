@@ -16,7 +16,7 @@ from attnviz.model.methods.geometry import dot_distance_correlation, normalize, 
 from ..corpus.jobs import CorpusRuns, HeadKey
 from ..errors import Busy, CannotServe
 from ..lab.context import LabContext
-from ..runs import read_text
+from ..runs.inference import read_text
 
 WARMING = 20  # seconds a client is told to wait while a projection warms up
 TEXTS_CHARS = 8  # the further sentences' characters, in all, in text lengths

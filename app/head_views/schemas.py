@@ -8,8 +8,8 @@ from typing import Literal
 from pydantic import Field
 
 from ..lab.schemas import HeadRequest
-from ..schemas import Index, Strict, Whole
-from ..text import Text
+from ..payloads.schemas import Index, Strict, Whole
+from ..payloads.text import Text
 
 
 class NeuronRequest(HeadRequest):

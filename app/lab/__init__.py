@@ -20,10 +20,10 @@ from pydantic import BaseModel
 
 import attnviz.app.lab.schemas as s
 
+from ..catalog.zoo import ModelEntry
 from ..errors import CannotServe
-from ..runs import Inference
-from ..schemas import TextRequest
-from ..zoo import ModelEntry
+from ..payloads.schemas import TextRequest
+from ..runs.inference import Inference
 from .ablation import ablation
 from .alti import AltiRequest, AltiResponse, alti
 from .compare import compare

@@ -15,8 +15,8 @@ from attnviz.model.methods.analysis import rollout as rollout_of
 from attnviz.model.runner import model_inputs
 
 from ..errors import CannotServe
-from ..schemas import AttentionType, Index, TextRequest
-from ..wire import encode
+from ..payloads.schemas import AttentionType, Index, TextRequest
+from ..payloads.wire import encode
 from .context import LabContext
 
 

@@ -8,7 +8,7 @@ import torch
 
 import attnviz.app.lab.schemas as s
 
-from ..wire import encode
+from ..payloads.wire import encode
 from .context import LabContext
 
 

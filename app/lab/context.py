@@ -15,10 +15,10 @@ from attnviz.model.long import LongCapture
 from attnviz.model.long.reading import LONG_FROM
 from attnviz.model.runner import RunResult, generating, model_inputs
 
+from ..catalog.zoo import ModelEntry
 from ..errors import CannotServe
-from ..runs import Inference
-from ..service import tokens_of
-from ..zoo import ModelEntry
+from ..runs.answers import tokens_of
+from ..runs.inference import Inference
 
 
 class LabContext:

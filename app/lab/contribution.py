@@ -16,7 +16,7 @@ import attnviz.app.lab.schemas as s
 from attnviz.model.methods.value_norms import layer_norms
 
 from ..errors import CannotServe
-from ..schemas import AttentionType
+from ..payloads.schemas import AttentionType
 from .context import LabContext
 
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from attnviz.model.methods.lens import attribute
 
 from ..errors import CannotServe
-from ..schemas import Index, TextRequest, TokenId
+from ..payloads.schemas import Index, TextRequest, TokenId
 from .context import LabContext
 from .lens import Guess, guesser, position_of, stream_of
 

@@ -16,7 +16,7 @@ from attnviz.model.methods.graph import graph as graph_of
 from attnviz.model.methods.graph import read_shares
 
 from ..errors import CannotServe
-from ..schemas import Index, TextRequest
+from ..payloads.schemas import Index, TextRequest
 from .context import LabContext
 from .lens import position_of, stream_of
 

@@ -19,7 +19,7 @@ from attnviz.model.methods.analysis import ablate_heads
 from attnviz.model.runner import generating
 
 from ..errors import CannotServe
-from ..wire import encode
+from ..payloads.wire import encode
 from .context import LabContext
 
 SHOWN_PATTERNS = 5  # the top heads whose weights on the sequence the answer carries

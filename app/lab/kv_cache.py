@@ -14,7 +14,7 @@ from attnviz.model.runner import generating, stepwise
 from attnviz.model.served import DecoderCache
 
 from ..errors import CannotServe
-from ..wire import BYTES_PER_ENTRY, encode
+from ..payloads.wire import BYTES_PER_ENTRY, encode
 from .context import LabContext
 
 MAX_STEPS = 64

@@ -16,8 +16,8 @@ from attnviz.model.methods.lens import Stream, lens_logits, read_stream
 from attnviz.model.runner import model_inputs
 
 from ..errors import CannotServe
-from ..schemas import Index, TextRequest
-from ..service import raw_piece
+from ..payloads.schemas import Index, TextRequest
+from ..runs.answers import raw_piece
 from .context import LabContext
 
 

@@ -10,8 +10,8 @@ from attnviz.model.masks import pad_batch, padding_mask, same_piece
 from attnviz.model.methods.analysis import without_mask
 
 from ..errors import CannotServe
-from ..runs import read_text, text_limit
-from ..wire import encode
+from ..payloads.wire import encode
+from ..runs.inference import read_text, text_limit
 from .context import LabContext
 
 

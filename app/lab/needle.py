@@ -20,8 +20,8 @@ from attnviz.model.long import edges
 from attnviz.model.runner import generating
 
 from ..errors import CannotServe
-from ..progress import ProgressBoard
-from ..runs import stop_if_cancelled
+from ..runs.inference import stop_if_cancelled
+from ..runs.progress import ProgressBoard
 from .context import LabContext
 from .induction import without
 

@@ -8,7 +8,7 @@ import attnviz.app.lab.schemas as s
 from attnviz.model.methods.analysis import permuted, without_positions
 
 from ..errors import CannotServe
-from ..wire import encode
+from ..payloads.wire import encode
 from .context import LabContext
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attnviz.app.lab.schemas as s
 from attnviz.model.methods.analysis import rollout as rollout_of
 
-from ..wire import encode
+from ..payloads.wire import encode
 from .context import LabContext
 
 ASSUMES = (

@@ -8,7 +8,7 @@ import torch
 import attnviz.app.lab.schemas as s
 from attnviz.model.methods.analysis import focus
 
-from ..wire import encode
+from ..payloads.wire import encode
 from .context import LabContext
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, StrictFloat
 
-from ..schemas import AttentionType, Deferred, Index, Strict, TextRequest
-from ..text import Text
+from ..payloads.schemas import AttentionType, Deferred, Index, Strict, TextRequest
+from ..payloads.text import Text
 
 Matrix = list[list[float]]
 

@@ -1,7 +1,7 @@
 // The status line and the output panel: the input's tokens, what the model made of them,
 // and what went wrong.
 import { ApiError } from "./api.js";
-import { OUTPUTS } from "./outputs.js";
+import { OUTPUTS } from "./output-kinds.js";
 import { continues, elements, modelInfo, page, promptOf, setStatus, t } from "./page.js";
 import { purge } from "./plots.js";
 
@@ -80,7 +80,7 @@ export function showTokens() {
   elements.source.classList.toggle("collapsed", long);
   elements.moreTokens.hidden = !long;
   elements.moreTokens.textContent = t("more_tokens").replace("{n}", tokens.length);
-  // what the model made of it, as its output kind shows it (outputs.js)
+  // what the model made of it, as its output kind shows it (output-kinds.js)
   const info = modelInfo();
   const shown = OUTPUTS[info.output] ?? OUTPUTS.transcription; // (a kind it does not know: the text)
   elements.output.replaceChildren(...shown(analysis, t, info));

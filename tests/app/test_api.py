@@ -15,9 +15,9 @@ import torch
 from fastapi.testclient import TestClient
 
 from attnviz.app.main import create_app
-from attnviz.app.schemas import AttentionResponse, Block
+from attnviz.app.payloads.schemas import AttentionResponse, Block
+from attnviz.app.payloads.wire import attention_json, encode
 from attnviz.app.settings import Settings
-from attnviz.app.wire import attention_json, encode
 from attnviz.model.positional import sinusoidal_table
 from attnviz.model.runtime import usable_cpus
 

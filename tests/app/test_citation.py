@@ -31,8 +31,8 @@ def test_the_hash_is_the_documented_one_of_the_served_weights(client):
     """weights_sha256 as its schema states it (every tensor of the float32 state in name
     order, its name then its bytes), recomputed here from the checkpoint's own file: the
     same numbers the server computes with (MiniLM's weights are float32 on disk)."""
+    from attnviz.app.catalog.zoo import REGISTRY
     from attnviz.app.settings import Settings
-    from attnviz.app.zoo import REGISTRY
 
     served = REGISTRY["minilm"].load(Settings()).model.state_dict()
     on_disk = load_file(str(package_dir() / "model.safetensors"))
@@ -51,10 +51,10 @@ def test_the_hash_is_the_documented_one_of_the_served_weights(client):
 
 def test_a_model_from_the_hugging_face_cache_is_cited_by_repo_id_and_revision():
     """Never a path of the server's disk: the repo id as given and the snapshot's revision
-    (app/routes/models.py `source_of`, from where model/pretrained/sources.py read it)."""
+    (app/edge/routes/models.py `source_of`, from where model/pretrained/sources.py read it)."""
     from types import SimpleNamespace
 
-    from attnviz.app.routes.models import source_of
+    from attnviz.app.edge.routes.models import source_of
     from attnviz.model.pretrained.sources import CACHED, Origin
 
     snapshot = "/srv/hf/hub/models--org--tiny/snapshots/0123456789abcdef0123456789abcdef01234567"

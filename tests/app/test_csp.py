@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
-from attnviz.app.routes.pages import ROOT
+from attnviz.app.edge.routes.pages import ROOT
 
 
 def policy(response) -> dict[str, list[str]]:

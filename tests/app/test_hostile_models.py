@@ -17,7 +17,7 @@ import httpx2
 import pytest
 from gguf.scripts.gguf_new_metadata import MetadataDetails, copy_with_new_metadata
 
-from attnviz.app.own import own_models
+from attnviz.app.catalog.yours import own_models
 from attnviz.app.settings import Settings
 from attnviz.model.pretrained.llama import smollm2_path
 from harness.checkpoints import VOCAB, saved, tiny, write_gguf

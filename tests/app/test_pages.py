@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from attnviz.app.routes.pages import CARTESIAN_JS, COMPILE_HINT, PLOTLY_JS, ROOT
+from attnviz.app.edge.routes.pages import CARTESIAN_JS, COMPILE_HINT, PLOTLY_JS, ROOT
 
 
 def test_the_page_boots_from_json_and_same_origin_scripts(client):

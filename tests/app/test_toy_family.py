@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.app.zoo import REGISTRY
+from attnviz.app.catalog.zoo import REGISTRY
 
 from .conftest import with_plugin
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from attnviz.app.catalog.zoo import load_zoo
 from attnviz.app.settings import Settings
-from attnviz.app.zoo import load_zoo
 from attnviz.model import load_checkpoint, save_checkpoint
 from attnviz.model.checkpoints import CheckpointError
 from attnviz.model.pretrained.causal import _loaded

@@ -1,6 +1,6 @@
 """Generation: what a request to continue a prompt is and answers (its schemas), and
 `Generation`, one request's prompt read and checked with its steps as they come. The
-routes (app/routes/generate.py) answer it whole or stream it."""
+routes (app/edge/routes/generate.py) answer it whole or stream it."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from pydantic import BaseModel, Field, StrictFloat
 from attnviz.model.pretrained.causal import Sampling, Step
 from attnviz.model.runner import generating
 
-from .errors import CannotServe
-from .runs import Inference, read_text, stop_if_cancelled, text_limit
-from .schemas import Alternative, NewTokens, TextRequest, Whole
-from .service import raw_piece
-from .zoo import ModelEntry
+from ..catalog.zoo import ModelEntry
+from ..errors import CannotServe
+from ..payloads.schemas import Alternative, NewTokens, TextRequest, Whole
+from .answers import raw_piece
+from .inference import Inference, read_text, stop_if_cancelled, text_limit
 
 log = logging.getLogger("attnviz.generate")
 

@@ -30,8 +30,8 @@ from attnviz.model.runner import Runner, RunnerBase
 from attnviz.model.runtime import release_free_memory
 from attnviz.model.transformer import Transformer
 
-from .errors import Unavailable
-from .settings import Settings
+from ..errors import Unavailable
+from ..settings import Settings
 
 LOG = logging.getLogger("attnviz")
 # the loaded runners' instance attributes the app reads (CausalLM's and BertRunner's)

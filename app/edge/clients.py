@@ -6,7 +6,6 @@ for itself, not for everyone else."""
 
 from __future__ import annotations
 
-import contextvars
 import ipaddress
 import json
 import math
@@ -16,8 +15,7 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-# the client of the request being served (its address; `Clients.key`)
-CLIENT: contextvars.ContextVar[str] = contextvars.ContextVar("attnviz_client", default="")
+from ..request import CLIENT
 
 # A request's cost against the per-minute budget: what it makes the server do, roughly in
 # model runs. A plain GET (a run's progress, the model list) costs 1.

@@ -24,10 +24,10 @@ from attnviz.model.long import HeadStats, LayerAttention, LongCapture
 from attnviz.model.methods.analysis import role_of
 from attnviz.model.runner import RunResult
 
-from .clients import CLIENT
-from .runs import Inference
-from .schemas import HeadSummary
-from .zoo import ModelEntry
+from ..catalog.zoo import ModelEntry
+from ..payloads.schemas import HeadSummary
+from ..request import CLIENT
+from .inference import Inference
 
 LOG = logging.getLogger(__name__)
 BACKGROUND = "(head metrics)"  # the client name its work is queued under

@@ -7,8 +7,8 @@ import torch
 
 from attnviz.model.positional import NO_POSITIONS_FORMULA
 
-from .errors import CannotServe
-from .zoo import ModelEntry
+from ..catalog.zoo import ModelEntry
+from ..errors import CannotServe
 
 
 def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:

@@ -14,11 +14,11 @@ from pydantic import BaseModel, Field
 
 from attnviz.model.pretrained.causal import Step
 
-from ..errors import AttnvizError, NotFound
-from ..generation import GeneratedStep, GenerateRequest, GenerateResponse, Generation
+from ...errors import AttnvizError, NotFound
+from ...payloads.schemas import Strict
+from ...runs.generation import GeneratedStep, GenerateRequest, GenerateResponse, Generation
+from ...runs.inference import stop_if_cancelled
 from ..logs import REQUEST_ID
-from ..runs import stop_if_cancelled
-from ..schemas import Strict
 from .deps import ERRORS, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1", tags=["generation"])

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from attnviz.model.outputs import output_of
 from attnviz.model.runner import masking
 
-from ..info import (
+from ...catalog.info import (
     AttentionInfo,
     CapabilitiesInfo,
     Citation,
@@ -23,13 +23,13 @@ from ..info import (
     PositionalResponse,
     RefusedModel,
 )
-from ..lab import available
-from ..own import OwnRunner
-from ..positional import positional_table
-from ..runs import Inference, text_limit
-from ..version import VERSION
-from ..wire import BYTES_PER_ENTRY, json_with_arrays
-from ..zoo import REGISTRY, ModelEntry
+from ...catalog.yours import OwnRunner
+from ...catalog.zoo import REGISTRY, ModelEntry
+from ...lab import available
+from ...payloads.wire import BYTES_PER_ENTRY, json_with_arrays
+from ...runs.inference import Inference, text_limit
+from ...runs.positional import positional_table
+from ...version import VERSION
 from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1/models", tags=["models"])

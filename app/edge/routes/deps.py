@@ -10,9 +10,9 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Depends, Request, Response
 from pydantic import BaseModel, TypeAdapter
 
-from ..runs import Inference
-from ..schemas import ErrorMessage
-from ..wire import json_with_arrays
+from ...payloads.schemas import ErrorMessage
+from ...payloads.wire import json_with_arrays
+from ...runs.inference import Inference
 
 T = TypeVar("T")
 

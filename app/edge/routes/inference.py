@@ -8,8 +8,8 @@ from attnviz.model.long import LongCapture
 from attnviz.model.methods.analysis import cosine
 from attnviz.model.runner import RunResult, generating, masking
 
-from ..long_metrics import long_summaries
-from ..schemas import (
+from ...catalog.zoo import ModelEntry
+from ...payloads.schemas import (
     Alternative,
     AnalyzeRequest,
     AnalyzeResponse,
@@ -21,9 +21,9 @@ from ..schemas import (
     Piece,
     RunProgressInfo,
 )
-from ..service import attention_blocks, export_npz, raw_piece, summaries
-from ..wire import attention_json
-from ..zoo import ModelEntry
+from ...payloads.wire import attention_json
+from ...runs.answers import attention_blocks, export_npz, raw_piece, summaries
+from ...runs.long_metrics import long_summaries
 from .deps import BODY_ERRORS, ERRORS, NOT_STARTED, InferenceDep, on_tensor_thread
 
 router = APIRouter(prefix="/api/v1", tags=["attention"])

@@ -18,14 +18,14 @@ from starlette.concurrency import run_in_threadpool
 
 from attnviz.model.methods.corpus_stats import STATISTICS, corpus_means
 
-from ..clients import CLIENT
-from ..corpus import npz
-from ..corpus import schemas as s
-from ..corpus.corpora import SHIPPED, read_lines, shipped_sentences
-from ..corpus.jobs import CorpusRuns, HeadKey, Job
-from ..lab.schemas import HeadRef
-from ..runs import read_text
-from ..schemas import ErrorMessage
+from ...corpus import npz
+from ...corpus import schemas as s
+from ...corpus.corpora import SHIPPED, read_lines, shipped_sentences
+from ...corpus.jobs import CorpusRuns, HeadKey, Job
+from ...lab.schemas import HeadRef
+from ...payloads.schemas import ErrorMessage
+from ...request import CLIENT
+from ...runs.inference import read_text
 from .deps import ERRORS, QUERY_ERRORS, InferenceDep
 
 router = APIRouter(prefix="/api/v1", tags=["corpus"])

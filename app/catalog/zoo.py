@@ -26,9 +26,9 @@ from attnviz.model.pronounce.pronouncer import Pronouncer
 from attnviz.model.runner import Runner, masking, untrained
 from attnviz.model.transformer import Transformer
 
+from ..settings import Settings
 from .info import StartHead
-from .own import OwnRunner, own_models
-from .settings import Settings
+from .yours import OwnRunner, own_models
 
 LOG = logging.getLogger("attnviz")
 
@@ -167,7 +167,7 @@ class ModelEntry:
 
     def loaded_runner(self) -> Runner:
         """The runner with its weights, held by the caller for a whole request (a model of
-        yours is read now if it is not: see app/own.py)."""
+        yours is read now if it is not: see app/catalog/yours.py)."""
         return self.runner.runner() if isinstance(self.runner, OwnRunner) else self.runner
 
     def attention_types(self) -> list[str]:

@@ -15,8 +15,7 @@ from torch import Tensor, nn
 
 from attnviz.model.hooks import HookedModule, hooked
 
-from .clients import CLIENT
-from .logs import CURRENT_REQUEST
+from ..request import CLIENT, CURRENT_REQUEST
 
 KEPT = 256  # runs remembered (the oldest forgotten first)
 

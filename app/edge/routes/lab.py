@@ -3,8 +3,8 @@ included: app/lab), and the views inside a head (app/head_views)."""
 
 from fastapi import APIRouter
 
-from ..head_views import HEAD_VIEWS
-from ..lab import EXPERIMENTS, LabRoute
+from ...head_views import HEAD_VIEWS
+from ...lab import EXPERIMENTS, LabRoute
 from .deps import ERRORS, InferenceDep, on_tensor_thread
 
 

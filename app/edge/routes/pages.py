@@ -19,7 +19,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from .deps import InferenceDep
 from .models import model_infos, refused_infos
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # plotly.js's cartesian bundle (heatmap and scatter, the traces the page draws: 1.5 MB
 # against the full bundle's 4.8 MB, a third of the compile before the first heatmap), from
 # the npm package pinned in package.json; the full bundle of the Python plotly package

@@ -1,5 +1,6 @@
 """From a captured run to a payload: head summaries, matrices in the requested encoding,
-exports. (The runs themselves: app/runs.py; the positional view's table: app/positional.py.)"""
+exports. (The runs themselves: app/runs/inference.py; the positional view's table:
+app/runs/positional.py.)"""
 
 from __future__ import annotations
 
@@ -19,15 +20,15 @@ from attnviz.model.methods.analysis import head_metrics, head_roles, layer_weigh
 from attnviz.model.methods.value_norms import layer_norms, layer_value_norms
 from attnviz.model.runner import Runner, RunResult
 
-from .errors import CannotServe
-from .runs import stop_if_cancelled
-from .schemas import (
+from ..catalog.zoo import ModelEntry
+from ..errors import CannotServe
+from ..payloads.schemas import (
     AttentionRequest,
     Block,
     HeadSummary,
 )
-from .wire import BYTES_PER_ENTRY, encode
-from .zoo import ModelEntry
+from ..payloads.wire import BYTES_PER_ENTRY, encode
+from .inference import stop_if_cancelled
 
 
 def raw_piece(runner: Runner, shown: Callable[[int], str]) -> Callable[[int], str]:

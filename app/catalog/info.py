@@ -11,7 +11,7 @@ from attnviz.model.attention_types import Side
 from attnviz.model.outputs import OutputKind
 from attnviz.model.runner import TokenUnit
 
-from .schemas import AttentionType, HeadRole
+from ..payloads.schemas import AttentionType, HeadRole
 
 
 class AttentionInfo(BaseModel):

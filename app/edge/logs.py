@@ -7,16 +7,14 @@ import logging
 import re
 import time
 import uuid
-from contextvars import ContextVar
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..request import CURRENT_REQUEST
+
 ACCESS = logging.getLogger("attnviz.access")
 REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
-# the id the client gave the request being served, if any (its work on other threads
-# copies the context)
-CURRENT_REQUEST: ContextVar[str | None] = ContextVar("attnviz_request", default=None)
 _RECORD_FIELDS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 

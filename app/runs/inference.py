@@ -25,12 +25,12 @@ from attnviz.model.long import LongCapture
 from attnviz.model.runner import RunResult, generating
 from attnviz.model.runtime import lower_priority, release_free_memory
 
-from .clients import CLIENT
-from .errors import Busy, CannotServe, NotFound
+from ..catalog.zoo import ModelEntry, Zoo
+from ..errors import Busy, CannotServe, NotFound
+from ..payloads.text import INVISIBLE
+from ..request import CLIENT
+from ..settings import Settings
 from .progress import ProgressBoard, Stops
-from .settings import Settings
-from .text import INVISIBLE
-from .zoo import ModelEntry, Zoo
 
 log = logging.getLogger(__name__)
 

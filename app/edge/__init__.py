@@ -1,0 +1,1 @@
+"""The HTTP edge: the routes, the body limit, each client's share and the access log."""
