@@ -111,7 +111,7 @@ test:
 # loads them instead of compiling them for about 25 s.
 NUMBA_STAMP := $(VENV)/.numba-cached
 $(NUMBA_STAMP): $(STAMP)
-	$(BIN)/python -c "from attnviz.model.geometry import warm_up; warm_up('umap')"
+	$(BIN)/python -c "from attnviz.model.methods.geometry import warm_up; warm_up('umap')"
 	touch $@
 
 numba-cache: $(NUMBA_STAMP)

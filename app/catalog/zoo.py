@@ -4,7 +4,6 @@ the lifespan and shared by every request. Adding a family is its runner module a
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib
 import importlib.metadata
@@ -133,28 +132,6 @@ class ModelEntry:
         if runner is None:
             return True
         return any(alti_refusal(runner.model, spec) is None for spec in self.specs.values())
-
-    @property
-    def features(self) -> frozenset[str]:
-        """What the model has and can do, as the lab's experiments name their needs: its
-        capabilities that hold, "encoder", "decoder", "positions" (an encoding that can
-        be switched off), "cached_decoding", "value_norms", "residual_stream",
-        "serial_blocks" and "alti"."""
-        cfg = self.config
-        flags = dataclasses.asdict(self.runner.capabilities) | {
-            "value_norms": self.value_norms,
-            "residual_stream": self.residual_stream,
-            "alti": self.alti,
-            "serial_blocks": self.serial_blocks,
-            "encoder": cfg.has_encoder,
-            "decoder": cfg.has_decoder,
-            # (T5's relative bias: switched off at hook_pos too)
-            "positions": cfg.positional in ("sinusoidal", "learned", "rotary", "relative"),
-            # decodes through a KV cache: an encoder-decoder's pieces or a generating model
-            "cached_decoding": self.runner.capabilities.kv_cache
-            or self.runner.capabilities.generation,
-        }
-        return frozenset(name for name, on in flags.items() if on)
 
     def __post_init__(self) -> None:
         if self.start is None:

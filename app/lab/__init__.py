@@ -2,7 +2,7 @@
 interventions at the hook points (model/methods/analysis.py), never a second copy of the model.
 
 Each experiment is one module, a function of (context, request), served as a `LabRoute`
-that says what it needs of a model (`ModelEntry.features`) and whether it runs the model
+that says what it needs of a model (app/lab/needs.py) and whether it runs the model
 again (then the route takes one run slot for the whole experiment). Adding an experiment
 is its module and one line: in `EXPERIMENTS` here, or `register(LabRoute(...))` from a
 plugin module (`ATTNVIZ_PLUGINS`); its route, its place in the models' capabilities and
@@ -37,26 +37,10 @@ from .lens import LensRequest, LensResponse, lens
 from .masks import masks
 from .metrics import metrics
 from .needle import needle
+from .needs import NEEDS, lacking
 from .positions import positions
 from .rollout import rollout
 from .scaling import scaling
-
-# What a need means, for the 422 of a model that lacks it.
-NEEDS_EXPLAINED = {
-    "encoder": "has no encoder",
-    "positions": "has no positional encoding to switch off",
-    "cached_decoding": "does not decode step by step, so there is no KV cache to show",
-    "similarity": "makes no sentence embedding",
-    "generation": "does not predict the next token of a text, so nothing is copied",
-    "alti": "has no self-attention stack ALTI reads (our model code's, or a decoder's whose "
-    "residual stream is a sum of its blocks)",
-    "residual_stream": "has no residual stream this reads: a decoder-only model whose layers "
-    "add their attention's and feed-forward block's outputs to it",
-    "serial_blocks": "has no residual state between its attention and feed-forward blocks "
-    "(they read the same input, or its stream is not read)",
-    "value_norms": "changes its attention's output (a gate, a norm) before its output "
-    "projection reads it, so what each head adds is not one linear map of its values",
-}
 
 
 @dataclass(frozen=True)
@@ -68,7 +52,7 @@ class LabRoute:
     run: Callable[[LabContext, Any], BaseModel]  # (its request: `request`)
     request: type[BaseModel]
     response: type[BaseModel]
-    needs: frozenset[str] = frozenset()  # features the model must have
+    needs: frozenset[str] = frozenset()  # what the model must have (app/lab/needs.py)
     runs_model: bool = False  # runs the model beyond the cached run: one run slot for all
     reads_long: bool = False  # reads a long input's run (its queries and keys) by windows
     what: str = "experiment"  # what it is to a person: an experiment, or a view
@@ -78,8 +62,13 @@ class LabRoute:
         """What it shows: its module's docstring."""
         return sys.modules[self.run.__module__].__doc__ or ""
 
+    def __post_init__(self) -> None:
+        unknown = sorted(self.needs - NEEDS.keys())
+        if unknown:
+            raise ValueError(f"{self.id} needs what app/lab/needs.py does not name: {unknown}")
+
     def missing(self, entry: ModelEntry) -> list[str]:
-        return sorted(self.needs - entry.features)
+        return lacking(entry, self.needs)
 
     def __call__(self, inference: Inference, req: TextRequest) -> BaseModel:
         """Run it for one request: the context (the model's cached run), a 422 if the
@@ -87,9 +76,9 @@ class LabRoute:
         ctx = LabContext(
             inference, req.model, req.text, req.chat, req.continuation, long_ok=self.reads_long
         )
-        lacking = self.missing(ctx.entry)
-        if lacking:
-            reasons = " and ".join(NEEDS_EXPLAINED.get(n, f"lacks {n}") for n in lacking)
+        missing = self.missing(ctx.entry)
+        if missing:
+            reasons = " and ".join(NEEDS[n].lacking for n in missing)
             raise CannotServe(
                 f"the {self.id} {self.what} cannot run on {ctx.entry.id}: it {reasons}"
             )

@@ -19,6 +19,20 @@ from .text import Text
 AttentionType = Literal["encoder.self", "decoder.self", "decoder.cross"]
 Kind = Literal["weights", "scores", "mask", "q", "k", "v", "norms"]
 Encoding = Literal["json", "u1", "f2", "f4"]
+# The wire encoding the page asks for each kind of block (POST /api/v1/attention), sent to
+# it in the boot JSON (its one table, static/js/encodings.js). u1 (a byte a value, x 255)
+# holds [0, 1] only, so the server takes it for weights and the mask alone; raw scores are
+# unbounded and keep full precision (f4); q, k and v are activations, f2 is enough to draw
+# them, and so are the value-weighted norms (unbounded, drawn on their own scale).
+ENCODING_OF_KIND: dict[Kind, Encoding] = {
+    "weights": "u1",
+    "mask": "u1",
+    "scores": "f4",
+    "q": "f2",
+    "k": "f2",
+    "v": "f2",
+    "norms": "f2",
+}
 
 
 def _integral(value: Any) -> Any:

@@ -16,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.middleware.gzip import GZipMiddleware
 
+from ...payloads.schemas import ENCODING_OF_KIND
 from .deps import InferenceDep
 from .models import model_infos, refused_infos
 
@@ -147,6 +148,7 @@ def index(request: Request, inference: InferenceDep) -> HTMLResponse:
             "models": models,
             "refused": [r.model_dump() for r in refused_infos(inference)],
             "default_model": zoo.default,
+            "encodings": ENCODING_OF_KIND,
             "modules": MODULES,
         },
         headers=PAGE_HEADERS,
