@@ -26,8 +26,8 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from attnviz.model.hf.capture import ATTENTION, register
+from attnviz.model.hf.loading import quiet_transformers
 from attnviz.model.hf.model import HFTransformer
-from attnviz.model.hf.runners import quiet_transformers
 from bench.bench_llm import median_time as timed_runs
 from harness.references import PYTHON
 

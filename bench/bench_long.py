@@ -86,7 +86,7 @@ def case_ours(tokens: int) -> dict:
 
 def case_ours_hf(tokens: int, folder: str) -> dict:
     """SmolLM2 as a model of yours read by transformers' own code (model/hf/long.py)."""
-    from attnviz.model.hf.runners import load_transformers
+    from attnviz.model.hf.loading import load_transformers
 
     lm = load_transformers(Path(folder), "smollm2").read_long(1 << 40)
     ids = ids_of(tokens)

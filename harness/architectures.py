@@ -145,7 +145,7 @@ def tiny_config(model_type: str, keep_layers: bool | int = False):
 
 def reference(model_type: str, kind: str, folder: Path, eager: bool):
 
-    from attnviz.model.hf.runners import model_class
+    from attnviz.model.hf.loading import model_class
 
     implementation = {"attn_implementation": "eager"} if eager else {}
     with contextlib.redirect_stderr(io.StringIO()):
@@ -154,7 +154,7 @@ def reference(model_type: str, kind: str, folder: Path, eager: bool):
 
 def build_model(model_type: str, kind: str, keep_layers: bool | int = False):
     """A tiny seeded random model of the architecture (eager attention, float32)."""
-    from attnviz.model.hf.runners import model_class, quiet_transformers
+    from attnviz.model.hf.loading import model_class, quiet_transformers
 
     quiet_transformers()
     config = tiny_config(model_type, keep_layers)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import get_args
 
-from attnviz.app.payloads.schemas import ENCODING_OF_KIND, Encoding, Kind
+from attnviz.app.payloads.blocks import ENCODING_OF_KIND
+from attnviz.app.payloads.schemas import Encoding, Kind
 
 
 def test_every_kind_has_one_encoding_the_wire_has():

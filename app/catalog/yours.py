@@ -18,7 +18,7 @@ import torch
 from attnviz.model.attention_types import attention_specs
 from attnviz.model.checkpoints import CheckpointError
 from attnviz.model.config import ModelConfig
-from attnviz.model.hf.runners import HFEncoder, HFMaskedLM, HFSeq2Seq, parameter_count, peek_unit
+from attnviz.model.hf.loading import HFEncoder, HFMaskedLM, HFSeq2Seq, parameter_count, peek_unit
 from attnviz.model.long.reading import longest_prompt
 from attnviz.model.outputs import output_of
 from attnviz.model.pretrained.backends import Backend

@@ -24,23 +24,23 @@ from ..catalog.zoo import ModelEntry
 from ..errors import CannotServe
 from ..payloads.schemas import TextRequest
 from ..runs.inference import Inference
-from .ablation import ablation
+from .ablation import AblationRequest, AblationResponse, ablation
 from .alti import AltiRequest, AltiResponse, alti
-from .compare import compare
+from .compare import CompareRequest, CompareResponse, compare
 from .context import LabContext
 from .contribution import ContributionResponse, contribution
 from .dla import DlaRequest, DlaResponse, dla
 from .graph import GraphRequest, GraphResponse, graph
-from .induction import induction
-from .kv_cache import kv_cache
+from .induction import InductionRequest, InductionResponse, induction
+from .kv_cache import KVCacheRequest, KVCacheResponse, kv_cache
 from .lens import LensRequest, LensResponse, lens
-from .masks import masks
-from .metrics import metrics
-from .needle import needle
+from .masks import MasksRequest, MasksResponse, masks
+from .metrics import MetricsResponse, metrics
+from .needle import NeedleRequest, NeedleResponse, needle
 from .needs import NEEDS, lacking
-from .positions import positions
-from .rollout import rollout
-from .scaling import scaling
+from .positions import PositionsRequest, PositionsResponse, positions
+from .rollout import RolloutRequest, RolloutResponse, rollout
+from .scaling import ScalingResponse, scaling
 
 
 @dataclass(frozen=True)
@@ -89,15 +89,15 @@ class LabRoute:
 EXPERIMENTS: dict[str, LabRoute] = {
     e.id: e
     for e in (
-        LabRoute("scaling", scaling, s.HeadRequest, s.ScalingResponse, runs_model=True),
-        LabRoute("positions", positions, s.PositionsRequest, s.PositionsResponse,
+        LabRoute("scaling", scaling, s.HeadRequest, ScalingResponse, runs_model=True),
+        LabRoute("positions", positions, PositionsRequest, PositionsResponse,
                    frozenset({"encoder", "positions"}), runs_model=True),
-        LabRoute("masks", masks, s.MasksRequest, s.MasksResponse, frozenset({"encoder"}),
+        LabRoute("masks", masks, MasksRequest, MasksResponse, frozenset({"encoder"}),
                    runs_model=True),
-        LabRoute("kv-cache", kv_cache, s.KVCacheRequest, s.KVCacheResponse,
+        LabRoute("kv-cache", kv_cache, KVCacheRequest, KVCacheResponse,
                    frozenset({"cached_decoding"}), runs_model=True),
-        LabRoute("metrics", metrics, TextRequest, s.MetricsResponse),
-        LabRoute("rollout", rollout, s.RolloutRequest, s.RolloutResponse),
+        LabRoute("metrics", metrics, TextRequest, MetricsResponse),
+        LabRoute("rollout", rollout, RolloutRequest, RolloutResponse),
         LabRoute("alti", alti, AltiRequest, AltiResponse, frozenset({"alti"}), runs_model=True),
         LabRoute("contribution", contribution, s.HeadRequest, ContributionResponse,
                  frozenset({"value_norms"})),
@@ -107,11 +107,11 @@ EXPERIMENTS: dict[str, LabRoute] = {
                  frozenset({"generation", "residual_stream", "value_norms"}), runs_model=True),
         LabRoute("graph", graph, GraphRequest, GraphResponse,
                  frozenset({"generation", "serial_blocks", "value_norms"}), runs_model=True),
-        LabRoute("ablation", ablation, s.AblationRequest, s.AblationResponse, runs_model=True),
-        LabRoute("compare", compare, s.CompareRequest, s.CompareResponse),
-        LabRoute("induction", induction, s.InductionRequest, s.InductionResponse,
+        LabRoute("ablation", ablation, AblationRequest, AblationResponse, runs_model=True),
+        LabRoute("compare", compare, CompareRequest, CompareResponse),
+        LabRoute("induction", induction, InductionRequest, InductionResponse,
                    frozenset({"generation"}), runs_model=True),
-        LabRoute("needle", needle, s.NeedleRequest, s.NeedleResponse,
+        LabRoute("needle", needle, NeedleRequest, NeedleResponse,
                    frozenset({"generation"}), runs_model=True),
     )
 }  # fmt: skip

@@ -4,16 +4,49 @@ probabilities, or the sentence embedding's cosine to the original."""
 from __future__ import annotations
 
 import torch
+from pydantic import BaseModel, Field
 
 import attnviz.app.lab.schemas as s
 from attnviz.model.hooks import hooked
 from attnviz.model.methods.analysis import ablate_heads, cosine
 from attnviz.model.runner import DecodedPiece, generating, model_inputs, stepwise
 
+from ..payloads.schemas import TextRequest
 from .context import LabContext
 
 
-def ablation(ctx: LabContext, req: s.AblationRequest) -> s.AblationResponse:
+class AblationRequest(TextRequest):
+    ablate: list[s.HeadRef] = Field(
+        max_length=1000,
+        description="Heads to switch off.",
+    )
+
+
+class AblationResponse(BaseModel):
+    model: str
+    ablated: list[s.HeadRef] = Field(description="The heads switched off.")
+    output: list[str] = Field(
+        description="The model's output (transcription) as it is; a model that generates: "
+        "its prediction at each step of the continuation and the next token."
+    )
+    ablated_output: list[str] = Field(description="The output with the heads switched off.")
+    probability_tokens: list[str] = Field(
+        description="The tokens of probabilities: each piece's output and its end (<eos>)."
+    )
+    probabilities: list[float] = Field(
+        description="Each of those tokens' probability as the model decoded it (teacher-forced "
+        "per piece)."
+    )
+    ablated_probabilities: list[float] = Field(
+        description="The same tokens' probabilities with the heads off (teacher-forced)."
+    )
+    cosine: float | None = Field(
+        description="Embedding models: cosine of the sentence embeddings with/without."
+    )
+    changed: bool
+
+
+def ablation(ctx: LabContext, req: AblationRequest) -> AblationResponse:
     by_module: dict[str, list[int]] = {}
     for ref in req.ablate:
         spec = ctx.spec(ref.type)
@@ -48,7 +81,7 @@ def ablation(ctx: LabContext, req: s.AblationRequest) -> s.AblationResponse:
         output = ctx.result.predicted_tokens[-steps:]
         ablated_output = ablated.predicted_tokens[-steps:]
     changed = ablated_output != output or (similarity is not None and similarity < 1 - 1e-6)
-    return s.AblationResponse(
+    return AblationResponse(
         model=ctx.entry.id,
         ablated=req.ablate,
         output=output,

@@ -5,14 +5,47 @@ from __future__ import annotations
 import difflib
 
 import torch
+from pydantic import BaseModel, Field
 
 import attnviz.app.lab.schemas as s
 
+from ..payloads.schemas import AttentionType
+from ..payloads.text import Text
 from ..payloads.wire import encode
 from .context import LabContext
 
 
-def compare(first: LabContext, req: s.CompareRequest) -> s.CompareResponse:
+class CompareRequest(s.HeadRequest):
+    other_text: Text | None = Field(None, description="Default: the same text.")
+    other_model: str | None = Field(None, description="Default: the same model.")
+
+
+class CompareResponse(BaseModel):
+    models: list[str]
+    type: AttentionType
+    layer: int
+    head: int
+    first_rows: list[str]
+    first_predicted: list[str] | None = Field(
+        None, description="Where rows are decoder steps: the token each predicts."
+    )
+    first_columns: list[str]
+    first: s.Matrix
+    second_rows: list[str]
+    second_predicted: list[str] | None = Field(
+        None, description="The second run's own predictions, per step."
+    )
+    second_columns: list[str]
+    second: s.Matrix
+    aligned_rows: list[str] = Field(description="Tokens matched in both inputs, in order.")
+    aligned_predicted: list[str] | None = Field(
+        None, description="The first run's predictions at the aligned rows."
+    )
+    aligned_columns: list[str]
+    difference: s.Matrix = Field(description="first - second on the aligned tokens.")
+
+
+def compare(first: LabContext, req: CompareRequest) -> CompareResponse:
     """One head of two inputs (or two models), and its difference where tokens match."""
     other_text = req.text if req.other_text is None else req.other_text
     # the same input, prompt options included, unless another text is asked (or the
@@ -33,7 +66,7 @@ def compare(first: LabContext, req: s.CompareRequest) -> s.CompareResponse:
     pred_a = first.predicted(spec_a)
     ca, cb = matched(cols_a, cols_b)
     difference = a[ra][:, ca] - b[rb][:, cb] if ra and ca else torch.zeros(0, 0)
-    return s.CompareResponse(
+    return CompareResponse(
         models=[first.entry.id, second.entry.id],
         type=spec_a.type,
         layer=req.layer,

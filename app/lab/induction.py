@@ -11,6 +11,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from pydantic import BaseModel, Field
 from torch import Tensor
 
 import attnviz.app.lab.schemas as s
@@ -19,8 +20,56 @@ from attnviz.model.methods.analysis import ablate_heads
 from attnviz.model.runner import generating
 
 from ..errors import CannotServe
+from ..payloads.schemas import TextRequest
 from ..payloads.wire import encode
 from .context import LabContext
+
+
+class InductionRequest(TextRequest):
+    """The text is not read: the experiment makes its own sequence."""
+
+    length: int = Field(50, ge=8, le=256, description="Tokens in each copy of the sequence.")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Of the random tokens and the control.")
+    ablate: int = Field(5, ge=1, le=32, description="How many top induction heads to switch off.")
+
+
+class InductionHead(BaseModel):
+    layer: int
+    head: int
+    induction: float = Field(
+        description="Mean weight from a token of the second copy on the token after its "
+        "earlier occurrence."
+    )
+    previous: float = Field(description="Mean weight on the token just before.")
+
+
+class InductionResponse(BaseModel):
+    model: str
+    length: int
+    seed: int
+    tokens: list[str] = Field(description="The sequence: length random tokens, twice.")
+    ids: list[int] = Field(description="Their ids, to run the sequence elsewhere.")
+    heads: list[InductionHead] = Field(description="Every head, by induction score, highest first.")
+    loss_first: float = Field(description="Mean next-token loss (nats) over the first copy.")
+    loss_second: float = Field(
+        description="The same over the second copy (its tokens after the first: those that "
+        "can be copied from the first)."
+    )
+    chance_loss: float = Field(description="ln(vocabulary size): a uniform guess's loss.")
+    ablated: list[s.HeadRef] = Field(description="The top induction heads, switched off.")
+    loss_second_ablated: float = Field(description="The second copy's loss with them off.")
+    control: list[s.HeadRef] = Field(
+        description="As many other heads, drawn at random (seeded): the control."
+    )
+    loss_second_control: float = Field(description="The second copy's loss with those off.")
+    copying_is_theirs: bool = Field(
+        description="The claim, as measured: switching the top heads off raises the second "
+        "copy's loss by more than 1 nat and more than twice what the random heads' raise it."
+    )
+    patterns: list[s.Matrix] = Field(
+        description="The weights (2·length x 2·length) of the first ablated heads (up to 5)."
+    )
+
 
 SHOWN_PATTERNS = 5  # the top heads whose weights on the sequence the answer carries
 # the claim holds where switching the top heads off raises the second copy's loss by more
@@ -28,7 +77,7 @@ SHOWN_PATTERNS = 5  # the top heads whose weights on the sequence the answer car
 CLAIM_NATS, CLAIM_RATIO = 1.0, 2.0
 
 
-def induction(ctx: LabContext, req: s.InductionRequest) -> s.InductionResponse:
+def induction(ctx: LabContext, req: InductionRequest) -> InductionResponse:
     spec = ctx.spec("decoder.self")
     n = req.length
     if 2 * n > ctx.runner.max_tokens:
@@ -60,14 +109,14 @@ def induction(ctx: LabContext, req: s.InductionRequest) -> s.InductionResponse:
     def ref(head: tuple[int, int]) -> s.HeadRef:
         return s.HeadRef(type=spec.type, layer=head[0], head=head[1])
 
-    return s.InductionResponse(
+    return InductionResponse(
         model=ctx.entry.id,
         length=n,
         seed=req.seed,
         tokens=generating(ctx.runner).shown(ids[0].tolist()),
         ids=ids[0].tolist(),
         heads=[
-            s.InductionHead(
+            InductionHead(
                 layer=layer,
                 head=head,
                 induction=round(float(ind[layer, head]), 6),

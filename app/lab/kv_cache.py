@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import cast
 
 import torch
+from pydantic import BaseModel, Field
 
 import attnviz.app.lab.schemas as s
 from attnviz.model.hooks import hooked
@@ -14,14 +15,69 @@ from attnviz.model.runner import generating, stepwise
 from attnviz.model.served import DecoderCache
 
 from ..errors import CannotServe
+from ..payloads.blocks import Deferred
+from ..payloads.schemas import Index, TextRequest
 from ..payloads.wire import BYTES_PER_ENTRY, encode
 from .context import LabContext
+
+
+class KVCacheRequest(TextRequest):
+    layer: Index | None = Field(
+        None, description="Only this decoder layer's rows (default: every layer's)."
+    )
+
+
+class KVCacheStep(Deferred):
+    step: int
+    token: str = Field(
+        description="The token fed at this step (a prompt read in one pass: its last, whose "
+        "row is shown)."
+    )
+    fed_tokens: int = Field(
+        1, description="Tokens this step put into the cache: 1, or a prompt's length at step 0."
+    )
+    predicted: str = Field(description="The most likely next token.")
+    keys: list[str] = Field(description="The cached keys the new query attends over.")
+    rows: list[s.Matrix] = Field(
+        description="Per layer of `layers`: each query head's new row (H x keys)."
+    )
+    cache_bytes: list[int] = Field(
+        description="Per decoder layer: bytes of cached keys and values (one per key/value "
+        "head: grouped-query attention caches fewer than it has query heads)."
+    )
+    max_abs_diff: float = Field(description="Cached against uncached logits at this step.")
+
+
+class KVCacheResponse(BaseModel):
+    model: str
+    piece: str = Field(
+        description="The text decoded: the first piece of a long text, or a decoder-only "
+        "model's prompt."
+    )
+    output: list[str] = Field(
+        description="What the decoder made of it (after <bos>), or the continuation fed: the "
+        "one sent, else greedy decoding's."
+    )
+    output_text: str | None = Field(None, description="A continuation's tokens as text.")
+    prompt_tokens: int | None = Field(
+        None, description="A decoder-only model: the prompt's tokens, read in step 0's pass."
+    )
+    pieces: int = Field(description="How many pieces the text is decoded in (40 characters).")
+    ended: bool = Field(
+        description="The output ended with <eos> (a stop token) within the length limit."
+    )
+    layers: list[int] = Field(description="The decoder layers whose rows the steps carry.")
+    query_heads: int
+    kv_heads: int = Field(description="Key/value heads cached per layer.")
+    steps: list[KVCacheStep]
+    truncated: bool = Field(description="More steps than the limit: the first ones are shown.")
+
 
 MAX_STEPS = 64
 MAX_GENERATED = 16  # a prompt without a continuation: greedy steps decoded here
 
 
-def kv_cache(ctx: LabContext, req: s.KVCacheRequest) -> s.KVCacheResponse:
+def kv_cache(ctx: LabContext, req: KVCacheRequest) -> KVCacheResponse:
     spec = ctx.spec("decoder.self")
     layers = list(range(spec.layers))
     if req.layer is not None:
@@ -57,7 +113,7 @@ def cache_bytes(cache: DecoderCache) -> list[int]:
     ]  # fmt: skip
 
 
-def pieces(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
+def pieces(ctx: LabContext, layers: list[int]) -> KVCacheResponse:
     """An encoder-decoder: greedy decoding of the first piece, step by step through the cache."""
     model, cfg = ctx.model, ctx.config
     runner = stepwise(ctx.runner)
@@ -84,7 +140,7 @@ def pieces(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
             full = model.logits(model.decode(fed, memory, src_mask)[:, -1])
             best = int(cached.index_fill(-1, pad, float("-inf")).argmax())  # never <pad>
             steps.append(
-                s.KVCacheStep(
+                KVCacheStep(
                     step=step,
                     token=vocab[token],
                     predicted=vocab[best],
@@ -94,7 +150,7 @@ def pieces(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
                     max_abs_diff=float((cached - full).abs().max()),
                 )
             )
-    return s.KVCacheResponse(
+    return KVCacheResponse(
         model=ctx.entry.id,
         piece="".join(ctx.result.raw("source")[: src.size(1)]),
         output=[vocab[t] for t in first.target_ids[1:]],  # after <bos>
@@ -108,7 +164,7 @@ def pieces(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
     )
 
 
-def causal(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
+def causal(ctx: LabContext, layers: list[int]) -> KVCacheResponse:
     """A decoder-only model: the prompt read into the cache in one pass (step 0: its last
     token's row), then each token of the continuation sent (or, without one, of greedy
     decoding) fed one at a time; every step's logits against one uncached pass over all."""
@@ -136,7 +192,7 @@ def causal(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
             cached_logits.append(logits)
             best = int(logits.argmax())
             steps.append(
-                s.KVCacheStep(
+                KVCacheStep(
                     step=step,
                     token=runner.shown(fed)[-1],  # (a character split between tokens named)
                     predicted=shown[best],
@@ -166,7 +222,7 @@ def causal(ctx: LabContext, layers: list[int]) -> s.KVCacheResponse:
         for made, cached in zip(steps, cached_logits, strict=True):
             made.max_abs_diff = float((cached - full[made.step]).abs().max())
     generated = fed[len(prompt) :]
-    return s.KVCacheResponse(
+    return KVCacheResponse(
         model=ctx.entry.id,
         piece=ctx.result.text,
         output=runner.shown(fed)[len(prompt) :],

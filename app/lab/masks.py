@@ -4,18 +4,69 @@ it would see), and a padded batch of two sentences with its padding mask."""
 from __future__ import annotations
 
 import torch
+from pydantic import BaseModel, Field
 
 import attnviz.app.lab.schemas as s
 from attnviz.model.masks import pad_batch, padding_mask, same_piece
 from attnviz.model.methods.analysis import without_mask
 
 from ..errors import CannotServe
+from ..payloads.text import Text
 from ..payloads.wire import encode
 from ..runs.inference import read_text, text_limit
 from .context import LabContext
 
 
-def masks(ctx: LabContext, req: s.MasksRequest) -> s.MasksResponse:
+class MasksRequest(s.HeadRequest):
+    second: Text | None = Field(
+        None, description="The other sentence of the padded batch; default: the text's first half."
+    )
+
+
+class FutureHead(BaseModel):
+    layer: int
+    head: int
+    weight: float = Field(description="Its rows' mean weight on later tokens, mask off.")
+
+
+class CausalCase(BaseModel):
+    rows: list[str]
+    predicted: list[str] | None = Field(
+        None,
+        description="Where rows are decoder steps: the token each predicts (the step fed "
+        "rows[i] predicts predicted[i]); the page labels cross-attention rows by it.",
+    )
+    with_mask: s.Matrix
+    without_mask: s.Matrix
+    future_weight_with: float = Field(description="Mean weight a row puts on later tokens.")
+    future_weight_without: float
+    most_future: FutureHead = Field(
+        description="The decoder self-attention head that puts the most weight on later "
+        "tokens once the mask is off (its mean future weight): where the mask matters most."
+    )
+
+
+class PaddingCase(BaseModel):
+    tokens: list[list[str]] = Field(description="The two sentences' tokens, unpadded.")
+    length: int = Field(description="The padded batch's length.")
+    mask: list[list[bool]] = Field(description="Per sentence: may each key be attended to.")
+    shorter: int = Field(description="Index of the shorter sentence.")
+    weights: s.Matrix = Field(description="The shorter sentence's weights in the batch.")
+    pad_weight: float = Field(description="Total weight on padded keys (0 when masked).")
+    max_abs_diff_alone: float = Field(
+        description="Its weights in the batch against a run on its own, on real tokens."
+    )
+
+
+class MasksResponse(BaseModel):
+    model: str
+    layer: int
+    head: int
+    causal: CausalCase | None = Field(description="Decoder self-attention; null without one.")
+    padding: PaddingCase
+
+
+def masks(ctx: LabContext, req: MasksRequest) -> MasksResponse:
     causal = None
     if "decoder.self" in ctx.entry.specs:
         spec = ctx.spec("decoder.self")
@@ -37,21 +88,21 @@ def masks(ctx: LabContext, req: s.MasksRequest) -> s.MasksResponse:
             [(ctx.weights(unmasked, spec, i) * future).sum(-1).mean(-1) for i in range(spec.layers)]
         )
         best = int(looks.argmax())
-        causal = s.CausalCase(
+        causal = CausalCase(
             rows=ctx.result.target_tokens,
             predicted=ctx.predicted(spec),
             with_mask=encode(w_on, "json"),
             without_mask=encode(w_off, "json"),
             future_weight_with=round(float((w_on * future).sum(-1).mean()), 6),
             future_weight_without=round(float((w_off * future).sum(-1).mean()), 6),
-            most_future=s.FutureHead(
+            most_future=FutureHead(
                 layer=best // looks.size(1),
                 head=best % looks.size(1),
                 weight=round(float(looks.flatten()[best]), 6),
             ),
         )
     ctx.check_head(ctx.spec("encoder.self"), req.layer, req.head)  # the padded batch's
-    return s.MasksResponse(
+    return MasksResponse(
         model=ctx.entry.id, layer=req.layer, head=req.head, causal=causal, padding=padding(ctx, req)
     )
 
@@ -75,7 +126,7 @@ def second_sentence(
     return other, kept
 
 
-def padding(ctx: LabContext, req: s.MasksRequest) -> s.PaddingCase:
+def padding(ctx: LabContext, req: MasksRequest) -> PaddingCase:
     """The text and a second sentence in one padded batch: the padding mask, and the
     shorter one's weights, as on its own."""
     ids, source = ctx.result.source_ids, ctx.result.source_tokens
@@ -100,7 +151,7 @@ def padding(ctx: LabContext, req: s.MasksRequest) -> s.PaddingCase:
     together = ctx.encoder_weights(batch)[req.layer][shorter, req.head]
     alone = ctx.encoder_weights(batch[shorter : shorter + 1, :length])[req.layer][0, req.head]
     mask = padding_mask(batch, ctx.config.pad_id)[:, 0, 0]
-    return s.PaddingCase(
+    return PaddingCase(
         tokens=[source, tokens],
         length=batch.size(1),
         mask=mask.tolist(),

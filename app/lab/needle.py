@@ -12,6 +12,7 @@ import random
 import sys
 
 import torch
+from pydantic import BaseModel, Field
 from torch import Tensor
 
 import attnviz.app.lab.schemas as s
@@ -20,10 +21,83 @@ from attnviz.model.long import edges
 from attnviz.model.runner import generating
 
 from ..errors import CannotServe
+from ..payloads.schemas import TextRequest
 from ..runs.inference import stop_if_cancelled
 from ..runs.progress import ProgressBoard
 from .context import LabContext
 from .induction import without
+
+
+class NeedleRequest(TextRequest):
+    """The text is not read: the experiment writes its own prompt."""
+
+    length: int | None = Field(
+        None, ge=128, le=1 << 20,
+        description="Tokens of the prompt: the filler text with the needle in it, and the "
+        "question. At most what the server reads of the model, less the answer's tokens. "
+        "Default: 1,024, or that most where it is fewer.",
+    )  # fmt: skip
+    depth: float = Field(
+        0.5, ge=0, le=1, description="Where the needle sits in the filler: 0 first, 1 last."
+    )
+    digits: int = Field(5, ge=3, le=12, description="Digits of the pass key.")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Of the key and of the control heads.")
+    ablate: int = Field(5, ge=1, le=32, description="How many top retrieval heads to switch off.")
+
+
+class NeedleAnswer(BaseModel):
+    text: str = Field(description="The model's greedy answer: the key's tokens and two more.")
+    tokens: list[str]
+    recalled: bool = Field(description="The answer starts with the pass key.")
+
+
+class RetrievalHead(BaseModel):
+    layer: int
+    head: int
+    retrieval: float = Field(
+        description="The share of the key's tokens this head copy-pasted: at the step that "
+        "wrote the token, its strongest key was that token in the needle (Wu et al. 2024)."
+    )
+    copied: list[int] = Field(description="Which of the key's tokens (0 = its first).")
+
+
+class NeedleProfile(BaseModel):
+    head: s.HeadRef
+    values: list[float] = Field(
+        description="Its weights over every position at the step shown, max-pooled: cell i "
+        "is the largest weight on positions edges[i] to edges[i + 1] - 1."
+    )
+    edges: list[int]
+
+
+class NeedleResponse(BaseModel):
+    model: str
+    length: int = Field(description="Tokens of the prompt.")
+    depth: float
+    seed: int
+    key: str = Field(description="The pass key hidden in the filler.")
+    needle: list[int] = Field(description="[start, stop) positions of the needle's sentence.")
+    key_positions: list[int] = Field(description="[start, stop) positions of the key's tokens.")
+    ids: list[int] = Field(description="The prompt's ids, to run it elsewhere.")
+    question: str = Field(description="The prompt's last words, which the answer continues.")
+    answer: NeedleAnswer
+    heads: list[RetrievalHead] = Field(description="Every head, by retrieval score, highest first.")
+    ablated: list[s.HeadRef] = Field(description="The top retrieval heads, switched off.")
+    answer_ablated: NeedleAnswer = Field(description="The answer with them off.")
+    control: list[s.HeadRef] = Field(
+        description="As many other heads, drawn at random (seeded): the control."
+    )
+    answer_control: NeedleAnswer = Field(description="The answer with those off.")
+    retrieval_is_theirs: bool = Field(
+        description="The claim, as measured: the model recalls the key, still recalls it "
+        "with the random heads off, and does not with the top retrieval heads off."
+    )
+    profile_step: int = Field(description="The answer's step the profiles are of (from 0).")
+    profile_token: str = Field(description="The token that step wrote.")
+    profiles: list[NeedleProfile] = Field(
+        description="The top heads' (up to 3) weights over the prompt at that step."
+    )
+
 
 INTRO = (
     "There is a pass key hidden inside a lot of irrelevant text. Find it and memorize it. "
@@ -40,7 +114,7 @@ PROFILE_CELLS = 1024  # cells of a head's row over the prompt (max-pooled)
 SHOWN_PROFILES = 3
 
 
-def needle(ctx: LabContext, req: s.NeedleRequest) -> s.NeedleResponse:
+def needle(ctx: LabContext, req: NeedleRequest) -> NeedleResponse:
     spec = ctx.spec("decoder.self")
     runner, cfg = generating(ctx.runner), ctx.config
     rng = random.Random(req.seed)
@@ -78,9 +152,9 @@ def needle(ctx: LabContext, req: s.NeedleRequest) -> s.NeedleResponse:
         with hooked(ctx.model, fwd_hooks=without(spec, control), capture=False):
             control_off, _ = answer(ctx, ids, steps)
 
-    def said(tokens: list[int]) -> s.NeedleAnswer:
+    def said(tokens: list[int]) -> NeedleAnswer:
         text = runner.decode(tokens)
-        return s.NeedleAnswer(
+        return NeedleAnswer(
             text=text, tokens=runner.shown(tokens), recalled=text.strip().startswith(key)
         )
 
@@ -93,8 +167,8 @@ def needle(ctx: LabContext, req: s.NeedleRequest) -> s.NeedleResponse:
     for layer, head in ranked[:SHOWN_PROFILES]:
         row = rows[shown_step][spec.hook(layer, "hook_weights")][0, head, 0]
         values, cells = pooled(row)
-        profiles.append(s.NeedleProfile(head=ref((layer, head)), values=values, edges=cells))
-    return s.NeedleResponse(
+        profiles.append(NeedleProfile(head=ref((layer, head)), values=values, edges=cells))
+    return NeedleResponse(
         model=ctx.entry.id,
         length=len(ids),
         depth=req.depth,
@@ -106,7 +180,7 @@ def needle(ctx: LabContext, req: s.NeedleRequest) -> s.NeedleResponse:
         question=QUESTION.strip(),
         answer=plain,
         heads=[
-            s.RetrievalHead(
+            RetrievalHead(
                 layer=layer,
                 head=head,
                 retrieval=round(float(score[layer, head]), 6),

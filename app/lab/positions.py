@@ -4,12 +4,40 @@ the permuted input's weights are the permuted weights (max abs diff ~1e-6)."""
 
 from __future__ import annotations
 
+from pydantic import BaseModel, Field
+
 import attnviz.app.lab.schemas as s
 from attnviz.model.methods.analysis import permuted, without_positions
 
 from ..errors import CannotServe
+from ..payloads.schemas import Index
 from ..payloads.wire import encode
 from .context import LabContext
+
+
+class PositionsRequest(s.HeadRequest):
+    order: list[Index] | None = Field(
+        None,
+        description="A permutation of the source positions; default: reversed (between "
+        "[CLS] and [SEP] for WordPiece models). 猫追狗 reversed is 狗追猫.",
+    )
+
+
+class PositionsCase(BaseModel):
+    max_abs_diff: float = Field(
+        description="max |W(permuted input) - P W(input) Pᵀ| over every encoder layer and head."
+    )
+    original: s.Matrix
+    permuted: s.Matrix
+
+
+class PositionsResponse(BaseModel):
+    model: str
+    tokens: list[str]
+    permuted_tokens: list[str]
+    order: list[int]
+    with_positions: PositionsCase
+    without_positions: PositionsCase
 
 
 def default_order(tokens: list[str], special: frozenset[str]) -> list[int]:
@@ -20,7 +48,7 @@ def default_order(tokens: list[str], special: frozenset[str]) -> list[int]:
     return [*range(start), *range(end - 1, start - 1, -1), *range(end, n)]
 
 
-def positions(ctx: LabContext, req: s.PositionsRequest) -> s.PositionsResponse:
+def positions(ctx: LabContext, req: PositionsRequest) -> PositionsResponse:
     ctx.check_head(ctx.spec("encoder.self"), req.layer, req.head)
     tokens = ctx.result.source_tokens
     n = len(tokens)
@@ -43,13 +71,13 @@ def positions(ctx: LabContext, req: s.PositionsRequest) -> s.PositionsResponse:
             float((b[0] - permuted(a[0], order)).abs().max())
             for a, b in zip(original, shuffled, strict=True)
         )
-        cases[key] = s.PositionsCase(
+        cases[key] = PositionsCase(
             max_abs_diff=diff,
             original=encode(original[req.layer][0, req.head], "json"),
             permuted=encode(shuffled[req.layer][0, req.head], "json"),
         )
         del original, shuffled  # every layer's weights: large at 512 tokens
-    return s.PositionsResponse(
+    return PositionsResponse(
         model=ctx.entry.id,
         tokens=tokens,
         permuted_tokens=[tokens[i] for i in order],

@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+from pydantic import BaseModel, Field, StrictFloat
+
 import attnviz.app.lab.schemas as s
 from attnviz.model.methods.analysis import rollout as rollout_of
 
+from ..payloads.schemas import AttentionType, TextRequest
 from ..payloads.wire import encode
 from .context import LabContext
+
+
+class RolloutRequest(TextRequest):
+    type: AttentionType | None = Field(None, description="A self-attention type.")
+    residual: StrictFloat = Field(
+        0.5, ge=0, le=1, allow_inf_nan=False, description="Weight of the identity (residual)."
+    )
+
+
+class RolloutResponse(BaseModel):
+    model: str
+    type: AttentionType
+    tokens: list[str]
+    matrix: s.Matrix
+    residual: float
+    assumes: str
+
 
 ASSUMES = (
     "Each layer's heads are averaged and mixed with the identity for the residual "
@@ -17,11 +37,11 @@ ASSUMES = (
 )
 
 
-def rollout(ctx: LabContext, req: s.RolloutRequest) -> s.RolloutResponse:
+def rollout(ctx: LabContext, req: RolloutRequest) -> RolloutResponse:
     spec = ctx.spec(req.type, self_only=True)
     layers = [ctx.weights(ctx.result.captured, spec, i).float() for i in range(spec.layers)]
     tokens, _ = ctx.tokens(spec)
-    return s.RolloutResponse(
+    return RolloutResponse(
         model=ctx.entry.id,
         type=spec.type,
         tokens=tokens,

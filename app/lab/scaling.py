@@ -4,15 +4,48 @@ weights both ways, and every head's entropy and largest weight both ways."""
 from __future__ import annotations
 
 import torch
+from pydantic import BaseModel, Field
 
 import attnviz.app.lab.schemas as s
 from attnviz.model.methods.analysis import focus
 
+from ..payloads.schemas import AttentionType
 from ..payloads.wire import encode
 from .context import LabContext
 
 
-def scaling(ctx: LabContext, req: s.HeadRequest) -> s.ScalingResponse:
+class HeadPair(BaseModel):
+    rows: list[str]
+    predicted: list[str] | None = Field(
+        None,
+        description="Where rows are decoder steps: the token each predicts (the step fed "
+        "rows[i] predicts predicted[i]); the page labels cross-attention rows by it.",
+    )
+    columns: list[str]
+    first: s.Matrix
+    second: s.Matrix
+
+
+class ScalingHead(BaseModel):
+    layer: int
+    head: int
+    entropy_scaled: float = Field(description="Mean row entropy (bits) with q kᵀ / √d_k.")
+    entropy_unscaled: float = Field(description="The same with the scaling removed.")
+    max_weight_scaled: float
+    max_weight_unscaled: float
+
+
+class ScalingResponse(BaseModel):
+    model: str
+    type: AttentionType
+    head_dim: int
+    matrices: HeadPair = Field(description="first: scaled (the model); second: unscaled.")
+    head_stats: list[ScalingHead] = Field(description="Every layer x head of the type.")
+    mean_entropy_scaled: float
+    mean_entropy_unscaled: float
+
+
+def scaling(ctx: LabContext, req: s.HeadRequest) -> ScalingResponse:
     spec = ctx.spec(req.type)
     ctx.check_head(spec, req.layer, req.head)
     layers = range(spec.layers)
@@ -22,7 +55,7 @@ def scaling(ctx: LabContext, req: s.HeadRequest) -> s.ScalingResponse:
     _, scaled = ctx.forward(names=names)
     _, unscaled = ctx.forward(hooks, names=names)
     rows, columns = ctx.tokens(spec)
-    stats_of_heads: list[s.ScalingHead] = []
+    stats_of_heads: list[ScalingHead] = []
     entropies: dict[bool, list[torch.Tensor]] = {True: [], False: []}
     for i in layers:
         stats = {}
@@ -31,7 +64,7 @@ def scaling(ctx: LabContext, req: s.HeadRequest) -> s.ScalingResponse:
             entropies[key].append(stats[key][0])
         for h in range(spec.query_heads):
             stats_of_heads.append(
-                s.ScalingHead(
+                ScalingHead(
                     layer=i,
                     head=h,
                     entropy_scaled=round(float(stats[True][0][h]), 6),
@@ -40,11 +73,11 @@ def scaling(ctx: LabContext, req: s.HeadRequest) -> s.ScalingResponse:
                     max_weight_unscaled=round(float(stats[False][1][h]), 6),
                 )
             )
-    return s.ScalingResponse(
+    return ScalingResponse(
         model=ctx.entry.id,
         type=spec.type,
         head_dim=spec.head_dim,
-        matrices=s.HeadPair(
+        matrices=HeadPair(
             rows=rows,
             predicted=ctx.predicted(spec),
             columns=columns,

@@ -15,7 +15,7 @@ import pydantic_core
 import torch
 from pydantic import BaseModel
 
-from .schemas import AttentionResponse, Deferred, TypedArray
+from .blocks import AttentionResponse, Deferred, TypedArray
 
 # bytes each matrix entry takes in the response, for the size check before building it
 BYTES_PER_ENTRY = {"json": 10, "u1": 4 / 3, "f2": 8 / 3, "f4": 16 / 3}

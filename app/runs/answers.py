@@ -22,11 +22,8 @@ from attnviz.model.runner import Runner, RunResult
 
 from ..catalog.zoo import ModelEntry
 from ..errors import CannotServe
-from ..payloads.schemas import (
-    AttentionRequest,
-    Block,
-    HeadSummary,
-)
+from ..payloads.blocks import AttentionRequest, Block
+from ..payloads.schemas import HeadSummary
 from ..payloads.wire import BYTES_PER_ENTRY, encode
 from .inference import stop_if_cancelled
 

@@ -1,4 +1,4 @@
-# The reference environment for harness/references/lens.py: TransformerLens 4.3.0 in its own
+# The reference environment for harness/references/tl_lens.py: TransformerLens 4.3.0 in its own
 # virtual environment, .venv/ref (inside .venv: `make clean` removes it), so the main
 # environment stays lean. Include this file from the
 # Makefile (`include harness/references/ref-env.mk`) or run it alone from the repository root:
@@ -10,7 +10,7 @@
 # resolved: pip installs the pinned uv, then `uv pip install --no-deps -r` installs the
 # frozen, fully pinned list. Before installing, a dry run checks that torch 2.13.0 comes as
 # the local CPU wheel (2.13.0+cpu, from REF_FIND_LINKS); where it would not, any torch is a
-# multi-GB CUDA download and the target stops instead. Then `lens.py --warm-up` imports what
+# multi-GB CUDA download and the target stops instead. Then `tl_lens.py --warm-up` imports what
 # a run imports with bytecode writing on: this machine sets PYTHONDONTWRITEBYTECODE=1, and
 # without those .pyc files every run would take about 5 s more (compiling the whole
 # environment instead, as `uv pip install --compile-bytecode` does, costs 10 s more here).
@@ -42,7 +42,7 @@ $(REF_STAMP): $(REF_REQS)
 	local CPU wheel 2.13.0+cpu (no $(REF_FIND_LINKS)?): any other torch is a multi-GB CUDA \
 	download, so stopping"; exit 1; }
 	$(REF_VENV)/bin/uv pip install $(REF_UV_OPTS) --quiet --no-deps -r $(REF_REQS)
-	env -u PYTHONDONTWRITEBYTECODE $(REF_VENV)/bin/python harness/references/lens.py --warm-up
+	env -u PYTHONDONTWRITEBYTECODE $(REF_VENV)/bin/python harness/references/tl_lens.py --warm-up
 	$(REF_VENV)/bin/python -m pip check --disable-pip-version-check
 	$(REF_VENV)/bin/python -c 'import torch; assert torch.__version__ == "2.13.0+cpu", torch.__version__'
 	touch $@

@@ -157,7 +157,7 @@ def load_origin(
     if path.suffix == ".gguf" and path.is_file():
         stored = "GGUF (dequantized to float32)"
         if backend == "transformers":  # its own GGUF loader and modeling code
-            from ..hf.runners import load_gguf_transformers
+            from ..hf.loading import load_gguf_transformers
 
             runner = load_gguf_transformers(path, name)
             return runner, Origin(str(path.resolve()), "llama (GGUF)", stored, "transformers")
@@ -168,7 +168,7 @@ def load_origin(
     hf = read_json(path / "config.json")
     model_type = model_type_of(hf, path)
     if choose(model_type, backend).backend == "transformers":
-        from ..hf.runners import load_transformers
+        from ..hf.loading import load_transformers
 
         read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)
         runner = load_transformers(path, name)
@@ -224,7 +224,7 @@ def peek_origin(
     dtypes: set[str] = set()
     where = str(path.resolve()) if given == str(path) else f"{given}{CACHED}{path})"
     if choose(model_type, backend).backend == "transformers":
-        from ..hf.runners import peek_transformers
+        from ..hf.loading import peek_transformers
 
         config, architecture, _ = peek_transformers(path)
         read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)

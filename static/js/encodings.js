@@ -1,5 +1,5 @@
 // The wire encoding the page asks for each kind of block (POST /api/v1/attention): the
-// server's one table (app/payloads/schemas.py's ENCODING_OF_KIND), sent in the boot JSON
+// server's one table (app/payloads/blocks.py's ENCODING_OF_KIND), sent in the boot JSON
 // and read wherever blocks are fetched.
 import { boot } from "./page.js";
 

@@ -15,7 +15,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from attnviz.app.main import create_app
-from attnviz.app.payloads.schemas import AttentionResponse, Block
+from attnviz.app.payloads.blocks import AttentionResponse, Block
 from attnviz.app.payloads.wire import attention_json, encode
 from attnviz.app.settings import Settings
 from attnviz.model.positional import sinusoidal_table

@@ -165,7 +165,7 @@ def test_an_encoder_decoders_output_and_every_attention_are_transformers_own(cli
 
 def theirs_ids(c, model_type: str) -> dict[str, list[int]]:
     """The source ids and the decoder's input of a run (the same folder read again)."""
-    from attnviz.model.hf.runners import load_transformers
+    from attnviz.model.hf.loading import load_transformers
 
     entry_root = c.app.state.inference.zoo.models[model_type].runner.path
     runner = load_transformers(entry_root, model_type)

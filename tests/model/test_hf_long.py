@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnviz.model.hf.runners import load_transformers
+from attnviz.model.hf.loading import load_transformers
 from attnviz.model.long import LongCapture, MaskRule
 from attnviz.model.long.reading import LONG_FROM
 from harness.checkpoints import VOCAB, saved, tiny

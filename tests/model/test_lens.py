@@ -1,5 +1,5 @@
 """The logit lens and direct logit attribution (model/methods/lens.py) against TransformerLens 4.3,
-run in its own environment (`make ref-env`: .venv/ref) by harness/references/lens.py on the
+run in its own environment (`make ref-env`: .venv/ref) by harness/references/tl_lens.py on the
 same checkpoint: a GPT-2-shaped (LayerNorm, learned positions, biases) and a Llama-shaped
 (RMSNorm, grouped-query attention) tiny random model, their norms' gains randomized so
 that the final norm's weight counts."""
@@ -39,7 +39,7 @@ def theirs(folder: Path, ids: list[int], tmp_path: Path) -> dict:
     given.write_text(json.dumps({"model": str(folder), "ids": ids, "position": -1, "tokens": None}))
     out = tmp_path / "out.npz"
     done = subprocess.run(
-        [str(PYTHON), str(ROOT / "harness/references/lens.py"), str(given), str(out)],
+        [str(PYTHON), str(ROOT / "harness/references/tl_lens.py"), str(given), str(out)],
         capture_output=True,
         text=True,
         timeout=300,

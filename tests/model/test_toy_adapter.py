@@ -17,6 +17,7 @@ from attnviz.model.pretrained.backends import choose
 from attnviz.model.pretrained.sources import load_origin, peek_origin
 from harness.checkpoints import PROMPTS, VOCAB, saved
 from tests import toy_adapter
+from tests.model.test_hf import matches
 
 
 @pytest.fixture
@@ -43,15 +44,7 @@ def test_a_toy_family_is_its_module_and_one_line(phi3):
     runner, origin = load_origin(folder)
     assert origin.backend == "ours"
     for prompt in PROMPTS:
-        ids, _ = runner.tokenize(prompt)
-        batch = torch.tensor([ids])
-        with torch.no_grad():
-            expected = theirs(batch, output_attentions=True)
-        logits, capture = runner.model.run_with_capture(batch)
-        assert (logits - expected.logits).abs().max() <= 1e-4
-        for i, weights in enumerate(expected.attentions):
-            got = capture[f"decoder.{i}.self_attn.hook_weights"]
-            assert (got - weights).abs().max() <= 1e-5, (prompt, i)
+        matches(runner, theirs, prompt)
 
 
 def test_without_its_line_the_family_is_not_ours():

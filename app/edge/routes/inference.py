@@ -9,12 +9,11 @@ from attnviz.model.methods.analysis import cosine
 from attnviz.model.runner import RunResult, generating, masking
 
 from ...catalog.zoo import ModelEntry
+from ...payloads.blocks import AttentionRequest, AttentionResponse
 from ...payloads.schemas import (
     Alternative,
     AnalyzeRequest,
     AnalyzeResponse,
-    AttentionRequest,
-    AttentionResponse,
     ExportRequest,
     MaskedTokens,
     NextTokens,

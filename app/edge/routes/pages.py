@@ -16,7 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.middleware.gzip import GZipMiddleware
 
-from ...payloads.schemas import ENCODING_OF_KIND
+from ...payloads.blocks import ENCODING_OF_KIND
 from .deps import InferenceDep
 from .models import model_infos, refused_infos
 

@@ -3,7 +3,7 @@ with TransformerLens 4.3.0 in its own environment (.venv/ref: `make ref-env`,
 harness/references/ref-env.mk), so that a test in the main environment can run it as a
 subprocess and compare with our own implementation (model/methods/lens.py):
 
-    .venv/ref/bin/python harness/references/lens.py IN.json OUT.npz
+    .venv/ref/bin/python harness/references/tl_lens.py IN.json OUT.npz
 
 IN.json: {"model": "<folder of a transformers checkpoint saved with save_pretrained>",
           "ids": [token ids], "position": int (negative counts from the end),
@@ -152,7 +152,7 @@ def _on(stack: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
 
 
 def warm_up() -> int:
-    """Import what a run imports, then stop. ref-env.mk runs `lens.py --warm-up` once with
+    """Import what a run imports, then stop. ref-env.mk runs `tl_lens.py --warm-up` once with
     bytecode writing on, so that these modules' .pyc files exist: this machine sets
     PYTHONDONTWRITEBYTECODE=1, and without them every run compiles them again (~5 s)."""
     import importlib
