@@ -263,3 +263,63 @@ def test_chinese_is_drawn_in_an_embedded_cjk_font_as_chromium_draws_the_svg(
         # each character is the one Chromium draws in that cell, and no other
         alike = [np.corrcoef(cell.ravel(), other.ravel())[0, 1] for other in shown]
         assert alike[i] > 0.8 and alike[i] == max(alike), (CHINESE[i], alike)
+
+
+def use_bomb(levels: int, fan: int = 10) -> bytes:
+    """`levels` of groups each drawing the one below `fan` times (`<use>`): a few hundred
+    bytes a level, ×`fan` the work a level (five levels took CairoSVG 14 s in-process)."""
+    rows = [b'<defs><g id="a0"><rect width="1" height="1"/><text>x</text></g>']
+    for k in range(1, levels + 1):
+        uses = b"".join(b'<use xlink:href="#a%d" x="%d"/>' % (k - 1, i) for i in range(fan))
+        rows.append(b'<g id="a%d">' % k + uses + b"</g>")
+    rows.append(b'</defs><use xlink:href="#a%d"/>' % levels)
+    return figure(b"".join(rows))
+
+
+def post_svg(client, svg: bytes):
+    return client.post("/api/v1/figure/pdf", content=svg, headers={"content-type": "image/svg+xml"})
+
+
+def test_a_use_bomb_is_refused_before_it_is_drawn(client):
+    """Nested `<use>`s are counted with what they draw, from the XML, before CairoSVG
+    draws a thing: a 2 KB bomb is a 422 in well under a second; two levels draw."""
+    import time
+
+    drawn = post_svg(client, use_bomb(2))
+    assert drawn.status_code == 200 and drawn.content.startswith(b"%PDF")
+    bomb = use_bomb(7)
+    assert len(bomb) < 2500
+    began = time.monotonic()
+    refused = post_svg(client, bomb)
+    assert time.monotonic() - began < 5
+    assert refused.status_code == 422
+    assert "over 20,000 elements or nests <use> over 4 deep" in refused.json()["detail"]
+    cycle = figure(b'<g id="a"><rect width="1" height="1"/><use xlink:href="#a"/></g>')
+    refused = post_svg(client, cycle)
+    assert refused.status_code == 422 and "draws itself" in refused.json()["detail"]
+    many = figure(b'<rect id="r" width="1" height="1"/>' + b'<use href="#r"/>' * 501)
+    refused = post_svg(client, many)
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == "a figure may hold 500 <use> elements; this one 501"
+
+
+def long_path(segments: int) -> bytes:
+    """One element whose drawing takes CairoSVG seconds (its path parsed in Python)."""
+    return figure(b'<path stroke="black" d="M0 0 ' + b"L1 2 " * segments + b'"/>')
+
+
+def test_a_figure_past_its_cpu_time_or_wall_time_is_stopped(client, monkeypatch):
+    """The drawing process has bounded CPU time (the kernel's SIGXCPU kills it) and wall
+    time (the server kills it): 422 saying which; the server goes on."""
+    from attnviz.app.edge.routes import figures
+
+    monkeypatch.setattr(figures, "FIGURE_CPU_SECONDS", 1)
+    answer = post_svg(client, long_path(1_500_000))  # (7.5 MB: ~4 s of CPU here)
+    assert answer.status_code == 422
+    assert answer.json()["detail"] == "this figure took over 1 s of CPU to draw and was stopped"
+    monkeypatch.setattr(figures, "FIGURE_SECONDS", 0.2)
+    answer = post_svg(client, long_path(300_000))
+    assert answer.status_code == 422
+    assert answer.json()["detail"] == "this figure took over 0.2 s to draw and was stopped"
+    monkeypatch.undo()
+    assert post_svg(client, SVG).status_code == 200

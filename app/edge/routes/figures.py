@@ -1,28 +1,41 @@
 """A plot as PDF, for papers: the page sends the SVG plotly.js draws (title, axes, the
 heatmap's image) and gets it back as a vector PDF made by CairoSVG, its text in fonts
-that have its glyphs (Chinese included, where this machine has such a font)."""
+that have its glyphs (Chinese included, where this machine has such a font).
+
+The SVG is drawn in a process of its own (app/edge/svg_pdf.py) with bounded CPU time,
+memory and wall-clock time, FIGURE_PROCESSES at once: an SVG's cost is not its size, and
+the run threads, the event loop and the other clients never wait on one."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
-import io
-import operator
-import struct
+import json
+import signal
 import subprocess
-from collections.abc import Callable
-from typing import Annotated, Any
+import sys
+import weakref
+from pathlib import Path
+from typing import Annotated
 
 from fastapi import APIRouter, Body, HTTPException, Response
 
-from .deps import FIGURE_ERRORS, InferenceDep
+from .. import svg_pdf
+from .deps import FIGURE_ERRORS
 
 router = APIRouter(prefix="/api/v1/figure", tags=["figures"])
 FIGURE_BYTES = 8 * 2**20  # an SVG's bytes (a 512 x 512 heatmap's embedded image is ~1 MB)
-FIGURE_PIXELS = 4096 * 4096  # pixels of an image in it (a heatmap's: one a cell)
-# the fallback fonts looked at, and the distinct characters looked up in them (a figure's
-# labels hold a few hundred): each a glyph lookup in C, ~1 µs
-FALLBACK_FAMILIES = 32
-FALLBACK_CHARS = 20_000
+FALLBACK_FAMILIES = 32  # fontconfig's fallback fonts a text may be drawn in
+# One figure's process: CPU seconds, address space (Python and cairo take ~150 MB; a
+# 512 x 512 heatmap's figure peaks at ~250 MB), and wall-clock seconds (its start, a
+# slow reader of the SVG, a process descheduled: twice the CPU time)
+FIGURE_CPU_SECONDS = 4
+FIGURE_MEMORY = 1024 * 2**20
+FIGURE_SECONDS = 8.0
+FIGURE_PROCESSES = 2  # figures drawn at once; the next waits, QUEUE_SECONDS at most
+QUEUE_SECONDS = 10.0
+WORKER = Path(svg_pdf.__file__)
 
 
 @router.post(
@@ -31,53 +44,94 @@ FALLBACK_CHARS = 20_000
     response_class=Response,
 )
 async def figure_pdf(
-    inference: InferenceDep,
     svg: Annotated[bytes, Body(media_type="image/svg+xml", description="The plot as SVG.")],
 ) -> Response:
     """The SVG of a plot (the page's toolbar sends plotly.js's) as a PDF: its text stays
     text, in a font with its glyphs (the PDF embeds it), its shapes vector; its images PNG
     from data: URLs within it, 16.7 M pixels in all (nothing is fetched, no XML entity is
-    resolved)."""
+    resolved). A figure that would draw over 20,000 elements (its `<use>`s counted with
+    what they draw) is refused before drawing; one that takes over 4 s of CPU or 1 GiB of
+    memory to draw is stopped: 422, saying which."""
     if not svg.lstrip().startswith((b"<svg", b"<?xml")):
         raise HTTPException(422, "the body is not an SVG document (image/svg+xml)")
     return Response(
-        await inference.on_tensor_thread(to_pdf, svg),
+        await draw(svg),
         media_type="application/pdf",
         headers={"content-disposition": 'attachment; filename="attnviz-figure.pdf"'},
     )
 
 
-class Refused(Exception):
-    """An image a figure may not hold (its message says why)."""
+_SLOTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def image_fetcher() -> Callable[[str, str], bytes]:
-    """CairoSVG's fetcher for one figure: data: URLs only (nothing outside the SVG is
-    read, however its URL is spelled), PNG only (plotly.js's heatmaps; no nested SVG, no
-    other decoder), and at most FIGURE_PIXELS pixels decoded in all, an image drawn
-    twice (`<use>`) counted twice: read from each PNG's header before it is decoded (a
-    small PNG can say 12,000 x 12,000 and take 700 MB)."""
-    from cairosvg.url import fetch as read_data  # (urllib's reading of a data: URL)
+def _slots() -> asyncio.Semaphore:
+    """The figure processes' slots (one set an event loop: a semaphore is bound to one)."""
+    loop = asyncio.get_running_loop()
+    if loop not in _SLOTS:
+        _SLOTS[loop] = asyncio.Semaphore(FIGURE_PROCESSES)
+    return _SLOTS[loop]
 
-    left = FIGURE_PIXELS
 
-    def fetch(url: str, resource_type: str) -> bytes:
-        nonlocal left
-        if not url.lower().startswith("data:"):
-            raise Refused("a figure's images are in its SVG (data: URLs); nothing is fetched")
-        data = read_data(url, resource_type)
-        if not data.startswith(b"\x89PNG\r\n\x1a\n") or data[12:16] != b"IHDR":
-            raise Refused("a figure's images are PNG (plotly.js's)")
-        width, height = struct.unpack(">II", data[16:24])
-        left -= width * height
-        if left < 0:
-            raise Refused(
-                f"a figure's images may have {FIGURE_PIXELS:,} pixels in all (an image drawn "
-                f"twice counts twice); this one's reach {FIGURE_PIXELS - left:,}"
-            )
-        return data
+async def draw(svg: bytes) -> bytes:
+    """svg_pdf.py's PDF of `svg`, in a process with its limits; killed when the request is
+    cancelled (its client went away) or past FIGURE_SECONDS."""
+    families = await asyncio.to_thread(fallback_families)
+    slots = _slots()
+    try:
+        async with asyncio.timeout(QUEUE_SECONDS):
+            await slots.acquire()
+    except TimeoutError:
+        raise HTTPException(
+            503,
+            f"{FIGURE_PROCESSES} figures are being drawn; retry in a few seconds",
+            headers={"Retry-After": "5"},
+        ) from None
+    try:
+        return await _drawn(svg, families)
+    finally:
+        slots.release()
 
-    return fetch
+
+async def _drawn(svg: bytes, families: tuple[str, ...]) -> bytes:
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-I",  # (isolated: no PYTHON* variables, no user site, not the working folder)
+        str(WORKER),
+        str(FIGURE_CPU_SECONDS),
+        str(FIGURE_MEMORY),
+        json.dumps(families),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with asyncio.timeout(FIGURE_SECONDS):
+            pdf, said = await child.communicate(svg)
+    except TimeoutError:
+        raise HTTPException(
+            422, f"this figure took over {FIGURE_SECONDS:g} s to draw and was stopped"
+        ) from None
+    finally:
+        if child.returncode is None:  # (timed out, or the request was cancelled)
+            with contextlib.suppress(ProcessLookupError):
+                child.kill()
+            await child.wait()
+    why = said.decode("utf-8", "replace")[:500]
+    if child.returncode == 0:
+        return pdf
+    if child.returncode == svg_pdf.REFUSED:
+        raise HTTPException(422, why)
+    if child.returncode == svg_pdf.NO_CAIRO:
+        raise HTTPException(501, f"this server cannot make PDFs: {why}")
+    if child.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        raise HTTPException(
+            422, f"this figure took over {FIGURE_CPU_SECONDS} s of CPU to draw and was stopped"
+        )
+    raise HTTPException(
+        422, f"drawing this figure failed (the drawing process ended with {child.returncode})"
+    )
 
 
 def fallback_families() -> tuple[str, ...]:
@@ -103,115 +157,3 @@ def sorted_families() -> tuple[str, ...]:
     # (CairoSVG takes a font-family's first name, up to a comma, its quotes stripped)
     named = (f for f in listed.splitlines() if f and not any(c in f for c in ",\"'"))
     return tuple(dict.fromkeys(named))[:FALLBACK_FAMILIES]
-
-
-def needing_glyphs(text: str) -> list[str]:
-    """A text's distinct characters a fallback may be needed for, in order: every font
-    has ASCII's, and a space draws nothing."""
-    return list(dict.fromkeys(c for c in text if not c.isascii() and not c.isspace()))
-
-
-class Fallback:
-    """Which family draws each text run of one figure. CairoSVG draws a run with cairo's
-    "toy" font API: one face, the one fontconfig matches to the first name of its
-    font-family (plotly's "Open Sans" is DejaVu Sans here), with no fallback glyph by glyph,
-    so Chinese came out as boxes (.notdef) though a CJK font was installed. A run holding a
-    character its face lacks is drawn in the first of `fallback_families` with all its
-    characters (else with all those its face lacks; else with its first one): the whole
-    run, its Latin letters too, where a browser would take the missing glyphs alone."""
-
-    def __init__(self, text: str) -> None:
-        from cairocffi import ScaledFont, ToyFontFace
-
-        self.face = lambda family: ScaledFont(ToyFontFace(family))
-        self.faces: dict[str, Any] = {}
-        self.families = fallback_families()
-        # each of the figure's characters (the first FALLBACK_CHARS) -> the fallback
-        # families with a glyph for it, as bits in their order: a lookup a family in all
-        chars = "".join(needing_glyphs(text)[:FALLBACK_CHARS])
-        self.masks = dict.fromkeys(chars, 0)
-        for bit, family in enumerate(self.families if chars else ()):
-            for char, has in zip(chars, self.glyphs(family, chars), strict=True):
-                self.masks[char] |= has << bit
-
-    def glyphs(self, family: str, chars: str) -> list[bool]:
-        """Whether the face cairo matches to `family` has a glyph for each character (a toy
-        font maps a character to one glyph; index 0 is .notdef, the box)."""
-        if family not in self.faces:
-            if len(self.faces) >= 256:  # (a figure naming a family a text)
-                self.faces.clear()
-            self.faces[family] = self.face(family)
-        return [g[0] != 0 for g in self.faces[family].text_to_glyphs(0, 0, chars, False)]
-
-    def family_for(self, family: str, text: str) -> str | None:
-        """The family to draw `text` in where `family`'s face lacks one of its glyphs; None
-        where it has them all, or no fallback has one it lacks."""
-        chars = needing_glyphs(text)
-        if not chars or not self.families:
-            return None
-        has = self.glyphs(family, "".join(chars))
-        missing = [c for c, drawn in zip(chars, has, strict=True) if not drawn]
-        if not missing:
-            return None
-        every = (1 << len(self.families)) - 1
-        for wanted in (chars, missing, missing[:1]):
-            common = functools.reduce(operator.and_, (self.masks.get(c, 0) for c in wanted), every)
-            if common:
-                return self.families[(common & -common).bit_length() - 1]
-        return None
-
-
-@functools.cache
-def figure_pdf_surface() -> type:
-    """CairoSVG's PDF surface with a `Fallback`: a text run's font-family starts with the
-    fallback family where its own face lacks one of its glyphs. Made at the first figure
-    (importing cairosvg needs libcairo)."""
-    from cairosvg.surface import PDFSurface, parse_font
-
-    class FigurePDF(PDFSurface):  # type: ignore[misc]
-        def __init__(self, tree: Any, output: Any, fallback: Fallback) -> None:
-            self.fallback = fallback  # (set first: the surface draws as it is made)
-            super().__init__(tree, output, 96)
-
-        def draw(self, node: Any) -> None:
-            if node.tag in ("text", "tspan", "textPath", "a") and node.text:
-                if "font" in node:  # (as `draw` does first: the shorthand's family)
-                    for name, value in parse_font(node["font"]).items():
-                        node.setdefault(name, value)
-                named = node.get("font-family") or "sans-serif"
-                # (the name `cairosvg.text.text` selects its face by)
-                fallback = self.fallback.family_for(named.split(",")[0].strip("\"' "), node.text)
-                if fallback:
-                    node["font-family"] = f'"{fallback}", {named}'
-            super().draw(node)
-
-    return FigurePDF
-
-
-def to_pdf(svg: bytes) -> bytes:
-    """CairoSVG's PDF of an SVG (no XML entity resolved; images by `image_fetcher`; each
-    text in a font with its glyphs, `Fallback`); 422 where it cannot read it or holds what
-    a figure may not; 501 where this machine has no cairo library."""
-    try:
-        from cairosvg.parser import Tree
-
-        surface = figure_pdf_surface()
-    except OSError as exc:  # (cairocffi finds no libcairo)
-        raise HTTPException(
-            501, f"this server cannot make PDFs: {exc} (Debian: apt-get install libcairo2)"
-        ) from None
-    # a heatmap's cells are its image's pixels, which plotly.js marks `pixelated` (CSS);
-    # CairoSVG reads SVG 1.1's name for it alone, and would blur them otherwise
-    svg = svg.replace(b"image-rendering: pixelated", b"image-rendering: optimizeSpeed")
-    try:
-        # (PDFSurface.convert's steps, with the document's characters read first)
-        tree = Tree(bytestring=svg, unsafe=False, url_fetcher=image_fetcher())
-        output = io.BytesIO()
-        surface(tree, output, Fallback("".join(tree.xml_tree.itertext()))).finish()
-        return output.getvalue()
-    except Refused as exc:
-        raise HTTPException(422, str(exc)) from None
-    except Exception as exc:  # (an SVG it cannot read: ParseError, ValueError, ...)
-        raise HTTPException(
-            422, f"the SVG cannot be read: {type(exc).__name__}: {exc}"[:300]
-        ) from None
