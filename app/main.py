@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -22,7 +23,7 @@ from .catalog.zoo import Zoo, import_plugins, load_zoo
 from .corpus.corpora import read_shipped
 from .corpus.jobs import CorpusRuns
 from .edge.clients import ClientBudget, Clients
-from .edge.limits import BodyLimit
+from .edge.limits import SHORT_BODY, BodyLimit
 from .edge.logs import AccessLog
 from .edge.routes import corpus, figures, generate, inference, lab, models, pages
 from .edge.routes.deps import BODY_ERRORS
@@ -91,9 +92,10 @@ def create_app(
         BodyLimit,
         max_bytes=settings.max_body_bytes,
         drain_bytes=max(settings.drain_body_bytes, settings.corpus_max_bytes),
-        larger={
+        limits={
             "/api/v1/corpus-runs/upload": settings.corpus_max_bytes,
             "/api/v1/figure/pdf": figures.FIGURE_BYTES,
+            "/api/v1/generate/stop": SHORT_BODY,
         },
         send_timeout=settings.send_timeout_s,
     )
@@ -122,11 +124,26 @@ def create_app(
             sent = f"not {content_type[:100]}" if content_type else "the request had none"
             detail = f"send the body as JSON, with Content-Type: application/json ({sent})"
             return JSONResponse({"detail": detail}, status_code=415)
-        # Only where and what: the offending input may be NaN, huge, or not JSON at all.
+        # Only where and what (the offending input may be NaN, huge, or not JSON at all),
+        # of the first ERRORS_SHOWN errors, each bounded
+        found = exc.errors()
         errors = [
-            {"loc": list(e.get("loc", ())), "msg": _message(e), "type": e.get("type", "")}
-            for e in exc.errors()
+            {
+                "loc": [p if isinstance(p, int) else str(p)[:100] for p in e.get("loc", ())][:16],
+                "msg": _message(e)[:500],
+                "type": str(e.get("type", ""))[:100],
+            }
+            for e in itertools.islice(found, ERRORS_SHOWN)
         ]
+        if len(found) > ERRORS_SHOWN:
+            errors.append(
+                {
+                    "loc": ["body"],
+                    "msg": f"and {len(found) - ERRORS_SHOWN} more errors (the first "
+                    f"{ERRORS_SHOWN} are shown)",
+                    "type": "more_errors",
+                }
+            )
         return JSONResponse({"detail": errors}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
@@ -163,6 +180,9 @@ def create_app(
         return Health(status="ok", models=request.app.state.inference.zoo.ids())
 
     return app
+
+
+ERRORS_SHOWN = 20  # a 422's errors, at most (each its where and what, bounded)
 
 
 def _message(error: Any) -> str:

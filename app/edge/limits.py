@@ -14,6 +14,8 @@ LOG = logging.getLogger("attnviz")
 # an answer is sent in pieces of this size, each within the send timeout: a client that
 # stops reading holds at most one piece in the server's socket buffers, not the answer
 CHUNK = 64 * 1024
+NO_BODY = 1024  # the body a route that reads none may carry (a GET, a HEAD, ...)
+SHORT_BODY = 4096  # a POST that holds no text (stopping a generation: its request id)
 
 
 def receiving(body: bytes, gone: asyncio.Event) -> Receive:
@@ -33,7 +35,8 @@ def receiving(body: bytes, gone: asyncio.Event) -> Receive:
 
 
 class BodyLimit:
-    """Answer 413 to a body over `max_bytes`, whether or not it declares its length; give
+    """Answer 413 to a body over `max_bytes` (a POST's; `limits` by path; NO_BODY for the
+    other methods), whether or not it declares its length; give
     each piece of the answer `send_timeout` seconds to leave; cancel the request's work
     when its client disconnects.
 
@@ -53,20 +56,24 @@ class BodyLimit:
         app: ASGIApp,
         max_bytes: int,
         drain_bytes: int = 10 * 2**20,
-        larger: dict[str, int] | None = None,
+        limits: dict[str, int] | None = None,
         send_timeout: float = 30.0,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.drain_bytes = drain_bytes
-        self.larger = larger or {}  # paths whose bodies have a limit of their own
+        self.limits = limits or {}  # paths whose bodies have a limit of their own
         self.send_timeout = send_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.larger.get(scope["path"], self.max_bytes)
+        limit = (
+            self.limits.get(scope["path"], self.max_bytes)
+            if scope.get("method") in ("POST", "PUT", "PATCH")
+            else NO_BODY  # (a GET's parameters are in its URL)
+        )
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             whole = int(declared) <= self.drain_bytes and await self._drain(receive, 0)

@@ -18,6 +18,7 @@ from .context import LabContext
 class PositionsRequest(s.HeadRequest):
     order: list[Index] | None = Field(
         None,
+        max_length=10_001,  # (an Index's range: a permutation of at most that many)
         description="A permutation of the source positions; default: reversed (between "
         "[CLS] and [SEP] for WordPiece models). 猫追狗 reversed is 狗追猫.",
     )

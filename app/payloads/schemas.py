@@ -11,6 +11,7 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
+    model_validator,
 )
 
 from .text import Text
@@ -32,11 +33,32 @@ Position = Annotated[StrictInt, Field(ge=0, le=1_000_000), BeforeValidator(_inte
 TokenId = Annotated[StrictInt, Field(ge=0, le=10_000_000), BeforeValidator(_integral)]
 # a whole number however JSON writes it (5 or 5.0), as JSON Schema's integer
 Whole = Annotated[StrictInt, BeforeValidator(_integral)]
+# the most items a list of layers or heads may have (the largest models have 126 layers
+# and 128 heads); every list a request may hold is bounded, so that its validation is
+# bounded too (an unbounded list of 40,000 wrong items was 40,000 errors, 3.6 MB)
+MOST_LISTED = 1024
 NewTokens = Annotated[StrictInt, Field(ge=1, le=4096), BeforeValidator(_integral)]
 
 
 class Strict(BaseModel):
+    """A request body: its fields and no others. A body with fields it does not have is
+    one error naming the first (pydantic's extra="forbid" made an error a field: 20,000
+    in a 250 KB body, 0.3 s of the event loop and a 1.8 MB answer)."""
+
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields_only(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = [key for key in data if key not in cls.model_fields]
+            if unknown:
+                more = f" and {len(unknown) - 1} more" if len(unknown) > 1 else ""
+                raise ValueError(
+                    f"unknown field {str(unknown[0])[:60]!r}{more}; the fields are "
+                    + ", ".join(cls.model_fields)
+                )
+        return data
 
 
 class Health(BaseModel):

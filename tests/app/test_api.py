@@ -225,7 +225,7 @@ def test_export_is_every_tensor_as_float32(client):
         ("/api/v1/attention", {"text": "hi", "encoding": "f8"}, 422, "json"),
         ("/api/v1/attention", {"text": "hi", "layers": [-1]}, 422, "greater than or equal to 0"),
         ("/api/v1/analyze", {"text": 5}, 422, "valid string"),
-        ("/api/v1/analyze", {"txt": "hi"}, 422, "Field required"),
+        ("/api/v1/analyze", {"txt": "hi"}, 422, "unknown field 'txt'"),
         ("/api/v1/analyze", {"text": "hi", "model": ""}, 404, "unknown model ''"),
         ("/api/v1/attention", {"text": "hi", "layers": []}, 422, "at least 1 item"),
         ("/api/v1/attention", {"text": "hi", "layers": [True]}, 422, "valid integer"),
