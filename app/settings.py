@@ -72,8 +72,10 @@ class Settings(BaseSettings):
     max_text_chars: int = Field(
         4000,
         ge=1,
-        description="Characters per text (512 English WordPieces fit), or 4 per token a model "
-        "reads where that is more (SmolLM2: 8,192 tokens, 32,768 characters); longer: 422.",
+        description="Characters per text (512 English WordPieces fit), or 16 per token a model "
+        "reads where that is more (SmolLM2: 8,192 tokens, 131,072 characters: any real text "
+        "of 8,192 tokens); longer: 422. A text of more tokens than its model reads is read "
+        "up to them and marked truncated.",
     )
     max_capture_bytes: int = Field(
         1_500_000_000,

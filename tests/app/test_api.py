@@ -56,12 +56,12 @@ def test_models_describe_their_attention(client):
         {"type": "decoder.self", "layers": 30, "query_heads": 9, "kv_heads": 3, "head_dim": 64,
          "rows": "target", "columns": "target"}
     ]  # fmt: skip
-    # its context, read whole (model/long/); 4 characters a token
+    # its context, read whole (model/long/); 16 characters a token (any real text)
     assert (llm["token_unit"], llm["output"], llm["max_tokens"], llm["max_text_chars"]) == (
         "byte-bpe",
         "continuation",
         8192,
-        32768,
+        131072,
     )
     assert "<|im_start|>" in llm["special_tokens"]
     assert llm["capabilities"]["generation"] and llm["max_new_tokens"] == 64

@@ -31,7 +31,7 @@ SEED = int(os.environ.get("FUZZ_SEED", "8"))
 
 # generations of at most 8 tokens: a fuzzed one is quick (more asked: the documented 422)
 # and corpus runs of at most 50 sentences: a fuzzed one ends soon
-# SmolLM2 kept to 512 tokens (its capture budget's floor): a schema-valid text of 32,768
+# SmolLM2 kept to 512 tokens (its capture budget's floor): a schema-valid text of 131,072
 # characters would run an 8,192-token pass of half a minute for each such example
 app = create_app(
     Settings(
@@ -129,7 +129,7 @@ MODEL_DEPENDENT = (
     "vectors: ",  # corpus-runs: vectors of a layer or head the model lacks
     "kept no vectors",  # qk-space: a corpus run that did not keep the head
     "corpus run",  # qk-space or corpus-runs: a run id that is not there or of another model
-    "characters; the limit is",  # a model's text limit: 4 characters a token of its own
+    "characters; the limit is",  # a model's text limit: 16 characters a token of its own
     "is not a window of",  # attention: rows or columns past the text's tokens
     "rows, columns and pool apply to",  # attention: a window of q, k or v
     "need whole heads",  # attention: word view or hidden specials of a long input

@@ -193,3 +193,31 @@ def test_the_neuron_view_of_a_long_input_reads_a_window_of_keys(client, long_run
                        ([10, n + 1], f"is not a window of 0..{n}")):  # fmt: skip
         refused = client.post("/api/v1/neuron", json={**ask, "keys": keys})
         assert refused.status_code == 422 and says in refused.json()["detail"], refused.text
+
+
+def test_any_real_text_of_the_context_is_within_the_text_limit(client):
+    """The bound is the tokens a model reads; the characters only bound the tokenizer's
+    work, generously: 7,900 SmolLM2 tokens of English prose (4.7-5.5 characters a token) were
+    refused by a cap of 4 a token. Such a text is now within the limit, and what decides
+    is its tokens (the run itself, half a minute here, is tests/e2e/test_long.py's)."""
+    from attnviz.app.runs.inference import read_text, text_limit
+
+    inference = client.app.state.inference
+    runner = inference.entry("smollm2").runner
+    prose = (
+        'Licensed under the Apache License, Version 2.0 (the "License"); you may not use '
+        "this file except in compliance with the License. Unless required by applicable law "
+        "or agreed to in writing, software distributed under the License is distributed on "
+        'an "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or '
+        "implied. See the License for the specific language governing permissions and "
+        "limitations under the License. "
+    )
+    text = prose * 95
+    _, ids, _, _ = runner.prompt(text)  # (what a run reads: refused past the context)
+    assert 7_000 < len(ids) <= runner.max_tokens and len(text) > 4 * runner.max_tokens
+    limit = text_limit(inference.settings, runner)
+    assert limit == 16 * 8192 and read_text(text, limit) == text
+    # a text of the limit's characters is refused by its tokens, not its characters
+    refused = client.post("/api/v1/analyze", json={"model": "smollm2", "text": "9" * limit})
+    assert refused.status_code == 422
+    assert "131,072 tokens; this server reads at most 8,192" in refused.json()["detail"]

@@ -48,7 +48,7 @@ WORDS = [
 
 def long_text(tokens: int) -> str:
     """Seeded filler of common words (about one SmolLM2 token each), within the server's
-    text limit for that many tokens (4 characters a token: the text box holds no more)."""
+    at most 4 characters a token (well within the server's limit for that many tokens)."""
     rng = random.Random(0)
     words = [rng.choice(WORDS) for _ in range(tokens - 20)]
     return " ".join(words)[: 4 * tokens - 32].rpartition(" ")[0]
