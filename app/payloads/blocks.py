@@ -3,7 +3,7 @@ for, and the blocks it gets, each one array in the wire encoding its kind is sen
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, StrictBool, StrictInt
 
@@ -37,7 +37,7 @@ ENCODING_OF_KIND: dict[Kind, Encoding] = {
 
 class AttentionRequest(TextRequest):
     types: list[AttentionType] | None = Field(
-        None, min_length=1, max_length=len(get_args(AttentionType)), description="Default: all."
+        None, min_length=1, max_length=MOST_LISTED, description="Default: all."
     )
     layers: list[Index] | None = Field(
         None, min_length=1, max_length=MOST_LISTED, description="Default: every layer."
@@ -48,7 +48,7 @@ class AttentionRequest(TextRequest):
     kinds: list[Kind] = Field(
         ["weights"],
         min_length=1,
-        max_length=len(get_args(Kind)),
+        max_length=MOST_LISTED,
         description="weights (after softmax), scores (scaled, before the mask), mask, q, k, v; "
         "norms: value-weighted attention (Kobayashi et al. 2020), per head the norm of what "
         "key j adds to query i, ‖α_ij f_h(x_j)‖ with f_h(x) = (x W_V^h + b_V^h) W_O^h (the "

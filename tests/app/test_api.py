@@ -415,8 +415,12 @@ def test_a_long_sentences_pieces_and_rows_agree_with_its_output(client):
 
 
 def test_repeated_types_are_counted_once(client):
-    body = attention(client, types=["encoder.self"] * 4000, layers=[0], encoding="u1")
+    body = attention(client, types=["encoder.self"] * 1000, layers=[0], encoding="u1")
     assert len(body["blocks"]) == 1 and body["blocks"][0]["shape"][0] == 8
+    refused = client.post(
+        "/api/v1/attention", json={"text": "hi", "types": ["encoder.self"] * 1025}
+    )
+    assert refused.status_code == 422 and "at most 1024 items" in refused.text
 
 
 def test_minilm_reads_english_wordpieces_and_gives_its_embedding(client):
