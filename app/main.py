@@ -30,8 +30,9 @@ from .edge.routes.deps import BODY_ERRORS
 from .errors import AttnvizError
 from .payloads.schemas import Health
 from .payloads.text import document_text_limit
-from .runs.inference import Inference, tensor_threads, text_limit
+from .runs.inference import Inference, text_limit
 from .runs.long_metrics import stop_all
+from .runs.scheduling import tensor_threads
 from .settings import Settings
 
 

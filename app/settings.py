@@ -109,7 +109,12 @@ class Settings(BaseSettings):
         "hold runs of ATTNVIZ_TORCH_THREADS threads (1 where a run uses every core: more "
         "runs than that slow every run down, see app.runs.tensor_threads).",
     )
-    max_queued_runs: int = Field(16, ge=0, description="Runs waiting; past that: 503.")
+    max_queued_runs: int = Field(
+        16,
+        ge=0,
+        description="Runs waiting; past that: 503. One client may hold a quarter of the "
+        "places (runs and waiting; at least one); past that: 429.",
+    )
     client_requests: int = Field(
         8,
         ge=0,
@@ -120,12 +125,19 @@ class Settings(BaseSettings):
         1200,
         ge=0,
         description="Cost of API requests one client may spend a minute (a GET 1, a model "
-        "run 2, an experiment 5, an export 10, a corpus run 20); more: 429. 0: no limit.",
+        "run 2, an experiment 5, an export 10, a corpus run 20), and each model run its "
+        "work before it runs (a unit per 256 tokens through one layer); more: 429. 0: no limit.",
     )
     trusted_proxies: list[str] = Field(
         [],
         description='Proxies (addresses or networks, JSON: ["10.0.0.0/8"]) whose '
         "X-Forwarded-For names the client; from anyone else the header is ignored.",
+    )
+    run_deadline_s: float = Field(
+        300.0,
+        gt=0,
+        description="Seconds of a tensor thread one request's work may take (a generation: "
+        "each step); past it, it is stopped at its next layer: 422 saying so.",
     )
     send_timeout_s: float = Field(
         30.0,

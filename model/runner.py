@@ -174,6 +174,11 @@ class Runner(Protocol):
         """Source ids and tokens of a text, specials included, cut to `max_tokens`."""
         ...
 
+    def tokens_read(self, text: str) -> int:
+        """The tokens a run of `text` reads (at most `max_tokens`): its price, before it
+        runs, is these times the model's layers."""
+        ...
+
     def with_model(self, model: ServedModel) -> Runner:
         """The same tokenizers and settings over other weights (the untrained twin)."""
         ...
@@ -323,6 +328,13 @@ class RunnerBase:
 
     def piece(self, token_id: int) -> str | None:
         return None
+
+    def tokenize(self, text: str) -> tuple[list[int], list[str]]:
+        raise NotImplementedError  # (each runner's own)
+
+    def tokens_read(self, text: str) -> int:
+        """What `tokenize` reads: a runner that reads more (the long path) says so."""
+        return len(self.tokenize(text)[0])
 
 
 def model_inputs(config: ModelConfig, source: Tensor | None, target: Tensor | None) -> tuple:

@@ -38,6 +38,7 @@ TIERS: tuple[tuple[str, str], ...] = (
     ("model/test_bench_llm_smoke.py", "ops"),
     ("model/test_families.py", "reference"),
     ("model/test_lens.py", "reference"),
+    ("app/test_shares.py", "core"),
     ("app/", "zoo"),
     ("model/pronounce/", "zoo"),
     ("model/test_smollm2.py", "zoo"),

@@ -6,8 +6,10 @@ for itself, not for everyone else."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
+import logging
 import math
 import threading
 import time
@@ -15,7 +17,8 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..request import CLIENT
+from ..errors import OverClientLimit
+from ..request import CHARGE, CLIENT
 
 # A request's cost against the per-minute budget: what it makes the server do, roughly in
 # model runs. A plain GET (a run's progress, the model list) costs 1.
@@ -31,6 +34,7 @@ COSTS = {
 }
 POST_COST = 2  # a model run answered from its captured tensors
 LAB_COST = 5  # an experiment: the model run again, changed, several times
+LOG = logging.getLogger("attnviz")
 TRACKED_AT_MOST = 50_000  # clients remembered; past it, those with a full budget forgotten
 
 
@@ -59,6 +63,7 @@ class Clients:
         self.trusted = [ipaddress.ip_network(p, strict=False) for p in trusted_proxies]
         self._budgets: dict[str, _Budget] = {}
         self._lock = threading.Lock()
+        self._warned = False
 
     def key(self, scope: Scope) -> str:
         """The client's address: the peer's, or behind a trusted proxy the last address of
@@ -66,7 +71,17 @@ class Clients:
         client; the earlier ones are the client's own claims)."""
         peer = (scope.get("client") or ("unknown", 0))[0]
         if not self._trusted(peer):
-            return peer
+            if not self._warned and any(n == b"x-forwarded-for" for n, _ in scope["headers"]):
+                self._warned = True  # (once: a client may send the header to be believed)
+                LOG.warning(
+                    "a request from %s carries X-Forwarded-For, and %s is no trusted proxy: "
+                    "its clients are keyed by that peer's address. Behind a proxy or "
+                    "ingress, set ATTNVIZ_TRUSTED_PROXIES to its addresses, or every user "
+                    "shares one client's share",
+                    peer,
+                    peer,
+                )
+            return _address(peer)
         forwarded = [
             value.decode("latin-1")
             for name, value in scope["headers"]
@@ -76,7 +91,7 @@ class Clients:
         for hop in reversed(hops):
             if not self._trusted(hop):
                 return _address(hop)
-        return peer
+        return _address(peer)
 
     def _trusted(self, address: str) -> bool:
         try:
@@ -108,6 +123,35 @@ class Clients:
             budget.active += 1
         return None
 
+    def charge(self, client: str, units: float, what: str) -> None:
+        """Charge `client` the price of work about to be done (a model run: its tokens
+        times its layers, `work_units`): paid from its budget of the minute; work dearer
+        than half a minute's budget is admitted once the budget holds half of it, and
+        leaves the budget owing the rest (refilled before its next request). Past that an
+        OverClientLimit, with the seconds until it could pay."""
+        if not self.per_minute:
+            return
+        now = time.monotonic()
+        with self._lock:
+            budget = self._budgets.get(client)
+            if budget is None:  # (forgotten meanwhile: one with a full budget)
+                budget = self._budgets[client] = _Budget(float(self.per_minute), now)
+            budget.tokens = min(
+                self.per_minute, budget.tokens + (now - budget.at) * self.per_minute / 60
+            )
+            budget.at = now
+            needed = min(units, self.per_minute / 2)
+            if budget.tokens >= needed:
+                budget.tokens -= units
+                return
+            wait = max(1, math.ceil((needed - budget.tokens) * 60 / self.per_minute))
+        raise OverClientLimit(
+            f"{what} costs {units:,.0f} units of work (its tokens times its layers); this "
+            f"client has {max(budget.tokens, 0):,.0f} of its {self.per_minute:,} a minute "
+            f"(ATTNVIZ_CLIENT_COST_PER_MINUTE) left: retry after {wait} s",
+            headers={"Retry-After": str(wait)},
+        )
+
     def leave(self, client: str) -> None:
         with self._lock:
             budget = self._budgets.get(client)
@@ -123,13 +167,20 @@ class Clients:
 
 
 def _address(hop: str) -> str:
-    """An X-Forwarded-For entry as an address: without a port (`1.2.3.4:5678`,
-    `[::1]:80`), so that one client is one key; what does not read as one, cut short."""
+    """A client's key from its address (the peer's, or an X-Forwarded-For entry): without
+    a port (`1.2.3.4:5678`, `[::1]:80`), so that one client is one key; an IPv6 address
+    by its /64, the network one host is given (its other 2^64 addresses are the same
+    client); what does not read as an address, cut short."""
     for text in (hop, hop.rsplit(":", 1)[0].strip("[]"), hop.strip("[]")):
         try:
-            return str(ipaddress.ip_address(text))
+            address = ipaddress.ip_address(text)
         except ValueError:
             continue
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        if isinstance(address, ipaddress.IPv6Address):
+            return str(ipaddress.ip_network(f"{address}/64", strict=False))
+        return str(address)
     return hop[:64]
 
 
@@ -151,9 +202,11 @@ class ClientBudget:
             await _too_many(send, *refused, self.clients)
             return
         token = CLIENT.set(client)
+        paying = CHARGE.set(functools.partial(self.clients.charge, client))
         try:
             await self.app(scope, receive, send)
         finally:
+            CHARGE.reset(paying)
             CLIENT.reset(token)
             self.clients.leave(client)
 

@@ -16,7 +16,8 @@ from attnviz.model.methods.geometry import dot_distance_correlation, normalize, 
 from ..corpus.jobs import CorpusRuns, HeadKey
 from ..errors import Busy, CannotServe
 from ..lab.context import LabContext
-from ..runs.inference import read_text
+from ..request import charge
+from ..runs.inference import read_text, work_units
 
 WARMING = 20  # seconds a client is told to wait while a projection warms up
 TEXTS_CHARS = 8  # the further sentences' characters, in all, in text lengths
@@ -134,6 +135,8 @@ def extra(ctx: LabContext, req: s.QKSpaceRequest, spec, kv_head: int) -> list[Pi
     out = []
     for i, text in enumerate(req.texts):
         text = read_text(text, limit, f"texts[{i}]")
+        tokens = ctx.runner.tokens_read(text)
+        charge(work_units(ctx.config, tokens), f"texts[{i}]'s run ({tokens:,} tokens)")
         with ctx.inference.limiter.slot():
             try:
                 result = ctx.runner.run(text, capture=True, names_filter=names)

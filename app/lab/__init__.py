@@ -23,7 +23,8 @@ import attnviz.app.lab.schemas as s
 from ..catalog.zoo import ModelEntry
 from ..errors import CannotServe
 from ..payloads.schemas import TextRequest
-from ..runs.inference import Inference
+from ..request import charge
+from ..runs.inference import Inference, work_units
 from .ablation import AblationRequest, AblationResponse, ablation
 from .alti import AltiRequest, AltiResponse, alti
 from .compare import CompareRequest, CompareResponse, compare
@@ -36,7 +37,7 @@ from .kv_cache import KVCacheRequest, KVCacheResponse, kv_cache
 from .lens import LensRequest, LensResponse, lens
 from .masks import MasksRequest, MasksResponse, masks
 from .metrics import MetricsResponse, metrics
-from .needle import NeedleRequest, NeedleResponse, needle
+from .needle import DEFAULT_LENGTH, NeedleRequest, NeedleResponse, needle
 from .needs import NEEDS, lacking
 from .positions import PositionsRequest, PositionsResponse, positions
 from .rollout import RolloutRequest, RolloutResponse, rollout
@@ -55,6 +56,10 @@ class LabRoute:
     needs: frozenset[str] = frozenset()  # what the model must have (app/lab/needs.py)
     runs_model: bool = False  # runs the model beyond the cached run: one run slot for all
     reads_long: bool = False  # reads a long input's run (its queries and keys) by windows
+    # what it runs beyond the cached run, in tokens read through every layer, from its
+    # request and the text's tokens: its price, charged before it runs (default, where it
+    # runs the model: two passes over the text)
+    work: Callable[[Any, int], float] | None = None
     what: str = "experiment"  # what it is to a person: an experiment, or a view
 
     @property
@@ -82,6 +87,10 @@ class LabRoute:
             raise CannotServe(
                 f"the {self.id} {self.what} cannot run on {ctx.entry.id}: it {reasons}"
             )
+        if self.runs_model:
+            read = len(ctx.result.source_ids) + len(ctx.result.target_ids)
+            tokens = self.work(req, read) if self.work is not None else 2 * read
+            charge(work_units(ctx.entry.config, tokens), f"the {self.id} {self.what}")
         with ctx.session() if self.runs_model else nullcontext():
             return self.run(ctx, req)
 
@@ -110,9 +119,11 @@ EXPERIMENTS: dict[str, LabRoute] = {
         LabRoute("ablation", ablation, AblationRequest, AblationResponse, runs_model=True),
         LabRoute("compare", compare, CompareRequest, CompareResponse),
         LabRoute("induction", induction, InductionRequest, InductionResponse,
-                   frozenset({"generation"}), runs_model=True),
+                   frozenset({"generation"}), runs_model=True,
+                   work=lambda req, _: 3 * 2 * req.length),  # (its sequence, twice, 3 passes)
         LabRoute("needle", needle, NeedleRequest, NeedleResponse,
-                   frozenset({"generation"}), runs_model=True),
+                   frozenset({"generation"}), runs_model=True,
+                   work=lambda req, _: 3 * (req.length or DEFAULT_LENGTH)),  # (3 answers)
     )
 }  # fmt: skip
 

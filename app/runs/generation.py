@@ -18,8 +18,9 @@ from attnviz.model.runner import generating
 from ..catalog.zoo import ModelEntry
 from ..errors import CannotServe
 from ..payloads.schemas import Alternative, NewTokens, TextRequest, Whole
+from ..request import charge
 from .answers import raw_piece
-from .inference import Inference, read_text, stop_if_cancelled, text_limit
+from .inference import Inference, read_text, stop_if_cancelled, text_limit, work_units
 
 log = logging.getLogger("attnviz.generate")
 
@@ -114,6 +115,12 @@ class Generation:
         except ValueError as exc:
             raise CannotServe(f"text cannot be read: {exc}") from exc
         self.runner = generator
+        # priced before it runs: the prompt's pass, then a token a step
+        tokens = len(self.ids) + len(req.continuation) + self.max_new_tokens
+        charge(
+            work_units(self.entry.config, tokens),
+            f"a generation of {self.max_new_tokens} tokens after {len(self.ids):,}",
+        )
         self.before = list(req.continuation)  # generated earlier, continued now
         self.sampling = Sampling(req.temperature, req.top_k, req.top_p, req.seed)
         self.new: list[int] = []

@@ -1,5 +1,5 @@
-"""Model runs: the text a model reads, the bound on runs at once (503 past it), the run
-cache, the threads tensor work runs on, and `Inference`, which ties them to the zoo."""
+"""Model runs: the text a model reads, a run's price (`work_units`), the run cache, and
+`Inference`, which ties them to the zoo and the tensor threads (runs/scheduling.py)."""
 
 from __future__ import annotations
 
@@ -9,28 +9,28 @@ import dataclasses
 import functools
 import hashlib
 import logging
-import queue
 import re
 import threading
 import time
 import unicodedata
-from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from attnviz.model.config import ModelConfig
 from attnviz.model.lean import LeanCapture, capture_bytes
 from attnviz.model.long import LongCapture
 from attnviz.model.runner import RunResult, generating
-from attnviz.model.runtime import lower_priority, release_free_memory
+from attnviz.model.runtime import release_free_memory
 
 from ..catalog.zoo import ModelEntry, Zoo
-from ..errors import Busy, CannotServe, NotFound
+from ..errors import CannotServe, NotFound
 from ..payloads.text import INVISIBLE
-from ..request import CLIENT
+from ..request import charge
 from ..settings import Settings
 from .progress import ProgressBoard, Stops
+from .scheduling import RunLimiter, tensor_threads
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,18 @@ def text_limit(settings: Settings, runner: Any) -> int:
     return max(settings.max_text_chars, CHARS_PER_TOKEN * runner.max_tokens)
 
 
+# A unit of work, the currency of a client's budget of the minute (a GET costs 1): 256
+# tokens through one layer. Pronounce's sentence (20 characters, 6 layers) is half a unit,
+# SmolLM2's 1,000-token prompt (30 layers) 117, its 8,192-token context 960 (~40 s here).
+TOKEN_LAYERS_A_UNIT = 256
+
+
+def work_units(config: ModelConfig, tokens: float, passes: float = 1.0) -> float:
+    """The price of `passes` passes of `tokens` tokens through every layer of a model."""
+    layers = config.n_layers * config.has_encoder + config.decoder_layers * config.has_decoder
+    return passes * tokens * max(layers, 1) / TOKEN_LAYERS_A_UNIT
+
+
 # set for the work of a request whose client has gone (Inference.on_tensor_thread)
 _STOP: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
     "attnviz_stop", default=None
@@ -93,54 +105,25 @@ class ClientGone(Exception):
     """The request this work is for was cancelled: nobody will read its answer."""
 
 
+# when the work of the request on this thread must have ended (Inference.on_tensor_thread)
+_DEADLINE: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar(
+    "attnviz_deadline", default=None
+)
+
+
 def stop_if_cancelled() -> None:
-    """Raise ClientGone where the request of the work on this thread was cancelled; the
-    work calls it before each step worth skipping (a model run)."""
+    """Raise ClientGone where the request of the work on this thread was cancelled, and
+    a 422 where it has run past its deadline; the work calls it before each step worth
+    skipping (a model run, a layer of one)."""
     stop = _STOP.get()
     if stop is not None and stop.is_set():
         raise ClientGone
-
-
-class RunLimiter:
-    """At most `concurrent` model runs at once and `queued` waiting; past that, 503."""
-
-    def __init__(self, concurrent: int, queued: int) -> None:
-        self._running = threading.Semaphore(concurrent)
-        self._lock = threading.Lock()
-        self._admitted = 0
-        self._capacity = concurrent + queued
-
-    @contextmanager
-    def admission(self) -> Iterator[None]:
-        """Counted among the admitted (a 503 past capacity), without waiting for a slot."""
-        with self._lock:
-            if self._admitted >= self._capacity:
-                raise Busy(
-                    "the server is busy running other requests; retry shortly",
-                    headers={"Retry-After": "1"},
-                )
-            self._admitted += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._admitted -= 1
-
-    @contextmanager
-    def slot(self) -> Iterator[None]:
-        with self.admission(), self._running:
-            yield
-
-    @contextmanager
-    def running(self) -> Iterator[None]:
-        """A run slot alone, for a request admitted already (a generation's next step)."""
-        with self._running:
-            yield
-
-    def check(self) -> None:
-        """A 503 now where admission would refuse (nothing is counted)."""
-        with self.admission():
-            pass
+    deadline = _DEADLINE.get()
+    if deadline is not None and time.monotonic() > deadline[0]:
+        raise CannotServe(
+            f"this request's work ran past its {deadline[1]:g} s (ATTNVIZ_RUN_DEADLINE_S) "
+            "and was stopped: ask for less (a shorter text, a smaller experiment)"
+        )
 
 
 LEAN_PAST = 8  # a capture above this share of the cache is kept lean
@@ -191,62 +174,6 @@ class RunCache:
             release_free_memory()
 
 
-class FairQueue:
-    """A ThreadPoolExecutor's work queue that takes its clients in turn (`CLIENT` of the
-    context that submitted each item): a client's items in the order sent, but one
-    client's seventeen never all ahead of another's one (with a FIFO queue, another
-    client's request waited 52 s behind them; measured)."""
-
-    def __init__(self) -> None:
-        self._waiting: OrderedDict[str, deque] = OrderedDict()  # by client, in turn
-        self._stops: deque = deque()  # the executor's None: a worker is to exit
-        self._ready = threading.Condition()
-
-    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        with self._ready:
-            if item is None:
-                self._stops.append(item)
-            else:
-                self._waiting.setdefault(CLIENT.get(), deque()).append(item)
-            self._ready.notify()
-
-    def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        with self._ready:
-            while True:
-                if self._waiting:
-                    client, items = self._waiting.popitem(last=False)
-                    item = items.popleft()
-                    if items:
-                        self._waiting[client] = items  # the back of the turn
-                    return item
-                if self._stops:
-                    return self._stops.popleft()
-                if not block:
-                    raise queue.Empty
-                self._ready.wait()
-
-    def get_nowait(self) -> Any:
-        return self.get(block=False)
-
-
-def tensor_threads(settings: Settings) -> ThreadPoolExecutor:
-    """The threads every route's tensor work runs on: one per concurrent run, kept for
-    the server's life.
-
-    Each thread that runs torch gets an OpenMP team of its own (a worker per extra torch
-    thread), and where the teams' threads outnumber the cores, libgomp stops its workers
-    spinning between parallel regions: every region then waits for sleeping workers to
-    wake. On 2 cores, a second team made `pronounce`'s run of 126 characters take 140 ms
-    instead of 78 (measured); so the zoo loads on these threads too, and the event loop
-    and the request thread pool never run torch. They run at a lower priority than the
-    event loop (`lower_priority`), their OpenMP teams too."""
-    threads = ThreadPoolExecutor(
-        settings.concurrent_runs(), thread_name_prefix="attnviz-torch", initializer=lower_priority
-    )
-    threads._work_queue = FairQueue()  # type: ignore[assignment]  # (before any submit)
-    return threads
-
-
 class Inference:
     def __init__(
         self, zoo: Zoo, settings: Settings, threads: ThreadPoolExecutor | None = None
@@ -257,7 +184,7 @@ class Inference:
         runs = settings.concurrent_runs()
         self.limiter = RunLimiter(runs, settings.max_queued_runs)
         # requests on or waiting for the tensor threads, bounded as the runs are
-        self._admitted = RunLimiter(runs + settings.max_queued_runs, queued=0)
+        self._admitted = RunLimiter(runs + settings.max_queued_runs, queued=0, shares=True)
         self.runs = RunCache(settings.cache_bytes)
         self.progress = ProgressBoard()  # how far each run under way has read
         # runs under way by key: a request for the same (model, text) waits for that run
@@ -275,7 +202,13 @@ class Inference:
         stop = threading.Event()
         context = contextvars.copy_context()
         context.run(_STOP.set, stop)
-        call = functools.partial(context.run, fn, *args, **kwargs)
+        seconds = self.settings.run_deadline_s
+
+        def started() -> T:  # (the deadline counts from the work's start, not its wait)
+            _DEADLINE.set((time.monotonic() + seconds, seconds))
+            return fn(*args, **kwargs)
+
+        call = functools.partial(context.run, started)
         with self._admitted.admission():
             try:
                 return await asyncio.get_running_loop().run_in_executor(self.threads, call)
@@ -372,6 +305,9 @@ class Inference:
                     generating(entry.runner).chat_prompt(text)
                 except ValueError as exc:
                     raise CannotServe(f"text cannot be read: {exc}") from exc
+            # priced before it runs, by what it reads (a cached run, above, is free)
+            tokens = entry.runner.tokens_read(text) + len(continuation)
+            charge(work_units(entry.config, tokens), f"a run of {tokens:,} tokens")
             with self.limiter.slot():
                 try:
                     runner = entry.loaded_runner()  # (one for the watch and the run)

@@ -1,4 +1,5 @@
-"""How far each run under way has read, by the id of the request that runs it: the page
+"""How far each run under way has read, by its client and the id of the request that runs
+it (a client sees its own runs only, and cannot push another's out): the page
 polls it during a long run (a progress line with the time left), and each layer is a point
 where a run whose client went away stops."""
 
@@ -17,7 +18,9 @@ from attnviz.model.hooks import HookedModule, hooked
 
 from ..request import CLIENT, CURRENT_REQUEST
 
-KEPT = 256  # runs remembered (the oldest forgotten first)
+KEPT = 4096  # runs remembered (the oldest forgotten first)
+KEPT_A_CLIENT = 16  # of one client (its oldest forgotten first: 300 tiny requests with
+# ids of their own pushed another client's long run out of 256 shared places)
 
 
 @dataclass
@@ -49,24 +52,39 @@ class RunProgress:
 
 
 class ProgressBoard:
-    """The latest KEPT runs' progress, by request id."""
+    """The latest runs' progress (KEPT_A_CLIENT a client, KEPT in all), by client (`CLIENT`
+    of the request that runs it, or asks) and request id."""
 
     def __init__(self) -> None:
-        self._runs: OrderedDict[str, RunProgress] = OrderedDict()
+        self._runs: OrderedDict[tuple[str, str], RunProgress] = OrderedDict()
+        self._of_client: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def get(self, request_id: str) -> RunProgress | None:
         with self._lock:
-            return self._runs.get(request_id)
+            return self._runs.get((CLIENT.get(), request_id))
 
     def _start(self, request_id: str, layers: int) -> RunProgress:
         progress = RunProgress(layers)
+        client = CLIENT.get()
         with self._lock:
-            self._runs[request_id] = progress
-            self._runs.move_to_end(request_id)
+            if (client, request_id) in self._runs:
+                self._forget((client, request_id))
+            elif self._of_client.get(client, 0) >= KEPT_A_CLIENT:
+                self._forget(next(key for key in self._runs if key[0] == client))
+            self._runs[(client, request_id)] = progress
+            self._of_client[client] = self._of_client.get(client, 0) + 1
             while len(self._runs) > KEPT:
-                self._runs.popitem(last=False)
+                self._forget(next(iter(self._runs)))
         return progress
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        del self._runs[key]
+        left = self._of_client[key[0]] - 1
+        if left:
+            self._of_client[key[0]] = left
+        else:
+            del self._of_client[key[0]]
 
     @contextmanager
     def watching(self, model: nn.Module, check: Callable[[], None]) -> Iterator[None]:

@@ -210,6 +210,14 @@ class CausalLM(RunnerBase):
         ids, _, _ = self.encode(text, limit=min(self.max_tokens, LONG_FROM))
         return ids, self.shown(ids)
 
+    def tokens_read(self, text: str) -> int:
+        """A run's prompt: read whole on the long path (or refused), else cut to its last
+        max_tokens."""
+        return min(
+            len(self.tokenizer.encode(text, add_special_tokens=self.add_special_tokens).ids),
+            self.max_tokens,
+        )
+
     def prompt(self, text: str, chat: bool = False) -> tuple[str, list[int], bool, int]:
         """(the prompt read, its ids, whether they were cut, their length before): the text
         itself, or with `chat` the text as a user turn of the chat template."""

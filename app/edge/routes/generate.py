@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Literal
 
 from fastapi import APIRouter
@@ -17,27 +18,51 @@ from attnviz.model.pretrained.causal import Step
 from ...errors import AttnvizError, NotFound
 from ...payloads.schemas import Strict
 from ...runs.generation import GeneratedStep, GenerateRequest, GenerateResponse, Generation
-from ...runs.inference import stop_if_cancelled
+from ...runs.inference import Inference
 from ..logs import REQUEST_ID
-from .deps import ERRORS, InferenceDep, on_tensor_thread
+from .deps import ERRORS, InferenceDep
 
 router = APIRouter(prefix="/api/v1", tags=["generation"])
 log = logging.getLogger("attnviz.generate")
 
 
 @router.post("/generate", responses=ERRORS)
-@on_tensor_thread
-def generate(req: GenerateRequest, inference: InferenceDep) -> GenerateResponse:
+async def generate(req: GenerateRequest, inference: InferenceDep) -> GenerateResponse:
     """Continue the prompt: greedy, or sampled (temperature, top-k, top-p, seed); each step
     with its token's probability and the 10 likeliest. Send `continuation` back with the
     text to see the whole sequence's attention. /generate/stream sends the steps as made."""
-    generation = Generation(inference, req)
-    steps = []
-    with inference.stops.stoppable(generation.stopping), inference.limiter.slot():
-        for step in generation.steps():
-            steps.append(generation.step_answer(step))
-            stop_if_cancelled()  # its client went away: no step more
-    return generation.answer(steps)
+    generation = await inference.on_tensor_thread(Generation, inference, req)  # 4xx here
+    inference.limiter.check()
+    async with contextlib.aclosing(stepped(generation, inference)) as steps:
+        made = [generation.step_answer(step) async for step in steps]
+    return await inference.on_tensor_thread(generation.answer, made)
+
+
+async def stepped(generation: Generation, inference: Inference) -> AsyncGenerator[Step, None]:
+    """A generation's steps, each one a tensor thread's task in a run slot of its own: the
+    prompt's pass, then a token a task, so that other clients' requests run between its
+    steps (a generation holding the thread for all of them kept them waiting for its
+    whole length). Counted among the runs while it lasts; its client may stop it
+    (/generate/stop); closed after the step under way, if any."""
+    steps = generation.steps()
+    turn = threading.Lock()  # a step and the closing never overlap
+
+    def one() -> Step | None:
+        with turn, inference.limiter.running():
+            return next(steps, None)
+
+    def close() -> None:
+        with turn:
+            steps.close()
+
+    try:
+        with inference.limiter.admission(), inference.stops.stoppable(generation.stopping):
+            while (step := await inference.on_tensor_thread(one)) is not None:
+                yield step
+    finally:
+        # after a step still running on a tensor thread, if any (this task may be
+        # cancelled while it waits for one)
+        inference.threads.submit(close)
 
 
 def event(name: str, body: str) -> bytes:
@@ -63,28 +88,18 @@ async def generate_stream(req: GenerateRequest, inference: InferenceDep) -> Stre
     # a 503 now where the server is full (a stream admitted a moment later can still find it
     # full when it starts: then its first event is an error event)
     inference.limiter.check()
-    steps = generation.steps()
-    turn = threading.Lock()  # a step and the closing never overlap
-
-    def one() -> Step | None:
-        with turn, inference.limiter.running():  # a run slot per step: others run between
-            return next(steps, None)
-
-    def close() -> None:
-        with turn:
-            steps.close()
 
     async def events() -> AsyncIterator[bytes]:
         made: list[GeneratedStep] = []
         done = False
         try:
-            # counted among the runs while it streams; its client may stop it (/generate/stop)
-            with inference.limiter.admission(), inference.stops.stoppable(generation.stopping):
-                while (step := await inference.on_tensor_thread(one)) is not None:
+            async with contextlib.aclosing(stepped(generation, inference)) as steps:
+                async for step in steps:
                     made.append(generation.step_answer(step))
                     yield event("step", made[-1].model_dump_json())
-                yield event("done", generation.answer(made).model_dump_json())
-                done = True
+            answer = await inference.on_tensor_thread(generation.answer, made)
+            yield event("done", answer.model_dump_json())
+            done = True
         except AttnvizError as exc:  # e.g. the server too busy for the next step
             yield event("error", json.dumps({"detail": exc.detail}))
             done = True
@@ -95,9 +110,6 @@ async def generate_stream(req: GenerateRequest, inference: InferenceDep) -> Stre
         finally:
             if not done:
                 log.info("generation stopped after %d steps: the client went away", len(made))
-            # after a step still running on a tensor thread, if any (this task may be
-            # cancelled while it waits for one)
-            inference.threads.submit(close)
 
     return StreamingResponse(events(), media_type="text/event-stream")
 

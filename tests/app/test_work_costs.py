@@ -1,0 +1,74 @@
+"""Each request pays for the work it causes (issue 43): a model run is priced by its
+tokens times its layers before it runs, against its client's budget of the minute (429
+with Retry-After past it); a cached run is free; a request's work past its deadline is
+stopped at its next layer."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from attnviz.app.main import create_app
+from attnviz.app.runs.inference import work_units
+from attnviz.app.settings import Settings
+
+PROSE = (
+    "The animal didn't cross the street because it was too tired, and the quick brown fox "
+    "jumps over the lazy dog while attention heads look back at every token they have seen. "
+)
+
+
+@pytest.fixture(scope="module")
+def metered():
+    settings = Settings(torch_threads=1, zoo=["pronounce", "smollm2"], client_cost_per_minute=120)
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def analyze(client: TestClient, text: str, model: str = "smollm2"):
+    return client.post("/api/v1/analyze", json={"model": model, "text": text})
+
+
+def test_a_run_is_charged_its_tokens_times_its_layers_before_it_runs(metered):
+    inference = metered.app.state.inference
+    smollm2 = inference.entry("smollm2")
+    text = PROSE * 14  # ~500 tokens: 30 layers, ~58 units of the budget's 120
+    tokens = smollm2.runner.tokens_read(text)
+    price = work_units(smollm2.config, tokens)
+    assert 450 < tokens < 560 and price == pytest.approx(tokens * 30 / 256)
+    first = analyze(metered, text)
+    assert first.status_code == 200, first.text
+    second = analyze(metered, "Another. " + text)
+    assert second.status_code == 200, second.text
+    began = time.monotonic()
+    third = analyze(metered, "A third. " + text)
+    assert time.monotonic() - began < 1  # (refused before it ran)
+    assert third.status_code == 429
+    detail = third.json()["detail"]
+    third_tokens = smollm2.runner.tokens_read("A third. " + text)
+    assert detail.startswith(
+        f"a run of {third_tokens:,} tokens costs {work_units(smollm2.config, third_tokens):,.0f} "
+        "units of work (its tokens times its layers); this client has "
+    )
+    assert "ATTNVIZ_CLIENT_COST_PER_MINUTE" in detail
+    assert int(third.headers["retry-after"]) >= 1
+    # the short runs of another model cost next to nothing, and another client pays its own
+    other = TestClient(metered.app, client=("192.0.2.1", 5000))
+    assert analyze(other, "猫追狗", model="pronounce").status_code == 200
+    assert analyze(other, text).status_code == 200  # (cached: free, but for its POST)
+
+
+def test_work_past_its_deadline_is_stopped_at_its_next_layer():
+    settings = Settings(torch_threads=1, zoo=["smollm2"], run_deadline_s=0.05)
+    with TestClient(create_app(settings)) as c:
+        began = time.monotonic()
+        stopped = analyze(c, PROSE * 40)  # ~1,400 tokens: seconds of work
+        took = time.monotonic() - began
+    assert stopped.status_code == 422
+    assert stopped.json()["detail"] == (
+        "this request's work ran past its 0.05 s (ATTNVIZ_RUN_DEADLINE_S) and was stopped: "
+        "ask for less (a shorter text, a smaller experiment)"
+    )
+    assert took < 3, took
