@@ -113,13 +113,13 @@ class Settings(BaseSettings):
         16,
         ge=0,
         description="Runs waiting; past that: 503. One client may hold a quarter of the "
-        "places (runs and waiting; at least one); past that: 429.",
+        "places (runs and waiting), or 4 where that is more; past that: 429.",
     )
     client_requests: int = Field(
         8,
         ge=0,
         description="API requests one client (address) may have in flight at once; more: "
-        "429. 0: no limit.",
+        "429. 0: no limit (nor a share of the run queue's places).",
     )
     client_cost_per_minute: int = Field(
         1200,

@@ -184,7 +184,9 @@ class Inference:
         runs = settings.concurrent_runs()
         self.limiter = RunLimiter(runs, settings.max_queued_runs)
         # requests on or waiting for the tensor threads, bounded as the runs are
-        self._admitted = RunLimiter(runs + settings.max_queued_runs, queued=0, shares=True)
+        self._admitted = RunLimiter(
+            runs + settings.max_queued_runs, queued=0, shares=bool(settings.client_requests)
+        )
         self.runs = RunCache(settings.cache_bytes)
         self.progress = ProgressBoard()  # how far each run under way has read
         # runs under way by key: a request for the same (model, text) waits for that run

@@ -21,8 +21,8 @@ from ..settings import Settings
 
 class RunLimiter:
     """At most `concurrent` model runs at once and `queued` waiting; past that, 503. With
-    `shares`, one client (`CLIENT`) may hold at most a quarter of the places (at least
-    one): past its share a 429, so that three clients cannot fill the queue (each with
+    `shares`, one client (`CLIENT`) may hold at most a quarter of the places, or four
+    (what the page asks at once) where that is more: past its share a 429, so that three clients cannot fill the queue (each with
     eight requests in flight, three filled seventeen places and everyone else had 503s)."""
 
     def __init__(self, concurrent: int, queued: int, shares: bool = False) -> None:
@@ -30,7 +30,7 @@ class RunLimiter:
         self._lock = threading.Lock()
         self._admitted = 0
         self._capacity = concurrent + queued
-        self._share = max(1, self._capacity // 4) if shares else self._capacity
+        self._share = max(min(4, self._capacity), self._capacity // 4) if shares else self._capacity
         self._of_client: dict[str, int] = {}
 
     @contextmanager
