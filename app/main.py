@@ -19,6 +19,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from attnviz.model.runtime import keep_freed_memory, set_threads
 
+from .budgets import fit, memory_limit, resident_bytes
+from .catalog.yours import OwnRunner
 from .catalog.zoo import Zoo, import_plugins, load_zoo
 from .corpus.corpora import read_shipped
 from .corpus.jobs import CorpusRuns
@@ -54,6 +56,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     loader = app.state.zoo or load_zoo
     zoo = await asyncio.get_running_loop().run_in_executor(threads, loader, settings)
     await asyncio.get_running_loop().run_in_executor(threads, read_shipped)
+    if not embedded:  # (a notebook's process is the user's to size)
+        settings = fitted_settings(settings, zoo)
     app.state.inference = served = Inference(zoo, settings, threads)
     # corpus runs read the served models, one sentence a run slot
     app.state.corpus_runs = corpus_runs = CorpusRuns(served, settings.corpus_results_bytes)
@@ -68,6 +72,26 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     corpus_runs.stop()
     app.state.inference = None
     threads.shutdown(wait=False)
+
+
+def fitted_settings(settings: Settings, zoo: Zoo) -> Settings:
+    """The settings with the caches' budgets that fit this server's memory, its models
+    loaded (app/budgets.py): DoesNotFit, which stops the start, where they cannot."""
+    limit, source = memory_limit(settings)
+    fitted = fit(settings, resident_bytes(), limit, source)
+    if not fitted.changed:
+        return settings
+    logging.getLogger("attnviz").warning("%s", fitted.changed)
+    for entry in zoo.models.values():
+        if isinstance(entry.runner, OwnRunner):  # (one pool, every model of yours)
+            entry.runner.pool.max_bytes = fitted.own_models_bytes
+    return settings.model_copy(
+        update={
+            "cache_bytes": fitted.cache_bytes,
+            "corpus_results_bytes": fitted.corpus_results_bytes,
+            "own_models_bytes": fitted.own_models_bytes,
+        }
+    )
 
 
 def create_app(

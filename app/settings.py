@@ -133,6 +133,12 @@ class Settings(BaseSettings):
         description='Proxies (addresses or networks, JSON: ["10.0.0.0/8"]) whose '
         "X-Forwarded-For names the client; from anyone else the header is ignored.",
     )
+    memory_limit_bytes: int = Field(
+        0,
+        ge=0,
+        description="Memory the server may hold: its budgets are checked against it at "
+        "start-up. 0: its cgroup's limit (a container's), else the machine's memory.",
+    )
     run_deadline_s: float = Field(
         300.0,
         gt=0,

@@ -113,3 +113,24 @@ def test_a_masked_lm_in_memory_reads_its_head_and_a_base_model_is_an_encoder(tmp
     assert run.output_tokens  # its head's predictions for the mask
     encoder = attnviz.capture(BertModel(theirs.config), "the cat", tokenizer=made)
     assert encoder.output_tokens == [] and list(encoder.types) == ["encoder.self"]
+
+
+def test_a_model_of_a_vocabulary_smaller_than_ten_tokens_is_captured():
+    """The likeliest next tokens are as many as the vocabulary has (ten asked of a
+    vocabulary of six raised RuntimeError: selected index k out of range)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = Tokenizer(
+        models.WordLevel(
+            {"<|endoftext|>": 0, "a": 1, "b": 2, "c": 3, "d": 4, "e": 5}, unk_token="<|endoftext|>"
+        )
+    )
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    theirs = tiny("llama", vocab_size=6)
+    run = attnviz.capture(theirs, "a b c d e a b", tokenizer=words)
+    assert run.source_tokens == list("abcdeab")
+    ids = torch.tensor([[1, 2, 3, 4, 5, 1, 2]])
+    with torch.no_grad():
+        expected = theirs(ids, output_attentions=True).attentions
+    for layer, weights in enumerate(expected):
+        assert (run.weights(layer) - weights[0]).abs().max() <= 1e-5

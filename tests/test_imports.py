@@ -109,6 +109,7 @@ APP_LAYERS = (
     ("runs",),
     ("catalog",),
     ("payloads",),
+    ("budgets",),
     ("errors", "settings", "request", "version"),
 )
 

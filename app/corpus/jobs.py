@@ -24,7 +24,7 @@ from attnviz.model.methods.corpus_stats import STATISTICS
 from attnviz.model.runtime import lower_priority
 
 from ..catalog.zoo import ModelEntry
-from ..errors import Busy, CannotServe, NotAllowed, NotFound, OverClientLimit
+from ..errors import AttnvizError, Busy, CannotServe, NotAllowed, NotFound, OverClientLimit
 from ..runs.inference import Inference
 from . import compute
 
@@ -125,6 +125,7 @@ class CorpusRuns:
         self.jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
+        self._served: dict[str, float] = {}  # each client's last run started (turns)
         self._stopped = False
         self._thread = threading.Thread(target=self._work, name="attnviz-corpus", daemon=True)
         self._thread.start()
@@ -235,17 +236,32 @@ class CorpusRuns:
                     self._wake.wait()
                 if self._stopped:
                     return
-                job = next(j for j in self.jobs.values() if j.status == "queued")
+                job = self._next_in_turn()
                 job.status, job.started = "running", time.time()
+                self._served[job.client] = time.monotonic()
             try:
                 self._run(job)
                 status = "cancelled" if job.cancelled.is_set() else "done"
-            except Exception as exc:  # a sentence the model refuses ends the run, said
+            except AttnvizError as exc:  # a sentence the model refuses ends the run, said
+                LOG.info("corpus run %s stopped: %s", job.id, exc.detail)
+                job.error, status = exc.detail, "failed"
+            except Exception:  # (its text, a path or a library's, is the operator's: logged)
                 LOG.exception("corpus run %s failed", job.id)
-                job.error, status = f"{type(exc).__name__}: {getattr(exc, 'detail', exc)}", "failed"
+                job.error = f"the run failed on the server (its log says why: corpus run {job.id})"
+                status = "failed"
             with self._lock:
                 job.status, job.finished = status, time.time()
                 self._make_room(job, 0)
+
+    def _next_in_turn(self) -> Job:
+        """The queued run of the client served longest ago (never served: first), its
+        oldest: clients take turns, so that one client's runs, sent first, do not all run
+        before another's. (Called holding the lock.)"""
+        queued = [j for j in self.jobs.values() if j.status == "queued"]
+        if len(self._served) > 4096:  # (the clients with runs kept: the others forgotten)
+            kept = {j.client for j in self.jobs.values()}
+            self._served = {c: t for c, t in self._served.items() if c in kept}
+        return min(queued, key=lambda j: (self._served.get(j.client, 0.0), j.created))
 
     def _make_room(self, job: Job, more: int) -> bool:
         """Drop finished runs, the oldest first, while the kept results and `more` bytes

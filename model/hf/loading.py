@@ -51,7 +51,9 @@ def hf_config(folder: Path):
 
     quiet_transformers()
     try:
-        return transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
+        return transformers.AutoConfig.from_pretrained(
+            folder, local_files_only=True, trust_remote_code=False
+        )
     except (ValueError, KeyError, OSError, TypeError) as exc:
         raise CheckpointError(f"transformers cannot read its config.json: {exc}") from None
 
@@ -183,6 +185,7 @@ def load_model(folder: Path, architecture: str) -> HFTransformer:
                 dtype=torch.float32,
                 local_files_only=True,
                 use_safetensors=True,
+                trust_remote_code=False,
             )
     except (ValueError, KeyError, OSError, TypeError, RuntimeError) as exc:
         raise CheckpointError(f"transformers cannot read it: {exc}") from None
@@ -276,7 +279,7 @@ def parameter_count(folder: Path, architecture: str) -> int:
     meta device: nothing is allocated or read."""
     config = hf_config(folder)
     with torch.device("meta"), contextlib.redirect_stderr(io.StringIO()):
-        model = model_class(architecture).from_config(config)
+        model = model_class(architecture).from_config(config, trust_remote_code=False)
     return sum(p.numel() for p in model.parameters())
 
 
@@ -304,7 +307,7 @@ def load_gguf_transformers(path: Path, name: str = "") -> CausalLM:
         with contextlib.redirect_stderr(io.StringIO()):
             hf = transformers.AutoModelForCausalLM.from_pretrained(
                 path.parent, gguf_file=path.name, attn_implementation=ATTENTION,
-                dtype=torch.float32, local_files_only=True,
+                dtype=torch.float32, local_files_only=True, trust_remote_code=False,
             )  # fmt: skip
     except (ValueError, KeyError, OSError, TypeError, RuntimeError, ImportError) as exc:
         raise CheckpointError(f"transformers cannot read it: {exc}") from None

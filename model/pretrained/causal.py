@@ -328,7 +328,7 @@ class CausalLM(RunnerBase):
     ) -> RunResult:
         ids = [*prompt, *generated]
         # the distribution of each generated step, and of the next token after them all
-        steps = torch.softmax(last, dim=-1).topk(TOP)
+        steps = torch.softmax(last, dim=-1).topk(min(TOP, last.size(-1)))
         alternatives = {
             len(prompt) - 1 + i: list(
                 zip(ids_.tolist(), [round(p, 6) for p in ps.tolist()], strict=True)

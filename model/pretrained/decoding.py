@@ -186,7 +186,7 @@ def generate(
         logits = model.logits(hidden[:, -1])[0]
         probs = torch.softmax(logits, dim=-1)
         token = choose(logits, sampling, generator)
-        best = probs.topk(TOP)
+        best = probs.topk(min(TOP, probs.numel()))  # (a vocabulary may be smaller)
         top = [(int(i), float(p)) for p, i in zip(best.values, best.indices, strict=True)]
         new_rows = {}
         for p in prefixes if rows else []:

@@ -56,6 +56,24 @@ def adapter_of(hf: dict, folder: Path) -> Adapter:
     return ADAPTERS[model_type]
 
 
+def shard_names(folder: Path) -> list[str]:
+    """The shards `model.safetensors.index.json` names, each a file of `folder` itself: a
+    name with a folder in it ("../other/model.safetensors", "/etc/x") would read a file
+    outside the model's folder, and is refused."""
+    index = folder / "model.safetensors.index.json"
+    named = read_json(index).get("weight_map", {})
+    if not isinstance(named, dict):
+        raise CheckpointError(f"{index}'s weight_map is not an object of names to shards")
+    shards = sorted({str(shard) for shard in named.values()})
+    for shard in shards:
+        if Path(shard).name != shard or shard in ("", ".", ".."):
+            raise CheckpointError(
+                f"{index} names the shard {shard[:200]!r}: a shard is a file of the model's "
+                "own folder, named without a folder"
+            )
+    return shards
+
+
 def read_weights(
     folder: Path, dtypes: set[str] | None = None, meta: bool = False
 ) -> dict[str, torch.Tensor]:
@@ -64,7 +82,7 @@ def read_weights(
     shapes, from the files' headers (tensors on the meta device: nothing read)."""
     index = folder / "model.safetensors.index.json"
     if index.exists():
-        shards = sorted(set(read_json(index).get("weight_map", {}).values()))
+        shards = shard_names(folder)
         if not shards:
             raise CheckpointError(f"{index} names no shards")
     elif (folder / "model.safetensors").exists():

@@ -20,7 +20,15 @@ from .backends import Backend, choose
 from .bert import NOT_MAPPED as BERT_NOT_MAPPED
 from .bert import BertRunner
 from .causal import CausalLM
-from .hf import adapter_of, load_folder, mapped, read_json, read_weights, tokenizer_of
+from .hf import (
+    adapter_of,
+    load_folder,
+    mapped,
+    read_json,
+    read_weights,
+    shard_names,
+    tokenizer_of,
+)
 from .mapping import map_state
 from .masked_lm import MaskedLM, MaskedLMHead, required_mask_token, split, tied
 
@@ -73,7 +81,7 @@ def weight_files(path: Path) -> list[Path]:
         return [path]
     index = path / "model.safetensors.index.json"
     if index.exists():
-        return [path / shard for shard in set(read_json(index).get("weight_map", {}).values())]
+        return [path / shard for shard in shard_names(path)]
     return [f for f in [path / "model.safetensors"] if f.exists()]
 
 

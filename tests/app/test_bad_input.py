@@ -59,11 +59,11 @@ REFUSED = {
         422,
         f"text has {LIMIT + 1} characters; the limit is {LIMIT}",
     ),
-    "compare_one_past_the_limit": (
+    "compare_one_past_the_limit": (  # (MiniLM reads 512 tokens: 16 characters a token)
         ANALYZE,
-        {"text": "hi", "compare": "a" * (LIMIT + 1), "model": "minilm"},
+        {"text": "hi", "compare": "a" * (16 * 512 + 1), "model": "minilm"},
         422,
-        f"the limit is {LIMIT}",
+        f"compare has {16 * 512 + 1} characters; the limit is {16 * 512}",
     ),
     "nul_byte": (ANALYZE, {"text": "a\x00b"}, 422, "control character U+0000 at position 1"),
     "terminal_escape": (ANALYZE, {"text": "\x1b[31mred"}, 422, "control character U+001B"),

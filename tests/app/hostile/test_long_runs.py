@@ -36,8 +36,14 @@ def test_a_long_run_reports_its_layers_and_stops_when_its_client_goes_away(base,
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
         f"X-Request-ID: {REQUEST_ID}\r\n\r\n"
     ).encode()
-    sock = socket.create_connection((address.hostname, address.port))
+    # (from the address of the client that polls: a run's progress is its client's alone)
+    sock = socket.create_connection(
+        (address.hostname, address.port), source_address=("127.0.0.71", 0)
+    )
     sock.sendall(head + body)
+    with client(base, "127.0.0.72") as stranger:
+        time.sleep(1.0)
+        assert stranger.get(f"/api/v1/progress/{REQUEST_ID}").status_code == 404
     with client(base, "127.0.0.71") as c:
         deadline = time.monotonic() + 60
         while (seen := progress(c)) is None or seen["layers_done"] < 3:

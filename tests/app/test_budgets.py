@@ -1,0 +1,86 @@
+"""The memory budgets against the memory the server has (issue 43): read from its cgroup
+(a container's limit) or the machine; at start-up the fixed needs must fit (or it does not
+start, saying what to change) and the caches are scaled to the room left."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from attnviz.app.budgets import DoesNotFit, fit, memory_limit, resident_bytes
+from attnviz.app.main import create_app
+from attnviz.app.settings import Settings
+
+GIB = 2**30
+
+
+def root_with(tmp_path, files: dict[str, str]):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_the_limit_is_the_setting_the_cgroups_or_the_machines(tmp_path):
+    meminfo = {"proc/meminfo": "MemTotal:       24683784 kB\nMemFree: 1 kB\n"}
+    v2 = root_with(tmp_path / "v2", {"sys/fs/cgroup/memory.max": "4294967296\n", **meminfo})
+    assert memory_limit(Settings(), v2) == (
+        4 * GIB,
+        "the cgroup's limit (/sys/fs/cgroup/memory.max)",
+    )
+    free = root_with(tmp_path / "free", {"sys/fs/cgroup/memory.max": "max\n", **meminfo})
+    assert memory_limit(Settings(), free) == (24683784 * 1024, "the machine's memory")
+    v1 = root_with(
+        tmp_path / "v1",
+        {"sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712", **meminfo},
+    )
+    assert memory_limit(Settings(), v1)[1] == "the machine's memory"  # (v1's "no limit")
+    assert memory_limit(Settings(memory_limit_bytes=3 * GIB), v2) == (
+        3 * GIB,
+        "ATTNVIZ_MEMORY_LIMIT_BYTES",
+    )
+
+
+def test_the_caches_are_scaled_to_the_room_left_or_the_server_does_not_start():
+    settings = Settings(max_concurrent_runs=1)  # caches 1.5 + 0.5 + 1.5 GiB, a capture of 1.5 GB
+    assert fit(settings, GIB, 16 * GIB, "test").changed == ""
+    scaled = fit(settings, int(1.4 * GIB), 4 * GIB, "the pod's")
+    room = 4 * GIB - int(1.4 * GIB) - 1_500_000_000 - 100_000_000 - 256 * 2**20
+    total = scaled.cache_bytes + scaled.corpus_results_bytes + scaled.own_models_bytes
+    assert room - 3 <= total <= room
+    assert scaled.cache_bytes == scaled.own_models_bytes == 3 * scaled.corpus_results_bytes
+    assert scaled.changed.startswith("the memory budgets pass 4,096 MiB (the pod's) by ")
+    assert "ATTNVIZ_CACHE_BYTES 1,536 -> " in scaled.changed
+    with pytest.raises(DoesNotFit) as refused:
+        fit(settings, int(1.4 * GIB), 3 * GIB, "the pod's")
+    said = str(refused.value)
+    assert said.startswith(
+        "the server needs 3,215 MiB besides its caches (1,433 held with its models loaded, "
+        "the captures of 1 runs at once of 1,430 (ATTNVIZ_MAX_CAPTURE_BYTES), two answers of 47 "
+        "(ATTNVIZ_MAX_RESPONSE_BYTES) and 256 of work), and its caches 3,584 MiB, "
+    )
+    assert said.endswith(
+        "against 3,072 MiB (the pod's): give it more memory, or lower those budgets"
+    )
+
+
+def test_a_server_whose_budgets_do_not_fit_scales_them_or_does_not_start():
+    held = resident_bytes()
+    assert held > 0
+    needs = held + 1_500_000_000 + 100_000_000 + 256 * 2**20
+    # (the app's own models, pronounce alone, loaded at start-up: a little more held)
+    roomy = Settings(
+        torch_threads=1,
+        max_concurrent_runs=1,
+        zoo=["pronounce"],
+        memory_limit_bytes=needs + 2 * GIB,
+    )
+    with TestClient(create_app(roomy)) as c:
+        runs = c.app.state.inference.runs.max_bytes
+    # (scaled: 3.5 GiB of caches in what 2 GiB leave once its model is loaded)
+    assert 256 * 2**20 < runs < 1536 * 2**20
+    tight = Settings(
+        torch_threads=1, max_concurrent_runs=1, zoo=["pronounce"], memory_limit_bytes=needs
+    )
+    with pytest.raises(DoesNotFit, match="give it more memory"), TestClient(create_app(tight)):
+        pass
