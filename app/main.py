@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import itertools
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -110,6 +111,7 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,  # /docs and /redoc are the pages router's: offline, from npm packages
         redoc_url=None,
+        openapi_url=None,  # (served below, made once)
     )
     app.state.settings = settings
     app.state.zoo = zoo
@@ -198,6 +200,16 @@ def create_app(
         return document_text_limit(generate_openapi(), limit)
 
     app.openapi = openapi  # type: ignore[method-assign]
+    made: list[bytes] = []
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi_json(request: Request) -> Response:
+        # made once its models are loaded (the text limit is theirs), then the same bytes:
+        # FastAPI's own route serialised the whole schema for every request
+        if not made and getattr(request.app.state, "inference", None) is not None:
+            made.append(json.dumps(app.openapi(), separators=(",", ":")).encode())
+        body = made[0] if made else json.dumps(app.openapi()).encode()
+        return Response(body, media_type="application/json")
 
     @app.get("/healthz", tags=["health"], responses=BODY_ERRORS)
     async def healthz(request: Request) -> Health:

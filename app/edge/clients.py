@@ -123,6 +123,27 @@ class Clients:
             budget.active += 1
         return None
 
+    def spend(self, client: str, cost: float) -> float | None:
+        """Spend `cost` of `client`'s budget of the minute, not counted in flight; None, or
+        the seconds after which to retry."""
+        if not self.per_minute:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            budget = self._budgets.get(client)
+            if budget is None:
+                if len(self._budgets) >= TRACKED_AT_MOST:
+                    self._forget(now)
+                budget = self._budgets[client] = _Budget(float(self.per_minute), now)
+            budget.tokens = min(
+                self.per_minute, budget.tokens + (now - budget.at) * self.per_minute / 60
+            )
+            budget.at = now
+            if budget.tokens < cost:
+                return (cost - budget.tokens) * 60 / self.per_minute
+            budget.tokens -= cost
+        return None
+
     def charge(self, client: str, units: float, what: str) -> None:
         """Charge `client` the price of work about to be done (a model run: its tokens
         times its layers, `work_units`): paid from its budget of the minute; work dearer
@@ -184,19 +205,32 @@ def _address(hop: str) -> str:
     return hop[:64]
 
 
+UNMETERED = ("/healthz",)  # (a probe's: never refused)
+PAGE_COST = 1  # a page, a static file, the schema, the docs: counted per minute only
+
+
 class ClientBudget:
     """The middleware: each /api/ request counted against its client's share (429 past
-    it), its client known to the code below as `CLIENT`."""
+    it), its client known to the code below as `CLIENT`; every other route but /healthz
+    costs PAGE_COST of the minute's budget (a browser's assets are not counted among the
+    requests in flight: it opens six connections at most)."""
 
     def __init__(self, app: ASGIApp, clients: Clients) -> None:
         self.app = app
         self.clients = clients
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/api/"):
+        if scope["type"] != "http" or scope["path"] in UNMETERED:
             await self.app(scope, receive, send)
             return
         client = self.clients.key(scope)
+        if not scope["path"].startswith("/api/"):
+            wait = self.clients.spend(client, PAGE_COST)
+            if wait is not None:
+                await _too_many(send, "per minute", wait, self.clients)
+                return
+            await self.app(scope, receive, send)
+            return
         refused = self.clients.enter(client, cost_of(scope["method"], scope["path"]))
         if refused is not None:
             await _too_many(send, *refused, self.clients)

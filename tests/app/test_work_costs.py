@@ -72,3 +72,18 @@ def test_work_past_its_deadline_is_stopped_at_its_next_layer():
         "ask for less (a shorter text, a smaller experiment)"
     )
     assert took < 3, took
+
+
+def test_every_route_but_healthz_is_metered_and_the_schema_is_made_once():
+    settings = Settings(torch_threads=1, zoo=["pronounce"], client_cost_per_minute=5)
+    with TestClient(create_app(settings)) as c:
+        first = c.get("/openapi.json")
+        assert first.status_code == 200 and "/api/v1/analyze" in first.json()["paths"]
+        for _ in range(4):  # the page, its assets, the docs: a unit each
+            again = c.get("/openapi.json")
+            assert again.status_code == 200 and again.content == first.content
+        refused = c.get("/")
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+        assert "ATTNVIZ_CLIENT_COST_PER_MINUTE" in refused.json()["detail"]
+        for _ in range(20):  # (a probe is never refused)
+            assert c.get("/healthz").status_code == 200

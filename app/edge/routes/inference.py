@@ -22,6 +22,7 @@ from ...payloads.schemas import (
 )
 from ...payloads.wire import attention_json
 from ...runs.answers import attention_blocks, export_npz, raw_piece, summaries
+from ...runs.inference import read_text, text_limit
 from ...runs.long_metrics import long_summaries
 from .deps import BODY_ERRORS, ERRORS, NOT_STARTED, InferenceDep, on_tensor_thread
 
@@ -49,6 +50,7 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
     if req.compare is not None:
         if not entry.runner.capabilities.similarity:
             raise HTTPException(422, f"{entry.id} makes no sentence embedding to compare")
+        read_text(req.compare, text_limit(inference.settings, entry.runner), "compare")
         other = inference.run(entry, req.compare).embedding
         if result.embedding is None or other is None:
             raise HTTPException(422, f"{entry.id} made no sentence embedding to compare")
