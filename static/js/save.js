@@ -38,16 +38,7 @@ export async function saveView({ layers, info, state, tokens, search, title }) {
   // (the widget's module is among the page's files: this module imports it)
   const files = Object.fromEntries(await pageFiles(text));
   const saved = { files, responses: await recordedAnswers(), search };
-  const html = `<!doctype html>
-<html lang="${state.lang}">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${title.replace(/[<&]/g, (c) => (c === "<" ? "&lt;" : "&amp;"))}</title>
-</head>
-<body style="margin: 0">
-<script id="attnviz-saved" type="application/json">${scriptJson(saved)}</script>
-<script type="module">
+  const code = `
 const saved = JSON.parse(document.getElementById("attnviz-saved").textContent);
 const code = new Blob([saved.files["${WIDGET}"]], { type: "text/javascript" });
 const { mount, replaying } = await import(URL.createObjectURL(code));
@@ -55,7 +46,32 @@ const fetchIn = replaying(saved);
 const get = fetchIn(window);
 const files = async (path) => (await get(path)).text();
 await mount(document.body, { fetchIn, read: files, search: saved.search, height: 900 });
-</script>
+`;
+  // the file runs this script (by its hash) and the blob: modules it makes, reaches
+  // nothing, and its view (an iframe) has a policy of its own (FRAME_CSP)
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(code));
+  const hash = btoa(String.fromCharCode(...new Uint8Array(digest)));
+  const policy = [
+    "default-src 'none'",
+    `script-src 'sha256-${hash}' blob:`,
+    "style-src 'unsafe-inline' blob:",
+    "img-src data: blob:",
+    "connect-src 'none'",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "form-action 'none'",
+  ].join("; ");
+  const html = `<!doctype html>
+<html lang="${state.lang}">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="${policy}">
+<title>${title.replace(/[<&]/g, (c) => (c === "<" ? "&lt;" : "&amp;"))}</title>
+</head>
+<body style="margin: 0">
+<script id="attnviz-saved" type="application/json">${scriptJson(saved)}</script>
+<script type="module">${code}</script>
 </body>
 </html>
 `;

@@ -15,6 +15,22 @@ const IMPORTED = /(["'])(\.{1,2}\/[\w./-]+\.js)\1/g;
 const PRELUDE = `window.fetch = window.frameElement.attnvizFetch(window);
 window.attnvizEmbedded = { search: window.frameElement.attnvizSearch };`;
 
+// The policy of the page mounted in an iframe (its own, in a <meta>: a srcdoc document
+// otherwise inherits the notebook's, or none): its scripts and styles are the blob: URLs
+// `mount` makes, its images data: and blob: (the heatmap's PNG, plotly's exports), and it
+// reaches nothing (its requests go through the kernel's channel, or a saved view's
+// answers: `fetchIn`); no plugin, no <base>, no form
+export const FRAME_CSP = [
+  "default-src 'none'",
+  "script-src blob:",
+  "style-src blob: 'unsafe-inline'",
+  "img-src data: blob:",
+  "connect-src 'none'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'none'",
+].join("; ");
+
 // fetch(input, init), answered by the kernel through the widget's channel; its Response
 // made in `realm` (the window that reads it)
 function channel(model) {
@@ -198,6 +214,10 @@ export async function mount(el, { fetchIn, read, search, height }) {
   const prelude = doc.createElement("script");
   prelude.src = blobUrl(PRELUDE, "text/javascript");
   doc.head.prepend(prelude);
+  const policy = doc.createElement("meta");
+  policy.httpEquiv = "Content-Security-Policy";
+  policy.content = FRAME_CSP;
+  doc.head.prepend(policy); // (first: before any script is read)
   iframe.attnvizFetch = fetchIn;
   iframe.attnvizSearch = search;
   iframe.addEventListener("load", () => {

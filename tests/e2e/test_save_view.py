@@ -43,6 +43,13 @@ def test_a_saved_view_opens_offline_and_moves_between_its_layers(page: Page, bro
     opened = context.new_page()
     errors: list[str] = []
     opened.on("pageerror", lambda e: errors.append(str(e)))
+    # the file and its view each have a policy of their own, and nothing breaks it
+    opened.on(
+        "console",
+        lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None,
+    )
+    html = saved.read_text(encoding="utf-8")
+    assert '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; ' in html
     opened.goto(saved.as_uri())
     frame = opened.frame_locator("iframe[title=attnviz]")
     title = frame.locator("#plot .gtitle")
@@ -59,6 +66,16 @@ def test_a_saved_view_opens_offline_and_moves_between_its_layers(page: Page, bro
     frame.locator("#kind").select_option("scores")
     expect(frame.locator("#status")).to_contain_text("saved view holds what its page had drawn")
     assert asked == [] and errors == [], (asked, errors)
+    framed = opened.frames[1]
+    policy = framed.evaluate(
+        "document.querySelector('meta[http-equiv=\"Content-Security-Policy\"]')?.content"
+    )
+    assert policy.startswith("default-src 'none'; script-src blob:")
+    # and the policy holds: an inline script in the view does not run
+    assert framed.evaluate(
+        "() => { const s = document.createElement('script'); s.textContent = "
+        "'window.ran = 1'; document.head.append(s); return window.ran === undefined; }"
+    )
     context.close()
 
 
