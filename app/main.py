@@ -30,8 +30,8 @@ from .edge.limits import SHORT_BODY, BodyLimit
 from .edge.logs import AccessLog
 from .edge.routes import corpus, figures, generate, inference, lab, models, pages
 from .edge.routes.deps import BODY_ERRORS
-from .errors import AttnvizError
-from .payloads.schemas import Health
+from .errors import AttnvizError, Unavailable
+from .payloads.schemas import ErrorMessage, Health
 from .payloads.text import document_text_limit
 from .runs.inference import Inference, text_limit
 from .runs.long_metrics import stop_all
@@ -215,6 +215,17 @@ def create_app(
     async def healthz(request: Request) -> Health:
         """Liveness and the ids of the loaded models."""
         return Health(status="ok", models=request.app.state.inference.zoo.ids())
+
+    @app.get("/readyz", tags=["health"], responses={503: {"model": ErrorMessage}})
+    async def readyz(request: Request) -> Health:
+        """Ready to serve: the models loaded and the tensor threads not stuck (requests
+        waiting, and none started or ended for longer than a request's deadline and a
+        minute: 503, which takes the replica out of its Service)."""
+        inference = request.app.state.inference
+        stuck = inference.wedged()
+        if stuck is not None:
+            raise Unavailable(stuck)
+        return Health(status="ok", models=inference.zoo.ids())
 
     return app
 

@@ -52,9 +52,10 @@ def promises(resource: dict) -> list[str]:
         for part in ("requests", "limits"):
             if not {"cpu", "memory"} <= set(resources.get(part, {})):
                 problems.append(f"{c['name']}: no cpu and memory {part}")
-        for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
-            if c.get(probe, {}).get("httpGet", {}).get("path") != "/healthz":
-                problems.append(f"{c['name']}: its {probe} is not on /healthz")
+        for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz"),
+                            ("startupProbe", "/healthz")):  # fmt: skip
+            if c.get(probe, {}).get("httpGet", {}).get("path") != path:
+                problems.append(f"{c['name']}: its {probe} is not on {path}")
         mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
         tmp = mounts.get("/tmp")
         if tmp is None or "emptyDir" not in volumes.get(tmp["name"], {}):

@@ -205,7 +205,7 @@ def _address(hop: str) -> str:
     return hop[:64]
 
 
-UNMETERED = ("/healthz",)  # (a probe's: never refused)
+UNMETERED = ("/healthz", "/readyz")  # (the probes': never refused)
 PAGE_COST = 1  # a page, a static file, the schema, the docs: counted per minute only
 
 

@@ -195,6 +195,21 @@ class Inference:
         self._running: dict[str, Future[RunResult]] = {}
         self._running_lock = threading.Lock()
         self.stops = Stops()  # generations under way that their client may stop
+        # when the tensor threads last started or ended a request's work (`wedged`)
+        self.moved = time.monotonic()
+
+    def wedged(self) -> str | None:
+        """Why the tensor threads look stuck, or None: requests are waiting for them and
+        none has started or ended for longer than a request's deadline may take (its
+        work stops at the layer past it) and a minute more."""
+        waiting = self._admitted.admitted
+        still = time.monotonic() - self.moved
+        if waiting and still > self.settings.run_deadline_s + 60:
+            return (
+                f"the tensor threads have started or ended no work for {still:.0f} s, with "
+                f"{waiting} requests waiting for them"
+            )
+        return None
 
     async def on_tensor_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """fn(*args, **kwargs) on a tensor thread (in this request's context), or a 503
@@ -208,7 +223,11 @@ class Inference:
 
         def started() -> T:  # (the deadline counts from the work's start, not its wait)
             _DEADLINE.set((time.monotonic() + seconds, seconds))
-            return fn(*args, **kwargs)
+            self.moved = time.monotonic()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.moved = time.monotonic()
 
         call = functools.partial(context.run, started)
         with self._admitted.admission():

@@ -65,6 +65,10 @@ class RunLimiter:
                 else:
                     del self._of_client[client]
 
+    @property
+    def admitted(self) -> int:
+        return self._admitted
+
     @contextmanager
     def slot(self) -> Iterator[None]:
         with self.admission(), self._running:

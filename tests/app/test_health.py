@@ -28,6 +28,38 @@ def test_healthz_reports_ok_and_the_loaded_models():
     assert response.json() == {"status": "ok", "models": models}
 
 
+def test_readyz_fails_while_the_tensor_threads_are_stuck_with_requests_waiting():
+    """/readyz (the readiness probe's) is /healthz, and a 503 while requests wait for
+    tensor threads that have started or ended nothing for longer than a request's
+    deadline and a minute: the replica leaves its Service until they move again."""
+    settings = Settings(torch_threads=1, max_concurrent_runs=1, zoo=["pronounce"])
+    with TestClient(create_app(settings)) as client:
+        inference = client.app.state.inference
+        assert client.get("/readyz").json()["status"] == "ok"
+        release = threading.Event()
+        inference.threads.submit(release.wait)  # the one tensor thread taken
+        answers: list[int] = []
+        waiting = threading.Thread(
+            target=lambda: answers.append(
+                client.post("/api/v1/analyze", json={"text": "猫"}).status_code
+            )
+        )
+        waiting.start()
+        time.sleep(0.5)
+        assert client.get("/readyz").status_code == 200  # (waiting, but not for long)
+        inference.moved -= settings.run_deadline_s + 61  # (as if that long had passed)
+        stuck = client.get("/readyz")
+        assert stuck.status_code == 503
+        assert stuck.json()["detail"].startswith(
+            "the tensor threads have started or ended no work for"
+        )
+        assert "with 1 requests waiting for them" in stuck.json()["detail"]
+        assert client.get("/healthz").status_code == 200  # (alive: the loop answers)
+        release.set()
+        waiting.join()
+        assert answers == [200] and client.get("/readyz").status_code == 200
+
+
 def test_openapi_documents_healthz():
     with TestClient(create_app()) as client:
         schema = client.get("/openapi.json").json()
