@@ -125,6 +125,7 @@ def create_app(
             "/api/v1/generate/stop": SHORT_BODY,
         },
         send_timeout=settings.send_timeout_s,
+        least_rate=settings.least_read_rate,
     )
     clients = Clients(
         settings.client_requests, settings.client_cost_per_minute, settings.trusted_proxies

@@ -151,6 +151,12 @@ class Settings(BaseSettings):
         description="Seconds a piece of an answer may wait for a client that does not "
         "read; past it the request is dropped and its work cancelled.",
     )
+    least_read_rate: int = Field(
+        65536,
+        ge=1024,
+        description="Bytes a second a client must read an answer at, on average, once the "
+        "send timeout's grace is spent (a 50 MB answer: 13 minutes); slower: dropped.",
+    )
     corpus_max_bytes: int = Field(
         4 * 2**20, ge=1024, description="Bytes of a text file a corpus run reads (upload)."
     )

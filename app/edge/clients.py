@@ -229,7 +229,11 @@ class ClientBudget:
             if wait is not None:
                 await _too_many(send, "per minute", wait, self.clients)
                 return
-            await self.app(scope, receive, send)
+            token = CLIENT.set(client)
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                CLIENT.reset(token)
             return
         refused = self.clients.enter(client, cost_of(scope["method"], scope["path"]))
         if refused is not None:

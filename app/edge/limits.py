@@ -7,13 +7,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
+from collections.abc import Iterator
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..request import CLIENT
 
 LOG = logging.getLogger("attnviz")
 # an answer is sent in pieces of this size, each within the send timeout: a client that
 # stops reading holds at most one piece in the server's socket buffers, not the answer
 CHUNK = 64 * 1024
+# answers one client may have unread at once; past it, its next requests wait (429)
+UNREAD_A_CLIENT = 128 * 2**20
 NO_BODY = 1024  # the body a route that reads none may carry (a GET, a HEAD, ...)
 SHORT_BODY = 4096  # a POST that holds no text (stopping a generation: its request id)
 
@@ -49,7 +55,11 @@ class BodyLimit:
     Once the body is read, the connection is watched: a disconnect cancels the application
     (a request waiting for a tensor thread never runs; one running is told to stop,
     `app.runs.cancelled`). A send that waits past `send_timeout` (the client stopped
-    reading) ends the request the same way, and uvicorn closes its connection."""
+    reading), or an answer read slower than `least_rate` bytes a second on average after
+    that grace (a 50 MB answer read at 2.2 kB/s held its memory for six hours), ends
+    the request the same way, and uvicorn closes its connection. An answer is sent a piece
+    at a time, each a view of it (never a copy of the whole), and a client with
+    UNREAD_A_CLIENT bytes of answers still being sent gets a 429 for its next request."""
 
     def __init__(
         self,
@@ -58,16 +68,29 @@ class BodyLimit:
         drain_bytes: int = 10 * 2**20,
         limits: dict[str, int] | None = None,
         send_timeout: float = 30.0,
+        least_rate: int = 64 * 1024,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.drain_bytes = drain_bytes
         self.limits = limits or {}  # paths whose bodies have a limit of their own
         self.send_timeout = send_timeout
+        self.least_rate = least_rate
+        self.unread: dict[str, int] = {}  # bytes of answers being sent, by client
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        client = CLIENT.get()
+        if self.unread.get(client, 0) > UNREAD_A_CLIENT:
+            await _send_json(
+                send,
+                429,
+                f"this client has {self.unread[client]:,} bytes of answers it has not read yet "
+                f"(the most one client may: {UNREAD_A_CLIENT:,}): read them first",
+                [(b"retry-after", b"5")],
+            )
             return
         limit = (
             self.limits.get(scope["path"], self.max_bytes)
@@ -100,31 +123,45 @@ class BodyLimit:
         gone = asyncio.Event()
         answered = False
         replay = receiving(body, gone)
+        client = CLIENT.get()
+        sent, waited, counted = 0, 0.0, 0
+
+        def pieces(message: Message, data: bytes) -> Iterator[Message]:
+            more = message.get("more_body", False)
+            if len(data) <= CHUNK:
+                yield message
+                return
+            view = memoryview(data)
+            for at in range(0, len(data), CHUNK):
+                yield {
+                    "type": "http.response.body",
+                    "body": bytes(view[at : at + CHUNK]),  # (one piece at a time)
+                    "more_body": more or at + CHUNK < len(data),
+                }
 
         async def timed_send(message: Message) -> None:
-            nonlocal answered
+            nonlocal answered, sent, waited, counted
             body_part = message["type"] == "http.response.body"
             answered = body_part and not message.get("more_body", False)
             data = message.get("body", b"") if body_part else b""
-            more = message.get("more_body", False)
-            pieces = (
-                [message]
-                if len(data) <= CHUNK
-                else [
-                    {
-                        "type": "http.response.body",
-                        "body": data[at : at + CHUNK],
-                        "more_body": more or at + CHUNK < len(data),
-                    }
-                    for at in range(0, len(data), CHUNK)
-                ]
-            )
-            for piece in pieces:
+            if message["type"] == "http.response.start":
+                length = dict(message.get("headers", [])).get(b"content-length", b"0")
+                counted = int(length) if length.isdigit() else 0
+                self.unread[client] = self.unread.get(client, 0) + counted
+            for piece in pieces(message, data):
+                # each piece within the send timeout, and the time spent waiting for the
+                # client to read (not for the answer to be made: a stream's steps) within
+                # the grace and `least_rate`
+                size = len(piece.get("body", b""))
+                left = self.send_timeout + (sent + size) / self.least_rate - waited
+                began = time.monotonic()
                 try:
-                    async with asyncio.timeout(self.send_timeout):
+                    async with asyncio.timeout(max(min(self.send_timeout, left), 0.001)):
                         await send(piece)
                 except TimeoutError:
                     raise _SendTimeout from None
+                waited += time.monotonic() - began
+                sent += size
 
         async def served() -> None:
             await self.app(scope, replay, timed_send)
@@ -147,12 +184,19 @@ class BodyLimit:
             LOG.info("%s %s: the client went away; its work was cancelled", *_what(scope))
         except _SendTimeout:
             LOG.info(
-                "%s %s: the client read nothing for %g s; dropped",
+                "%s %s: the client read nothing for %g s, or under %d kB/s; dropped",
                 *_what(scope),
                 self.send_timeout,
+                self.least_rate // 1024,
             )
         finally:
             watcher.cancel()
+            if counted:
+                left = self.unread[client] - counted
+                if left:
+                    self.unread[client] = left
+                else:
+                    del self.unread[client]
 
     async def _drain(self, receive: Receive, read: int) -> bool:
         """Read and discard the rest of the body while it stays within `drain_bytes` in
@@ -168,15 +212,19 @@ class BodyLimit:
 
     async def _refuse(self, send: Send, limit: int, close: bool) -> None:
         detail = f"request body over {limit} bytes: send a shorter text"
-        payload = json.dumps({"detail": detail}).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", b"%d" % len(payload)),
-        ]
-        if close:  # the rest of the body was not read: this connection cannot go on
-            headers.append((b"connection", b"close"))
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": payload})
+        # the rest of the body was not read: this connection cannot go on
+        await _send_json(send, 413, detail, [(b"connection", b"close")] if close else [])
+
+
+async def _send_json(send: Send, status: int, detail: str, headers: list) -> None:
+    payload = json.dumps({"detail": detail}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", b"%d" % len(payload)),
+        *headers,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
 
 
 class _SendTimeout(Exception):

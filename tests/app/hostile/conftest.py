@@ -17,6 +17,7 @@ SETTINGS = {
     "ATTNVIZ_DEFAULT_MODEL": "minilm",
     "ATTNVIZ_LOG_FORMAT": "text",
     "ATTNVIZ_SEND_TIMEOUT_S": "3",
+    "ATTNVIZ_LEAST_READ_RATE": str(2**20),  # (a slow reader seen in seconds, not minutes)
     "ATTNVIZ_CLIENT_REQUESTS": "4",
     "ATTNVIZ_CORPUS_RUNS_PER_CLIENT": "2",
     "ATTNVIZ_MAX_RESPONSE_BYTES": "20000000",
