@@ -55,7 +55,21 @@ def main(argv: list[str] | None = None) -> None:
     )
     corpus.add_argument("--workers", type=int, default=2, help="Ray workers (default: 2)")
     corpus.add_argument("--out", help="write the statistics here as CSV (sentence, head, ...)")
+    key = commands.add_parser(
+        "key", help="make an API key: the key for its user, its hash for ATTNVIZ_API_KEYS"
+    )
+    key.add_argument("name", help="whose key (letters, digits, '.', '_', '-')")
     args = parser.parse_args(argv)
+
+    if args.command == "key":
+        import hashlib
+        import secrets
+
+        made = secrets.token_urlsafe(32)
+        digest = hashlib.sha256(made.encode()).hexdigest()
+        print(f"the key, for its user alone (Authorization: Bearer ...):\n  {made}")
+        server = json.dumps({args.name: digest})
+        print(f"for the server (ATTNVIZ_API_KEYS, merged with the others):\n  {server}")
 
     if args.command == "corpus":
         from .corpus.command import run_corpus

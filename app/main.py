@@ -128,7 +128,10 @@ def create_app(
         least_rate=settings.least_read_rate,
     )
     clients = Clients(
-        settings.client_requests, settings.client_cost_per_minute, settings.trusted_proxies
+        settings.client_requests,
+        settings.client_cost_per_minute,
+        settings.trusted_proxies,
+        settings.api_keys,
     )
     app.add_middleware(ClientBudget, clients=clients)  # a 429 before the body is read
     app.add_middleware(AccessLog)  # outermost: it also logs the 413s and 429s

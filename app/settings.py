@@ -3,13 +3,29 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from attnviz.model.pronounce.pronouncer import SHIPPED
 from attnviz.model.runtime import usable_cpus
+
+
+class ApiKey(BaseModel):
+    """A key a known user sends (Authorization: Bearer KEY, or X-API-Key): kept as the
+    SHA-256 of the key alone (`attnviz key` makes one), with its own share of the server
+    where it is to differ from an address's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sha256: str = Field(pattern="^[0-9a-f]{64}$", description="hex SHA-256 of the key")
+    requests: int | None = Field(None, ge=0, description="in flight at once; default: a client's")
+    cost_per_minute: int | None = Field(None, ge=0, description="default: a client's")
+
+
+def _as_key(value: object) -> object:
+    return {"sha256": value} if isinstance(value, str) else value
 
 
 class Settings(BaseSettings):
@@ -127,6 +143,18 @@ class Settings(BaseSettings):
         description="Cost of API requests one client may spend a minute (a GET 1, a model "
         "run 2, an experiment 5, an export 10, a corpus run 20), and each model run its "
         "work before it runs (a unit per 256 tokens through one layer); more: 429. 0: no limit.",
+    )
+    api_keys: dict[str, Annotated[ApiKey, BeforeValidator(_as_key)]] = Field(
+        {},
+        description='Named API keys, JSON: {"lab-a": "<hex SHA-256 of the key>"} or {"lab-a": '
+        '{"sha256": ..., "requests": 16, "cost_per_minute": 6000}}. A request with a known '
+        "key is its key's client (its own share); an unknown key: 401; none: its address.",
+    )
+    anonymous_max_tokens: int = Field(
+        0,
+        ge=0,
+        description="Tokens a model run of a client without an API key may read; more: "
+        "422 saying so. 0: as many as the model reads.",
     )
     trusted_proxies: list[str] = Field(
         [],

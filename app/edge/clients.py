@@ -7,6 +7,7 @@ for itself, not for everyone else."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import ipaddress
 import json
 import logging
@@ -19,6 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import OverClientLimit
 from ..request import CHARGE, CLIENT
+from ..settings import ApiKey
 
 # A request's cost against the per-minute budget: what it makes the server do, roughly in
 # model runs. A plain GET (a run's progress, the model list) costs 1.
@@ -50,20 +52,76 @@ def cost_of(method: str, path: str) -> int:
 class _Budget:
     tokens: float
     at: float
+    per_minute: int  # (this client's: a key's may differ)
+    at_once: int
     active: int = 0
+
+    def refill(self, now: float) -> None:
+        self.tokens = min(self.per_minute, self.tokens + (now - self.at) * self.per_minute / 60)
+        self.at = now
+
+
+class UnknownKey(Exception):
+    """A request carries an API key this server does not have."""
 
 
 class Clients:
     """Every client's requests in flight and its budget of cost a minute (a token bucket
-    of a minute's worth, refilled continuously)."""
+    of a minute's worth, refilled continuously). A client is an address, or with an API
+    key (ATTNVIZ_API_KEYS) the key's name, with the key's own share where it has one."""
 
-    def __init__(self, at_once: int, per_minute: int, trusted_proxies: list[str]) -> None:
+    def __init__(
+        self,
+        at_once: int,
+        per_minute: int,
+        trusted_proxies: list[str],
+        keys: dict[str, ApiKey] | None = None,
+    ) -> None:
         self.at_once = at_once
         self.per_minute = per_minute
         self.trusted = [ipaddress.ip_network(p, strict=False) for p in trusted_proxies]
+        self.keys = keys or {}
+        self._named = {key.sha256: name for name, key in self.keys.items()}
         self._budgets: dict[str, _Budget] = {}
         self._lock = threading.Lock()
         self._warned = False
+
+    def identify(self, scope: Scope) -> str:
+        """The client of a request: its API key's `key:NAME` where it sends one (only its
+        hash is compared and kept; UnknownKey where no key of this server has it), else
+        its address (`key`)."""
+        headers = dict(scope["headers"])
+        given = headers.get(b"x-api-key", b"")
+        scheme, _, token = headers.get(b"authorization", b"").partition(b" ")
+        if not given and scheme.lower() == b"bearer":
+            given = token.strip()
+        if not given:
+            return self.key(scope)
+        name = self._named.get(hashlib.sha256(given).hexdigest())
+        if name is None:
+            raise UnknownKey
+        return f"key:{name}"
+
+    def limits(self, client: str) -> tuple[int, int]:
+        """(requests in flight, cost a minute) of a client: a key's own, or a client's."""
+        key = self.keys.get(client[4:]) if client.startswith("key:") else None
+        if key is None:
+            return self.at_once, self.per_minute
+        at_once = self.at_once if key.requests is None else key.requests
+        per_minute = self.per_minute if key.cost_per_minute is None else key.cost_per_minute
+        return at_once, per_minute
+
+    def _budget(self, client: str, now: float) -> _Budget:
+        """The client's budget, refilled to now (made full where it is new; called holding
+        the lock)."""
+        budget = self._budgets.get(client)
+        if budget is None:
+            if len(self._budgets) >= TRACKED_AT_MOST:
+                self._forget(now)
+            at_once, per_minute = self.limits(client)
+            budget = self._budgets[client] = _Budget(float(per_minute), now, per_minute, at_once)
+        budget.refill(now)
+        return budget
 
     def key(self, scope: Scope) -> str:
         """The client's address: the peer's, or behind a trusted proxy the last address of
@@ -103,22 +161,13 @@ class Clients:
     def enter(self, client: str, cost: int) -> tuple[str, float] | None:
         """Count a request of `client` in; None, or why not and the seconds after which
         to retry."""
-        now = time.monotonic()
         with self._lock:
-            budget = self._budgets.get(client)
-            if budget is None:
-                if len(self._budgets) >= TRACKED_AT_MOST:
-                    self._forget(now)
-                budget = self._budgets[client] = _Budget(float(self.per_minute), now)
-            budget.tokens = min(
-                self.per_minute, budget.tokens + (now - budget.at) * self.per_minute / 60
-            )
-            budget.at = now
-            if self.at_once and budget.active >= self.at_once:
+            budget = self._budget(client, time.monotonic())
+            if budget.at_once and budget.active >= budget.at_once:
                 return "at once", 1.0
-            if self.per_minute and budget.tokens < cost:
-                return "per minute", (cost - budget.tokens) * 60 / self.per_minute
-            if self.per_minute:
+            if budget.per_minute and budget.tokens < cost:
+                return "per minute", (cost - budget.tokens) * 60 / budget.per_minute
+            if budget.per_minute:
                 budget.tokens -= cost
             budget.active += 1
         return None
@@ -126,21 +175,12 @@ class Clients:
     def spend(self, client: str, cost: float) -> float | None:
         """Spend `cost` of `client`'s budget of the minute, not counted in flight; None, or
         the seconds after which to retry."""
-        if not self.per_minute:
-            return None
-        now = time.monotonic()
         with self._lock:
-            budget = self._budgets.get(client)
-            if budget is None:
-                if len(self._budgets) >= TRACKED_AT_MOST:
-                    self._forget(now)
-                budget = self._budgets[client] = _Budget(float(self.per_minute), now)
-            budget.tokens = min(
-                self.per_minute, budget.tokens + (now - budget.at) * self.per_minute / 60
-            )
-            budget.at = now
+            budget = self._budget(client, time.monotonic())
+            if not budget.per_minute:
+                return None
             if budget.tokens < cost:
-                return (cost - budget.tokens) * 60 / self.per_minute
+                return (cost - budget.tokens) * 60 / budget.per_minute
             budget.tokens -= cost
         return None
 
@@ -150,25 +190,20 @@ class Clients:
         than half a minute's budget is admitted once the budget holds half of it, and
         leaves the budget owing the rest (refilled before its next request). Past that an
         OverClientLimit, with the seconds until it could pay."""
-        if not self.per_minute:
-            return
-        now = time.monotonic()
         with self._lock:
-            budget = self._budgets.get(client)
-            if budget is None:  # (forgotten meanwhile: one with a full budget)
-                budget = self._budgets[client] = _Budget(float(self.per_minute), now)
-            budget.tokens = min(
-                self.per_minute, budget.tokens + (now - budget.at) * self.per_minute / 60
-            )
-            budget.at = now
-            needed = min(units, self.per_minute / 2)
+            budget = self._budget(client, time.monotonic())
+            per_minute = budget.per_minute
+            if not per_minute:
+                return
+            needed = min(units, per_minute / 2)
             if budget.tokens >= needed:
                 budget.tokens -= units
                 return
-            wait = max(1, math.ceil((needed - budget.tokens) * 60 / self.per_minute))
+            left = max(budget.tokens, 0)
+            wait = max(1, math.ceil((needed - budget.tokens) * 60 / per_minute))
         raise OverClientLimit(
             f"{what} costs {units:,.0f} units of work (its tokens times its layers); this "
-            f"client has {max(budget.tokens, 0):,.0f} of its {self.per_minute:,} a minute "
+            f"client has {left:,.0f} of its {per_minute:,} a minute "
             f"(ATTNVIZ_CLIENT_COST_PER_MINUTE) left: retry after {wait} s",
             headers={"Retry-After": str(wait)},
         )
@@ -182,8 +217,8 @@ class Clients:
     def _forget(self, now: float) -> None:
         """Drop the clients with nothing in flight whose budget has refilled."""
         for client, budget in list(self._budgets.items()):
-            full = budget.tokens + (now - budget.at) * self.per_minute / 60 >= self.per_minute
-            if not budget.active and full:
+            refilled = budget.tokens + (now - budget.at) * budget.per_minute / 60
+            if not budget.active and refilled >= budget.per_minute:
                 del self._budgets[client]
 
 
@@ -223,11 +258,15 @@ class ClientBudget:
         if scope["type"] != "http" or scope["path"] in UNMETERED:
             await self.app(scope, receive, send)
             return
-        client = self.clients.key(scope)
+        try:
+            client = self.clients.identify(scope)
+        except UnknownKey:
+            await _unknown_key(send)
+            return
         if not scope["path"].startswith("/api/"):
             wait = self.clients.spend(client, PAGE_COST)
             if wait is not None:
-                await _too_many(send, "per minute", wait, self.clients)
+                await _too_many(send, "per minute", wait, self.clients.limits(client))
                 return
             token = CLIENT.set(client)
             try:
@@ -237,7 +276,7 @@ class ClientBudget:
             return
         refused = self.clients.enter(client, cost_of(scope["method"], scope["path"]))
         if refused is not None:
-            await _too_many(send, *refused, self.clients)
+            await _too_many(send, *refused, self.clients.limits(client))
             return
         token = CLIENT.set(client)
         paying = CHARGE.set(functools.partial(self.clients.charge, client))
@@ -249,12 +288,26 @@ class ClientBudget:
             self.clients.leave(client)
 
 
-async def _too_many(send: Send, why: str, wait: float, clients: Clients) -> None:
+async def _unknown_key(send: Send) -> None:
+    payload = json.dumps(
+        {"detail": "this API key is not one of this server's (ATTNVIZ_API_KEYS)"}
+    ).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", b"%d" % len(payload)),
+        (b"www-authenticate", b'Bearer realm="attnviz"'),
+    ]
+    await send({"type": "http.response.start", "status": 401, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def _too_many(send: Send, why: str, wait: float, limits: tuple[int, int]) -> None:
+    at_once, per_minute = limits
     detail = (
-        f"this client has {clients.at_once} requests in flight, the most one client may "
+        f"this client has {at_once} requests in flight, the most one client may "
         "(ATTNVIZ_CLIENT_REQUESTS): wait for their answers"
         if why == "at once"
-        else f"this client has spent its {clients.per_minute} request units of the minute "
+        else f"this client has spent its {per_minute} request units of the minute "
         "(ATTNVIZ_CLIENT_COST_PER_MINUTE)"
     )
     retry = max(1, math.ceil(wait))

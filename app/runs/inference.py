@@ -27,7 +27,7 @@ from attnviz.model.runtime import release_free_memory
 from ..catalog.zoo import ModelEntry, Zoo
 from ..errors import CannotServe, NotFound
 from ..payloads.text import INVISIBLE
-from ..request import charge
+from ..request import CLIENT, charge
 from ..settings import Settings
 from .progress import ProgressBoard, Stops
 from .scheduling import RunLimiter, tensor_threads
@@ -237,6 +237,18 @@ class Inference:
                 stop.set()
                 raise
 
+    def check_anonymous(self, tokens: int) -> None:
+        """A 422 where a client without an API key asks for a run of more tokens than
+        ATTNVIZ_ANONYMOUS_MAX_TOKENS (where the server sets one)."""
+        most = self.settings.anonymous_max_tokens
+        client = CLIENT.get()
+        if most and tokens > most and client and not client.startswith("key:"):
+            raise CannotServe(
+                f"a run of {tokens:,} tokens: this server reads at most {most:,} for a client "
+                "without an API key (ATTNVIZ_ANONYMOUS_MAX_TOKENS); send a shorter text, or "
+                "ask its operator for a key"
+            )
+
     def prompt_options(
         self, entry: ModelEntry, chat: bool, continuation: Sequence[int]
     ) -> dict[str, Any]:
@@ -328,6 +340,7 @@ class Inference:
                     raise CannotServe(f"text cannot be read: {exc}") from exc
             # priced before it runs, by what it reads (a cached run, above, is free)
             tokens = entry.runner.tokens_read(text) + len(continuation)
+            self.check_anonymous(tokens)
             charge(work_units(entry.config, tokens), f"a run of {tokens:,} tokens")
             with self.limiter.slot():
                 try:
