@@ -31,6 +31,7 @@ from .hf import (
 )
 from .mapping import map_state
 from .masked_lm import MaskedLM, MaskedLMHead, required_mask_token, split, tied
+from .tokenizer_probe import probe_tokenizer
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,14 @@ def weight_files(path: Path) -> list[Path]:
     if index.exists():
         return [path / shard for shard in shard_names(path)]
     return [f for f in [path / "model.safetensors"] if f.exists()]
+
+
+def check_folder(path: Path, max_bytes: int | None) -> None:
+    """What a folder (or file) of a model must pass before anything of it is read: its
+    weight files' size, and its tokenizer's time on crafted texts (`probe_tokenizer`)."""
+    check_size(path, max_bytes)
+    if path.is_dir() and (path / "tokenizer.json").is_file():
+        probe_tokenizer(path / "tokenizer.json")
 
 
 def check_size(path: Path, max_bytes: int | None) -> None:
@@ -160,7 +169,7 @@ def load_origin(
     (`backend="transformers"` forces transformers' code); one whose weight files pass
     `max_bytes` is refused unread."""
     given, path = str(path), cached(path)
-    check_size(path, max_bytes)
+    check_folder(path, max_bytes)
     runner: Runner
     if path.suffix == ".gguf" and path.is_file():
         stored = "GGUF (dequantized to float32)"
@@ -211,7 +220,7 @@ def peek_origin(
     its runner key (a model_type model/ maps, "masked-lm", or "hf-" and the architecture of one
     transformers' code reads), its special tokens or None where the runner's own apply)."""
     given, path = str(path), cached(path)
-    check_size(path, max_bytes)
+    check_folder(path, max_bytes)
     if path.suffix == ".gguf" and path.is_file():
         from .gguf_file import GGUFFile
         from .llama import byte_level_tokenizer, config_from_gguf

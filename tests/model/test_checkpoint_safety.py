@@ -70,3 +70,33 @@ def test_a_shard_named_outside_the_folder_is_refused_unread(tmp_path, shard):
     assert said in str(refused.value)
     with pytest.raises(CheckpointError, match="a shard is a file of the model's own folder"):
         load_origin(folder, max_bytes=10**9)  # (its size counted before anything is read)
+
+
+def test_a_tokenizer_whose_regex_backtracks_is_refused_in_seconds(tmp_path):
+    """A Split pre-tokenizer of `(\\s*\\w)*$` takes quadratic time on "aaa...!" (5 s at
+    32,768 characters), and `(a+)+$` panics past Oniguruma's retry limit: probed in a
+    process of its own before the model is served, each is refused within the bound."""
+    import time
+
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+
+    from attnviz.model.pretrained.tokenizer_probe import PROBE_SECONDS, probe_tokenizer
+
+    for pattern, said in ((r"(\s*\w)*$", "took over 5 s"), ("(a+)+$", "retry-limit-in-match")):
+        made = Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]"))
+        made.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
+        made.save(str(tmp_path / "tokenizer.json"))
+        began = time.monotonic()
+        with pytest.raises(
+            CheckpointError, match="a pre-tokenizer regex that backtracks"
+        ) as refused:
+            probe_tokenizer(tmp_path / "tokenizer.json")
+        assert said in str(refused.value)
+        assert time.monotonic() - began < PROBE_SECONDS + 2
+    # a tokenizer as transformers' models have (byte-level BPE, GPT-2's regex) passes
+    from harness.checkpoints import tokenizer
+
+    tokenizer().save(str(tmp_path / "plain.json"))
+    began = time.monotonic()
+    probe_tokenizer(tmp_path / "plain.json")
+    assert time.monotonic() - began < 2
