@@ -16,7 +16,7 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from attnviz.model.methods.corpus_stats import STATISTICS, corpus_means
+from attnviz.model.methods.corpus_stats import STATISTICS
 
 from ...corpus import npz
 from ...corpus import schemas as s
@@ -202,20 +202,20 @@ def finite(v: float) -> float | None:
     return None if math.isnan(v) else round(float(v), 6)
 
 
-def read_so_far(job: Job) -> tuple[torch.Tensor, list[int]]:
-    """The statistics of the sentences read so far (n, S, H), and which sentences they are
-    (batches run by token length, not in order)."""
+def read_so_far(job: Job) -> tuple[torch.Tensor, torch.Tensor]:
+    """The statistics of every sentence (N, S, H: the job's own, not a copy) and which
+    sentences are read so far (batches run by token length, not in order)."""
     if job.read is None or job.statistics is None or not bool(job.read.any()):
         raise HTTPException(409, f"corpus run {job.id} has read no sentence yet")
-    read = job.read.clone()
-    return job.statistics[read], read.nonzero().flatten().tolist()
+    return job.statistics, job.read.nonzero().flatten()
 
 
 @router.get("/corpus-runs/{run_id}/heads", responses=RUN_ERRORS)
 def heads(run_id: str, request: Request) -> s.CorpusHeads:
     """Every head's statistics, each its mean over the sentences read so far."""
     job = runs_of(request).get(run_id)
-    means = corpus_means(read_so_far(job)[0])  # (S, H)
+    read_so_far(job)  # (409 before any)
+    means = job.means()  # (S, H), from running sums
     return s.CorpusHeads(
         run=described(job),
         heads=[
@@ -242,13 +242,14 @@ def search(
     does it most: previous (the token before), first (the first token), same (the same
     token elsewhere), special ([CLS], [SEP], <bos>), induction, alignment."""
     job = runs_of(request).get(run_id)
-    stats, indices = read_so_far(job)
-    per = stats[:, STATISTICS.index(PATTERNS[pattern])]  # (n, H)
-    means = per.nanmean(0)
+    stats, read = read_so_far(job)
+    statistic = STATISTICS.index(PATTERNS[pattern])
+    means = job.means()[statistic]  # (H,)
     ranked = [j for j in means.argsort(descending=True).tolist() if not math.isnan(means[j])]
+    indices = read.tolist()
     out = []
     for j in ranked[:top]:
-        column = per[:, j].nan_to_num(nan=-math.inf)
+        column = stats[read, statistic, j].nan_to_num(nan=-math.inf)  # (n,): this head's
         best = column.argsort(descending=True)[:examples].tolist()
         h = job.heads[j]
         out.append(
@@ -261,7 +262,7 @@ def search(
                     s.TopSentence(
                         sentence=indices[i],
                         text=job.sentences[indices[i]],
-                        score=round(float(per[i, j]), 6),
+                        score=round(float(column[i]), 6),
                     )
                     for i in best
                     if math.isfinite(column[i])
@@ -289,18 +290,19 @@ ROWS_A_PIECE = 4096
 def statistics_csv(run_id: str, request: Request) -> StreamingResponse:
     """Per sentence and head, every statistic: one row each (sentence, type, layer, head)."""
     job = runs_of(request).get(run_id)
-    stats, indices = read_so_far(job)
-    per = stats.numpy()
+    stats, read = read_so_far(job)
+    indices = read.tolist()
 
     def rows() -> Iterator[bytes]:
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(["sentence", "type", "layer", "head", *STATISTICS])
         count = 0
-        for i in range(per.shape[0]):
+        for i in indices:
+            per = stats[i].numpy()  # (S, H): one sentence's, a view
             for j, h in enumerate(job.heads):
-                values = ("" if np.isnan(v) else f"{v:.6g}" for v in per[i, :, j])
-                writer.writerow([indices[i], h.type, h.layer, h.head, *values])
+                values = ("" if np.isnan(v) else f"{v:.6g}" for v in per[:, j])
+                writer.writerow([i, h.type, h.layer, h.head, *values])
                 count += 1
                 if count % ROWS_A_PIECE == 0:
                     yield out.getvalue().encode()
