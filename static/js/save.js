@@ -5,7 +5,7 @@
 // from what the file holds. Every layer of the attention type shown is asked first (within
 // SAVED_ENTRIES), so the saved view moves between its heads and layers as the page does.
 
-import { pageFiles } from "../widget/widget.js";
+import { pageFiles, policyOf } from "../widget/widget.js";
 import { recordedAnswers } from "./api.js";
 
 const SAVED_ENTRIES = 3e7; // matrix entries asked for the saved layers (one byte each)
@@ -51,16 +51,7 @@ await mount(document.body, { fetchIn, read: files, search: saved.search, height:
   // nothing, and its view (an iframe) has a policy of its own (FRAME_CSP)
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(code));
   const hash = btoa(String.fromCharCode(...new Uint8Array(digest)));
-  const policy = [
-    "default-src 'none'",
-    `script-src 'sha256-${hash}' blob:`,
-    "style-src 'unsafe-inline' blob:",
-    "img-src data: blob:",
-    "connect-src 'none'",
-    "object-src 'none'",
-    "base-uri 'none'",
-    "form-action 'none'",
-  ].join("; ");
+  const policy = policyOf(`'sha256-${hash}' blob:`, "'unsafe-inline' blob:");
   const html = `<!doctype html>
 <html lang="${state.lang}">
 <head>

@@ -15,21 +15,25 @@ const IMPORTED = /(["'])(\.{1,2}\/[\w./-]+\.js)\1/g;
 const PRELUDE = `window.fetch = window.frameElement.attnvizFetch(window);
 window.attnvizEmbedded = { search: window.frameElement.attnvizSearch };`;
 
-// The policy of the page mounted in an iframe (its own, in a <meta>: a srcdoc document
-// otherwise inherits the notebook's, or none): its scripts and styles are the blob: URLs
-// `mount` makes, its images data: and blob: (the heatmap's PNG, plotly's exports), and it
-// reaches nothing (its requests go through the kernel's channel, or a saved view's
-// answers: `fetchIn`); no plugin, no <base>, no form
-export const FRAME_CSP = [
-  "default-src 'none'",
-  "script-src blob:",
-  "style-src blob: 'unsafe-inline'",
-  "img-src data: blob:",
-  "connect-src 'none'",
-  "object-src 'none'",
-  "base-uri 'none'",
-  "form-action 'none'",
-].join("; ");
+// A Content-Security-Policy for a page whose scripts and styles come from the `scripts`
+// and `styles` sources: its images data: and blob: (the heatmap's PNG, plotly's exports),
+// and it reaches nothing (its requests go through the kernel's channel, or a saved view's
+// answers: `fetchIn`); no plugin, no <base>, no form. FRAME_CSP is the page's mounted in
+// an iframe (its own, in a <meta>: a srcdoc document otherwise inherits the notebook's,
+// or none): the blob: URLs `mount` makes.
+export function policyOf(scripts, styles) {
+  return [
+    "default-src 'none'",
+    `script-src ${scripts}`,
+    `style-src ${styles}`,
+    "img-src data: blob:",
+    "connect-src 'none'",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "form-action 'none'",
+  ].join("; ");
+}
+export const FRAME_CSP = policyOf("blob:", "blob: 'unsafe-inline'");
 
 // fetch(input, init), answered by the kernel through the widget's channel; its Response
 // made in `realm` (the window that reads it)
