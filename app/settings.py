@@ -128,8 +128,8 @@ class Settings(BaseSettings):
     max_queued_runs: int = Field(
         16,
         ge=0,
-        description="Runs waiting; past that: 503. One client may hold a quarter of the "
-        "places (runs and waiting), or 4 where that is more; past that: 429.",
+        description="Model runs waiting; past that: 503. One client's runs may hold a "
+        "quarter of the places (running and waiting), or 4 where that is more; more: 429.",
     )
     client_requests: int = Field(
         8,

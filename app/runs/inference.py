@@ -182,11 +182,14 @@ class Inference:
         self.settings = settings
         self.threads = threads or tensor_threads(settings)
         runs = settings.concurrent_runs()
-        self.limiter = RunLimiter(runs, settings.max_queued_runs)
-        # requests on or waiting for the tensor threads, bounded as the runs are
-        self._admitted = RunLimiter(
-            runs + settings.max_queued_runs, queued=0, shares=bool(settings.client_requests)
+        # model runs at once and waiting, a client's share of them bounded (the page's
+        # requests for one text wait for one run: several of its own at once are a client
+        # that runs many texts)
+        self.limiter = RunLimiter(
+            runs, settings.max_queued_runs, shares=bool(settings.client_requests)
         )
+        # requests on or waiting for the tensor threads, bounded as the runs are
+        self._admitted = RunLimiter(runs + settings.max_queued_runs, queued=0)
         self.runs = RunCache(settings.cache_bytes)
         self.progress = ProgressBoard()  # how far each run under way has read
         # runs under way by key: a request for the same (model, text) waits for that run

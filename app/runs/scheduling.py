@@ -22,9 +22,9 @@ from ..settings import Settings
 class RunLimiter:
     """At most `concurrent` model runs at once and `queued` waiting; past that, 503. With
     `shares`, one client (`CLIENT`) may hold at most a quarter of the places, or four
-    (what the page asks at once) where that is more: past its share a 429, so that three
-    clients cannot fill the queue (each with eight requests in flight, three filled
-    seventeen places and everyone else had 503s)."""
+    where that is more: past its share a 429, so that three clients cannot fill the queue
+    (each with eight requests in flight, three filled seventeen places and everyone else
+    had 503s)."""
 
     def __init__(self, concurrent: int, queued: int, shares: bool = False) -> None:
         self._running = threading.Semaphore(concurrent)
