@@ -22,6 +22,7 @@ ALONE = (
     "app/test_bad_input.py",
     "app/test_health.py",
     "app/test_hostile_models.py",
+    "e2e/test_long_once.py",  # (a page against the API, timed)
     "deploy/test_replicas.py",  # (the manifests' checks, deploy/test_k8s.py, run with the rest)
 )
 
