@@ -48,7 +48,7 @@ def experiments_table() -> str:
     lines = ["| experiment | needs | runs the model again | what |", "| --- | --- | --- | --- |"]
     for e in EXPERIMENTS.values():
         needs = ", ".join(sorted(e.needs)) or "-"
-        again = "yes" if e.runs_model else "no"
+        again = "yes, in steps" if e.stepped else "yes" if e.runs_model else "no"
         lines.append(f"| `{e.id}` | {needs} | {again} | {first_paragraph(e.summary)} |")
     return "\n".join(lines)
 

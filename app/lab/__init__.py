@@ -3,7 +3,9 @@ interventions at the hook points (model/methods/analysis.py), never a second cop
 
 Each experiment is one module, a function of (context, request), served as a `LabRoute`
 that says what it needs of a model (app/lab/needs.py) and whether it runs the model
-again (then the route takes one run slot for the whole experiment). Adding an experiment
+again: then the route takes one run slot for the whole experiment, or, for one that runs
+it many times (`stepped`), a slot a step, so that other clients run between its steps.
+Adding an experiment
 is its module and one line: in `EXPERIMENTS` here, or `register(LabRoute(...))` from a
 plugin module (`ATTNVIZ_PLUGINS`); its route, its place in the models' capabilities and
 the docs' table follow. The views inside a head (app/head_views) are LabRoutes too."""
@@ -11,7 +13,7 @@ the docs' table follow. The views inside a head (app/head_views) are LabRoutes t
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -50,11 +52,16 @@ class LabRoute:
     inside a head (`what` names which, for the 422 of a model that lacks a need)."""
 
     id: str  # its route's last segment: /api/v1/lab/<id> (a head view's: /api/v1/<id>)
-    run: Callable[[LabContext, Any], BaseModel]  # (its request: `request`)
+    # (its request: `request`), answering `response`, or with `stepped`, a generator
+    # of steps that returns it
+    run: Callable[[LabContext, Any], Any]
     request: type[BaseModel]
     response: type[BaseModel]
     needs: frozenset[str] = frozenset()  # what the model must have (app/lab/needs.py)
     runs_model: bool = False  # runs the model beyond the cached run: one run slot for all
+    # runs the model many times, `run` a generator that yields between its model runs: a
+    # run slot a step (app/runs/stepping.py), so that other clients run between its steps
+    stepped: bool = False
     reads_long: bool = False  # reads a long input's run (its queries and keys) by windows
     # what it runs beyond the cached run, in tokens read through every layer, from its
     # request and the text's tokens: its price, charged before it runs (default, where it
@@ -75,9 +82,9 @@ class LabRoute:
     def missing(self, entry: ModelEntry) -> list[str]:
         return lacking(entry, self.needs)
 
-    def __call__(self, inference: Inference, req: TextRequest) -> BaseModel:
-        """Run it for one request: the context (the model's cached run), a 422 if the
-        model lacks what it needs, and its model runs in one run slot."""
+    def prepared(self, inference: Inference, req: TextRequest) -> LabContext:
+        """Its context (the model's cached run), a 422 if the model lacks what it needs,
+        and its price charged where it runs the model."""
         ctx = LabContext(
             inference, req.model, req.text, req.chat, req.continuation, long_ok=self.reads_long
         )
@@ -87,12 +94,22 @@ class LabRoute:
             raise CannotServe(
                 f"the {self.id} {self.what} cannot run on {ctx.entry.id}: it {reasons}"
             )
-        if self.runs_model:
+        if self.runs_model or self.stepped:
             read = len(ctx.result.source_ids) + len(ctx.result.target_ids)
             tokens = self.work(req, read) if self.work is not None else 2 * read
             charge(work_units(ctx.entry.config, tokens), f"the {self.id} {self.what}")
+        return ctx
+
+    def __call__(self, inference: Inference, req: TextRequest) -> BaseModel:
+        """Run it for one request, its model runs in one run slot."""
+        ctx = self.prepared(inference, req)
         with ctx.session() if self.runs_model else nullcontext():
             return self.run(ctx, req)
+
+    def steps(self, inference: Inference, req: TextRequest) -> Generator[None, None, BaseModel]:
+        """A `stepped` experiment's work for one request, checked and charged: its steps,
+        each to be run in a run slot of its own (app/runs/stepping.py)."""
+        return self.run(self.prepared(inference, req), req)
 
 
 EXPERIMENTS: dict[str, LabRoute] = {
@@ -119,10 +136,10 @@ EXPERIMENTS: dict[str, LabRoute] = {
         LabRoute("ablation", ablation, AblationRequest, AblationResponse, runs_model=True),
         LabRoute("compare", compare, CompareRequest, CompareResponse),
         LabRoute("induction", induction, InductionRequest, InductionResponse,
-                   frozenset({"generation"}), runs_model=True,
+                   frozenset({"generation"}), stepped=True,
                    work=lambda req, _: 3 * 2 * req.length),  # (its sequence, twice, 3 passes)
         LabRoute("needle", needle, NeedleRequest, NeedleResponse,
-                   frozenset({"generation"}), runs_model=True,
+                   frozenset({"generation"}), stepped=True,
                    work=lambda req, _: 3 * (req.length or DEFAULT_LENGTH)),  # (3 answers)
     )
 }  # fmt: skip

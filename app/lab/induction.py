@@ -8,6 +8,7 @@ against the same number of other heads chosen at random."""
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 
 import torch
 import torch.nn.functional as F
@@ -77,7 +78,9 @@ SHOWN_PATTERNS = 5  # the top heads whose weights on the sequence the answer car
 CLAIM_NATS, CLAIM_RATIO = 1.0, 2.0
 
 
-def induction(ctx: LabContext, req: InductionRequest) -> InductionResponse:
+def induction(ctx: LabContext, req: InductionRequest) -> Generator[None, None, InductionResponse]:
+    """The experiment in steps (its three passes: its route runs each in a run slot of
+    its own, `LabRoute.stepped`)."""
     spec = ctx.spec("decoder.self")
     n = req.length
     if 2 * n > ctx.runner.max_tokens:
@@ -90,6 +93,7 @@ def induction(ctx: LabContext, req: InductionRequest) -> InductionResponse:
     names = [spec.hook(i, "hook_weights") for i in range(spec.layers)]
     with torch.no_grad(), hooked(ctx.model, names) as capture:
         logits = ctx.model(ids)
+    yield
     weights = torch.stack([capture[name][0] for name in names])  # (L, H, 2n, 2n)
     ind, prev = scores(weights, n)
     ranked = sorted(
@@ -103,6 +107,7 @@ def induction(ctx: LabContext, req: InductionRequest) -> InductionResponse:
     control = sorted(others[i] for i in picks)
     loss = copy_losses(logits, ids, n)
     ablated = copy_losses(run_without(ctx, spec, top, ids), ids, n)
+    yield
     controlled = copy_losses(run_without(ctx, spec, control, ids), ids, n)
     raised, control_raised = ablated[1] - loss[1], controlled[1] - loss[1]
 

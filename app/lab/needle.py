@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import random
 import sys
+from collections.abc import Generator
+from contextlib import nullcontext
 
 import torch
 from pydantic import BaseModel, Field
 from torch import Tensor
 
 import attnviz.app.lab.schemas as s
-from attnviz.model.hooks import hooked
+from attnviz.model.hooks import HookFn, hooked
 from attnviz.model.long import edges
 from attnviz.model.runner import generating
 
@@ -114,7 +116,9 @@ PROFILE_CELLS = 1024  # cells of a head's row over the prompt (max-pooled)
 SHOWN_PROFILES = 3
 
 
-def needle(ctx: LabContext, req: NeedleRequest) -> NeedleResponse:
+def needle(ctx: LabContext, req: NeedleRequest) -> Generator[None, None, NeedleResponse]:
+    """The experiment in steps (a token of an answer a step: its route runs each in a run
+    slot of its own, `LabRoute.stepped`)."""
     spec = ctx.spec("decoder.self")
     runner, cfg = generating(ctx.runner), ctx.config
     rng = random.Random(req.seed)
@@ -127,9 +131,7 @@ def needle(ctx: LabContext, req: NeedleRequest) -> NeedleResponse:
             f"the prompt and its answer ({len(ids) + steps} tokens) are longer than "
             f"{ctx.entry.id} reads ({cfg.max_seq_len}): at most {cfg.max_seq_len - steps}",
         )  # fmt: skip
-    board: ProgressBoard = ctx.inference.progress
-    with board.watching(ctx.model, stop_if_cancelled):
-        written, rows = answer(ctx, ids, steps, rows=True)
+    written, rows = yield from answer(ctx, ids, steps, rows=True)
     # at each step, each head's strongest key: a copy where it is a token of the key in the
     # needle and the very token the step wrote
     sequence = ids + written
@@ -146,11 +148,8 @@ def needle(ctx: LabContext, req: NeedleRequest) -> NeedleResponse:
     top, others = ranked[:k], ranked[k:]
     generator = torch.Generator().manual_seed(req.seed)
     control = sorted(others[i] for i in torch.randperm(len(others), generator=generator)[:k])
-    with board.watching(ctx.model, stop_if_cancelled):
-        with hooked(ctx.model, fwd_hooks=without(spec, top), capture=False):
-            off, _ = answer(ctx, ids, steps)
-        with hooked(ctx.model, fwd_hooks=without(spec, control), capture=False):
-            control_off, _ = answer(ctx, ids, steps)
+    off, _ = yield from answer(ctx, ids, steps, off=without(spec, top))
+    control_off, _ = yield from answer(ctx, ids, steps, off=without(spec, control))
 
     def said(tokens: list[int]) -> NeedleAnswer:
         text = runner.decode(tokens)
@@ -240,16 +239,32 @@ def prompt(
 
 
 def answer(
-    ctx: LabContext, ids: list[int], steps: int, rows: bool = False
-) -> tuple[list[int], list[dict[str, Tensor]]]:
-    """The model's greedy answer (`steps` tokens, stop tokens or not) and, with `rows`,
-    each step's new attention rows (name -> (1, H, 1, keys))."""
-    written, found = [], []
-    for step in generating(ctx.runner).generate(ids, steps, rows=rows, stop=False):
+    ctx: LabContext,
+    ids: list[int],
+    steps: int,
+    rows: bool = False,
+    off: list[tuple[str, HookFn]] | None = None,
+) -> Generator[None, None, tuple[list[int], list[dict[str, Tensor]]]]:
+    """The model's greedy answer (`steps` tokens, stop tokens or not), with the hook
+    functions `off` (heads switched off), and, with `rows`, each step's new attention rows
+    (name -> (1, H, 1, keys)); a step per token, each model call in a hook block of its
+    own, the prompt's pass reporting its layers (and stopped at the next one if its client
+    goes away)."""
+    board: ProgressBoard = ctx.inference.progress
+    made = generating(ctx.runner).generate(ids, steps, rows=rows, stop=False)
+    written: list[int] = []
+    found: list[dict[str, Tensor]] = []
+    while True:
         stop_if_cancelled()
+        watched = nullcontext() if written else board.watching(ctx.model, stop_if_cancelled)
+        hooks = hooked(ctx.model, fwd_hooks=off, capture=False) if off else nullcontext()
+        with watched, hooks:
+            step = next(made, None)
+        if step is None:
+            return written, found
         written.append(step.token_id)
         found.append(step.rows)
-    return written, found
+        yield
 
 
 def pooled(row: Tensor) -> tuple[list[float], list[int]]:

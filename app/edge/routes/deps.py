@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request, Response
@@ -13,6 +13,7 @@ from pydantic import BaseModel, TypeAdapter
 from ...payloads.schemas import ErrorMessage
 from ...payloads.wire import json_with_arrays
 from ...runs.inference import Inference
+from ...runs.stepping import finished
 
 T = TypeVar("T")
 
@@ -24,28 +25,60 @@ def get_inference(request: Request) -> Inference:
 InferenceDep = Annotated[Inference, Depends(get_inference)]
 
 
-def on_tensor_thread(endpoint: Callable[..., T]) -> Callable[..., Awaitable[Response]]:
-    """A sync endpoint with an `inference` parameter, run on the tensor threads
-    (`Inference.on_tensor_thread`) instead of the request thread pool, its answer
-    serialised to JSON there too: FastAPI would serialise an async endpoint's answer on
-    the event loop, where a large one holds every other request. FastAPI reads the same
-    signature, with its annotations resolved (the return type documents the answer)."""
-    signature = inspect.signature(endpoint, eval_str=True)
-    returns = signature.return_annotation
+def _answering(returns: Any) -> Callable[[Any], Response]:
+    """How an endpoint's value becomes its answer, on a tensor thread: FastAPI would
+    serialise an async endpoint's answer on the event loop, where a large one holds every
+    other request."""
     plain = isinstance(returns, type) and issubclass(returns, Response)
     adapter = None if plain or returns is inspect.Signature.empty else TypeAdapter(returns)
 
-    def answered(*args: Any, **kwargs: Any) -> Response:
-        value = endpoint(*args, **kwargs)
+    def answer(value: Any) -> Response:
         if isinstance(value, Response) or adapter is None:
-            return value  # type: ignore[return-value]
+            return value
         if isinstance(value, BaseModel):  # (its large float arrays written a few rows a call)
             return Response(json_with_arrays(value), media_type="application/json")
         return Response(adapter.dump_json(value, by_alias=True), media_type="application/json")
 
+    return answer
+
+
+def on_tensor_thread(endpoint: Callable[..., T]) -> Callable[..., Awaitable[Response]]:
+    """A sync endpoint with an `inference` parameter, run on the tensor threads
+    (`Inference.on_tensor_thread`) instead of the request thread pool, its answer
+    serialised to JSON there too. FastAPI reads the same signature, with its annotations
+    resolved (the return type documents the answer)."""
+    signature = inspect.signature(endpoint, eval_str=True)
+    answer = _answering(signature.return_annotation)
+
+    def answered(*args: Any, **kwargs: Any) -> Response:
+        return answer(endpoint(*args, **kwargs))
+
     @functools.wraps(endpoint)
     async def run(*args: Any, **kwargs: Any) -> Response:
         return await kwargs["inference"].on_tensor_thread(answered, *args, **kwargs)
+
+    run.__signature__ = signature  # type: ignore[attr-defined]
+    return run
+
+
+def in_steps(
+    endpoint: Callable[..., Generator[Any, None, Any]],
+) -> Callable[..., Awaitable[Response]]:
+    """A sync endpoint with an `inference` parameter that returns its work as steps (a
+    generator that yields between its model runs and returns the answer): its checks on a
+    tensor thread, then each step a tensor thread task in a run slot of its own
+    (app/runs/stepping.py), the answer serialised on a tensor thread. Its return
+    annotation is the answer's type."""
+    signature = inspect.signature(endpoint, eval_str=True)
+    answer = _answering(signature.return_annotation)
+
+    @functools.wraps(endpoint)
+    async def run(*args: Any, **kwargs: Any) -> Response:
+        inference: Inference = kwargs["inference"]
+        steps = await inference.on_tensor_thread(endpoint, *args, **kwargs)  # 4xx here
+        inference.limiter.check()
+        value = await finished(inference, steps)
+        return await inference.on_tensor_thread(answer, value)
 
     run.__signature__ = signature  # type: ignore[attr-defined]
     return run

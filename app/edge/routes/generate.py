@@ -5,20 +5,17 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import threading
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from typing import Literal
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from attnviz.model.pretrained.causal import Step
-
 from ...errors import AttnvizError, NotFound
 from ...payloads.schemas import Strict
 from ...runs.generation import GeneratedStep, GenerateRequest, GenerateResponse, Generation
-from ...runs.inference import Inference
+from ...runs.stepping import stepped
 from ..logs import REQUEST_ID
 from .deps import ERRORS, InferenceDep
 
@@ -33,36 +30,11 @@ async def generate(req: GenerateRequest, inference: InferenceDep) -> GenerateRes
     text to see the whole sequence's attention. /generate/stream sends the steps as made."""
     generation = await inference.on_tensor_thread(Generation, inference, req)  # 4xx here
     inference.limiter.check()
-    async with contextlib.aclosing(stepped(generation, inference)) as steps:
+    async with contextlib.aclosing(
+        stepped(inference, generation.steps(), generation.stopping)
+    ) as steps:
         made = [generation.step_answer(step) async for step in steps]
     return await inference.on_tensor_thread(generation.answer, made)
-
-
-async def stepped(generation: Generation, inference: Inference) -> AsyncGenerator[Step, None]:
-    """A generation's steps, each one a tensor thread's task in a run slot of its own: the
-    prompt's pass, then a token a task, so that other clients' requests run between its
-    steps (a generation holding the thread for all of them kept them waiting for its
-    whole length). Counted among the runs while it lasts; its client may stop it
-    (/generate/stop); closed after the step under way, if any."""
-    steps = generation.steps()
-    turn = threading.Lock()  # a step and the closing never overlap
-
-    def one() -> Step | None:
-        with turn, inference.limiter.running():
-            return next(steps, None)
-
-    def close() -> None:
-        with turn:
-            steps.close()
-
-    try:
-        with inference.limiter.admission(), inference.stops.stoppable(generation.stopping):
-            while (step := await inference.on_tensor_thread(one)) is not None:
-                yield step
-    finally:
-        # after a step still running on a tensor thread, if any (this task may be
-        # cancelled while it waits for one)
-        inference.threads.submit(close)
 
 
 def event(name: str, body: str) -> bytes:
@@ -93,7 +65,9 @@ async def generate_stream(req: GenerateRequest, inference: InferenceDep) -> Stre
         made: list[GeneratedStep] = []
         done = False
         try:
-            async with contextlib.aclosing(stepped(generation, inference)) as steps:
+            async with contextlib.aclosing(
+                stepped(inference, generation.steps(), generation.stopping)
+            ) as steps:
                 async for step in steps:
                     made.append(generation.step_answer(step))
                     yield event("step", made[-1].model_dump_json())

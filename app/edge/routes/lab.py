@@ -5,12 +5,12 @@ from fastapi import APIRouter
 
 from ...head_views import HEAD_VIEWS
 from ...lab import EXPERIMENTS, LabRoute
-from .deps import ERRORS, InferenceDep, on_tensor_thread
+from .deps import ERRORS, InferenceDep, in_steps, on_tensor_thread
 
 
 def _route(served: LabRoute, router: APIRouter) -> None:
     def endpoint(req, inference):
-        return served(inference, req)
+        return served.steps(inference, req) if served.stepped else served(inference, req)
 
     # the request and response models are its own, for validation and OpenAPI
     endpoint.__annotations__ = {
@@ -20,7 +20,7 @@ def _route(served: LabRoute, router: APIRouter) -> None:
     }
     endpoint.__name__ = served.id.replace("-", "_")
     endpoint.__doc__ = served.summary
-    router.post(f"/{served.id}")(on_tensor_thread(endpoint))
+    router.post(f"/{served.id}")((in_steps if served.stepped else on_tensor_thread)(endpoint))
 
 
 def routers() -> list[APIRouter]:
