@@ -141,8 +141,9 @@ class Settings(BaseSettings):
         1200,
         ge=0,
         description="Cost of API requests one client may spend a minute (a GET 1, a model "
-        "run 2, an experiment 5, an export 10, a corpus run 20), and each model run its "
-        "work before it runs (a unit per 256 tokens through one layer); more: 429. 0: no limit.",
+        "run 2, an experiment 5, an export 10, a corpus run 20), and, as much again apart, "
+        "the work of its model runs and corpus runs, each charged before it runs (a unit per "
+        "256 tokens through one layer); more: 429. 0: no limit.",
     )
     api_keys: dict[str, Annotated[ApiKey, BeforeValidator(_as_key)]] = Field(
         {},
@@ -190,6 +191,13 @@ class Settings(BaseSettings):
     )
     corpus_max_sentences: int = Field(
         20_000, ge=1, description="Sentences one corpus run reads at most."
+    )
+    corpus_max_tokens: int = Field(
+        500_000,
+        ge=1,
+        description="Tokens one corpus run reads at most: its sentences' tokens, as its model "
+        "reads them (counted when it is sent); more: 422. A run is charged its tokens times "
+        "its model's layers, as a model run is.",
     )
     ray_address: str | None = Field(
         None,

@@ -78,6 +78,20 @@ def batches(
     return out
 
 
+def planned(entry: ModelEntry, sentences: list[str]) -> tuple[list[Batch], int]:
+    """The sentences' batches (`batches`) and the tokens the run reads: each sentence's
+    tokens as its model reads them (an encoder-decoder's source side; its decoder reads
+    as many again, priced by its layers)."""
+    plan = batches(entry, sentences)
+    if entry.config.architecture != "encoder-decoder":
+        return plan, sum(len(read[0]) for batch in plan for _, read in batch if read)
+    runner, turn, tokens = entry.loaded_runner(), TakeTurns(), 0
+    for sentence in sentences:
+        tokens += len(runner.tokenize(sentence)[0])
+        turn()
+    return plan, tokens
+
+
 def run_batch(entry: ModelEntry, batch: Batch, text_of, names: list[str]) -> list[tuple]:
     """(index, read, row) per sentence of a batch, after its one forward pass; a sentence
     with nothing to read is left out (its statistics stay NaN)."""

@@ -1,8 +1,10 @@
-"""Corpus runs as background jobs: one at a time on a thread of their own, each sentence
-run on the tensor threads in a run slot of its own (so that the page's requests go on
-between two sentences), every head's statistics per sentence kept (model/methods/corpus_stats.py),
-and, for the heads asked for, every token's query and key vectors. Finished results are
-kept within a byte budget (ATTNVIZ_CORPUS_RESULTS_BYTES), the oldest dropped past it."""
+"""Corpus runs as background jobs: one at a time on a thread of their own, clients in turn,
+each batch of sentences run on the tensor threads in a run slot of its own (so that the
+page's requests go on between two batches), every head's statistics per sentence kept
+(model/methods/corpus_stats.py), and, for the heads asked for, every token's query and key
+vectors. A run is counted in tokens and charged for them when it is sent
+(ATTNVIZ_CORPUS_MAX_TOKENS); its results' bytes are reserved when it starts, within a
+budget (ATTNVIZ_CORPUS_RESULTS_BYTES) whose oldest finished results are dropped past it."""
 
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ from attnviz.model.runtime import lower_priority
 
 from ..catalog.zoo import ModelEntry
 from ..errors import AttnvizError, Busy, CannotServe, NotAllowed, NotFound, OverClientLimit
-from ..runs.inference import Inference
+from ..request import charge
+from ..runs.inference import Inference, work_units
 from . import compute
 
 LOG = logging.getLogger("attnviz")
@@ -64,6 +67,7 @@ class Job:
     client: str = ""  # the address it came from (runs waiting per client are bounded)
     status: str = "queued"  # queued, running, done, cancelled, failed
     done: int = 0
+    tokens: int = 0  # its sentences' tokens, as its model reads them
     created: float = field(default_factory=time.time)
     started: float | None = None
     finished: float | None = None
@@ -80,11 +84,11 @@ class Job:
     _summed: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self, statistics: int, heads: int) -> None:
-        """Its results, empty, made before any reader sees it."""
+        """Its results, empty, made when it starts (`read` last: readers wait for it)."""
         self.statistics = torch.full((self.total, statistics, heads), float("nan"))
-        self.read = torch.zeros(self.total, dtype=torch.bool)
         self.sums = torch.zeros(statistics, heads, dtype=torch.float64)
         self.counts = torch.zeros(statistics, heads, dtype=torch.int64)
+        self.read = torch.zeros(self.total, dtype=torch.bool)
 
     def add(self, index: torch.Tensor | int, stats: torch.Tensor) -> None:
         """The statistics of one sentence (S, H), or of several ((n, S, H), `index` theirs)."""
@@ -169,12 +173,14 @@ class CorpusRuns:
         owner: str | None = None,
         client: str = "",
     ) -> Job:
-        """A new run, queued. `owner`: the token of an earlier run of this client's (its
-        runs are then one owner's; a new token otherwise). A client with as many runs
-        waiting or running as it may have gets a 429; a full queue, or results kept for
-        other clients that leave no room for this one's, a 503."""
+        """A new run, queued: counted in tokens (a 422 past ATTNVIZ_CORPUS_MAX_TOKENS) and
+        charged for them. `owner`: the token of an earlier run of this client's (its runs
+        are then one owner's; a new token otherwise). A client with as many runs waiting or
+        running as it may have gets a 429; a full queue, or results kept for other clients
+        that leave no room for this one's, a 503. Its results' room is taken when it
+        starts, not while it waits."""
         heads = heads_of(entry)
-        estimate = len(sentences) * len(STATISTICS) * len(heads) * 4
+        estimate = self.estimate(len(sentences), len(heads))
         if estimate > self.max_bytes:
             raise CannotServe(
                 f"its statistics would take {estimate:,} bytes, over what the server keeps "
@@ -188,34 +194,54 @@ class CorpusRuns:
         job = Job(uuid.uuid4().hex[:16], entry, sentences, origin, keep, heads)
         job.owner = owner if owner and self._owns(owner) else secrets.token_urlsafe(18)
         job.client = client
-        per_client = self.inference.settings.corpus_runs_per_client
         with self._lock:
-            active = [j for j in self.jobs.values() if j.status in ("queued", "running")]
-            mine = sum(j.client == client for j in active)
-            if mine >= per_client:
-                raise OverClientLimit(
-                    f"this client has {mine} corpus runs waiting or running, the most one "
-                    "client may (ATTNVIZ_CORPUS_RUNS_PER_CLIENT): wait for one or cancel it",
-                    headers={"Retry-After": "30"},
-                )
-            waiting = sum(j.status == "queued" for j in active)
-            if waiting >= QUEUED_AT_MOST:
-                raise Busy(
-                    f"{waiting} corpus runs are waiting already; retry when one is done",
-                    headers={"Retry-After": "30"},
-                )
-            if not self._make_room(job, estimate):  # (before its statistics are made)
-                raise Busy(
-                    "the results the server keeps for other runs leave no room for this one "
-                    f"(ATTNVIZ_CORPUS_RESULTS_BYTES, {self.max_bytes:,} bytes): send fewer "
-                    "sentences or retry later",
-                    headers={"Retry-After": "60"},
-                )
-            job.start(len(STATISTICS), len(heads))
+            self._admissible(job, estimate)  # (before its tokens are counted)
+        _, job.tokens = compute.planned(entry, sentences)  # (seconds at 20,000: unlocked)
+        most = self.inference.settings.corpus_max_tokens
+        if job.tokens > most:
+            raise CannotServe(
+                f"its sentences are {job.tokens:,} tokens as {entry.id} reads them; a run "
+                f"may read {most:,} (ATTNVIZ_CORPUS_MAX_TOKENS): send fewer sentences",
+            )
+        charge(work_units(entry.config, job.tokens), f"a corpus run of {job.tokens:,} tokens")
+        with self._lock:
+            self._admissible(job, estimate)  # (again: others may have been sent meanwhile)
             job.vectors = {head: Vectors() for head in keep}  # before any reader sees the job
             self.jobs[job.id] = job
             self._wake.notify()
         return job
+
+    @staticmethod
+    def estimate(sentences: int, heads: int) -> int:
+        """The bytes of a run's statistics."""
+        return sentences * len(STATISTICS) * heads * 4
+
+    def _admissible(self, job: Job, estimate: int) -> None:
+        """A 429 where its client has as many runs waiting or running as it may, a 503
+        where the queue is full or the results kept leave it no room even once those that
+        may be dropped for it are. (Called holding the lock.)"""
+        per_client = self.inference.settings.corpus_runs_per_client
+        active = [j for j in self.jobs.values() if j.status in ("queued", "running")]
+        mine = sum(j.client == job.client for j in active)
+        if mine >= per_client:
+            raise OverClientLimit(
+                f"this client has {mine} corpus runs waiting or running, the most one "
+                "client may (ATTNVIZ_CORPUS_RUNS_PER_CLIENT): wait for one or cancel it",
+                headers={"Retry-After": "30"},
+            )
+        waiting = sum(j.status == "queued" for j in active)
+        if waiting >= QUEUED_AT_MOST:
+            raise Busy(
+                f"{waiting} corpus runs are waiting already; retry when one is done",
+                headers={"Retry-After": "30"},
+            )
+        if not self._make_room(job, estimate, drop=False):
+            raise Busy(
+                "the results the server keeps for other runs leave no room for this one "
+                f"(ATTNVIZ_CORPUS_RESULTS_BYTES, {self.max_bytes:,} bytes): send fewer "
+                "sentences or retry later",
+                headers={"Retry-After": "60"},
+            )
 
     def _owns(self, owner: str) -> bool:
         given = owner.encode()  # (compare_digest takes no str beyond ASCII)
@@ -266,7 +292,17 @@ class CorpusRuns:
                 job = self._next_in_turn()
                 job.status, job.started = "running", time.time()
                 self._served[job.client] = time.monotonic()
+                # its results' room, taken now (a run waiting holds none)
+                room = self._make_room(job, self.estimate(job.total, len(job.heads)))
+                if room:
+                    job.start(len(STATISTICS), len(job.heads))
             try:
+                if not room:
+                    raise CannotServe(
+                        "when it started, the results kept for other runs left no room for "
+                        f"its own (ATTNVIZ_CORPUS_RESULTS_BYTES, {self.max_bytes:,} bytes): "
+                        "send it again later, or fewer sentences",
+                    )
                 self._run(job)
                 status = "cancelled" if job.cancelled.is_set() else "done"
             except AttnvizError as exc:  # a sentence the model refuses ends the run, said
@@ -290,11 +326,12 @@ class CorpusRuns:
             self._served = {c: t for c, t in self._served.items() if c in kept}
         return min(queued, key=lambda j: (self._served.get(j.client, 0.0), j.created))
 
-    def _make_room(self, job: Job, more: int) -> bool:
+    def _make_room(self, job: Job, more: int, drop: bool = True) -> bool:
         """Drop finished runs, the oldest first, while the kept results and `more` bytes
         pass the budget: only `job`'s owner's (or its client's) older runs, and runs
         finished longer ago than ATTNVIZ_CORPUS_KEEP_S (another client's newer runs never
-        drop one's results). Whether they fit now. (Called holding the lock.)"""
+        drop one's results). Whether they fit now (without `drop`: whether they would,
+        dropping nothing). (Called holding the lock.)"""
         aged = time.time() - self.inference.settings.corpus_keep_s
 
         def droppable(j: Job) -> bool:
@@ -304,12 +341,14 @@ class CorpusRuns:
             return (mine and j.created <= job.created) or j.finished < aged
 
         candidates = [j for j in self.jobs.values() if droppable(j)]
-        while sum(j.bytes for j in self.jobs.values() if j is not job) + job.bytes + more > (
-            self.max_bytes
-        ):
+        kept = sum(j.bytes for j in self.jobs.values() if j is not job) + job.bytes + more
+        if not drop:
+            return kept - sum(j.bytes for j in candidates) <= self.max_bytes
+        while kept > self.max_bytes:
             if not candidates:
                 return False
             oldest = candidates.pop(0)
+            kept -= oldest.bytes
             del self.jobs[oldest.id]
             LOG.info("corpus run %s dropped: past ATTNVIZ_CORPUS_RESULTS_BYTES", oldest.id)
         return True

@@ -62,6 +62,10 @@ class CorpusRun(Strict):
     status: Status
     done: int = Field(description="Sentences read so far.")
     total: int
+    tokens: int = Field(
+        description="The tokens it reads, as its model reads them: what it is charged for "
+        "(its tokens times the model's layers), at most ATTNVIZ_CORPUS_MAX_TOKENS."
+    )
     rate: float | None = Field(description="Sentences per second so far.")
     eta_s: float | None = Field(description="Seconds left at that rate.")
     elapsed_s: float

@@ -1,8 +1,8 @@
 """Fair shares of the server: each client (by address) may have a bounded number of API
-requests in flight and spend a bounded cost of requests a minute; past either, a 429 with
-Retry-After. A browser on the page never comes near them (it keeps at most six
-connections to a server and asks one view at a time); a client that sends more only waits
-for itself, not for everyone else."""
+requests in flight, spend a bounded cost of requests a minute, and, apart, cause a bounded
+work of model runs a minute; past any, a 429 with Retry-After. A browser on the page never
+comes near them (it keeps at most six connections to a server and asks one view at a
+time); a client that sends more only waits for itself, not for everyone else."""
 
 from __future__ import annotations
 
@@ -50,15 +50,26 @@ def cost_of(method: str, path: str) -> int:
 
 @dataclass
 class _Budget:
+    """A client's two buckets of a minute: its requests' costs (`tokens`) and, apart, its
+    model runs' work (`work`), so that a client that owes work (a corpus run, an 8k-token
+    prompt) can still follow it: ask its progress, read its results."""
+
     tokens: float
+    work: float
     at: float
     per_minute: int  # (this client's: a key's may differ)
     at_once: int
     active: int = 0
 
     def refill(self, now: float) -> None:
-        self.tokens = min(self.per_minute, self.tokens + (now - self.at) * self.per_minute / 60)
+        more = (now - self.at) * self.per_minute / 60
+        self.tokens = min(self.per_minute, self.tokens + more)
+        self.work = min(self.per_minute, self.work + more)
         self.at = now
+
+    def full(self, now: float) -> bool:
+        more = (now - self.at) * self.per_minute / 60
+        return min(self.tokens, self.work) + more >= self.per_minute
 
 
 class UnknownKey(Exception):
@@ -119,7 +130,9 @@ class Clients:
             if len(self._budgets) >= TRACKED_AT_MOST:
                 self._forget(now)
             at_once, per_minute = self.limits(client)
-            budget = self._budgets[client] = _Budget(float(per_minute), now, per_minute, at_once)
+            budget = self._budgets[client] = _Budget(
+                float(per_minute), float(per_minute), now, per_minute, at_once
+            )
         budget.refill(now)
         return budget
 
@@ -186,21 +199,21 @@ class Clients:
 
     def charge(self, client: str, units: float, what: str) -> None:
         """Charge `client` the price of work about to be done (a model run: its tokens
-        times its layers, `work_units`): paid from its budget of the minute; work dearer
-        than half a minute's budget is admitted once the budget holds half of it, and
-        leaves the budget owing the rest (refilled before its next request). Past that an
-        OverClientLimit, with the seconds until it could pay."""
+        times its layers, `work_units`): paid from its work of the minute (apart from its
+        requests' costs); work dearer than half a minute's budget is admitted once the
+        budget holds half of it, and leaves the budget owing the rest (refilled before its
+        next work). Past that an OverClientLimit, with the seconds until it could pay."""
         with self._lock:
             budget = self._budget(client, time.monotonic())
             per_minute = budget.per_minute
             if not per_minute:
                 return
             needed = min(units, per_minute / 2)
-            if budget.tokens >= needed:
-                budget.tokens -= units
+            if budget.work >= needed:
+                budget.work -= units
                 return
-            left = max(budget.tokens, 0)
-            wait = max(1, math.ceil((needed - budget.tokens) * 60 / per_minute))
+            left = max(budget.work, 0)
+            wait = max(1, math.ceil((needed - budget.work) * 60 / per_minute))
         raise OverClientLimit(
             f"{what} costs {units:,.0f} units of work (its tokens times its layers); this "
             f"client has {left:,.0f} of its {per_minute:,} a minute "
@@ -217,8 +230,7 @@ class Clients:
     def _forget(self, now: float) -> None:
         """Drop the clients with nothing in flight whose budget has refilled."""
         for client, budget in list(self._budgets.items()):
-            refilled = budget.tokens + (now - budget.at) * budget.per_minute / 60
-            if not budget.active and refilled >= budget.per_minute:
+            if not budget.active and budget.full(now):
                 del self._budgets[client]
 
 

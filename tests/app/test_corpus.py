@@ -13,7 +13,11 @@ import time
 import numpy as np
 import pytest
 import torch
+from fastapi.testclient import TestClient
 
+from attnviz.app.corpus.jobs import CorpusRuns
+from attnviz.app.main import create_app
+from attnviz.app.settings import Settings
 from attnviz.model.methods.corpus_stats import STATISTICS, sentence_statistics
 from attnviz.model.pretrained import BertRunner
 
@@ -175,6 +179,31 @@ def test_bad_corpora_are_refused_and_change_nothing(client):
         content="\ufeffone cat\r\ntwo dogs\r\nthree\r\n".encode(),
     )
     assert ok.status_code == 202 and ok.json()["total"] == 2
+
+
+def test_a_waiting_run_holds_no_room_and_one_that_finds_none_when_it_starts_says_so():
+    """A run's results take their room when it starts: runs waiting reserve none (a
+    client's two queued runs could hold the budget from everyone while they wait)."""
+    settings = Settings(
+        torch_threads=1, zoo=["minilm"], client_cost_per_minute=0, corpus_results_bytes=2**20
+    )
+    with TestClient(create_app(settings)) as a:
+        b, c = (TestClient(a.app, client=(f"192.0.2.{i}", 5000)) for i in (2, 3))
+        per_sentence = CorpusRuns.estimate(1, 72)  # MiniLM: 6 layers of 12 heads
+        assert 100 * per_sentence < 2**20 - 300 * per_sentence < 200 * per_sentence
+        first = submit(a, model="minilm", sentences=SENTENCES * 20)  # 100 sentences
+        second = submit(b, model="minilm", sentences=SENTENCES * 60)  # 300
+        # with the first two's room taken (theirs reserved at submission, this was a 503)
+        third = submit(c, model="minilm", sentences=SENTENCES * 20)
+        assert [wait(a, run["id"])["status"] for run in (first, second)] == ["done"] * 2
+        failed = wait(c, third["id"])
+        assert failed["status"] == "failed" and failed["done"] == 0
+        assert failed["error"] == (
+            "when it started, the results kept for other runs left no room for its own "
+            "(ATTNVIZ_CORPUS_RESULTS_BYTES, 1,048,576 bytes): send it again later, or "
+            "fewer sentences"
+        )
+        assert c.get(f"/api/v1/corpus-runs/{third['id']}/heads").status_code == 409
 
 
 def test_a_corpus_runs_kept_vectors_make_its_query_key_space(client):

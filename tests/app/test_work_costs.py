@@ -1,7 +1,7 @@
-"""Each request pays for the work it causes (issue 43): a model run is priced by its
-tokens times its layers before it runs, against its client's budget of the minute (429
-with Retry-After past it); a cached run is free; a request's work past its deadline is
-stopped at its next layer."""
+"""Each request pays for the work it causes (issue 43): a model run, or a corpus run, is
+priced by its tokens times its layers before it runs, against its client's work of the
+minute (429 with Retry-After past it); a cached run is free; a request's work past its
+deadline is stopped at its next layer."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
+from attnviz.app.corpus.jobs import CorpusRuns
 from attnviz.app.main import create_app
 from attnviz.app.runs.inference import work_units
 from attnviz.app.settings import Settings
@@ -87,3 +88,45 @@ def test_every_route_but_healthz_is_metered_and_the_schema_is_made_once():
         assert "ATTNVIZ_CLIENT_COST_PER_MINUTE" in refused.json()["detail"]
         for _ in range(20):  # (a probe is never refused)
             assert c.get("/healthz").status_code == 200
+
+
+def test_a_corpus_run_is_counted_in_tokens_and_charged_for_them():
+    settings = Settings(
+        torch_threads=1,
+        zoo=["minilm"],
+        client_cost_per_minute=120,
+        corpus_max_tokens=3000,
+        corpus_runs_per_client=3,
+    )
+    sentence = "The bank raised its interest rates again this year, and the river rose."
+    with TestClient(create_app(settings)) as c:
+        minilm = c.app.state.inference.entry("minilm")
+        each = minilm.runner.tokens_read(sentence)  # ([CLS] and [SEP] included)
+        many = [sentence] * (3000 // each + 1)
+        # past the cap: refused before a pass, nothing queued, nothing charged
+        refused = c.post("/api/v1/corpus-runs", json={"model": "minilm", "sentences": many})
+        assert refused.status_code == 422
+        assert refused.json()["detail"] == (
+            f"its sentences are {each * len(many):,} tokens as minilm reads them; a run may "
+            "read 3,000 (ATTNVIZ_CORPUS_MAX_TOKENS): send fewer sentences"
+        )
+        assert not CorpusRuns.of(c.app.state.inference).jobs
+        # within it: charged its tokens times MiniLM's 6 layers, ~58 units of 120
+        sentences = many[: 2500 // each]
+        tokens = each * len(sentences)
+        price = work_units(minilm.config, tokens)
+        assert price == pytest.approx(tokens * 6 / 256) and 50 < price < 60
+        body = {"model": "minilm", "sentences": sentences}
+        for _ in range(2):
+            first = c.post("/api/v1/corpus-runs", json=body)
+            assert first.status_code == 202, first.text
+            assert first.json()["tokens"] == tokens
+        third = c.post("/api/v1/corpus-runs", json=body)  # (~116 of the 120 spent)
+        assert third.status_code == 429
+        assert third.json()["detail"].startswith(
+            f"a corpus run of {tokens:,} tokens costs {price:,.0f} units of work"
+        )
+        assert len(CorpusRuns.of(c.app.state.inference).jobs) == 2
+        # the work owed, the client still follows its run: its GETs and POSTs' own costs
+        # are paid from a budget apart (60 of 120 spent)
+        assert c.get(f"/api/v1/corpus-runs/{first.json()['id']}").status_code == 200

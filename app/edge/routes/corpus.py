@@ -61,6 +61,7 @@ def described(job: Job) -> s.CorpusRun:
         status=job.status,
         done=job.done,
         total=job.total,
+        tokens=job.tokens,
         rate=round(rate, 3) if rate else None,
         eta_s=round(left / rate, 1) if rate and running else (0.0 if not left else None),
         elapsed_s=(

@@ -20,7 +20,8 @@ def test_one_clients_five_corpus_runs_leave_room_for_another_clients(base, healt
     started, refused = [], []
     with client(base, "127.0.0.51") as c:
         for _ in range(5):
-            answer = c.post(RUNS, json={"model": "minilm", "corpus": "hsk-en"})
+            # (1,000 sentences: ~350 units of work each, within the client's 1,200)
+            answer = c.post(RUNS, json={"model": "minilm", "corpus": "hsk-en", "limit": 1000})
             (started if answer.status_code == 202 else refused).append(answer)
     assert len(started) == 2 and len(refused) == 3
     assert {r.status_code for r in refused} == {429}
