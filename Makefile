@@ -139,7 +139,10 @@ scale-check: $(STAMP) haproxy
 # picks another fixed seed.
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)
-	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest tests/app/test_fuzz.py --timeout=0
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_STALL_MS=50 FUZZ_LIMITER=off \
+	  $(BIN)/pytest tests/app/test_fuzz.py --timeout=0 -s -q
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_STALL_MS=50 FUZZ_LIMITER=on \
+	  $(BIN)/pytest tests/app/test_fuzz.py --timeout=0 -s -q
 
 format: $(STAMP)
 	$(BIN)/ruff format .

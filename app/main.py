@@ -28,6 +28,7 @@ from .corpus.jobs import CorpusRuns
 from .edge.clients import ClientBudget, Clients
 from .edge.limits import SHORT_BODY, BodyLimit
 from .edge.logs import AccessLog
+from .edge.loop_watch import LoopWatch
 from .edge.routes import corpus, figures, generate, inference, lab, models, pages
 from .edge.routes.deps import BODY_ERRORS
 from .errors import AttnvizError, Unavailable
@@ -62,13 +63,19 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.inference = served = Inference(zoo, settings, threads)
     # corpus runs read the served models, one sentence a run slot
     app.state.corpus_runs = corpus_runs = CorpusRuns(served, settings.corpus_results_bytes)
+    app.state.openapi_json = await asyncio.to_thread(
+        lambda: json.dumps(app.openapi(), separators=(",", ":")).encode()
+    )
     # What start-up made (the models' modules, the tokenizers, the libraries) stays for the
     # server's life: kept out of the collector's full passes, each of which held the GIL,
     # and with it /healthz, for 0.1-0.3 s while a corpus run made garbage (measured).
     if not embedded:  # (a notebook's objects are the user's to collect)
         gc.collect()
         gc.freeze()
+    app.state.loop_watch = watch = LoopWatch(settings.loop_stall_warn_ms)
+    watch.start()
     yield
+    watch.stop()
     stop_all()  # a long run's head summaries
     corpus_runs.stop()
     app.state.inference = None
@@ -204,16 +211,13 @@ def create_app(
         return document_text_limit(generate_openapi(), limit)
 
     app.openapi = openapi  # type: ignore[method-assign]
-    made: list[bytes] = []
 
     @app.get("/openapi.json", include_in_schema=False)
     async def openapi_json(request: Request) -> Response:
-        # made once its models are loaded (the text limit is theirs), then the same bytes:
-        # FastAPI's own route serialised the whole schema for every request
-        if not made and getattr(request.app.state, "inference", None) is not None:
-            made.append(json.dumps(app.openapi(), separators=(",", ":")).encode())
-        body = made[0] if made else json.dumps(app.openapi()).encode()
-        return Response(body, media_type="application/json")
+        # made once, at start-up, its models loaded (the text limit is theirs), off the event
+        # loop (it held the loop 140 ms): FastAPI's own route made it on the loop, and
+        # serialised the whole schema for every request
+        return Response(request.app.state.openapi_json, media_type="application/json")
 
     @app.get("/healthz", tags=["health"], responses=BODY_ERRORS)
     async def healthz(request: Request) -> Health:

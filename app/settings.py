@@ -174,6 +174,12 @@ class Settings(BaseSettings):
         description="Seconds of a tensor thread one request's work may take (a generation: "
         "each step); past it, it is stopped at its next layer: 422 saying so.",
     )
+    loop_stall_warn_ms: float = Field(
+        100.0,
+        ge=0,
+        description="Log a warning when the event loop woke this many ms late (something "
+        "held it, or the interpreter's lock, that long: every request waited). 0: not watched.",
+    )
     send_timeout_s: float = Field(
         30.0,
         gt=0,

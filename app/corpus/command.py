@@ -36,7 +36,7 @@ def entry_of(model: str, settings: Settings):
 def in_process(model: str, sentences: list[str], settings: Settings):
     """(heads, statistics (N, S, H)) computed here, as a server's corpus run does."""
     from . import compute
-    from .jobs import heads_of
+    from .results import heads_of
 
     entry = entry_of(model, settings)
     out = torch.full((len(sentences), len(STATISTICS), len(heads_of(entry))), float("nan"))
@@ -50,8 +50,8 @@ def in_process(model: str, sentences: list[str], settings: Settings):
 
 def on_ray(address: str | None, model: str, sentences: list[str], settings: Settings, workers):
     """The same on Ray: (heads, statistics) gathered from its workers."""
-    from .jobs import heads_of
     from .on_ray import gathered, statistics_on_ray
+    from .results import heads_of
 
     heads = heads_of(entry_of(model, settings))
     parts = statistics_on_ray(address, model, sentences, settings.model_dump(), workers)

@@ -124,7 +124,7 @@ def ids_of(result, spec: AttentionSpec) -> tuple[list[int], list[int]]:
 
 def statistics(entry: ModelEntry, result, row: int) -> torch.Tensor:
     """(len(STATISTICS), heads) of one sentence: row `row` of its capture, every type's
-    layers at once, in the order of `jobs.heads_of`."""
+    layers at once, in the order of `results.heads_of`."""
     specials = set(entry.runner.special_tokens)
     columns = []
     for spec in entry.specs.values():

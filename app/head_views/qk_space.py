@@ -13,7 +13,8 @@ import attnviz.app.head_views.schemas as s
 from attnviz.model.attention import masked_softmax
 from attnviz.model.methods.geometry import dot_distance_correlation, normalize, project, warm
 
-from ..corpus.jobs import CorpusRuns, HeadKey
+from ..corpus.jobs import CorpusRuns
+from ..corpus.results import HeadKey
 from ..errors import Busy, CannotServe
 from ..lab.context import LabContext
 from ..request import charge

@@ -10,20 +10,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, Field
 
 from attnviz.model.methods.lens import Stream, lens_logits, read_stream
 from attnviz.model.runner import model_inputs
 
 from ..errors import CannotServe
-from ..payloads.schemas import Index, TextRequest
+from ..payloads.schemas import Index, TextRequest, Whole
 from ..runs.answers import raw_piece
 from .context import LabContext
 
 
 class LensRequest(TextRequest):
     position: Index | None = Field(None, description="The position read (default: the last).")
-    top: StrictInt = Field(5, ge=1, le=10, description="Top tokens listed per layer.")
+    top: Whole = Field(5, ge=1, le=10, description="Top tokens listed per layer.")
 
 
 class Guess(BaseModel):

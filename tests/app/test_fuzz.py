@@ -4,14 +4,27 @@ the app in-process, with its lifespan and real settings, and checks every answer
 only documented status codes and content types, bodies that fit the documented schema,
 invalid data refused and valid data accepted.
 
-`make test` runs FUZZ_EXAMPLES=50 random examples per route with a fixed seed; `make fuzz`
-runs 5000 (and FUZZ_SEED picks another fixed seed)."""
+`make test` runs FUZZ_EXAMPLES=50 random examples per route with a fixed seed, in process,
+with the client limiter off (every request comes from one client: with it on, the budget of
+the minute would answer most of them 429 and the fuzz would not reach the logic).
+`make fuzz` runs 5000 against a real server (FUZZ_LIVE=1: `attnviz serve` with the same
+settings), with the limiter off, then on (FUZZ_LIMITER=on). Its event loop's lag is
+watched by the server itself (ATTNVIZ_LOOP_STALL_WARN_MS: a warning per stall, read from
+its log) and /healthz polled every 20 ms from a process of its own (bench/hostile.py);
+both are reported, and with FUZZ_STALL_MS set (`make fuzz`: 50) a stall longer fails the
+run. (In process, the fuzzer's own work, such as decoding a large answer, holds the same
+interpreter's lock as the server's event loop, so the loop's lag there is not the
+server's.) FUZZ_SEED picks another fixed seed."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import tempfile
+from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import schemathesis
@@ -25,22 +38,43 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from attnviz.app.main import create_app
 from attnviz.app.settings import Settings
+from bench.hostile import Healthz
+from harness.serving import start_server
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "50"))
 SEED = int(os.environ.get("FUZZ_SEED", "8"))
+LIVE = os.environ.get("FUZZ_LIVE") == "1"
+LIMITER = os.environ.get("FUZZ_LIMITER", "off") == "on"
+STALL_MS = float(os.environ.get("FUZZ_STALL_MS", "0"))  # 0: reported, not bounded
 
 # generations of at most 8 tokens: a fuzzed one is quick (more asked: the documented 422)
 # and corpus runs of at most 50 sentences: a fuzzed one ends soon
 # SmolLM2 kept to 512 tokens (its capture budget's floor): a schema-valid text of 131,072
 # characters would run an 8,192-token pass of half a minute for each such example
-app = create_app(
-    Settings(
-        torch_threads=1, max_new_tokens=8, corpus_max_sentences=50, max_capture_bytes=1_000_000
-    )
-)
+SETTINGS = {
+    "torch_threads": 1,
+    "max_new_tokens": 8,
+    "corpus_max_sentences": 50,
+    "max_capture_bytes": 1_000_000,
+    **({} if LIMITER else {"client_requests": 0, "client_cost_per_minute": 0}),
+}
+app = create_app(Settings(**SETTINGS))  # (FUZZ_LIVE: its schema only)
 # Hypothesis' too_slow health check times data generation, which a loaded machine slows.
 config = schemathesis.Config(seed=SEED, suppress_health_check=[HealthCheck.too_slow])
-schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=config)
+if LIVE:
+    LOG = Path(tempfile.mkdtemp()) / "server.log"
+    server, BASE = start_server(
+        {
+            **{f"ATTNVIZ_{name.upper()}": str(value) for name, value in SETTINGS.items()},
+            "ATTNVIZ_LOG_FORMAT": "json",
+            "ATTNVIZ_LOOP_STALL_WARN_MS": str(STALL_MS or 50),
+        },
+        stdout=LOG.open("w"),  # (the server's, for its life)
+    )
+    atexit.register(server.terminate)
+    schema = schemathesis.openapi.from_url(f"{BASE}/openapi.json", config=config)
+else:
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=config)
 schema.config.generation.update(max_examples=EXAMPLES, deterministic=True, database="none")
 # A body over ATTNVIZ_MAX_BODY_BYTES is refused with its documented 413 before it is parsed,
 # valid or not: the limit is in bytes of the encoded request (a character takes 1 to 12),
@@ -106,6 +140,7 @@ MODEL_DEPENDENT = (
     "must be a permutation of",  # lab: an order of the text's tokens
     "attention: it has",  # lab: an attention type the model lacks
     "this needs self-attention",  # lab: rollout of a cross-attention type
+    "ALTI here reads self-attention alone",  # lab: ALTI of a decoder that reads an encoder
     "the same length, so nothing is padded",  # lab: a second sentence as long as the text
     "does not decode",  # lab: an encoder-only model has no KV cache
     "does not predict the next token",  # lab: induction heads on a model that does not generate
@@ -179,9 +214,31 @@ def valid_data_is_accepted(ctx: CheckContext, response: Response, case: Case) ->
 
 @pytest.fixture(scope="module", autouse=True)
 def stop_the_app() -> Iterator[None]:
-    """The models stay loaded for this module only (schemathesis starts the lifespan)."""
-    yield
-    shutdown_lifespans()
+    """The models stay loaded for this module only (schemathesis starts the lifespan). A
+    real server's /healthz is polled meanwhile: its latency reported (and bounded, with
+    FUZZ_STALL_MS)."""
+    if not LIVE:
+        yield
+        shutdown_lifespans()
+        return
+    with Healthz(BASE) as healthz:
+        yield
+    server.terminate()
+    server.wait(timeout=30)
+    records = [json.loads(line) for line in LOG.read_text().splitlines() if line.startswith("{")]
+    stalls = sorted(r["stall_ms"] for r in records if "stall_ms" in r)
+    statuses = Counter(r["status"] for r in records if r.get("logger") == "attnviz.access")
+    limiter = "on" if LIMITER else "off"
+    print(
+        f"\nfuzz of a real server (limiter {limiter}, {EXAMPLES} examples a route): "
+        f"{sum(statuses.values())} requests, {dict(sorted(statuses.items()))}; the event "
+        f"loop held over {STALL_MS or 50:g} ms {len(stalls)} times {stalls[-5:]}; /healthz "
+        f"over {healthz.probes} probes: 95th percentile {healthz.p95 * 1000:.1f} ms, worst "
+        f"{healthz.worst * 1000:.1f} ms, {healthz.failures} failures"
+    )
+    assert not healthz.failures
+    assert not any(500 <= s < 600 and s != 503 for s in statuses), statuses
+    assert not STALL_MS or not stalls, stalls
 
 
 @schema.parametrize()

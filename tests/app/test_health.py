@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -13,6 +14,7 @@ from pathlib import Path
 import httpx2
 from fastapi.testclient import TestClient
 
+from attnviz.app.edge.loop_watch import LoopWatch
 from attnviz.app.main import create_app
 from attnviz.app.settings import Settings
 from attnviz.model.runtime import cgroup_cpu_limit, release_free_memory, usable_cpus
@@ -58,6 +60,29 @@ def test_readyz_fails_while_the_tensor_threads_are_stuck_with_requests_waiting()
         release.set()
         waiting.join()
         assert answers == [200] and client.get("/readyz").status_code == 200
+
+
+def test_a_held_event_loop_is_logged_with_how_long(caplog):
+    """The server watches its own event loop (ATTNVIZ_LOOP_STALL_WARN_MS): a coroutine that
+    holds it 200 ms is logged as a stall of about that long; a loop that is not held, not."""
+
+    async def held() -> LoopWatch:
+        watch = LoopWatch(warn_ms=100)
+        watch.start()
+        await asyncio.sleep(0.1)  # (not held: its wakes are on time)
+        quiet = watch.stalls
+        time.sleep(0.2)  # (the fault it watches for)
+        await asyncio.sleep(0.05)
+        watch.stop()
+        assert quiet == 0
+        return watch
+
+    with caplog.at_level(logging.WARNING, logger="attnviz.loop"):
+        watch = asyncio.run(held())
+    assert watch.stalls == 1 and 190 <= watch.worst_ms < 400, watch.worst_ms
+    (record,) = [r for r in caplog.records if r.name == "attnviz.loop"]
+    assert record.getMessage().startswith("the event loop was held ")
+    assert record.stall_ms == round(watch.worst_ms, 1)  # type: ignore[attr-defined]
 
 
 def test_openapi_documents_healthz():

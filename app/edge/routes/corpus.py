@@ -21,7 +21,8 @@ from attnviz.model.methods.corpus_stats import STATISTICS
 from ...corpus import npz
 from ...corpus import schemas as s
 from ...corpus.corpora import SHIPPED, read_lines, shipped_sentences
-from ...corpus.jobs import CorpusRuns, HeadKey, Job
+from ...corpus.jobs import CorpusRuns
+from ...corpus.results import HeadKey, Job
 from ...lab.schemas import HeadRef
 from ...payloads.schemas import ErrorMessage
 from ...request import CLIENT
