@@ -16,6 +16,23 @@ AT_ONCE = int(SETTINGS["ATTNVIZ_CLIENT_REQUESTS"])
 RUNS = "/api/v1/corpus-runs"
 
 
+def short_request_among(
+    threads: list[threading.Thread], base: str, address: str
+) -> tuple[httpx2.Response, float]:
+    """Another client's short request (MiniLM) a second after `threads` start sending, its
+    answer and how long it waited; then the threads joined."""
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    with client(base, address, timeout=300) as other:
+        asked = time.perf_counter()
+        theirs = other.post("/api/v1/analyze", json={"model": "minilm", "text": "My turn."})
+        waited = time.perf_counter() - asked
+    for t in threads:
+        t.join()
+    return theirs, waited
+
+
 def test_one_clients_five_corpus_runs_leave_room_for_another_clients(base, healthz):
     started, refused = [], []
     with client(base, "127.0.0.51") as c:
@@ -54,15 +71,7 @@ def test_seventeen_slow_requests_from_one_client_leave_room_for_another(base, he
             statuses.append(c.post(f"{base}/api/v1/export", json=body).status_code)
 
     threads = [threading.Thread(target=slow, args=(i,)) for i in range(17)]
-    for t in threads:
-        t.start()
-    time.sleep(1.0)
-    with client(base, "127.0.0.54", timeout=300) as other:
-        began = time.perf_counter()
-        theirs = other.post("/api/v1/analyze", json={"model": "minilm", "text": "My turn."})
-        waited = time.perf_counter() - began
-    for t in threads:
-        t.join()
+    theirs, waited = short_request_among(threads, base, "127.0.0.54")
     assert theirs.status_code == 200, theirs.text
     assert statuses.count(429) == 17 - AT_ONCE and statuses.count(200) == AT_ONCE, statuses
     # the clients take the tensor thread in turn: behind the one export running, not all
@@ -101,15 +110,7 @@ def test_three_clients_needles_take_the_run_slot_a_step_at_a_time(base, healthz)
 
     threads = [threading.Thread(target=needle, args=(seed,)) for seed in range(3)]
     began = time.perf_counter()
-    for t in threads:
-        t.start()
-    time.sleep(1.0)
-    with client(base, "127.0.0.63", timeout=300) as other:
-        asked = time.perf_counter()
-        theirs = other.post("/api/v1/analyze", json={"model": "minilm", "text": "My turn."})
-        waited = time.perf_counter() - asked
-    for t in threads:
-        t.join()
+    theirs, waited = short_request_among(threads, base, "127.0.0.63")
     took = time.perf_counter() - began
     assert theirs.status_code == 200, theirs.text
     assert [a.status_code for a in answers] == [200] * 3, [a.text[:200] for a in answers]
