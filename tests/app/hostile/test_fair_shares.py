@@ -105,12 +105,12 @@ def test_three_clients_needles_take_the_run_slot_a_step_at_a_time(base, healthz)
 
     def needle(seed: int) -> None:
         body = {"model": "smollm2", "text": "-", "length": 512, "seed": seed}
-        with client(base, f"127.0.0.{60 + seed}", timeout=300) as c:
+        with client(base, f"127.0.0.{80 + seed}", timeout=300) as c:
             answers.append(c.post("/api/v1/lab/needle", json=body))
 
     threads = [threading.Thread(target=needle, args=(seed,)) for seed in range(3)]
     began = time.perf_counter()
-    theirs, waited = short_request_among(threads, base, "127.0.0.63")
+    theirs, waited = short_request_among(threads, base, "127.0.0.83")
     took = time.perf_counter() - began
     assert theirs.status_code == 200, theirs.text
     assert [a.status_code for a in answers] == [200] * 3, [a.text[:200] for a in answers]
