@@ -139,9 +139,9 @@ scale-check: $(STAMP) haproxy
 # picks another fixed seed.
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)
-	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_STALL_MS=50 FUZZ_LIMITER=off \
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_LIVE=1 FUZZ_STALL_MS=50 FUZZ_LIMITER=off \
 	  $(BIN)/pytest tests/app/test_fuzz.py --timeout=0 -s -q
-	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_STALL_MS=50 FUZZ_LIMITER=on \
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_LIVE=1 FUZZ_STALL_MS=50 FUZZ_LIMITER=on \
 	  $(BIN)/pytest tests/app/test_fuzz.py --timeout=0 -s -q
 
 format: $(STAMP)
@@ -207,11 +207,13 @@ bench-page: $(STAMP) $(NODE_STAMP) e2e-deps
 	$(BIN)/python bench/bench_page.py
 
 # load: a real server under locust for LOAD_DURATION s at 8, 32 and 128 clients, /healthz
-# p99 < 100 ms (about 4 minutes); soak: 2,000 mixed requests, its memory and threads (about
+# p99 < 100 ms (about 4 minutes), then 32 honest clients of mixed costs and a greedy one
+# on distinct addresses (bench/shares.py, about 4 minutes); soak: 2,000 mixed requests, its memory and threads (about
 # 2 minutes). tests/app/test_load_smoke.py runs short versions of both in `make test`.
 LOAD_DURATION ?= 60
 load: $(STAMP)
 	$(BIN)/python bench/load.py --duration $(LOAD_DURATION)
+	$(BIN)/python bench/shares.py
 
 soak: $(STAMP)
 	$(BIN)/python bench/soak.py

@@ -171,8 +171,9 @@ class Settings(BaseSettings):
     run_deadline_s: float = Field(
         300.0,
         gt=0,
-        description="Seconds of a tensor thread one request's work may take (a generation: "
-        "each step); past it, it is stopped at its next layer: 422 saying so.",
+        description="Seconds of a tensor thread one request's work may take (a generation, "
+        "or an experiment run in steps such as needle: each step); past it, it is stopped at "
+        "its next layer: 422 saying so.",
     )
     loop_stall_warn_ms: float = Field(
         100.0,

@@ -96,9 +96,10 @@ class CorpusRuns:
                 f"its sentences are {job.tokens:,} tokens as {entry.id} reads them; a run "
                 f"may read {most:,} (ATTNVIZ_CORPUS_MAX_TOKENS): send fewer sentences",
             )
-        charge(work_units(entry.config, job.tokens), f"a corpus run of {job.tokens:,} tokens")
         with self._lock:
             self._admissible(job, estimate)  # (again: others may have been sent meanwhile)
+            # charged once it is sure to be queued (the budget's own lock, taken briefly)
+            charge(work_units(entry.config, job.tokens), f"a corpus run of {job.tokens:,} tokens")
             job.vectors = {head: Vectors() for head in keep}  # before any reader sees the job
             self.jobs[job.id] = job
             self._wake.notify()
@@ -186,7 +187,9 @@ class CorpusRuns:
                 job.status, job.started = "running", time.time()
                 self._served[job.client] = time.monotonic()
                 # its results' room, taken now (a run waiting holds none)
-                room = self._make_room(job, self.estimate(job.total, len(job.heads)))
+                estimate = self.estimate(job.total, len(job.heads))
+                # (nothing dropped for a run that would not fit even so)
+                room = self._make_room(job, estimate, drop=False) and self._make_room(job, estimate)
                 if room:
                     job.start(len(STATISTICS), len(job.heads))
             try:

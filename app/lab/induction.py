@@ -79,15 +79,24 @@ CLAIM_NATS, CLAIM_RATIO = 1.0, 2.0
 
 
 def induction(ctx: LabContext, req: InductionRequest) -> Generator[None, None, InductionResponse]:
-    """The experiment in steps (its three passes: its route runs each in a run slot of
-    its own, `LabRoute.stepped`)."""
-    spec = ctx.spec("decoder.self")
+    """The request checked (its 422s now, before a run slot is taken), then the
+    experiment in steps (its three passes: its route runs each in a run slot of its own,
+    `LabRoute.stepped`)."""
+    ctx.spec("decoder.self")
     n = req.length
     if 2 * n > ctx.runner.max_tokens:
         raise CannotServe(
             f"length {n} repeated twice is longer than {ctx.entry.id} reads "
             f"({ctx.runner.max_tokens} tokens): at most {ctx.runner.max_tokens // 2}",
         )  # fmt: skip
+    return passes(ctx, req)
+
+
+def passes(ctx: LabContext, req: InductionRequest) -> Generator[None, None, InductionResponse]:
+    """The experiment's steps: the sequence's pass, then with the top heads off, then with
+    the control heads off."""
+    spec = ctx.spec("decoder.self")
+    n = req.length
     generator = torch.Generator().manual_seed(req.seed)
     ids = sequence(ctx, n, generator)
     names = [spec.hook(i, "hook_weights") for i in range(spec.layers)]

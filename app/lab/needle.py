@@ -117,20 +117,37 @@ SHOWN_PROFILES = 3
 
 
 def needle(ctx: LabContext, req: NeedleRequest) -> Generator[None, None, NeedleResponse]:
-    """The experiment in steps (a token of an answer a step: its route runs each in a run
-    slot of its own, `LabRoute.stepped`)."""
-    spec = ctx.spec("decoder.self")
-    runner, cfg = generating(ctx.runner), ctx.config
+    """The request checked (its 422s now, before a run slot is taken), then the
+    experiment in steps (a token of an answer a step: its route runs each in a run slot
+    of its own, `LabRoute.stepped`)."""
+    ctx.spec("decoder.self")
     rng = random.Random(req.seed)
     key = "".join(rng.choice("0123456789") for _ in range(req.digits))
     ids, needle_span, key_span = prompt(ctx, key, req.length, req.depth)
-    key_ids = ids[key_span[0] : key_span[1]]
-    steps = len(key_ids) + AFTER_KEY
-    if len(ids) + steps > cfg.max_seq_len:
+    steps = key_span[1] - key_span[0] + AFTER_KEY
+    most = ctx.config.max_seq_len
+    if len(ids) + steps > most:
         raise CannotServe(
             f"the prompt and its answer ({len(ids) + steps} tokens) are longer than "
-            f"{ctx.entry.id} reads ({cfg.max_seq_len}): at most {cfg.max_seq_len - steps}",
+            f"{ctx.entry.id} reads ({most}): at most {most - steps}",
         )  # fmt: skip
+    return searched(ctx, req, key, ids, needle_span, key_span)
+
+
+def searched(
+    ctx: LabContext,
+    req: NeedleRequest,
+    key: str,
+    ids: list[int],
+    needle_span: tuple[int, int],
+    key_span: tuple[int, int],
+) -> Generator[None, None, NeedleResponse]:
+    """The experiment's steps: the answer with the rows of every step, the heads ranked,
+    the answers with the top heads and the control heads off."""
+    spec = ctx.spec("decoder.self")
+    runner = generating(ctx.runner)
+    key_ids = ids[key_span[0] : key_span[1]]
+    steps = len(key_ids) + AFTER_KEY
     written, rows = yield from answer(ctx, ids, steps, rows=True)
     # at each step, each head's strongest key: a copy where it is a token of the key in the
     # needle and the very token the step wrote

@@ -198,6 +198,10 @@ class Inference:
         self._running: dict[str, Future[RunResult]] = {}
         self._running_lock = threading.Lock()
         self.stops = Stops()  # generations under way that their client may stop
+        # work run in steps (app/runs/stepping.py) whose state (a KV cache, rows) is held
+        # between its steps: as many at once as runs, so that the memory budgets, which
+        # count a run's capture a run slot, still hold while others run between the steps
+        self.stepping = asyncio.Semaphore(runs)
         # when the tensor threads last started or ended a request's work (`wedged`)
         self.moved = time.monotonic()
 
@@ -219,6 +223,13 @@ class Inference:
         when as many requests as runs may queue are already there. Cancelled (its client
         went away), it never starts if it was still waiting for a thread, and is told to
         stop (`cancelled`) if it was running."""
+        with self._admitted.admission():
+            return await self.on_tensor_thread_admitted(fn, *args, **kwargs)
+
+    async def on_tensor_thread_admitted(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`on_tensor_thread` for the next step of work admitted whole already (a
+        generation's, a stepped experiment's: app/runs/stepping.py), which a full queue
+        must not stop half done."""
         stop = threading.Event()
         context = contextvars.copy_context()
         context.run(_STOP.set, stop)
@@ -233,12 +244,11 @@ class Inference:
                 self.moved = time.monotonic()
 
         call = functools.partial(context.run, started)
-        with self._admitted.admission():
-            try:
-                return await asyncio.get_running_loop().run_in_executor(self.threads, call)
-            except asyncio.CancelledError:
-                stop.set()
-                raise
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.threads, call)
+        except asyncio.CancelledError:
+            stop.set()
+            raise
 
     def check_anonymous(self, tokens: int) -> None:
         """A 422 where a client without an API key asks for a run of more tokens than

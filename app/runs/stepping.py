@@ -3,7 +3,8 @@ written as a generator that yields between its model calls, and run one step per
 thread task in a run slot of its own, so that other clients' requests run between its
 steps. Held whole, a generation kept them waiting for its length, and three clients'
 `needle` experiments on a 2,000-token prompt kept a fourth client's short request waiting
-119 s (measured).
+119 s (measured). Jobs in steps themselves run as many at once as runs, each holding its
+state (a KV cache) between its steps.
 
 A step must not leave a hook block (`hooked`) or a progress watch open across its
 `yield`: the next step runs in another task's context, and the hooks of the model are
@@ -28,8 +29,10 @@ async def stepped(
     stopping: threading.Event | None = None,
 ) -> AsyncGenerator[Y, None]:
     """What `steps` yields, each step one tensor thread task in a run slot of its own.
-    Counted among the runs (admitted) while it lasts; with `stopping`, its client may stop
-    it (/generate/stop); closed after the step under way, if any."""
+    Counted among the runs (admitted) while it lasts, its steps never refused half way by
+    a full queue; it starts when fewer such jobs than runs hold their state between steps
+    (`Inference.stepping`); with `stopping`, its client may stop it (/generate/stop);
+    closed after the step under way, if any."""
     turn = threading.Lock()  # a step and the closing never overlap
     done = object()
 
@@ -44,8 +47,9 @@ async def stepped(
     stoppable = inference.stops.stoppable(stopping) if stopping else contextlib.nullcontext()
     try:
         with inference.limiter.admission(), stoppable:
-            while (step := await inference.on_tensor_thread(one)) is not done:
-                yield step
+            async with inference.stepping:
+                while (step := await inference.on_tensor_thread_admitted(one)) is not done:
+                    yield step
     finally:
         # after a step still running on a tensor thread, if any (this task may be
         # cancelled while it waits for one)

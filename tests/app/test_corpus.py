@@ -191,8 +191,11 @@ def test_a_waiting_run_holds_no_room_and_one_that_finds_none_when_it_starts_says
         b, c = (TestClient(a.app, client=(f"192.0.2.{i}", 5000)) for i in (2, 3))
         per_sentence = CorpusRuns.estimate(1, 72)  # MiniLM: 6 layers of 12 heads
         assert 100 * per_sentence < 2**20 - 300 * per_sentence < 200 * per_sentence
-        first = submit(a, model="minilm", sentences=SENTENCES * 20)  # 100 sentences
-        second = submit(b, model="minilm", sentences=SENTENCES * 60)  # 300
+        # 100 sentences of ~110 tokens (a second or two: still running when the third
+        # is sent; their text's 52 kB counts too), then 300 short ones
+        long = [(sentence + " ") * 8 for sentence in SENTENCES] * 20
+        first = submit(a, model="minilm", sentences=long)
+        second = submit(b, model="minilm", sentences=SENTENCES * 60)
         # with the first two's room taken (theirs reserved at submission, this was a 503)
         third = submit(c, model="minilm", sentences=SENTENCES * 20)
         assert [wait(a, run["id"])["status"] for run in (first, second)] == ["done"] * 2
@@ -203,7 +206,9 @@ def test_a_waiting_run_holds_no_room_and_one_that_finds_none_when_it_starts_says
             "(ATTNVIZ_CORPUS_RESULTS_BYTES, 1,048,576 bytes): send it again later, or "
             "fewer sentences"
         )
-        assert c.get(f"/api/v1/corpus-runs/{third['id']}/heads").status_code == 409
+        heads = c.get(f"/api/v1/corpus-runs/{third['id']}/heads")
+        assert heads.status_code == 409
+        assert heads.json()["detail"].endswith("ended (failed) before it read a sentence")
 
 
 def test_a_corpus_runs_kept_vectors_make_its_query_key_space(client):

@@ -76,6 +76,9 @@ if LIVE:
 else:
     schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=config)
 schema.config.generation.update(max_examples=EXAMPLES, deterministic=True, database="none")
+# a request answered within the server's own bounds (its run deadline, 300 s), however
+# busy: schemathesis' default of 10 s failed an induction of 512 SmolLM2 tokens under load
+schema.config.update(request_timeout=300)
 # A body over ATTNVIZ_MAX_BODY_BYTES is refused with its documented 413 before it is parsed,
 # valid or not: the limit is in bytes of the encoded request (a character takes 1 to 12),
 # which a JSON Schema cannot state. So 413 counts as refusing invalid data, and as the

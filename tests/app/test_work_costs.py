@@ -128,5 +128,5 @@ def test_a_corpus_run_is_counted_in_tokens_and_charged_for_them():
         )
         assert len(CorpusRuns.of(c.app.state.inference).jobs) == 2
         # the work owed, the client still follows its run: its GETs and POSTs' own costs
-        # are paid from a budget apart (60 of 120 spent)
+        # are paid from a budget apart (four POSTs of 20: 80 of 120 spent)
         assert c.get(f"/api/v1/corpus-runs/{first.json()['id']}").status_code == 200

@@ -208,7 +208,11 @@ def read_so_far(job: Job) -> tuple[torch.Tensor, torch.Tensor]:
     """The statistics of every sentence (N, S, H: the job's own, not a copy) and which
     sentences are read so far (batches run by token length, not in order)."""
     if job.read is None or job.statistics is None or not bool(job.read.any()):
-        raise HTTPException(409, f"corpus run {job.id} has read no sentence yet")
+        if job.status in ("queued", "running"):
+            raise HTTPException(409, f"corpus run {job.id} has read no sentence yet")
+        raise HTTPException(
+            409, f"corpus run {job.id} ended ({job.status}) before it read a sentence"
+        )
     return job.statistics, job.read.nonzero().flatten()
 
 
