@@ -16,6 +16,9 @@ from ..request import CURRENT_REQUEST
 ACCESS = logging.getLogger("attnviz.access")
 REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _RECORD_FIELDS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+# what str.splitlines and some log shippers end a line at beyond the control characters
+# (which JSON escapes already): written as JSON escapes, so that one record stays one line
+_LINE_ENDS = {c: f"\\u{c:04x}" for c in (0x85, 0x2028, 0x2029)}
 
 
 class JsonFormatter(logging.Formatter):
@@ -32,7 +35,9 @@ class JsonFormatter(logging.Formatter):
         line.pop("color_message", None)  # uvicorn's coloured copy of the message
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
-        return json.dumps(line, ensure_ascii=False, default=str)
+        # (characters that other readers take for a line's end, escaped: a request path
+        # holding U+2028 split its access line in two for Python's splitlines)
+        return json.dumps(line, ensure_ascii=False, default=str).translate(_LINE_ENDS)
 
 
 def log_config(fmt: str, level: str) -> dict[str, Any]:

@@ -228,7 +228,8 @@ def stop_the_app() -> Iterator[None]:
         yield
     server.terminate()
     server.wait(timeout=30)
-    records = [json.loads(line) for line in LOG.read_text().splitlines() if line.startswith("{")]
+    lines = LOG.read_text().split("\n")  # (one record a line: app/edge/logs.py)
+    records = [json.loads(line) for line in lines if line.startswith("{")]
     stalls = sorted(r["stall_ms"] for r in records if "stall_ms" in r)
     statuses = Counter(r["status"] for r in records if r.get("logger") == "attnviz.access")
     limiter = "on" if LIMITER else "off"

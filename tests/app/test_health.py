@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx2
 from fastapi.testclient import TestClient
 
+from attnviz.app.edge.logs import JsonFormatter
 from attnviz.app.edge.loop_watch import LoopWatch
 from attnviz.app.main import create_app
 from attnviz.app.settings import Settings
@@ -180,6 +181,16 @@ def test_request_ids_are_echoed_or_made_and_413s_are_logged(caplog):
     assert records["/api/v1/models"].status == 200
     assert records["/api/v1/analyze"].status == 413
     assert records["/api/v1/analyze"].request_id == refused.headers["x-request-id"]
+
+
+def test_a_json_log_record_stays_one_line_whatever_its_path_holds():
+    """A request path holding U+2028 (the fuzz sent one) split its access line in two for
+    readers that end lines there too (Python's splitlines, some log shippers)."""
+    message = "GET /api/v1/models/a\u2028b\u2029c\x85d\x0be 404"
+    record = logging.makeLogRecord({"msg": message, "levelname": "INFO", "name": "t"})
+    line = JsonFormatter().format(record)
+    assert len(line.splitlines()) == 1
+    assert json.loads(line)["message"] == message
 
 
 def test_cgroup_cpu_quota_caps_the_threads(tmp_path):
