@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from torch import Tensor
 
 import attnviz.app.lab.schemas as s
+from attnviz.model.attention_types import AttentionSpec
 from attnviz.model.hooks import HookFn, hooked
 from attnviz.model.methods.analysis import ablate_heads
 from attnviz.model.runner import generating
@@ -82,20 +83,21 @@ def induction(ctx: LabContext, req: InductionRequest) -> Generator[None, None, I
     """The request checked (its 422s now, before a run slot is taken), then the
     experiment in steps (its three passes: its route runs each in a run slot of its own,
     `LabRoute.stepped`)."""
-    ctx.spec("decoder.self")
+    spec = ctx.spec("decoder.self")
     n = req.length
     if 2 * n > ctx.runner.max_tokens:
         raise CannotServe(
             f"length {n} repeated twice is longer than {ctx.entry.id} reads "
             f"({ctx.runner.max_tokens} tokens): at most {ctx.runner.max_tokens // 2}",
         )  # fmt: skip
-    return passes(ctx, req)
+    return passes(ctx, req, spec)
 
 
-def passes(ctx: LabContext, req: InductionRequest) -> Generator[None, None, InductionResponse]:
+def passes(
+    ctx: LabContext, req: InductionRequest, spec: AttentionSpec
+) -> Generator[None, None, InductionResponse]:
     """The experiment's steps: the sequence's pass, then with the top heads off, then with
     the control heads off."""
-    spec = ctx.spec("decoder.self")
     n = req.length
     generator = torch.Generator().manual_seed(req.seed)
     ids = sequence(ctx, n, generator)

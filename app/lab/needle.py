@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from torch import Tensor
 
 import attnviz.app.lab.schemas as s
+from attnviz.model.attention_types import AttentionSpec
 from attnviz.model.hooks import HookFn, hooked
 from attnviz.model.long import edges
 from attnviz.model.runner import generating
@@ -120,7 +121,7 @@ def needle(ctx: LabContext, req: NeedleRequest) -> Generator[None, None, NeedleR
     """The request checked (its 422s now, before a run slot is taken), then the
     experiment in steps (a token of an answer a step: its route runs each in a run slot
     of its own, `LabRoute.stepped`)."""
-    ctx.spec("decoder.self")
+    spec = ctx.spec("decoder.self")
     rng = random.Random(req.seed)
     key = "".join(rng.choice("0123456789") for _ in range(req.digits))
     ids, needle_span, key_span = prompt(ctx, key, req.length, req.depth)
@@ -131,12 +132,13 @@ def needle(ctx: LabContext, req: NeedleRequest) -> Generator[None, None, NeedleR
             f"the prompt and its answer ({len(ids) + steps} tokens) are longer than "
             f"{ctx.entry.id} reads ({most}): at most {most - steps}",
         )  # fmt: skip
-    return searched(ctx, req, key, ids, needle_span, key_span)
+    return searched(ctx, req, spec, key, ids, needle_span, key_span)
 
 
 def searched(
     ctx: LabContext,
     req: NeedleRequest,
+    spec: AttentionSpec,
     key: str,
     ids: list[int],
     needle_span: tuple[int, int],
@@ -144,7 +146,6 @@ def searched(
 ) -> Generator[None, None, NeedleResponse]:
     """The experiment's steps: the answer with the rows of every step, the heads ranked,
     the answers with the top heads and the control heads off."""
-    spec = ctx.spec("decoder.self")
     runner = generating(ctx.runner)
     key_ids = ids[key_span[0] : key_span[1]]
     steps = len(key_ids) + AFTER_KEY
