@@ -202,7 +202,9 @@ class Recorder:
         return _RECORDING.get() is self._token
 
     def pre(self, module: nn.Module, fn) -> None:
-        def hook(m, args, kwargs):
+        # (`kwargs` has a default: torch files a hook with kwargs in two dicts one after
+        # the other, and another thread's pass running between the two calls it without)
+        def hook(m, args, kwargs=None):
             if self._mine():
                 fn(args[0] if args else kwargs["hidden_states"])
 
