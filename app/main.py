@@ -34,8 +34,9 @@ from .edge.routes.deps import BODY_ERRORS
 from .errors import AttnvizError, Unavailable
 from .payloads.schemas import ErrorMessage, Health
 from .payloads.text import document_text_limit
-from .runs.inference import Inference, text_limit
+from .runs.inference import Inference
 from .runs.long_metrics import stop_all
+from .runs.reading import text_limit
 from .runs.scheduling import tensor_threads
 from .settings import Settings
 

@@ -175,6 +175,22 @@ class Settings(BaseSettings):
         "or an experiment run in steps such as needle: each step); past it, it is stopped at "
         "its next layer: 422 saying so.",
     )
+    turn_s: float = Field(
+        1.0,
+        ge=0,
+        description="Seconds a model pass of our code (SmolLM2's, the seed's, MiniLM's) runs "
+        "before it gives way, between two of its layers, to other clients' short runs "
+        "waiting (analyses and attention of a capture under ATTNVIZ_TURN_BYTES), one a "
+        "client, on its own thread and slot; its deadline is moved by their time. 0: "
+        "passes never give way (a 7,800-token SmolLM2 pass held everyone for ~38 s).",
+    )
+    turn_bytes: int = Field(
+        128 * 2**20,
+        ge=0,
+        description="The most a run lent a long pass's turn (ATTNVIZ_TURN_S) may capture, "
+        "as estimated before it runs (SmolLM2: ~125 tokens; MiniLM: ~340); counted in the "
+        "memory budgets besides the runs' own captures.",
+    )
     loop_stall_warn_ms: float = Field(
         100.0,
         ge=0,

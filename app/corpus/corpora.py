@@ -79,7 +79,7 @@ def read_lines(body: bytes, max_sentences: int, max_chars: int) -> list[str]:
     import re
 
     from ..payloads.text import CONTROL
-    from ..runs.inference import reading_form
+    from ..runs.reading import reading_form
 
     if body.startswith(b"\xef\xbb\xbf"):
         body = body[3:]

@@ -18,7 +18,8 @@ from ..corpus.results import HeadKey
 from ..errors import Busy, CannotServe
 from ..lab.context import LabContext
 from ..request import charge
-from ..runs.inference import read_text, work_units
+from ..runs.inference import work_units
+from ..runs.reading import read_text
 
 WARMING = 20  # seconds a client is told to wait while a projection warms up
 TEXTS_CHARS = 8  # the further sentences' characters, in all, in text lengths

@@ -13,7 +13,7 @@ from attnviz.model.methods.analysis import without_mask
 from ..errors import CannotServe
 from ..payloads.text import Text
 from ..payloads.wire import encode
-from ..runs.inference import read_text, text_limit
+from ..runs.reading import read_text, text_limit
 from .context import LabContext
 
 

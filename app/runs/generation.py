@@ -20,7 +20,8 @@ from ..errors import CannotServe
 from ..payloads.schemas import Alternative, NewTokens, TextRequest, Whole
 from ..request import charge
 from .answers import raw_piece
-from .inference import Inference, read_text, stop_if_cancelled, text_limit, work_units
+from .inference import Inference, stop_if_cancelled, work_units
+from .reading import read_text, text_limit
 
 log = logging.getLogger("attnviz.generate")
 

@@ -1,5 +1,6 @@
-"""Model runs: the text a model reads, a run's price (`work_units`), the run cache, and
-`Inference`, which ties them to the zoo and the tensor threads (runs/scheduling.py)."""
+"""Model runs: a run's price (`work_units`), the run cache, and `Inference`, which ties
+them to the zoo, the text a model reads (runs/reading.py) and the tensor threads
+(runs/scheduling.py, runs/turns.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,8 @@ import dataclasses
 import functools
 import hashlib
 import logging
-import re
 import threading
 import time
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,65 +23,19 @@ from attnviz.model.long import LongCapture
 from attnviz.model.runner import RunResult, generating
 from attnviz.model.runtime import release_free_memory
 
+from ..catalog.yours import OwnRunner
 from ..catalog.zoo import ModelEntry, Zoo
 from ..errors import CannotServe, NotFound
-from ..payloads.text import INVISIBLE
 from ..request import CLIENT, charge
 from ..settings import Settings
 from .progress import ProgressBoard, Stops
-from .scheduling import RunLimiter, tensor_threads
+from .reading import read_text, text_limit
+from .scheduling import Between, NotNow, RunLimiter, lent, tensor_threads
+from .turns import give_way, positions, short_capture_bytes, start_turn
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_INVISIBLE_CHARS = re.compile(f"[{INVISIBLE}]+")
-
-
-# Unicode's stream-safe format (UAX #15, section 13): past 30 combining marks in a row a
-# combining grapheme joiner (U+034F) is put in, so that NFC's reordering of a run, quadratic
-# in its length, never takes more than 30 marks at once (4,000 marks in one run took 17 ms
-# of the GIL per line: an upload of 500 such lines held /healthz past 100 ms).
-_MARKS = "".join(re.escape(chr(c)) for c in range(0x110000) if unicodedata.combining(chr(c)))
-_LONG_RUN = re.compile(f"([{_MARKS}]{{30}})(?=[{_MARKS}])")
-_JOINER = "\u034f"
-
-
-def reading_form(text: str) -> str:
-    """The text a model reads: in Unicode NFC (é typed as e + U+0301 reads as é), without
-    invisible characters (a zero-width joiner or direction mark pasted into a word would
-    otherwise be an unknown token that changes its transcription). A run of more than 30
-    combining marks (no writing system has one) is ordered 30 at a time."""
-    safe = _LONG_RUN.sub(lambda m: m.group(1) + _JOINER, text)
-    normal = unicodedata.normalize("NFC", safe)
-    return _INVISIBLE_CHARS.sub("", normal.replace(_JOINER, "") if safe is not text else normal)
-
-
-def read_text(text: str, limit: int, field: str = "text") -> str:
-    """A request's text as a model reads it (`reading_form`), or a 422 that says what to
-    change: over the character limit, or nothing left to read."""
-    if len(text) > limit:
-        raise CannotServe(f"{field} has {len(text)} characters; the limit is {limit}: shorten it")
-    text = reading_form(text)
-    if not text.strip():
-        raise CannotServe(f"{field} is empty: type a sentence")
-    return text
-
-
-# A text's characters per token its model reads, at most: the bound is the model's tokens
-# (a text past them is read up to them, `truncated`), and the character cap only bounds
-# the tokenizer's work. English prose is ~4.7 characters a SmolLM2 token (a cap of 4 a
-# token refused 7,900 tokens of licence text, 36,861 characters, in an 8,192-token
-# context); code's indentation and rules of "=====" run to ~16.
-CHARS_PER_TOKEN = 16
-
-
-def text_limit(settings: Settings, runner: Any) -> int:
-    """The characters a text for this model may have: ATTNVIZ_MAX_TEXT_CHARS, or 16 per
-    token the model reads where that is more, so that any real text of as many tokens as
-    the model reads is read."""
-    return max(settings.max_text_chars, CHARS_PER_TOKEN * runner.max_tokens)
-
-
 # A unit of work, the currency of a client's budget of the minute (a GET costs 1): 256
 # tokens through one layer. Pronounce's sentence (20 characters, 6 layers) is half a unit,
 # SmolLM2's 1,000-token prompt (30 layers) 117, its 8,192-token context 960 (~40 s here).
@@ -226,10 +179,21 @@ class Inference:
         with self._admitted.admission():
             return await self.on_tensor_thread_admitted(fn, *args, **kwargs)
 
+    async def between_layers(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`on_tensor_thread` for work that may run in a long pass's turn, between two of
+        its layers (app/runs/turns.py), where it is a short run (see `run`)."""
+        with self._admitted.admission():
+            return await self._on_tensor_thread(fn, args, kwargs, between=True)
+
     async def on_tensor_thread_admitted(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`on_tensor_thread` for the next step of work admitted whole already (a
         generation's, a stepped experiment's: app/runs/stepping.py), which a full queue
         must not stop half done."""
+        return await self._on_tensor_thread(fn, args, kwargs, between=False)
+
+    async def _on_tensor_thread(
+        self, fn: Callable[..., T], args: tuple, kwargs: dict, between: bool
+    ) -> T:
         stop = threading.Event()
         context = contextvars.copy_context()
         context.run(_STOP.set, stop)
@@ -237,18 +201,49 @@ class Inference:
 
         def started() -> T:  # (the deadline counts from the work's start, not its wait)
             _DEADLINE.set((time.monotonic() + seconds, seconds))
+            start_turn()
             self.moved = time.monotonic()
             try:
                 return fn(*args, **kwargs)
             finally:
                 self.moved = time.monotonic()
 
-        call = functools.partial(context.run, started)
+        call: Callable[[], T] = functools.partial(context.run, started)
+        if between:
+            call = Between(call)
         try:
             return await asyncio.get_running_loop().run_in_executor(self.threads, call)
         except asyncio.CancelledError:
             stop.set()
             raise
+
+    def _between_layers(self) -> None:
+        """At a layer of a run's pass: stopped where its client went away or its deadline
+        passed, and other clients' short runs lent a turn where it has run one
+        (app/runs/turns.py), its deadline moved by their time."""
+        stop_if_cancelled()
+        lent_s = give_way(self.threads, self.settings.turn_s)
+        deadline = _DEADLINE.get()
+        if lent_s and deadline is not None:
+            _DEADLINE.set((deadline[0] + lent_s, deadline[1]))
+
+    def _check_short(self, entry: ModelEntry, key: str, text: str, extra: int) -> None:
+        """NotNow where a run lent another's turn (app/runs/turns.py) is not short: its capture
+        (estimated; a cached one's by what it read) past ATTNVIZ_TURN_BYTES, a model of
+        yours still to be read, or the same run under way (that turn may be its)."""
+        cached = self.runs.get(key)
+        if cached is not None:
+            read = positions(entry.config, cached)
+        elif key in self._running or (
+            isinstance(entry.runner, OwnRunner) and not entry.runner.is_loaded
+        ):
+            raise NotNow
+        else:
+            read = entry.runner.tokens_read(text) + extra
+            if entry.config.has_encoder and entry.config.has_decoder:
+                read *= 2  # (its output, as long as its input or shorter, not yet known)
+        if short_capture_bytes(entry.config, read) > self.settings.turn_bytes:
+            raise NotNow
 
     def check_anonymous(self, tokens: int) -> None:
         """A 422 where a client without an API key asks for a run of more tokens than
@@ -332,6 +327,8 @@ class Inference:
         text = read_text(text, text_limit(self.settings, entry.runner))
         prompt = self.prompt_options(entry, chat, continuation)
         key = self.run_key(entry, text, chat, continuation)
+        if lent():  # (before it charges or changes anything)
+            self._check_short(entry, key, text, len(continuation) + (64 if chat else 0))
         with self._running_lock:
             cached = self.runs.get(key)
             if cached is not None:
@@ -341,6 +338,8 @@ class Inference:
                 future: Future[RunResult] = Future()
                 self._running[key] = future
         if running is not None:
+            if lent():  # (it may be the very run whose turn this is)
+                raise NotNow
             try:
                 return running.result()  # that run's result, or its error (503, 422)
             except ClientGone:  # the request that ran it went away: run it for this one
@@ -355,11 +354,12 @@ class Inference:
             tokens = entry.runner.tokens_read(text) + len(continuation)
             self.check_anonymous(tokens)
             charge(work_units(entry.config, tokens), f"a run of {tokens:,} tokens")
-            with self.limiter.slot():
+            # (lent a turn, it runs in that turn's slot)
+            with self.limiter.admission() if lent() else self.limiter.slot():
                 try:
                     runner = entry.loaded_runner()  # (one for the watch and the run)
                     began = time.perf_counter()
-                    with self.progress.watching(runner.model, stop_if_cancelled):
+                    with self.progress.watching(runner.model, self._between_layers):
                         result = runner.run(text, **prompt)
                     # one line per model run: an operator (and a test) sees what was read
                     log.info(

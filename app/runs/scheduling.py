@@ -1,14 +1,16 @@
 """Who runs when: the tensor threads every route's tensor work runs on, taking clients in
-turn (`FairQueue`), and the bound on model runs at once and waiting (`RunLimiter`, 503
-past it)."""
+turn (`FairQueue`), the bound on model runs at once and waiting (`RunLimiter`, 503
+past it), and short work run in a long pass's turn (`Between`, `lent`: see
+app/runs/turns.py)."""
 
 from __future__ import annotations
 
 import queue
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures.thread import _WorkItem
 from contextlib import contextmanager
 from typing import Any
 
@@ -17,6 +19,42 @@ from attnviz.model.runtime import lower_priority
 from ..errors import Busy, OverClientLimit
 from ..request import CLIENT
 from ..settings import Settings
+
+_LENT = threading.local()
+
+
+def lent() -> bool:
+    """Whether the work on this thread runs in another's turn: between two layers of a long
+    pass on the same thread, whose run slot it borrows (app/runs/turns.py)."""
+    return getattr(_LENT, "on", False)
+
+
+@contextmanager
+def lending() -> Iterator[None]:
+    """This thread's work, within this block, runs in another's turn (`lent`)."""
+    _LENT.on = True
+    try:
+        yield
+    finally:
+        _LENT.on = False
+
+
+class NotNow(Exception):
+    """Work run in another's turn (`lent`) that is not short, or would wait for what that
+    turn holds (a run slot, the same run under way): put back in the queue, to run in a
+    turn of its own. Raised before it has charged or changed anything."""
+
+
+class Between:
+    """A tensor thread task that may run in a long pass's turn, between two of its layers
+    (a request for a short run: app/runs/turns.py lends it that turn, and the task
+    raises NotNow where it is not short after all)."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self.call = call
+
+    def __call__(self) -> Any:
+        return self.call()
 
 
 class RunLimiter:
@@ -71,12 +109,18 @@ class RunLimiter:
 
     @contextmanager
     def slot(self) -> Iterator[None]:
+        """Admission and a run slot; NotNow in another's turn (`lent`), whose slot is held
+        (`Inference.run` vets its short run and takes admission alone)."""
+        if lent():
+            raise NotNow
         with self.admission(), self._running:
             yield
 
     @contextmanager
     def running(self) -> Iterator[None]:
         """A run slot alone, for a request admitted already (a generation's next step)."""
+        if lent():
+            raise NotNow
         with self._running:
             yield
 
@@ -122,6 +166,33 @@ class FairQueue:
 
     def get_nowait(self) -> Any:
         return self.get(block=False)
+
+    def take_between(self, most: int) -> list[tuple[str, Any]]:
+        """Up to `most` waiting items that may run in a long pass's turn (`Between`), one a
+        client in turn order: each client's first item, where it is one (a client's items
+        keep their order), with its client."""
+        taken: list[tuple[str, Any]] = []
+        with self._ready:
+            for client in list(self._waiting):
+                if len(taken) >= most:
+                    break
+                items = self._waiting[client]
+                first = items[0]
+                if isinstance(first, _WorkItem) and isinstance(first.fn, Between):
+                    taken.append((client, items.popleft()))
+                    if items:
+                        self._waiting.move_to_end(client)
+                    else:
+                        del self._waiting[client]
+        return taken
+
+    def put_back(self, client: str, item: Any) -> None:
+        """An item taken (`take_between`) that did not run: first again, its client first
+        in turn."""
+        with self._ready:
+            self._waiting.setdefault(client, deque()).appendleft(item)
+            self._waiting.move_to_end(client, last=False)
+            self._ready.notify()
 
 
 def tensor_threads(settings: Settings) -> ThreadPoolExecutor:

@@ -200,7 +200,7 @@ def test_any_real_text_of_the_context_is_within_the_text_limit(client):
     work, generously: 7,900 SmolLM2 tokens of English prose (4.7-5.5 characters a token) were
     refused by a cap of 4 a token. Such a text is now within the limit, and what decides
     is its tokens (the run itself, half a minute here, is tests/e2e/test_long.py's)."""
-    from attnviz.app.runs.inference import read_text, text_limit
+    from attnviz.app.runs.reading import read_text, text_limit
 
     inference = client.app.state.inference
     runner = inference.entry("smollm2").runner

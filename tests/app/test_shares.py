@@ -83,3 +83,36 @@ def test_a_clients_progress_is_its_own_and_cannot_be_pushed_out_by_another():
     assert in_context("noisy", board.get, "long-run") is None  # (not another's to read)
     kept = [i for i in range(300) if in_context("noisy", board.get, f"r{i}") is not None]
     assert kept == list(range(300 - KEPT_A_CLIENT, 300))
+
+
+def test_a_long_pass_takes_one_short_task_a_client_in_turn_and_puts_back_what_waits():
+    """`FairQueue.take_between`: each client's first waiting task where it may run in a long
+    pass's turn (`Between`), clients in turn; a client's other tasks keep their order, and
+    a task put back is first again."""
+    from concurrent.futures import Future
+    from concurrent.futures.thread import _WorkItem
+
+    from attnviz.app.runs.scheduling import Between, FairQueue
+
+    queue = FairQueue()
+
+    def task(name: str, between: bool) -> _WorkItem:
+        call = (lambda: name) if not between else Between(lambda: name)
+        return _WorkItem(Future(), call, (), {})
+
+    sent = {
+        "a": [task("a1", True), task("a2", True)],
+        "b": [task("b1", False), task("b2", True)],  # (b2 stays behind b1)
+        "c": [task("c1", True)],
+    }
+    for client, items in sent.items():
+        for item in items:
+            in_context(client, queue.put, item)
+    taken = queue.take_between(8)
+    assert [(client, item.fn()) for client, item in taken] == [("a", "a1"), ("c", "c1")]
+    queue.put_back(*taken[1])  # c1 did not run: first in turn again
+    order = [queue.get_nowait().fn() for _ in range(4)]
+    assert order == ["c1", "b1", "a2", "b2"]
+    in_context("d", queue.put, task("d1", True))
+    in_context("e", queue.put, task("e1", True))
+    assert len(queue.take_between(1)) == 1  # (at most `most`)

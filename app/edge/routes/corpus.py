@@ -26,7 +26,7 @@ from ...corpus.results import HeadKey, Job
 from ...lab.schemas import HeadRef
 from ...payloads.schemas import ErrorMessage
 from ...request import CLIENT
-from ...runs.inference import read_text
+from ...runs.reading import read_text
 from .deps import ERRORS, QUERY_ERRORS, InferenceDep
 
 router = APIRouter(prefix="/api/v1", tags=["corpus"])

@@ -47,6 +47,19 @@ def on_tensor_thread(endpoint: Callable[..., T]) -> Callable[..., Awaitable[Resp
     (`Inference.on_tensor_thread`) instead of the request thread pool, its answer
     serialised to JSON there too. FastAPI reads the same signature, with its annotations
     resolved (the return type documents the answer)."""
+    return _on_tensor_thread(endpoint, between=False)
+
+
+def between_layers(endpoint: Callable[..., T]) -> Callable[..., Awaitable[Response]]:
+    """`on_tensor_thread` for an endpoint whose work is a run (`Inference.run`) and what
+    is read of it: where the run is short it may run in a long pass's turn, between two of
+    its layers (app/runs/turns.py)."""
+    return _on_tensor_thread(endpoint, between=True)
+
+
+def _on_tensor_thread(
+    endpoint: Callable[..., T], between: bool
+) -> Callable[..., Awaitable[Response]]:
     signature = inspect.signature(endpoint, eval_str=True)
     answer = _answering(signature.return_annotation)
 
@@ -55,7 +68,9 @@ def on_tensor_thread(endpoint: Callable[..., T]) -> Callable[..., Awaitable[Resp
 
     @functools.wraps(endpoint)
     async def run(*args: Any, **kwargs: Any) -> Response:
-        return await kwargs["inference"].on_tensor_thread(answered, *args, **kwargs)
+        inference: Inference = kwargs["inference"]
+        send = inference.between_layers if between else inference.on_tensor_thread
+        return await send(answered, *args, **kwargs)
 
     run.__signature__ = signature  # type: ignore[attr-defined]
     return run

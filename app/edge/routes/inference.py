@@ -22,9 +22,16 @@ from ...payloads.schemas import (
 )
 from ...payloads.wire import attention_json
 from ...runs.answers import attention_blocks, export_npz, raw_piece, summaries
-from ...runs.inference import read_text, text_limit
 from ...runs.long_metrics import long_summaries
-from .deps import BODY_ERRORS, ERRORS, NOT_STARTED, InferenceDep, on_tensor_thread
+from ...runs.reading import read_text, text_limit
+from .deps import (
+    BODY_ERRORS,
+    ERRORS,
+    NOT_STARTED,
+    InferenceDep,
+    between_layers,
+    on_tensor_thread,
+)
 
 router = APIRouter(prefix="/api/v1", tags=["attention"])
 
@@ -41,7 +48,7 @@ def progress(request_id: str, inference: InferenceDep) -> RunProgressInfo:
 
 
 @router.post("/analyze", responses=ERRORS)
-@on_tensor_thread
+@between_layers
 def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
     """Tokens, the model's output, and a summary of every head: what an overview needs."""
     entry = inference.entry(req.model)
@@ -128,7 +135,7 @@ def next_tokens(entry: ModelEntry, result: RunResult) -> list[NextTokens]:
 
 
 @router.post("/attention", responses=ERRORS, response_model=AttentionResponse)
-@on_tensor_thread
+@between_layers
 def attention(req: AttentionRequest, inference: InferenceDep) -> Response:
     """The requested matrices: per type, layer, head and kind, with the tokens of each axis."""
     entry = inference.entry(req.model)

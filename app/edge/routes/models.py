@@ -27,8 +27,9 @@ from ...catalog.yours import OwnRunner
 from ...catalog.zoo import REGISTRY, ModelEntry
 from ...lab import available
 from ...payloads.wire import BYTES_PER_ENTRY, json_with_arrays
-from ...runs.inference import Inference, text_limit
+from ...runs.inference import Inference
 from ...runs.positional import positional_table
+from ...runs.reading import text_limit
 from ...version import VERSION
 from .deps import BODY_ERRORS, QUERY_ERRORS, InferenceDep, on_tensor_thread
 
