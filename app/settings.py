@@ -172,7 +172,8 @@ class Settings(BaseSettings):
         300.0,
         gt=0,
         description="Seconds of a tensor thread one request's work may take (a generation, "
-        "or an experiment run in steps such as needle: each step); past it, it is stopped at "
+        "or an experiment run in steps such as needle: the time its steps run, in all, not its "
+        "waits between them); past it, it is stopped at "
         "its next layer: 422 saying so.",
     )
     turn_s: float = Field(

@@ -148,6 +148,7 @@ class Generation:
             if self.stopping.is_set():
                 self.stop = "stopped"
                 break
+            stop_if_cancelled()  # (the next step's: its client gone, the job's deadline spent)
         if self.stop not in ("end-of-turn", "stopped") and len(start) + len(self.new) >= context:
             self.stop = "context"
         self.keep_run()

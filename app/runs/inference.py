@@ -177,7 +177,7 @@ class Inference:
         went away), it never starts if it was still waiting for a thread, and is told to
         stop (`cancelled`) if it was running."""
         with self._admitted.admission():
-            return await self.on_tensor_thread_admitted(fn, *args, **kwargs)
+            return await self._on_tensor_thread(fn, args, kwargs, between=False)
 
     async def between_layers(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`on_tensor_thread` for work that may run in a long pass's turn, between two of
@@ -185,22 +185,29 @@ class Inference:
         with self._admitted.admission():
             return await self._on_tensor_thread(fn, args, kwargs, between=True)
 
-    async def on_tensor_thread_admitted(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def on_tensor_thread_admitted(self, fn: Callable[[], T], left_s: float) -> T:
         """`on_tensor_thread` for the next step of work admitted whole already (a
         generation's, a stepped experiment's: app/runs/stepping.py), which a full queue
-        must not stop half done."""
-        return await self._on_tensor_thread(fn, args, kwargs, between=False)
+        must not stop half done; stopped `left_s` after it starts (what the job's deadline
+        has left)."""
+        return await self._on_tensor_thread(fn, (), {}, between=False, left_s=left_s)
 
     async def _on_tensor_thread(
-        self, fn: Callable[..., T], args: tuple, kwargs: dict, between: bool
+        self,
+        fn: Callable[..., T],
+        args: tuple,
+        kwargs: dict,
+        between: bool,
+        left_s: float | None = None,
     ) -> T:
         stop = threading.Event()
         context = contextvars.copy_context()
         context.run(_STOP.set, stop)
         seconds = self.settings.run_deadline_s
+        left = seconds if left_s is None else left_s
 
         def started() -> T:  # (the deadline counts from the work's start, not its wait)
-            _DEADLINE.set((time.monotonic() + seconds, seconds))
+            _DEADLINE.set((time.monotonic() + left, seconds))
             start_turn()
             self.moved = time.monotonic()
             try:

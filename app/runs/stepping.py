@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import AsyncGenerator, Generator
 from typing import Any, TypeVar
 
@@ -32,23 +33,33 @@ async def stepped(
     Counted among the runs (admitted) while it lasts, its steps never refused half way by
     a full queue; it starts when fewer such jobs than runs hold their state between steps
     (`Inference.stepping`); with `stopping`, its client may stop it (/generate/stop);
-    closed after the step under way, if any."""
+    stopped once its steps have run ATTNVIZ_RUN_DEADLINE_S in all (at the next layer: a
+    422); closed after the step under way, if any."""
     turn = threading.Lock()  # a step and the closing never overlap
     done = object()
+    spent = 0.0  # seconds its steps have run, against ATTNVIZ_RUN_DEADLINE_S
 
     def one() -> Any:
+        nonlocal spent
         with turn, inference.limiter.running():
-            return next(steps, done)
+            began = time.monotonic()
+            try:
+                return next(steps, done)
+            finally:
+                spent += time.monotonic() - began
 
     def close() -> None:
         with turn:
             steps.close()
 
     stoppable = inference.stops.stoppable(stopping) if stopping else contextlib.nullcontext()
+    deadline = inference.settings.run_deadline_s
     try:
         with inference.limiter.admission(), stoppable:
             async with inference.stepping:
-                while (step := await inference.on_tensor_thread_admitted(one)) is not done:
+                while (
+                    step := await inference.on_tensor_thread_admitted(one, deadline - spent)
+                ) is not done:
                     yield step
     finally:
         # after a step still running on a tensor thread, if any (this task may be

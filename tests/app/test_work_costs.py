@@ -75,6 +75,24 @@ def test_work_past_its_deadline_is_stopped_at_its_next_layer():
     assert took < 3, took
 
 
+def test_a_job_in_steps_is_stopped_once_its_steps_have_run_its_deadline_in_all():
+    """A generation's steps each take a fraction of ATTNVIZ_RUN_DEADLINE_S; their sum is
+    bounded by it, not each one alone (48 steps each well under 0.6 s ran on before)."""
+    settings = Settings(torch_threads=1, zoo=["smollm2"], run_deadline_s=0.6)
+    body = {"model": "smollm2", "text": "Once upon a time", "max_new_tokens": 48}
+    with TestClient(create_app(settings)) as c:
+        assert c.post("/api/v1/analyze", json={"model": "smollm2", "text": "A."}).status_code == 200
+        began = time.monotonic()
+        stopped = c.post("/api/v1/generate", json=body)
+        took = time.monotonic() - began
+        assert stopped.status_code == 422, stopped.text
+        assert stopped.json()["detail"].startswith("this request's work ran past its 0.6 s")
+        assert took < 3, took
+        # a short one, well within it, is not
+        short = c.post("/api/v1/generate", json=body | {"max_new_tokens": 1})
+        assert short.status_code == 200, short.text
+
+
 def test_every_route_but_healthz_is_metered_and_the_schema_is_made_once():
     settings = Settings(torch_threads=1, zoo=["pronounce"], client_cost_per_minute=5)
     with TestClient(create_app(settings)) as c:
