@@ -1,9 +1,10 @@
 """The memory budgets checked against the memory the server has, at start-up: what the
-process holds once its models are loaded, one run's capture and the answers in flight
-must fit (or it refuses to start, saying what to change), and the caches (runs, corpus
-results, models of yours) are scaled down to the room left where they would not (said in
-the log). Their defaults add up to 3.5 GiB, and with a 1.5 GB capture and the loaded
-models past a pod's `memory: 4Gi`: an OOM kill would drop every client's work."""
+process holds once its models are loaded, one run's capture, the answers in flight and
+the projections' process must fit (or it refuses to start, saying what to change), and
+the caches (runs, corpus results, models of yours) are scaled down to the room left where
+they would not (said in the log). Their defaults add up to 3.5 GiB, and with a 1.5 GB
+capture and the loaded models past a pod's `memory: 4Gi`: an OOM kill would drop every
+client's work."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from .settings import Settings
 
 LOG = logging.getLogger("attnviz")
 WORKING = 256 * 2**20  # tensors of the work under way beyond a capture, tokenizers, buffers
+# UMAP's and t-SNE's process (model/methods/geometry.py), once a projection has been asked
+# for: 620 MiB resident after a fit of 3,000 points here
+PROJECTING = 768 * 2**20
 UNLIMITED = 2**60  # (cgroup v1 writes "no limit" as a number near 2^63)
 
 
@@ -73,7 +77,7 @@ def fit(settings: Settings, resident: int, limit: int, source: str) -> Fitted:
     mb = 2**20
     captures = settings.concurrent_runs() * settings.max_capture_bytes  # (a run's each)
     turns = settings.turn_bytes if settings.turn_s else 0  # a short run lent a turn
-    fixed = resident + captures + turns + 2 * settings.max_response_bytes + WORKING
+    fixed = resident + captures + turns + 2 * settings.max_response_bytes + WORKING + PROJECTING
     caches = settings.cache_bytes + settings.corpus_results_bytes + settings.own_models_bytes
     room = limit - fixed
     asked = Fitted(settings.cache_bytes, settings.corpus_results_bytes, settings.own_models_bytes)
@@ -85,8 +89,9 @@ def fit(settings: Settings, resident: int, limit: int, source: str) -> Fitted:
             f"with its models loaded, the captures of {settings.concurrent_runs()} runs at once "
             f"of {settings.max_capture_bytes // mb:,} (ATTNVIZ_MAX_CAPTURE_BYTES) and one lent a "
             f"turn of {turns // mb:,} (ATTNVIZ_TURN_BYTES), two answers of "
-            f"{settings.max_response_bytes // mb:,} (ATTNVIZ_MAX_RESPONSE_BYTES) and "
-            f"{WORKING // mb} of work), and its caches {caches // mb:,} MiB, against "
+            f"{settings.max_response_bytes // mb:,} (ATTNVIZ_MAX_RESPONSE_BYTES), "
+            f"{WORKING // mb} of work, and {PROJECTING // mb} for UMAP's process), and its "
+            f"caches {caches // mb:,} MiB, against "
             f"{limit // mb:,} MiB ({source}): give it more memory, or lower those budgets"
         )
     factor = room / caches

@@ -11,7 +11,13 @@ import torch
 
 import attnviz.app.head_views.schemas as s
 from attnviz.model.attention import masked_softmax
-from attnviz.model.methods.geometry import dot_distance_correlation, normalize, project, warm
+from attnviz.model.methods.geometry import (
+    ProjectionFailed,
+    dot_distance_correlation,
+    normalize,
+    project,
+    warm,
+)
 
 from ..corpus.jobs import CorpusRuns
 from ..corpus.results import HeadKey
@@ -78,6 +84,8 @@ def qk_space(ctx: LabContext, req: s.QKSpaceRequest) -> s.QKSpaceResponse:
         coords, said = project(points, req.projection, req.dims, req.seed)
     except ValueError as exc:
         raise CannotServe(str(exc)) from None
+    except ProjectionFailed as exc:  # (killed for memory, most likely: the next starts anew)
+        raise Busy(f"{exc}: retry shortly", headers={"Retry-After": "5"}) from None
     n_q = len(q_all)
     return s.QKSpaceResponse(
         model=ctx.entry.id,

@@ -10,7 +10,10 @@ PCA (torch), UMAP or t-SNE (umap-learn, openTSNE), each seeded."""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,11 +21,42 @@ import torch
 from torch import Tensor
 
 PROJECTIONS = ("pca", "umap", "tsne")
-# UMAP and t-SNE compile their numba / Cython paths on their first fit (UMAP: about 13 s
-# here): each is warmed once in a thread of its own, and asked for before it is warm
-# it is not run (`warm` says so) rather than holding a request that long
+# UMAP and t-SNE run in a process of their own (`_projecting`): their first fit compiles
+# numba / Cython paths (UMAP: about 13 s here), and compiling, loading their libraries and
+# even reading numba's cache held the interpreter's lock for up to 300 ms at a time (a
+# server's event loop stalled with it, measured). Each is warmed once in that process,
+# and asked for before it is warm it is not run (`warm` says so) rather than holding a
+# request that long.
 _warm: dict[str, threading.Event] = {}
 _warm_lock = threading.Lock()
+_pool: ProcessPoolExecutor | None = None
+
+
+class ProjectionFailed(RuntimeError):
+    """The projections' process stopped (killed for memory, or crashed) during a fit; the
+    next projection starts a new one."""
+
+
+def _projecting() -> ProcessPoolExecutor:
+    """The process UMAP and t-SNE run in, started on first use (spawned: nothing of this
+    process's threads or tensors is copied into it)."""
+    global _pool
+    with _warm_lock:
+        if _pool is None:
+            _pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        return _pool
+
+
+def _in_process(fn, *args):
+    pool = _projecting()
+    try:
+        return pool.submit(fn, *args).result()
+    except BrokenProcessPool:
+        global _pool
+        with _warm_lock:
+            if _pool is pool:
+                _pool = None
+        raise ProjectionFailed("the projection's process stopped before it ended") from None
 
 
 def warm(method: str) -> bool:
@@ -37,11 +71,15 @@ def warm(method: str) -> bool:
 
 
 def warm_up(method: str) -> None:
-    """One small projection in 2 and 3 dimensions: what a method compiles (UMAP's numba
-    functions, into their on-disk cache) is compiled."""
-    points = torch.randn(40, 8, generator=torch.Generator().manual_seed(0))
+    """One small projection in 2 and 3 dimensions, in the projections' process: what a
+    method compiles (UMAP's numba functions, into their on-disk cache) is compiled."""
+    _in_process(_warming, method)
+
+
+def _warming(method: str) -> None:
+    points = np.random.default_rng(0).standard_normal((40, 8)).astype(np.float32)
     for dims in (2, 3):
-        project(points, method, dims, 0)
+        _nonlinear(points, method, dims, 0)
 
 
 def _warmed(method: str) -> None:
@@ -127,7 +165,12 @@ def project(points: Tensor, method: str, dims: int, seed: int = 0) -> tuple[np.n
         return coords.float().numpy(), {"explained_variance": share}
     if n < 5:
         raise ValueError(f"{method} needs at least 5 points; the head has {n}")
-    data = x.float().numpy()
+    return _in_process(_nonlinear, x.float().numpy(), method, dims, seed)
+
+
+def _nonlinear(data: np.ndarray, method: str, dims: int, seed: int) -> tuple[np.ndarray, dict]:
+    """UMAP or t-SNE of (N, d) points, seeded (run in the projections' process)."""
+    n = len(data)
     if method == "umap":
         import umap
 

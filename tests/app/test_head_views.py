@@ -184,6 +184,11 @@ def test_umap_and_tsne_are_seeded(client, projection):
     again = post(client, "qk-space", model="minilm", text=TEXT, projection=projection, seed=3)
     assert first["queries"]["coords"] == again["queries"]["coords"]
     assert np.isfinite(np.array(first["keys"]["coords"])).all()
+    # run in a process of their own: their compiling and libraries never hold this one's
+    # interpreter lock (up to 300 ms at a time, measured in-process)
+    import sys
+
+    assert not {"umap", "openTSNE", "numba"} & set(sys.modules)
 
 
 def test_project_refuses_what_it_cannot_do():
