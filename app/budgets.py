@@ -76,7 +76,8 @@ def fit(settings: Settings, resident: int, limit: int, source: str) -> Fitted:
     their budgets."""
     mb = 2**20
     captures = settings.concurrent_runs() * settings.max_capture_bytes  # (a run's each)
-    turns = settings.turn_bytes if settings.turn_s else 0  # a short run lent a turn
+    # a short run lent a turn, on each run's thread
+    turns = settings.concurrent_runs() * settings.turn_bytes if settings.turn_s else 0
     fixed = resident + captures + turns + 2 * settings.max_response_bytes + WORKING + PROJECTING
     caches = settings.cache_bytes + settings.corpus_results_bytes + settings.own_models_bytes
     room = limit - fixed
@@ -87,8 +88,8 @@ def fit(settings: Settings, resident: int, limit: int, source: str) -> Fitted:
         raise DoesNotFit(
             f"the server needs {fixed // mb:,} MiB besides its caches ({resident // mb:,} held "
             f"with its models loaded, the captures of {settings.concurrent_runs()} runs at once "
-            f"of {settings.max_capture_bytes // mb:,} (ATTNVIZ_MAX_CAPTURE_BYTES) and one lent a "
-            f"turn of {turns // mb:,} (ATTNVIZ_TURN_BYTES), two answers of "
+            f"of {settings.max_capture_bytes // mb:,} (ATTNVIZ_MAX_CAPTURE_BYTES) and of the "
+            f"runs lent their turns, {turns // mb:,} (ATTNVIZ_TURN_BYTES), two answers of "
             f"{settings.max_response_bytes // mb:,} (ATTNVIZ_MAX_RESPONSE_BYTES), "
             f"{WORKING // mb} of work, and {PROJECTING // mb} for UMAP's process), and its "
             f"caches {caches // mb:,} MiB, against "

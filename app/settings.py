@@ -190,7 +190,7 @@ class Settings(BaseSettings):
         ge=0,
         description="The most a run lent a long pass's turn (ATTNVIZ_TURN_S) may capture, "
         "as estimated before it runs (SmolLM2: ~125 tokens; MiniLM: ~340); counted in the "
-        "memory budgets besides the runs' own captures.",
+        "memory budgets besides the runs' own captures, once a run at once. 0: none is lent one.",
     )
     loop_stall_warn_ms: float = Field(
         100.0,

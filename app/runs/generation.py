@@ -148,7 +148,9 @@ class Generation:
             if self.stopping.is_set():
                 self.stop = "stopped"
                 break
-            stop_if_cancelled()  # (the next step's: its client gone, the job's deadline spent)
+            follows = len(self.new) < self.max_new_tokens and len(start) + len(self.new) < context
+            if self.stop != "end-of-turn" and follows:  # (another step: stopped first where
+                stop_if_cancelled()  # its client has gone or the job's deadline is spent)
         if self.stop not in ("end-of-turn", "stopped") and len(start) + len(self.new) >= context:
             self.stop = "context"
         self.keep_run()

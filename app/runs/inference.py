@@ -229,7 +229,8 @@ class Inference:
         passed, and other clients' short runs lent a turn where it has run one
         (app/runs/turns.py), its deadline moved by their time."""
         stop_if_cancelled()
-        lent_s = give_way(self.threads, self.settings.turn_s)
+        turn_s = self.settings.turn_s if self.settings.turn_bytes else 0.0
+        lent_s = give_way(self.threads, turn_s)
         deadline = _DEADLINE.get()
         if lent_s and deadline is not None:
             _DEADLINE.set((deadline[0] + lent_s, deadline[1]))

@@ -52,6 +52,7 @@ class Between:
 
     def __init__(self, call: Callable[[], Any]) -> None:
         self.call = call
+        self.too_long = False  # found not short in a turn (NotNow): not lent one again
 
     def __call__(self) -> Any:
         return self.call()
@@ -152,8 +153,10 @@ class FairQueue:
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         with self._ready:
             while True:
-                if self._waiting:
+                while self._waiting:
                     client, items = self._waiting.popitem(last=False)
+                    if not items:  # (its item is lent a turn: `take_between`)
+                        continue
                     item = items.popleft()
                     if items:
                         self._waiting[client] = items  # the back of the turn
@@ -168,30 +171,40 @@ class FairQueue:
         return self.get(block=False)
 
     def take_between(self, most: int) -> list[tuple[str, Any]]:
-        """Up to `most` waiting items that may run in a long pass's turn (`Between`), one a
-        client in turn order: each client's first item, where it is one (a client's items
-        keep their order), with its client."""
+        """Up to `most` waiting items that may run in a long pass's turn (`Between`, not
+        found too long already), one a client in turn order: each client's first item,
+        where it is one (a client's items keep their order), with its client. Its client
+        keeps its place until the item has run (`lent`) or is put back (`put_back`)."""
         taken: list[tuple[str, Any]] = []
         with self._ready:
-            for client in list(self._waiting):
+            for client, items in self._waiting.items():
                 if len(taken) >= most:
                     break
-                items = self._waiting[client]
-                first = items[0]
-                if isinstance(first, _WorkItem) and isinstance(first.fn, Between):
+                first = items[0] if items else None
+                if (
+                    isinstance(first, _WorkItem)
+                    and isinstance(first.fn, Between)
+                    and not first.fn.too_long
+                ):
                     taken.append((client, items.popleft()))
-                    if items:
-                        self._waiting.move_to_end(client)
-                    else:
-                        del self._waiting[client]
         return taken
 
+    def lent(self, client: str) -> None:
+        """A taken item has run in another's turn: its client had its turn."""
+        with self._ready:
+            items = self._waiting.get(client)
+            if items is None:
+                return
+            if items:
+                self._waiting.move_to_end(client)
+            else:
+                del self._waiting[client]
+
     def put_back(self, client: str, item: Any) -> None:
-        """An item taken (`take_between`) that did not run: first again, its client first
-        in turn."""
+        """A taken item that did not run: first of its client's again, its client where
+        it was in turn."""
         with self._ready:
             self._waiting.setdefault(client, deque()).appendleft(item)
-            self._waiting.move_to_end(client, last=False)
             self._ready.notify()
 
 

@@ -63,7 +63,8 @@ def start_turn() -> None:
 def give_way(threads: ThreadPoolExecutor, turn_s: float) -> float:
     """Called between two layers of a model pass on a tensor thread: where its work has
     run `turn_s` since it started or last gave way, the short runs waiting run now, here
-    (one a client, in turn, TURN_CLIENTS at most). The seconds they took (0.0: none)."""
+    (one a client, in turn, TURN_CLIENTS at most, and none started once they have taken
+    `turn_s`). The seconds they took (0.0: none)."""
     turn = _TURN.get()
     if turn is None or lent() or not turn_s:
         return 0.0
@@ -72,7 +73,10 @@ def give_way(threads: ThreadPoolExecutor, turn_s: float) -> float:
     if began - turn[0] < turn_s or not isinstance(queue, FairQueue):
         return 0.0
     for client, item in queue.take_between(TURN_CLIENTS):
-        _lend(queue, client, item)
+        if time.monotonic() - began > turn_s:  # (the pass's turn again: these wait)
+            queue.put_back(client, item)
+        else:
+            _lend(queue, client, item)
     turn[0] = time.monotonic()
     return turn[0] - began
 
@@ -80,19 +84,23 @@ def give_way(threads: ThreadPoolExecutor, turn_s: float) -> float:
 def _lend(queue: FairQueue, client: str, item: Any) -> None:
     """Run a waiting tensor thread task (a ThreadPoolExecutor's work item) in this
     thread's turn; back in the queue where it raises NotNow (its future still pending: a
-    worker runs it later as any other)."""
+    worker runs it later as any other), never lent a turn again."""
     future = item.future
     if future.cancelled():
+        queue.lent(client)
         return
     with lending():
         try:
             value = item.fn(*item.args, **item.kwargs)
         except NotNow:
+            item.fn.too_long = True
             queue.put_back(client, item)
             return
         except BaseException as exc:  # (as the executor's own worker does)
+            queue.lent(client)
             if future.set_running_or_notify_cancel():
                 future.set_exception(exc)
             return
+    queue.lent(client)
     if future.set_running_or_notify_cancel():
         future.set_result(value)

@@ -10,6 +10,7 @@ PCA (torch), UMAP or t-SNE (umap-learn, openTSNE), each seeded."""
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import threading
 from concurrent.futures import ProcessPoolExecutor
@@ -37,26 +38,44 @@ class ProjectionFailed(RuntimeError):
     next projection starts a new one."""
 
 
+PROJECTING_S = 600  # a fit's wall-clock bound (6,000 points take a minute or so here)
+
+
 def _projecting() -> ProcessPoolExecutor:
     """The process UMAP and t-SNE run in, started on first use (spawned: nothing of this
     process's threads or tensors is copied into it)."""
     global _pool
     with _warm_lock:
         if _pool is None:
-            _pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            _pool = ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("spawn"), initializer=_first_to_go
+            )
         return _pool
+
+
+def _first_to_go() -> None:
+    """Where memory runs out, the kernel kills this process before the server."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as adj:
+            adj.write("1000")
+    except OSError:  # (not Linux)
+        pass
 
 
 def _in_process(fn, *args):
     pool = _projecting()
     try:
-        return pool.submit(fn, *args).result()
-    except BrokenProcessPool:
+        return pool.submit(fn, *args).result(timeout=PROJECTING_S)
+    except (BrokenProcessPool, TimeoutError) as exc:
         global _pool
         with _warm_lock:
             if _pool is pool:
                 _pool = None
-        raise ProjectionFailed("the projection's process stopped before it ended") from None
+        for process in list((pool._processes or {}).values()):  # type: ignore[attr-defined]
+            process.kill()  # (a fit past its bound: stopped, and its process with it)
+        pool.shutdown(wait=False, cancel_futures=True)
+        said = "took too long" if isinstance(exc, TimeoutError) else "stopped before it ended"
+        raise ProjectionFailed(f"the projection's process {said}") from None
 
 
 def warm(method: str) -> bool:
@@ -85,7 +104,11 @@ def _warming(method: str) -> None:
 def _warmed(method: str) -> None:
     try:
         warm_up(method)
-    finally:
+    except Exception:  # (asked again, it warms again)
+        logging.getLogger(__name__).exception("warming the %s projection failed", method)
+        with _warm_lock:
+            del _warm[method]
+    else:
         _warm[method].set()
 
 

@@ -58,8 +58,9 @@ def test_the_caches_are_scaled_to_the_room_left_or_the_server_does_not_start():
     said = str(refused.value)
     assert said.startswith(
         "the server needs 4,111 MiB besides its caches (1,433 held with its models loaded, "
-        "the captures of 1 runs at once of 1,430 (ATTNVIZ_MAX_CAPTURE_BYTES) and one lent a "
-        "turn of 128 (ATTNVIZ_TURN_BYTES), two answers of 47 (ATTNVIZ_MAX_RESPONSE_BYTES), "
+        "the captures of 1 runs at once of 1,430 (ATTNVIZ_MAX_CAPTURE_BYTES) and of the runs "
+        "lent their turns, 128 (ATTNVIZ_TURN_BYTES), two answers of 47 "
+        "(ATTNVIZ_MAX_RESPONSE_BYTES), "
         "256 of work, and 768 for UMAP's process), and its caches 3,584 MiB, "
     )
     assert said.endswith(

@@ -6,6 +6,7 @@ the projection, the most attended keys) on the served MiniLM and SmolLM2."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -216,3 +217,26 @@ def test_the_correlation_is_pooled_within_rows_over_blocks_of_any_shape():
             ys += [v - sum(r) / len(r) for v in r]
     expected = float(np.corrcoef(xs, ys)[0, 1])
     assert dot_distance_correlation(blocks) == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_projection_whose_process_dies_fails_and_the_next_starts_anew():
+    """UMAP's process killed during a fit (as the kernel kills it first where memory runs
+    out: its oom_score_adj is 1000) is a ProjectionFailed (the route's 503), not a hang;
+    the next projection starts a new process."""
+    import threading
+    import time
+
+    from attnviz.model.methods import geometry
+
+    points = torch.randn(3000, 32, generator=torch.Generator().manual_seed(0))
+    geometry.project(points[:40], "umap", 2)  # (its process started, UMAP imported)
+    assert geometry._pool is not None
+    (process,) = geometry._pool._processes.values()  # type: ignore[attr-defined]
+    assert Path(f"/proc/{process.pid}/oom_score_adj").read_text().strip() == "1000"
+    threading.Timer(1.0, process.kill).start()
+    began = time.monotonic()
+    with pytest.raises(geometry.ProjectionFailed, match="stopped before it ended"):
+        geometry.project(points, "umap", 2)
+    assert time.monotonic() - began < 30
+    coords, _ = geometry.project(points[:40], "umap", 2)
+    assert coords.shape == (40, 2) and np.isfinite(coords).all()

@@ -87,8 +87,9 @@ def test_a_clients_progress_is_its_own_and_cannot_be_pushed_out_by_another():
 
 def test_a_long_pass_takes_one_short_task_a_client_in_turn_and_puts_back_what_waits():
     """`FairQueue.take_between`: each client's first waiting task where it may run in a long
-    pass's turn (`Between`), clients in turn; a client's other tasks keep their order, and
-    a task put back is first again."""
+    pass's turn (`Between`), clients in turn; a client's other tasks keep their order. A
+    task that ran (`lent`) was its client's turn; one put back keeps its client's place
+    (it does not jump the queue), and one found too long is not taken again."""
     from concurrent.futures import Future
     from concurrent.futures.thread import _WorkItem
 
@@ -104,15 +105,21 @@ def test_a_long_pass_takes_one_short_task_a_client_in_turn_and_puts_back_what_wa
         "a": [task("a1", True), task("a2", True)],
         "b": [task("b1", False), task("b2", True)],  # (b2 stays behind b1)
         "c": [task("c1", True)],
+        "d": [task("d1", False)],
     }
     for client, items in sent.items():
         for item in items:
             in_context(client, queue.put, item)
     taken = queue.take_between(8)
     assert [(client, item.fn()) for client, item in taken] == [("a", "a1"), ("c", "c1")]
-    queue.put_back(*taken[1])  # c1 did not run: first in turn again
-    order = [queue.get_nowait().fn() for _ in range(4)]
-    assert order == ["c1", "b1", "a2", "b2"]
-    in_context("d", queue.put, task("d1", True))
+    queue.lent("a")  # a1 ran: a to the back of the turn
+    taken[1][1].fn.too_long = True
+    queue.put_back(*taken[1])  # c1 did not: c keeps its place, before d
+    again = queue.take_between(8)  # (c1 is too long now)
+    assert [(client, item.fn()) for client, item in again] == [("a", "a2")]
+    queue.put_back(*again[0])
+    order = [queue.get_nowait().fn() for _ in range(5)]
+    assert order == ["b1", "c1", "d1", "a2", "b2"]
     in_context("e", queue.put, task("e1", True))
+    in_context("f", queue.put, task("f1", True))
     assert len(queue.take_between(1)) == 1  # (at most `most`)

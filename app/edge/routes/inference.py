@@ -24,6 +24,7 @@ from ...payloads.wire import attention_json
 from ...runs.answers import attention_blocks, export_npz, raw_piece, summaries
 from ...runs.long_metrics import long_summaries
 from ...runs.reading import read_text, text_limit
+from ...runs.scheduling import NotNow, lent
 from .deps import (
     BODY_ERRORS,
     ERRORS,
@@ -51,6 +52,8 @@ def progress(request_id: str, inference: InferenceDep) -> RunProgressInfo:
 @between_layers
 def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
     """Tokens, the model's output, and a summary of every head: what an overview needs."""
+    if req.compare is not None and lent():  # (two runs: vetted as one, in a turn of its own)
+        raise NotNow
     entry = inference.entry(req.model)
     result = inference.run(entry, req.text, req.chat, req.continuation)
     similarity = None
