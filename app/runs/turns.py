@@ -62,9 +62,10 @@ def start_turn() -> None:
 
 def give_way(threads: ThreadPoolExecutor, turn_s: float) -> float:
     """Called between two layers of a model pass on a tensor thread: where its work has
-    run `turn_s` since it started or last gave way, the short runs waiting run now, here
-    (one a client, in turn, TURN_CLIENTS at most, and none started once they have taken
-    `turn_s`). The seconds they took (0.0: none)."""
+    run `turn_s` since it started or last gave way, the short runs waiting run now, here:
+    one a client, in turn, as the tensor threads take clients (the pass is its client's
+    one), TURN_CLIENTS at most, and none started once they have taken TURN_CLIENTS turns'
+    time. The seconds they took (0.0: none)."""
     turn = _TURN.get()
     if turn is None or lent() or not turn_s:
         return 0.0
@@ -73,7 +74,7 @@ def give_way(threads: ThreadPoolExecutor, turn_s: float) -> float:
     if began - turn[0] < turn_s or not isinstance(queue, FairQueue):
         return 0.0
     for client, item in queue.take_between(TURN_CLIENTS):
-        if time.monotonic() - began > turn_s:  # (the pass's turn again: these wait)
+        if time.monotonic() - began > TURN_CLIENTS * turn_s:  # (the pass's turn again)
             queue.put_back(client, item)
         else:
             _lend(queue, client, item)
