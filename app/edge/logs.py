@@ -7,6 +7,7 @@ import logging
 import re
 import time
 import uuid
+from collections import Counter
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -15,6 +16,24 @@ from ..request import CURRENT_REQUEST
 
 ACCESS = logging.getLogger("attnviz.access")
 REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# the requests being answered (their ASGI scopes, by id): what a held event loop names
+# (loop_watch.py), so that an operator sees which requests were in flight meanwhile
+IN_FLIGHT: dict[int, Scope] = {}
+
+
+def in_flight(most: int = 8) -> list[str]:
+    """The routes of the requests being answered, the commonest first, with their counts
+    ("POST /api/v1/lab/graph x3"), `most` of them."""
+    routes = Counter(_route(scope) for scope in list(IN_FLIGHT.values()))
+    return [f"{route} x{n}" if n > 1 else route for route, n in routes.most_common(most)]
+
+
+def _route(scope: Scope) -> str:
+    """A request's method and route template (its path, cut, before it is routed)."""
+    route = scope.get("route")
+    return f"{scope['method']} {getattr(route, 'path', None) or scope['path'][:100]}"
+
+
 _RECORD_FIELDS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 # what str.splitlines and some log shippers end a line at beyond the control characters
 # (which JSON escapes already): written as JSON escapes, so that one record stays one line
@@ -90,9 +109,11 @@ class AccessLog:
 
         # (a run's progress is kept for a client that names its request: it can ask for it)
         token = CURRENT_REQUEST.set(given if request_id == given else None)
+        IN_FLIGHT[id(scope)] = scope
         try:
             await self.app(scope, receive, send_with_id)
         finally:
+            IN_FLIGHT.pop(id(scope), None)
             CURRENT_REQUEST.reset(token)
             route = scope.get("route")
             ACCESS.info(

@@ -1,13 +1,16 @@
 """The event loop's own lag, watched: a task that asks to wake every 10 ms and, where it
 woke later than ATTNVIZ_LOOP_STALL_WARN_MS, logs a warning (something held the loop, or
-the interpreter's lock, that long: every request and probe waited meanwhile). The worst
-lag since start is kept (`worst_ms`)."""
+the interpreter's lock, that long: every request and probe waited meanwhile), naming the
+requests in flight then (the one that held it is likely among them; none where it was
+the server's own work). The worst lag since start is kept (`worst_ms`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+
+from .logs import in_flight
 
 LOG = logging.getLogger("attnviz.loop")
 PERIOD_S = 0.01
@@ -37,9 +40,12 @@ class LoopWatch:
             self.worst_ms = max(self.worst_ms, late)
             if late > self.warn_ms:
                 self.stalls += 1
+                answering = in_flight()
                 LOG.warning(
-                    "the event loop was held %.0f ms (ATTNVIZ_LOOP_STALL_WARN_MS: %g)",
+                    "the event loop was held %.0f ms (ATTNVIZ_LOOP_STALL_WARN_MS: %g); "
+                    "requests in flight: %s",
                     late,
                     self.warn_ms,
-                    extra={"stall_ms": round(late, 1)},
+                    ", ".join(answering) or "none",
+                    extra={"stall_ms": round(late, 1), "in_flight": answering},
                 )

@@ -242,6 +242,9 @@ def stop_the_app() -> Iterator[None]:
     )
     assert not healthz.failures
     assert not any(500 <= s < 600 and s != 503 for s in statuses), statuses
+    for record in records:  # (each stall with the requests in flight then)
+        if "stall_ms" in record:
+            print(f"  held {record['stall_ms']} ms; in flight: {record.get('in_flight')}")
     assert not STALL_MS or not stalls, stalls
 
 

@@ -67,13 +67,26 @@ def test_a_held_event_loop_is_logged_with_how_long(caplog):
     """The server watches its own event loop (ATTNVIZ_LOOP_STALL_WARN_MS): a coroutine that
     holds it 200 ms is logged as a stall of about that long; a loop that is not held, not."""
 
+    from attnviz.app.edge.logs import IN_FLIGHT
+
+    # two requests being answered meanwhile (as AccessLog files them), one not yet routed
+    routed = type("Route", (), {"path": "/api/v1/lab/graph"})
+    scopes = [
+        {"method": "POST", "path": "/api/v1/lab/graph", "route": routed},
+        {"method": "POST", "path": "/api/v1/lab/graph", "route": routed},
+        {"method": "GET", "path": "/x" * 80},
+    ]
+
     async def held() -> LoopWatch:
         watch = LoopWatch(warn_ms=100)
         watch.start()
         await asyncio.sleep(0.1)  # (not held: its wakes are on time)
         quiet = watch.stalls
+        IN_FLIGHT.update({id(scope): scope for scope in scopes})
         time.sleep(0.2)  # (the fault it watches for)
         await asyncio.sleep(0.05)
+        for scope in scopes:
+            del IN_FLIGHT[id(scope)]
         watch.stop()
         assert quiet == 0
         return watch
@@ -82,7 +95,11 @@ def test_a_held_event_loop_is_logged_with_how_long(caplog):
         watch = asyncio.run(held())
     assert watch.stalls == 1 and 190 <= watch.worst_ms < 400, watch.worst_ms
     (record,) = [r for r in caplog.records if r.name == "attnviz.loop"]
-    assert record.getMessage().startswith("the event loop was held ")
+    said = record.getMessage()
+    assert said.startswith("the event loop was held ")
+    named = ["POST /api/v1/lab/graph x2", "GET " + ("/x" * 80)[:100]]
+    assert said.endswith("requests in flight: " + ", ".join(named)), said
+    assert record.in_flight == named  # type: ignore[attr-defined]
     assert record.stall_ms == round(watch.worst_ms, 1)  # type: ignore[attr-defined]
 
 
