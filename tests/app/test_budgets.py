@@ -88,3 +88,19 @@ def test_a_server_whose_budgets_do_not_fit_scales_them_or_does_not_start():
     )
     with pytest.raises(DoesNotFit, match="give it more memory"), TestClient(create_app(tight)):
         pass
+
+
+def test_the_run_cache_keeps_a_bounded_number_of_runs_whatever_their_bytes():
+    """Each cached run holds hundreds of objects Python's collector walks, holding the
+    interpreter's lock: thousands of short runs in 1.5 GiB made its full collections hold
+    the event loop 63-132 ms. So the cache keeps MOST_RUNS runs at most, the oldest out."""
+    from attnviz.app.runs.inference import MOST_RUNS, RunCache
+
+    with TestClient(create_app(Settings(torch_threads=1, zoo=["pronounce"]))) as c:
+        inference = c.app.state.inference
+        runner = inference.entry("pronounce").runner
+        cache = RunCache(2**30, most=3)
+        for i in range(5):
+            cache.put(str(i), runner.run(f"第{i + 1}句"))
+        assert [cache.get(str(i)) is not None for i in range(5)] == [False, False, True, True, True]
+        assert inference.runs.most == MOST_RUNS == 256
