@@ -243,11 +243,15 @@ class Inference:
         if lent_s and deadline is not None:
             _DEADLINE.set((deadline[0] + lent_s, deadline[1]))
 
-    def _check_short(self, entry: ModelEntry, key: str, text: str, extra: int) -> None:
+    def _check_short(
+        self, entry: ModelEntry, key: str, text: str, continuation: int, chat: bool
+    ) -> int | None:
         """NotNow where a run lent another's turn (app/runs/turns.py) is not short: its capture
         (estimated; a cached one's by what it read) past ATTNVIZ_TURN_BYTES, a model of
-        yours still to be read, or the same run under way (that turn may be its)."""
+        yours still to be read, or the same run under way (that turn may be its). The
+        tokens it reads, where they were counted (not for a cached run)."""
         cached = self.runs.get(key)
+        tokens = None
         if cached is not None:
             read = positions(entry.config, cached)
         elif key in self._running or (
@@ -255,11 +259,13 @@ class Inference:
         ):
             raise NotNow
         else:
-            read = entry.runner.tokens_read(text) + extra
+            tokens = entry.runner.tokens_read(text) + continuation
+            read = tokens + (64 if chat else 0)  # (a chat template's tokens, at most)
             if entry.config.has_encoder and entry.config.has_decoder:
                 read *= 2  # (its output, as long as its input or shorter, not yet known)
         if short_capture_bytes(entry.config, read) > self.settings.turn_bytes:
             raise NotNow
+        return tokens
 
     def check_anonymous(self, tokens: int) -> None:
         """A 422 where a client without an API key asks for a run of more tokens than
@@ -343,8 +349,8 @@ class Inference:
         text = read_text(text, text_limit(self.settings, entry.runner))
         prompt = self.prompt_options(entry, chat, continuation)
         key = self.run_key(entry, text, chat, continuation)
-        if lent():  # (before it charges or changes anything)
-            self._check_short(entry, key, text, len(continuation) + (64 if chat else 0))
+        # lent a turn, checked before it charges or changes anything (its tokens counted)
+        counted = self._check_short(entry, key, text, len(continuation), chat) if lent() else None
         with self._running_lock:
             cached = self.runs.get(key)
             if cached is not None:
@@ -367,7 +373,7 @@ class Inference:
                 except ValueError as exc:
                     raise CannotServe(f"text cannot be read: {exc}") from exc
             # priced before it runs, by what it reads (a cached run, above, is free)
-            tokens = entry.runner.tokens_read(text) + len(continuation)
+            tokens = counted or entry.runner.tokens_read(text) + len(continuation)
             self.check_anonymous(tokens)
             charge(work_units(entry.config, tokens), f"a run of {tokens:,} tokens")
             # (lent a turn, it runs in that turn's slot)

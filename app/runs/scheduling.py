@@ -20,13 +20,18 @@ from ..errors import Busy, OverClientLimit
 from ..request import CLIENT
 from ..settings import Settings
 
-_LENT = threading.local()
+
+class _Lent(threading.local):
+    on = False  # (each thread's own, False until it lends)
+
+
+_LENT = _Lent()
 
 
 def lent() -> bool:
     """Whether the work on this thread runs in another's turn: between two layers of a long
     pass on the same thread, whose run slot it borrows (app/runs/turns.py)."""
-    return getattr(_LENT, "on", False)
+    return _LENT.on
 
 
 @contextmanager

@@ -87,21 +87,21 @@ def _lend(queue: FairQueue, client: str, item: Any) -> None:
     thread's turn; back in the queue where it raises NotNow (its future still pending: a
     worker runs it later as any other), never lent a turn again."""
     future = item.future
-    if future.cancelled():
-        queue.lent(client)
-        return
-    with lending():
-        try:
-            value = item.fn(*item.args, **item.kwargs)
-        except NotNow:
-            item.fn.too_long = True
-            queue.put_back(client, item)
-            return
-        except BaseException as exc:  # (as the executor's own worker does)
-            queue.lent(client)
-            if future.set_running_or_notify_cancel():
-                future.set_exception(exc)
-            return
+    outcome: BaseException | None = None
+    if not future.cancelled():
+        with lending():
+            try:
+                value = item.fn(*item.args, **item.kwargs)
+            except NotNow:
+                item.fn.too_long = True
+                queue.put_back(client, item)
+                return
+            except BaseException as exc:  # (as the executor's own worker does)
+                outcome = exc
     queue.lent(client)
-    if future.set_running_or_notify_cancel():
+    if not future.set_running_or_notify_cancel():  # (cancelled: before, or meanwhile)
+        return
+    if outcome is not None:
+        future.set_exception(outcome)
+    else:
         future.set_result(value)
