@@ -54,6 +54,27 @@ def resident_bytes() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
+def turn_bytes(settings: Settings) -> int:
+    """A short run lent a turn, on each run's thread (app/runs/turns.py)."""
+    return settings.concurrent_runs() * settings.turn_bytes if settings.turn_s else 0
+
+
+def fixed_bytes(settings: Settings, resident: int) -> int:
+    """What the server needs besides its caches: what it holds (`resident`), a capture per
+    run at once, the runs lent turns, two answers in flight, work, and UMAP's process."""
+    captures = settings.concurrent_runs() * settings.max_capture_bytes
+    answers = 2 * settings.max_response_bytes
+    return resident + captures + turn_bytes(settings) + answers + WORKING + PROJECTING
+
+
+def models_room(settings: Settings, resident: int, limit: int) -> int:
+    """The bytes of weights of models of yours the CPU's memory holds where
+    ATTNVIZ_OWN_MODELS_BYTES is 0 (derived): `limit` less the server's fixed needs and
+    its other caches (0 where nothing is left)."""
+    others = settings.cache_bytes + settings.corpus_results_bytes
+    return max(0, limit - fixed_bytes(settings, resident) - others)
+
+
 @dataclass(frozen=True)
 class Fitted:
     """The caches' budgets that fit, and what was changed (empty: nothing)."""
@@ -75,14 +96,15 @@ def fit(settings: Settings, resident: int, limit: int, source: str) -> Fitted:
     DoesNotFit where that alone passes `limit`, or leaves the caches under a tenth of
     their budgets."""
     mb = 2**20
-    captures = settings.concurrent_runs() * settings.max_capture_bytes  # (a run's each)
-    # a short run lent a turn, on each run's thread
-    turns = settings.concurrent_runs() * settings.turn_bytes if settings.turn_s else 0
-    fixed = resident + captures + turns + 2 * settings.max_response_bytes + WORKING + PROJECTING
+    turns = turn_bytes(settings)
+    fixed = fixed_bytes(settings, resident)
     caches = settings.cache_bytes + settings.corpus_results_bytes + settings.own_models_bytes
     room = limit - fixed
     asked = Fitted(settings.cache_bytes, settings.corpus_results_bytes, settings.own_models_bytes)
     if caches <= room:
+        if not settings.own_models_bytes:  # (derived: the room the other caches leave)
+            left = room - settings.cache_bytes - settings.corpus_results_bytes
+            return Fitted(asked.cache_bytes, asked.corpus_results_bytes, max(0, left))
         return asked
     if room < caches // 10:
         raise DoesNotFit(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from pathlib import Path
 
 import uvicorn
 
@@ -25,8 +26,15 @@ def main(argv: list[str] | None = None) -> None:
         "--model",
         action="append",
         default=[],
-        metavar="ID=PATH",
-        help="serve a model of yours too (repeatable): a Hugging Face folder or a .gguf file",
+        metavar="ID=PATH[,device=D][,dtype=T]",
+        help="serve a model of yours too (repeatable): a Hugging Face folder or a .gguf file, "
+        "with its own device and dtype where they differ from --device and --dtype",
+    )
+    serve.add_argument(
+        "--device", help="where your models run: auto, cpu, cuda, cuda:N, mps (ATTNVIZ_DEVICE)"
+    )
+    serve.add_argument(
+        "--dtype", help="their dtype: auto, bfloat16, float16, float32 (ATTNVIZ_DTYPE)"
     )
     train = commands.add_parser("train", help="train a model of the zoo")
     train.add_argument("model", choices=["pronounce"], help="which model")
@@ -101,15 +109,26 @@ def main(argv: list[str] | None = None) -> None:
         print(f"done: {trained.line()}" if trained is not None else "done")
 
     if args.command == "serve":
-        if args.model:  # added to ATTNVIZ_MODELS: the app reads its settings from there
-            models = {k: str(v) for k, v in Settings().models.items()}
-            for pair in args.model:
-                model_id, sep, path = pair.partition("=")
-                if not (sep and model_id and path):
-                    parser.error(f"--model takes ID=PATH, not {pair!r}")
-                models[model_id] = path
-            os.environ["ATTNVIZ_MODELS"] = json.dumps(models)
-        settings = Settings()
+        # (the app reads its settings from the environment: the options go there)
+        for option, name in ((args.device, "ATTNVIZ_DEVICE"), (args.dtype, "ATTNVIZ_DTYPE")):
+            if option:
+                os.environ[name] = option
+        if args.model:  # added to ATTNVIZ_MODELS
+            models: dict[str, str | dict] = {
+                k: str(v) if isinstance(v, Path) else v.model_dump(exclude_none=True, mode="json")
+                for k, v in Settings().models.items()
+            }
+            for given in args.model:
+                try:
+                    model_id, entry = model_option(given)
+                except ValueError as exc:
+                    parser.error(str(exc))
+                models[model_id] = entry
+            os.environ["ATTNVIZ_MODELS"] = json.dumps(models, default=str)
+        try:
+            settings = Settings()
+        except ValueError as exc:  # (pydantic's ValidationError: a setting it refuses)
+            parser.error(str(exc))
         uvicorn.run(
             "attnviz.app.main:create_app",
             factory=True,
@@ -120,6 +139,28 @@ def main(argv: list[str] | None = None) -> None:
             log_config=log_config(settings.log_format, settings.log_level),
             access_log=False,  # app.logs.AccessLog writes one line per request instead
         )
+
+
+PLACED = ("device", "dtype")
+
+
+def model_option(given: str) -> tuple[str, str | dict]:
+    """`--model ID=PATH[,device=D][,dtype=T]` as (its id, its ATTNVIZ_MODELS entry): the
+    path alone, or an object with its placement (a path with a comma in it is read whole
+    unless what follows the comma is one of these options)."""
+    model_id, sep, rest = given.partition("=")
+    if not (sep and model_id and rest):
+        raise ValueError(f"--model takes ID=PATH[,device=D][,dtype=T], not {given!r}")
+    path, options = rest, {}
+    while True:
+        head, comma, tail = path.rpartition(",")
+        name, equals, value = tail.partition("=")
+        if not (comma and equals and name in PLACED and value):
+            break
+        options[name], path = value, head
+    if not path:
+        raise ValueError(f"--model {given!r} names no path")
+    return model_id, {"path": path, **options} if options else path
 
 
 if __name__ == "__main__":

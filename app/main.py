@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from attnviz.model.runtime import keep_freed_memory, set_threads
 
 from .budgets import fit, memory_limit, resident_bytes
-from .catalog.yours import OwnRunner
+from .catalog.yours import OwnRunner, derived
 from .catalog.zoo import Zoo, import_plugins, load_zoo
 from .corpus.corpora import read_shipped
 from .corpus.jobs import CorpusRuns
@@ -85,15 +85,26 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 def fitted_settings(settings: Settings, zoo: Zoo) -> Settings:
     """The settings with the caches' budgets that fit this server's memory, its models
-    loaded (app/budgets.py): DoesNotFit, which stops the start, where they cannot."""
+    loaded (app/budgets.py): DoesNotFit, which stops the start, where they cannot. The
+    bound of models of yours in the CPU's memory, derived or fitted, is stated in the log."""
     limit, source = memory_limit(settings)
     fitted = fit(settings, resident_bytes(), limit, source)
+    log = logging.getLogger("attnviz")
+    if fitted.changed:
+        log.warning("%s", fitted.changed)
+    pools = {id(e.runner.pool): e.runner.pool for e in zoo.models.values()
+             if isinstance(e.runner, OwnRunner)}  # fmt: skip
+    for pool in pools.values():
+        if pool.device == "cpu":
+            pool.max_bytes = fitted.own_models_bytes
+            if not settings.own_models_bytes:
+                pool.source = derived(limit, source)
+        log.info(
+            "models of yours on %s: %s bytes of weights at once (%s)",
+            pool.device, f"{pool.max_bytes:,}", pool.source,
+        )  # fmt: skip
     if not fitted.changed:
         return settings
-    logging.getLogger("attnviz").warning("%s", fitted.changed)
-    for entry in zoo.models.values():
-        if isinstance(entry.runner, OwnRunner):  # (one pool, every model of yours)
-            entry.runner.pool.max_bytes = fitted.own_models_bytes
     return settings.model_copy(
         update={
             "cache_bytes": fitted.cache_bytes,

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from attnviz.model.placement import Placement, device_check, dtype_check
 from attnviz.model.pronounce.pronouncer import SHIPPED
 from attnviz.model.runtime import usable_cpus
 
@@ -22,6 +23,24 @@ class ApiKey(BaseModel):
     sha256: str = Field(pattern="^[0-9a-f]{64}$", description="hex SHA-256 of the key")
     requests: int | None = Field(None, ge=0, description="in flight at once; default: a client's")
     cost_per_minute: int | None = Field(None, ge=0, description="default: a client's")
+
+
+Device = Annotated[str, AfterValidator(device_check)]
+Dtype = Annotated[str, AfterValidator(dtype_check)]
+MaxMemory = dict[str, str | int]
+
+
+class OwnModel(BaseModel):
+    """A model of yours with its own placement (ATTNVIZ_MODELS's value as an object:
+    {"path": "/models/llama", "device": "cuda:1", "dtype": "bfloat16"}); what it leaves
+    out is the server's (ATTNVIZ_DEVICE, ATTNVIZ_DTYPE, ATTNVIZ_MAX_MEMORY)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: Path
+    device: Device | None = None
+    dtype: Dtype | None = None
+    max_memory: MaxMemory | None = None
 
 
 def _as_key(value: object) -> object:
@@ -48,14 +67,35 @@ class Settings(BaseSettings):
         description='Model families to load, by registry id (JSON: ["pronounce"]); empty: all. '
         "Each comes with its untrained twin.",
     )
-    models: dict[str, Path] = Field(
+    models: dict[str, Path | OwnModel] = Field(
         {},
         description='Models of your own, by id (JSON: {"mine": "/models/my-llama"}): a folder '
         "in Hugging Face's layout (config.json, safetensors, tokenizer.json) of any "
         "architecture transformers has whose attention goes through its attention interface "
         "(Llama, Qwen2, Mistral, GPT-2 and BERT on model/), or a Llama .gguf file, or the "
-        "repo id of one in the Hugging Face cache. One that cannot be read is listed as "
-        "refused, with its reason.",
+        "repo id of one in the Hugging Face cache; or an object with its own placement "
+        '({"path": ..., "device": "cuda:1", "dtype": "bfloat16", "max_memory": {...}}). One '
+        "that cannot be read is listed as refused, with its reason.",
+    )
+    device: Device = Field(
+        "auto",
+        description="Where your models run: auto (every CUDA GPU, the model spread over them "
+        "by accelerate where there are several; else mps; else the CPU), cpu, cuda, cuda:N, "
+        "mps. A device torch does not see refuses the model, saying so. The shipped models "
+        "run on the CPU, in float32, on model/'s code.",
+    )
+    dtype: Dtype = Field(
+        "auto",
+        description="The dtype your models compute in: auto (the checkpoint's own: "
+        "config.json's, else its safetensors'; a GGUF file's: float32), bfloat16, float16, "
+        "float32. model/'s code computes in float32 on the CPU only: a model it reads that "
+        "runs otherwise runs on transformers' code.",
+    )
+    max_memory: MaxMemory = Field(
+        {},
+        description='Bytes per device a model of yours may take (JSON: {"0": "70GiB", "1": '
+        '"70GiB", "cpu": "20GiB"}), as accelerate reads them: given, the model is spread '
+        "over them by device_map='auto' (past the GPUs, on the CPU; past that, on disk).",
     )
     backend: Literal["auto", "transformers"] = Field(
         "auto",
@@ -64,17 +104,20 @@ class Settings(BaseSettings):
         "own code for the rest); transformers: transformers' code for every folder.",
     )
     own_models_bytes: int = Field(
-        3 * 2**29,
-        ge=1,
-        description="Bytes of float32 weights of your models kept loaded at once (1.5 GiB); "
-        "past it the least recently used is freed (read again when next used). A model "
-        "larger than this is refused at start-up.",
+        0,
+        ge=0,
+        description="Bytes of weights of your models kept loaded at once in the CPU's memory, "
+        "in the dtype each runs in; past it the least recently used is freed (read again when "
+        "next used). A model larger than this is refused at start-up, with the figures. 0: "
+        "the room the memory limit (ATTNVIZ_MEMORY_LIMIT_BYTES, the cgroup's, the machine's) "
+        "leaves after the server's needs and its other caches, stated at start-up. A model "
+        "on a GPU counts against that GPU's memory instead.",
     )
     max_model_bytes: int = Field(
-        8 * 2**30,
+        64 * 2**30,
         ge=1,
-        description="Bytes of weight files a model of yours may have; larger: "
-        "refused before it is read (it is computed in float32: fp16 and bf16 weights double).",
+        description="Bytes of weight files a model of yours may have; larger: refused before "
+        "it is read.",
     )
     plugins: list[str] = Field(
         [],
@@ -256,6 +299,20 @@ class Settings(BaseSettings):
         if not self.cache_bytes:
             return self.max_capture_bytes
         return min(self.max_capture_bytes, self.cache_bytes)
+
+    def placement(self, model_id: str) -> Placement:
+        """Where a model of yours runs: its own entry's placement, the server's otherwise."""
+        entry = self.models.get(model_id)
+        own = entry if isinstance(entry, OwnModel) else OwnModel(path=Path(str(entry)))
+        return Placement(
+            own.device or self.device,
+            own.dtype or self.dtype,
+            own.max_memory if own.max_memory is not None else self.max_memory,
+        )
+
+    def model_path(self, model_id: str) -> Path:
+        entry = self.models[model_id]
+        return entry.path if isinstance(entry, OwnModel) else entry
 
     def concurrent_runs(self) -> int:
         """max_concurrent_runs, or where it is 0 the runs the usable cores hold at once."""

@@ -86,11 +86,17 @@ def test_a_model_in_memory_is_read_with_its_tokenizer_and_left_as_it_was():
         expected = theirs.eval()(ids, output_attentions=True).attentions
     for layer, weights in enumerate(expected):
         assert (run.weights(layer) - weights[0]).abs().max() <= 1e-5
-    # a model in half precision: computed in float32 from a copy, the user's left in fp16
+    # a model in half precision: run in it, on its own tensors (no copy), as its eager
+    # attention computes it in float16
     half = tiny("llama").half()
     run = attnviz.capture(half, PROMPTS[0], tokenizer=tokenizer())
-    assert run.weights(0).dtype == torch.float32
+    assert run.weights(0).dtype == torch.float16
     assert next(half.parameters()).dtype == torch.float16
+    ids = torch.tensor([tokenizer().encode(PROMPTS[0]).ids])
+    half.config._attn_implementation = "eager"
+    with torch.no_grad():
+        expected = half(ids, output_attentions=True).attentions
+    assert all(torch.equal(run.weights(i), w[0]) for i, w in enumerate(expected))
     with pytest.raises(TypeError, match=re.escape("tokenizer=...")):
         attnviz.capture(theirs, PROMPTS[0])
     with pytest.raises(TypeError, match="a path brings its own"):

@@ -66,6 +66,13 @@ class RefusedModel(BaseModel):
     reason: str = Field(description="Why, checked before any weight was read (no paths).")
 
 
+class MemoryInfo(BaseModel):
+    device: str
+    budget_bytes: int = Field(description="The weights of models of yours held there at once.")
+    source: str = Field(description="Where the bound comes from.")
+    loaded: bool = Field(description="Whether this model's weights are read now.")
+
+
 class ModelInfo(BaseModel):
     id: str
     status: Literal["served"] = "served"
@@ -84,10 +91,27 @@ class ModelInfo(BaseModel):
         None, description="A model of yours: its family (config.json's model_type, or GGUF)."
     )
     stored_as: str | None = Field(
-        None,
-        description="A model of yours: the dtypes of its stored weights (computed in float32).",
+        None, description="A model of yours: the dtypes of its stored weights."
     )
     parameters: int = Field(description="Its parameters (a tied matrix counted once).")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32",
+        description="The dtype it computes in (its weights, q, k, v; softmax in float32 "
+        "where its eager attention computes it so, as transformers' does, then rounded to "
+        "this dtype). Every number sent is float32 or float16, whatever it was computed in.",
+    )
+    device: str = Field(
+        "cpu", description="Where it runs: cpu, mps, cuda:N, or cuda (spread over every GPU)."
+    )
+    weight_bytes: int = Field(
+        description="The bytes its weights take where it runs, in its dtype (a model of "
+        "yours: counted unread)."
+    )
+    memory: MemoryInfo | None = Field(
+        None,
+        description="A model of yours: the bound of the models of yours kept loaded on its "
+        "device, and where that bound comes from.",
+    )
     architecture: Literal["encoder-decoder", "encoder-only", "decoder-only"]
     encoder_layers: int = Field(description="0 for a decoder-only model.")
     decoder_layers: int = Field(description="0 for an encoder-only model.")

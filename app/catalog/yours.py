@@ -1,7 +1,8 @@
 """Models of the user's own (settings.models): each checked at start-up without its
 weights (its config, tokenizer and the size of its weight files), read on first use, and
-kept in a least-recently-used set bounded by the bytes of their float32 weights
-(settings.own_models_bytes): past it, the least recently used is freed."""
+kept in a least-recently-used set per device bounded by the bytes their weights take there,
+in the dtype they run in (the CPU's: settings.own_models_bytes; a GPU's: its memory less
+what the runs on it capture): past it, the least recently used is freed."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ import torch
 from attnviz.model.attention_types import attention_specs
 from attnviz.model.checkpoints import CheckpointError
 from attnviz.model.config import ModelConfig
-from attnviz.model.hf.loading import HFEncoder, HFMaskedLM, HFSeq2Seq, parameter_count, peek_unit
+from attnviz.model.hf.loading import HFEncoder, HFMaskedLM, HFSeq2Seq, parameter_bytes, peek_unit
 from attnviz.model.long.reading import longest_prompt
 from attnviz.model.outputs import output_of
+from attnviz.model.placement import DTYPES, Placement, device_memory, element_bytes
 from attnviz.model.pretrained.backends import Backend
 from attnviz.model.pretrained.bert import BertRunner
 from attnviz.model.pretrained.causal import CausalLM
@@ -30,6 +32,7 @@ from attnviz.model.runner import Runner, RunnerBase
 from attnviz.model.runtime import release_free_memory
 from attnviz.model.transformer import Transformer
 
+from ..budgets import memory_limit, models_room, resident_bytes
 from ..errors import Unavailable
 from ..settings import Settings
 
@@ -61,10 +64,13 @@ def parameters_of(config: ModelConfig) -> int:
 
 
 class Pool:
-    """The user's models that are loaded, least recently used first, bounded in bytes."""
+    """The user's models loaded on one device (the CPU's memory, or a GPU's), least
+    recently used first, bounded in bytes."""
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
+    def __init__(self, max_bytes: int, device: str = "cpu", source: str = "") -> None:
+        self.max_bytes, self.device = max_bytes, device
+        # where the bound comes from, as refusals and /api/v1/models say it
+        self.source = source or "ATTNVIZ_OWN_MODELS_BYTES"
         self._loaded: OrderedDict[str, OwnRunner] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -90,6 +96,48 @@ class Pool:
             return list(self._loaded)
 
 
+def derived(limit: int, source: str) -> str:
+    """Where a derived bound of the CPU's pool comes from, in words."""
+    return (
+        f"ATTNVIZ_OWN_MODELS_BYTES 0: the room {limit / 2**30:.1f} GiB ({source}) leaves "
+        "after the server's needs and its other caches"
+    )
+
+
+class Pools:
+    """One pool per device the user's models are placed on: the CPU's (mps shares its
+    memory) bounded by settings.own_models_bytes; a GPU's by its memory less a capture
+    per run at once and a working reserve (stated in its `source`)."""
+
+    RESERVE = 2**30  # a GPU's CUDA context, torch's allocator's slack, the work under way
+
+    def __init__(self, settings: Settings) -> None:
+        self.cpu = Pool(settings.own_models_bytes)
+        if not settings.own_models_bytes:  # derived from the memory the server has
+            limit, source = memory_limit(settings)
+            self.cpu = Pool(
+                models_room(settings, resident_bytes(), limit), "cpu", derived(limit, source)
+            )
+        self._captures = settings.concurrent_runs() * settings.max_capture_bytes
+        self._pools: dict[str, Pool] = {}
+
+    def on(self, device: str) -> Pool:
+        if device in ("cpu", "mps"):
+            return self.cpu
+        if device not in self._pools:
+            total = device_memory(device) or 0
+            room = max(0, total - self._captures - self.RESERVE)
+            gib = 2**30
+            self._pools[device] = Pool(
+                room,
+                device,
+                f"its {total / gib:.1f} GiB less {self._captures / gib:.1f} GiB of captures "
+                f"(ATTNVIZ_MAX_CAPTURE_BYTES per run at once) and {self.RESERVE / gib:.0f} GiB "
+                "of work",
+            )
+        return self._pools[device]
+
+
 class OwnRunner:
     """A model of the user's as a `Runner` whose weights are read when first used: what
     the app lists of it comes from its config and tokenizer; anything else reads it."""
@@ -98,14 +146,19 @@ class OwnRunner:
         self,
         name: str,
         path: str | Path,
-        pool: Pool,
+        pools: Pools,
         max_bytes: int,
         backend: Backend | None = None,
         max_capture_bytes: int | None = None,
+        placement: Placement | None = None,
     ) -> None:
-        self.name, self.pool, self.max_bytes = name, pool, max_bytes
+        self.name, self.max_bytes = name, max_bytes
         self.path, self.backend = Path(path), backend
-        self.stated, self.origin, runner_key, specials = peek_origin(path, max_bytes, backend)
+        self.placement = placement or Placement()
+        self.stated, self.origin, runner_key, specials = peek_origin(
+            path, max_bytes, backend, self.placement
+        )
+        self.pool = pool = pools.on(self.origin.device)
         self.runner_class: Any = cast(Any, RUNNER_CLASSES.get(runner_key, CausalLM))  # (its class)
         # a language model reads prompts up to its context (model/long/), as long as
         # their capture fits in these bytes: on our code always, on transformers' where
@@ -115,19 +168,22 @@ class OwnRunner:
         self.special_tokens = specials if specials is not None else self.runner_class.special_tokens
         self._unit, self._unknown = self.runner_class.token_unit, self.runner_class.unknown_token
         folder = cached(path)
+        dtype = DTYPES[self.origin.dtype]
         if runner_key.startswith("hf-"):  # transformers' classes, counted on the meta device
-            self.parameter_count = parameter_count(folder, runner_key.removeprefix("hf-"))
+            architecture = runner_key.removeprefix("hf-")
+            self.parameter_count, self.bytes = parameter_bytes(folder, architecture, dtype)
         else:
             self.parameter_count = parameters_of(self.stated)
+            self.bytes = self.parameter_count * element_bytes(dtype)
         if folder.is_dir() and runner_key not in ("bert", "masked-lm"):  # its tokenizer.json's
             self._unit, unknown = peek_unit(folder)
             if self._unit != "byte-bpe":  # (byte-level: every text has tokens)
                 self._unknown = unknown
-        self.bytes = 4 * self.parameter_count  # float32
         if self.bytes > pool.max_bytes:
             raise CheckpointError(
-                f"its float32 weights take {self.bytes:,} bytes, more than "
-                f"ATTNVIZ_OWN_MODELS_BYTES ({pool.max_bytes:,}) holds"
+                f"its weights take {self.bytes:,} bytes in {self.origin.dtype}, more than the "
+                f"models of yours may hold on {pool.device}: {pool.max_bytes:,} bytes "
+                f"({pool.source})"
             )
         self._runner: Runner | None = None
         self._failed: str | None = None
@@ -201,7 +257,9 @@ class OwnRunner:
             if self._runner is None:
                 LOG.info("reading model %s from %s", self.name, self.path)
                 try:
-                    loaded, _ = load_origin(self.path, self.name, self.max_bytes, self.backend)
+                    loaded, _ = load_origin(
+                        self.path, self.name, self.max_bytes, self.backend, self.placement
+                    )
                     if self.max_capture_bytes is not None and isinstance(loaded, CausalLM):
                         loaded = loaded.read_long(self.max_capture_bytes)
                     if loaded.attention != self.attention:  # what its config stated
@@ -282,9 +340,10 @@ def own_models(
     """(id, runner, origin) of each of the user's models that can be read (checked now
     without its weights), and the reason of each that cannot be (logged too), by id,
     without the server's paths in it."""
-    pool = Pool(settings.own_models_bytes)
+    pools = Pools(settings)
     found, refused = [], {}
-    for model_id, path in settings.models.items():
+    for model_id in settings.models:
+        path = settings.model_path(model_id)
         if model_id in taken:
             raise ValueError(f"the model id {model_id!r} is taken: choose another for {path}")
         if not MODEL_ID.fullmatch(model_id):
@@ -295,8 +354,9 @@ def own_models(
         backend: Backend | None = "transformers" if settings.backend == "transformers" else None
         try:
             runner = OwnRunner(
-                model_id, path, pool, settings.max_model_bytes, backend, settings.capture_budget()
-            )
+                model_id, path, pools, settings.max_model_bytes, backend,
+                settings.capture_budget(), settings.placement(model_id),
+            )  # fmt: skip
         except STOPS:
             raise
         except BaseException as exc:  # (any failure refuses this model, not the server)

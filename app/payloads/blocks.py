@@ -183,4 +183,11 @@ class AttentionResponse(BaseModel):
     )
     truncated: bool
     encoding: Encoding
+    computed_in: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32",
+        description="The dtype the values sent were computed in: the model's own (its eager "
+        "attention's rounding) for a short input; float32 for a long input's windows and "
+        "pooled blocks, recomputed from the model's q and k (see precision).",
+    )
+    precision: str = Field("", description="What computed_in means for this answer, in words.")
     blocks: list[Block] = Field(description="One block per requested type, layer and kind.")

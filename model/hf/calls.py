@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from ..attention_types import ATTENTION_TYPES, AttentionSpec
+from ..placement import device_of
 from .capture import Call, Traced, calling
 
 
@@ -139,7 +140,7 @@ def trace(hf: Any, architecture: str) -> dict[str, list[Traced]]:
     through the attention interface."""
     traced: list[Traced] = []
     call = Call({}, {}, trace=traced)
-    device = next(iter(hf.parameters())).device
+    device = device_of(hf.get_input_embeddings())
     hooks = [
         m.register_forward_pre_hook(functools.partial(_reads_output, traced))
         for m in hf.modules()

@@ -2,7 +2,7 @@
 it fires: a transformers model loaded with `attn_implementation="attnviz"` computes each
 attention call here, as its eager attention does (q·kᵀ·scaling, the soft-capping, position
 bias and sinks it is passed, the mask it is given and the top-k keys of a sparse attention's
-`indices`, softmax in float32), with every
+`indices`, softmax in float32 where its eager attention computes it so), with every
 intermediate passing one of our hook points, named as model/'s are
 (`decoder.3.self_attn.hook_weights`).
 
@@ -20,6 +20,9 @@ and its scaling: what a long capture recomputes any window of the weights from.
 
 from __future__ import annotations
 
+import functools
+import inspect
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -316,12 +319,14 @@ def capturing_attention(
         column = kwargs["s_aux"].reshape(1, -1, 1, 1).expand(batch, -1, q_len, 1)
     elif kwargs.get("sinks") is not None:  # Inkling 2: made from each token, (B, H, Tq, 1)
         column = kwargs["sinks"].expand(batch, logits.shape[1], q_len, 1)
+    # (float32 where its eager attention computes the softmax so; else in the scores' dtype)
+    dtype = torch.float32 if float32_softmax(type(module).__module__) else logits.dtype
     if column is not None:
         combined = torch.cat([logits, column.to(logits.dtype)], dim=-1)
         combined = combined - combined.max(dim=-1, keepdim=True).values
-        weights = torch.softmax(combined, dim=-1, dtype=torch.float32)[..., :-1]
+        weights = torch.softmax(combined, dim=-1, dtype=dtype)[..., :-1]
     else:
-        weights = torch.softmax(logits, dim=-1, dtype=torch.float32)
+        weights = torch.softmax(logits, dim=-1, dtype=dtype)
     weights = hook("hook_weights")(weights.to(query.dtype))
     if dropout and module.training:
         weights = nn.functional.dropout(weights, p=dropout, training=True)
@@ -330,6 +335,24 @@ def capturing_attention(
     if call is not None and call.trace:  # (tracing: its output projection is looked for)
         call.trace[-1].output = output
     return output, weights
+
+
+@functools.cache
+def float32_softmax(module_name: str) -> bool:
+    """Whether the eager attention of a modeling module (the attention module's own:
+    `transformers.models.bert.modeling_bert`) computes its softmax in float32 (Llama's,
+    Qwen3's, Gemma's: `softmax(..., dtype=torch.float32)`) or in the scores' dtype (BERT's,
+    GPT-2's, T5's): read from its `eager_attention_forward`'s source; float32 where it has
+    none. In float32 both are the same."""
+    eager = getattr(sys.modules.get(module_name), "eager_attention_forward", None)
+    if eager is None:
+        return True
+    try:
+        source = inspect.getsource(eager)
+    except (OSError, TypeError):
+        return True
+    calls = [line for line in source.splitlines() if "softmax(" in line]
+    return not calls or any("float32" in line for line in calls)
 
 
 def register() -> None:

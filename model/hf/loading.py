@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from pathlib import Path
 
 import torch
@@ -19,11 +20,14 @@ from ..attention_types import ATTENTION_TYPES, AttentionSpec
 from ..checkpoints import CheckpointError
 from ..config import ModelConfig
 from ..outputs import OutputKind
+from ..placement import Placement, Where, module_bytes, stored_dtype
 from ..pretrained.bert import BertRunner
 from ..pretrained.bytelevel import readable
 from ..pretrained.causal import CausalLM
 from ..pretrained.hf import (
     causal_runner,
+    read_json,
+    read_weights,
     token_unit_of,
     tokenizer_of,
     unknown_of,
@@ -172,17 +176,25 @@ def wrapped(hf, architecture: str) -> HFTransformer:
         ) from None
 
 
-def load_model(folder: Path, architecture: str) -> HFTransformer:
+def load_model(
+    folder: Path, architecture: str, placement: Placement | None = None
+) -> HFTransformer:
     """The folder's weights in transformers' class for its architecture ("masked-lm": an encoder
-    with its head), float32, capturing."""
+    with its head), capturing, in the dtype and on the device `placement` resolves to (its
+    default: the checkpoint's own dtype, the device `auto` finds): read from the
+    safetensors files straight into that dtype, never through a float32 copy."""
+    placement = placement or Placement()
     register()
     quiet_transformers()
+    where = placement.where()
+    dtype = placement.torch_dtype(stored_dtype(read_json(folder / "config.json"), stored(folder)))
     try:
         with contextlib.redirect_stderr(io.StringIO()):
             hf = model_class(architecture).from_pretrained(
                 folder,
                 attn_implementation=ATTENTION,
-                dtype=torch.float32,
+                dtype=dtype,
+                **placed(where, placement),
                 local_files_only=True,
                 use_safetensors=True,
                 trust_remote_code=False,
@@ -190,6 +202,24 @@ def load_model(folder: Path, architecture: str) -> HFTransformer:
     except (ValueError, KeyError, OSError, TypeError, RuntimeError) as exc:
         raise CheckpointError(f"transformers cannot read it: {exc}") from None
     return wrapped(hf, "encoder-only" if architecture == "masked-lm" else architecture)
+
+
+def placed(where: Where, placement: Placement) -> dict:
+    """from_pretrained's device arguments: none on the CPU (torch's own), else the device
+    map (one device, or accelerate's `auto` within `max_memory`)."""
+    if where.device_map is None:
+        return {}
+    found: dict = {"device_map": where.device_map}
+    if where.spread and placement.accelerate_memory():
+        found["max_memory"] = placement.accelerate_memory()
+    return found
+
+
+def stored(folder: Path) -> set[str]:
+    """The dtypes a folder's safetensors hold (from their headers: nothing read)."""
+    dtypes: set[str] = set()
+    read_weights(folder, dtypes, meta=True)
+    return dtypes
 
 
 class HFEncoder(BertRunner):
@@ -248,10 +278,12 @@ class HFMaskedLM(HFEncoder):
         return HFMaskedLM(model, self.tokenizer, self.special_tokens, self.token_unit)
 
 
-def load_transformers(folder: Path, name: str = "") -> CausalLM | HFEncoder | HFSeq2Seq:
+def load_transformers(
+    folder: Path, name: str = "", placement: Placement | None = None
+) -> CausalLM | HFEncoder | HFSeq2Seq:
     """A folder as a runner over transformers' code, checked on the way in."""
     _, architecture, _ = peek_transformers(folder)
-    model = load_model(folder, architecture)
+    model = load_model(folder, architecture, placement)
     tokenizer, vocabulary, specials = tokenizer_of(folder, model.config.target_vocab_size)
     if architecture == "decoder-only":
         return causal_runner(folder, model, tokenizer, vocabulary, specials, name)
@@ -274,13 +306,20 @@ def encoding_runner(
     return runner
 
 
-def parameter_count(folder: Path, architecture: str) -> int:
-    """The parameters its transformers class builds (a tied matrix once), counted on the
-    meta device: nothing is allocated or read."""
+def parameter_bytes(folder: Path, architecture: str, dtype: torch.dtype) -> tuple[int, int]:
+    """(the parameters its transformers class builds, a tied matrix once; the bytes they
+    and its buffers take in `dtype`), counted on the meta device: nothing is allocated or
+    read."""
     config = hf_config(folder)
     with torch.device("meta"), contextlib.redirect_stderr(io.StringIO()):
-        model = model_class(architecture).from_config(config, trust_remote_code=False)
-    return sum(p.numel() for p in model.parameters())
+        model = model_class(architecture).from_config(config, trust_remote_code=False, dtype=dtype)
+    # what from_pretrained keeps in float32 whatever the dtype (T5's feed-forward output in
+    # float16): its own plan, matched as it matches it
+    plan: dict = getattr(model, "_get_dtype_plan", lambda _: {})(dtype)
+    for name, parameter in model.named_parameters():
+        if any(re.search(pattern, name) for pattern in plan):
+            parameter.data = parameter.data.float()
+    return sum(p.numel() for p in model.parameters()), module_bytes(model)
 
 
 def peek_unit(folder: Path) -> tuple[TokenUnit, str]:
@@ -289,17 +328,21 @@ def peek_unit(folder: Path) -> tuple[TokenUnit, str]:
     return token_unit_of(tokenizer), unknown_of(tokenizer, "<unk>")
 
 
-def load_gguf_transformers(path: Path, name: str = "") -> CausalLM:
+def load_gguf_transformers(
+    path: Path, name: str = "", placement: Placement | None = None
+) -> CausalLM:
     """A Llama-family .gguf file dequantized by transformers' own GGUF loader and run by
     its modeling code; its tokenizer, special tokens and chat template read from the file
     as model/ reads them."""
     from ..pretrained.gguf_file import GGUFFile, field
     from ..pretrained.llama import byte_level_tokenizer, config_from_gguf
 
+    placement = placement or Placement()
     register()
     quiet_transformers()
     import transformers
 
+    where = placement.where()
     reader = GGUFFile(str(path))
     config = config_from_gguf(reader)
     tokenizer, tokens, control = byte_level_tokenizer(reader)
@@ -307,7 +350,8 @@ def load_gguf_transformers(path: Path, name: str = "") -> CausalLM:
         with contextlib.redirect_stderr(io.StringIO()):
             hf = transformers.AutoModelForCausalLM.from_pretrained(
                 path.parent, gguf_file=path.name, attn_implementation=ATTENTION,
-                dtype=torch.float32, local_files_only=True, trust_remote_code=False,
+                dtype=placement.torch_dtype(None), **placed(where, placement),
+                local_files_only=True, trust_remote_code=False,
             )  # fmt: skip
     except (ValueError, KeyError, OSError, TypeError, RuntimeError, ImportError) as exc:
         raise CheckpointError(f"transformers cannot read it: {exc}") from None

@@ -27,6 +27,18 @@ from .capture import current
 
 PROBE = 16  # tokens of the check's probe
 TOLERANCE = 1e-5
+# in bfloat16 or float16 the fused kernel and eager attention round differently: the probe
+# allows a few of the dtype's units of rounding (its eps) where float32 allows 1e-4 and 1e-5
+LOW_PRECISION_UNITS = 4
+
+
+def tolerances(dtype: torch.dtype, scale: float) -> tuple[float, float]:
+    """(the logits', the weights') absolute tolerance of the probe, in `dtype`, for logits
+    up to `scale`."""
+    if dtype == torch.float32:
+        return 1e-4 * max(1.0, scale), TOLERANCE
+    eps = torch.finfo(dtype).eps
+    return LOW_PRECISION_UNITS * eps * max(1.0, scale), 2 * eps
 
 
 def keep_final(model: Any) -> None:
@@ -57,7 +69,7 @@ def bases(model: Any) -> list[nn.Module]:
 def long_pass(model: Any, ids: list[int], last_from: int) -> tuple[LongCapture, list[int], Tensor]:
     """The capture (no (T, T) matrix), the predicted token at each position and the logits
     from position `last_from` on, of one pass over `ids`."""
-    device = next(iter(model.hf.parameters())).device
+    device = model.input_device
     batch = torch.tensor([ids], device=device)
     call = model.call(hidden=[])
     with torch.no_grad(), fused(), hooked(model, long_names) as recorded:
@@ -101,17 +113,23 @@ def long_refusal(model: Any) -> str | None:
         capture, predicted, last = long_pass(model, ids, PROBE // 2)
     except Exception as exc:  # (transformers' code raises what it raises)
         return f"its long pass failed on a probe: {exc}"[:300]
-    device = next(iter(model.hf.parameters())).device
+    device = model.input_device
     with torch.no_grad(), hooked(model, lambda n: n.endswith("hook_weights")) as eager:
         logits = model(torch.tensor([ids], device=device))[0]
-    if predicted != logits.argmax(-1).tolist():
+    logits = logits.float()
+    at_logits, at_weights = tolerances(last.dtype, float(logits.abs().max()))
+    top = logits.topk(2, dim=-1).values
+    clear = (top[:, 0] - top[:, 1] > 2 * at_logits).tolist()  # (no near tie to round away)
+    if any(
+        p != e and c for p, e, c in zip(predicted, logits.argmax(-1).tolist(), clear, strict=True)
+    ):
         return "its long pass predicts other tokens than its forward (checked on a probe)"
-    if not torch.allclose(last.float(), logits[PROBE // 2 :].float(), atol=1e-4, rtol=1e-4):
+    if not torch.allclose(last.float(), logits[PROBE // 2 :], atol=at_logits, rtol=0):
         return "its long pass gives other logits than its forward (checked on a probe)"
     for prefix in model.prefixes():
         heads, weights = heads_of(capture, prefix), eager[f"{prefix}.hook_weights"][0].float()
         for h in range(heads.heads):
             window = heads.block("weights", h, 0, PROBE, 0, PROBE)
-            if not torch.allclose(window, weights[h], atol=TOLERANCE, rtol=0):
+            if not torch.allclose(window, weights[h], atol=at_weights, rtol=0):
                 return f"its long pass's weights differ from eager attention's ({prefix})"
     return None

@@ -23,9 +23,10 @@ def from_memory(hf, tokenizer, name: str = "") -> CausalLM | HFEncoder | HFSeq2S
     """A transformers model already in memory and its tokenizer (a fast one of transformers',
     or a `tokenizers.Tokenizer`), as a runner over transformers' code: nothing is written to
     disk. The user's objects are left as they were (their attention implementation, mode,
-    hooks, dtype and tokenizer settings): the runner runs a twin of the model that shares
-    its float32 CPU tensors (others are converted: a copy in memory) and a copy of the
-    tokenizer. The masked-LM head is read where the model is a ...ForMaskedLM; a
+    hooks and tokenizer settings): the runner runs a twin of the model that shares its
+    tensors, on their devices and in their dtype (nothing is copied or converted; a model
+    spread by a device map keeps accelerate's hooks, which move each layer's inputs), and a
+    copy of the tokenizer. The masked-LM head is read where the model is a ...ForMaskedLM; a
     decoder-only model must have its LM head (a ...ForCausalLM)."""
 
     import transformers
@@ -57,13 +58,12 @@ def from_memory(hf, tokenizer, name: str = "") -> CausalLM | HFEncoder | HFSeq2S
             f"{type(hf).__name__} has no language-model head: pass the model with its head "
             "(AutoModelForCausalLM, AutoModelForSeq2SeqLM)"
         )
-    # the twin's tensors: the user's own where float32 on the CPU, else converted copies
+    # the twin's tensors: the user's own, where they are, in their dtype
     shared: dict[int, torch.Tensor] = {
-        id(p): nn.Parameter(p.detach().to("cpu", torch.float32), requires_grad=False)
-        for p in hf.parameters()
+        id(p): nn.Parameter(p.detach(), requires_grad=False) for p in hf.parameters()
     }
-    for b in hf.buffers():  # (integer buffers keep their type)
-        shared[id(b)] = b.detach().to("cpu", torch.float32 if b.is_floating_point() else None)
+    for b in hf.buffers():
+        shared[id(b)] = b.detach()
     twin = copy.deepcopy(hf, memo=shared)  # (a tied matrix is one tensor in both places)
     twin.requires_grad_(False)
     without_hooks(twin)
@@ -95,13 +95,9 @@ HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_p
 
 
 def without_hooks(model: nn.Module) -> None:
-    """A model's copy rid of the hooks the copy brought with it: the user's own forward
-    and backward hooks, and accelerate's (a device map's, which would move its inputs to
-    the user's devices), so that a run calls what transformers' modules compute alone."""
-    if any("_hf_hook" in m.__dict__ for m in model.modules()):
-        from accelerate.hooks import remove_hook_from_module  # (it made them)
-
-        remove_hook_from_module(model, recurse=True)
+    """A model's copy rid of the user's own forward and backward hooks that the copy
+    brought with it, so that a run calls what transformers' modules compute alone
+    (accelerate's, which a device map's layers need to run, are kept)."""
     for module in model.modules():
         for name in HOOKS:
             held = getattr(module, name, None)

@@ -17,6 +17,7 @@ from ..attention import is_fused
 from ..attention_types import AttentionSpec
 from ..hooks import HookPoint, active
 from ..long import LongCapture
+from ..placement import device_of
 from ..served import Blocks, DecoderCache, Layout, PositionTable, ServedModel
 from . import long
 from .calls import BackendError, hf_architecture, specs_of, trace
@@ -233,7 +234,15 @@ class HFTransformer(ServedModel):
             return None
         return None if bool(keep.all()) else keep
 
+    @functools.cached_property
+    def input_device(self) -> torch.device:
+        """Where its inputs go: its input embedding's device (a model spread by a device map
+        moves what follows by accelerate's hooks)."""
+        return device_of(self.hf.get_input_embeddings())
+
     def forward(self, input_ids: Tensor, target: Tensor | None = None, **kwargs) -> Tensor:
+        input_ids = input_ids.to(self.input_device)
+        target = target.to(self.input_device) if target is not None else None
         padding = self.padding(input_ids)
         with calling(self.call()):
             if self.architecture == "encoder-only":  # (with a masked-LM head: the head's logits)
@@ -254,6 +263,8 @@ class HFTransformer(ServedModel):
     ) -> Tensor:
         if pieces is not None:
             raise ValueError("a text is read in pieces in one pass by our model code only")
+        src = src.to(self.input_device)
+        src_mask = src_mask.to(self.input_device) if src_mask is not None else None
         padding = self.padding(src, src_mask)
         with calling(self.call()):
             encoder = (
@@ -273,6 +284,7 @@ class HFTransformer(ServedModel):
         `memory`; with a cache: the new tokens only, through transformers' own KV cache
         kept on `cache`). Its head runs inside the model's forward (with any soft-capping
         or scaling of its logits), so `logits` of what this returns is the same tensor."""
+        target = target.to(self.input_device)
         inputs: dict = {
             "decoder_input_ids" if self.architecture == "encoder-decoder" else "input_ids": target
         }
@@ -334,6 +346,7 @@ class HFTransformer(ServedModel):
         `generate`, from its decoder start token to its end token (or the limit): the
         likeliest token at each step (one beam, no minimum length, no n-gram or
         repetition penalty), but for the tokens its generation config forces or bans."""
+        source = source.to(self.input_device)
         out = self.hf.generate(
             source, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, min_length=0,
             min_new_tokens=0, no_repeat_ngram_size=0, repetition_penalty=1.0,

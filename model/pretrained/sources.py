@@ -6,7 +6,7 @@ files' headers) and read (`load_origin`)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePath
 
 import torch
@@ -14,6 +14,7 @@ from safetensors import SafetensorError
 
 from ..checkpoints import CheckpointError
 from ..config import ModelConfig
+from ..placement import Placement, dtype_name, stored_dtype
 from ..runner import Runner
 from ..transformer import Transformer
 from .backends import Backend, choose
@@ -40,9 +41,11 @@ class Origin:
 
     path: str
     model_type: str  # config.json's model_type, or "llama (GGUF)"
-    stored: str  # the dtypes its weights were stored in (computed in float32 here)
+    stored: str  # the dtypes its weights were stored in
     backend: str = "ours"  # which code runs it: "ours" (model/) or "transformers"
     note: str = ""  # what else a reader of its views should know (a hybrid's layer numbers)
+    dtype: str = "float32"  # the dtype it computes in
+    device: str = "cpu"  # where it runs (placement.Where.device: "cuda" spread over GPUs)
 
     @property
     def shown(self) -> str:
@@ -162,41 +165,70 @@ def model_type_of(hf: dict, folder: Path) -> str:
 
 
 def load_origin(
-    path: str | Path, name: str = "", max_bytes: int | None = None, backend: Backend | None = None
+    path: str | Path,
+    name: str = "",
+    max_bytes: int | None = None,
+    backend: Backend | None = None,
+    placement: Placement | None = None,
 ) -> tuple[Runner, Origin]:
     """A folder in Hugging Face's layout or a Llama-family .gguf file, as a runner and
     where it came from, read by the backend `backends.choose` names for its architecture
-    (`backend="transformers"` forces transformers' code); one whose weight files pass
-    `max_bytes` is refused unread."""
+    (`backend="transformers"` forces transformers' code; so does a `placement` model/
+    does not run: see `on_our_code`); one whose weight files pass `max_bytes` is
+    refused unread."""
+    placement = placement or Placement()
     given, path = str(path), cached(path)
     check_folder(path, max_bytes)
     runner: Runner
     if path.suffix == ".gguf" and path.is_file():
-        stored = "GGUF (dequantized to float32)"
-        if backend == "transformers":  # its own GGUF loader and modeling code
+        dtype = dtype_name(placement.torch_dtype(None))
+        stored = f"GGUF (dequantized to {dtype})"
+        if backend == "transformers" or not on_our_code(placement, None):
             from ..hf.loading import load_gguf_transformers
 
-            runner = load_gguf_transformers(path, name)
-            return runner, Origin(str(path.resolve()), "llama (GGUF)", stored, "transformers")
+            runner = load_gguf_transformers(path, name, placement)
+            origin = Origin(str(path.resolve()), "llama (GGUF)", stored, "transformers")
+            return runner, placed_origin(origin, placement, None)
         return CausalLM.read(path), Origin(str(path.resolve()), "llama (GGUF)", stored)
     if not path.is_dir():
         raise CheckpointError(f"{path} is neither a model folder nor a .gguf file")
     dtypes: set[str] = set()
     hf = read_json(path / "config.json")
     model_type = model_type_of(hf, path)
-    if choose(model_type, backend).backend == "transformers":
+    read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)
+    where = str(path.resolve()) if given == str(path) else f"{given}{CACHED}{path})"
+    if choose(model_type, backend).backend == "transformers" or not on_our_code(
+        placement, stored_dtype(hf, dtypes)
+    ):
         from ..hf.loading import load_transformers
 
-        read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)
-        runner = load_transformers(path, name)
-        where = str(path.resolve()) if given == str(path) else f"{given}{CACHED}{path})"
-        return runner, Origin(where, model_type, ", ".join(sorted(dtypes)), "transformers")
+        runner = load_transformers(path, name, placement)
+        origin = Origin(where, model_type, ", ".join(sorted(dtypes)), "transformers")
+        return runner, placed_origin(origin, placement, stored_dtype(hf, dtypes))
     elif adapter_of(hf, path).reads == "bert":
         runner = load_bert(path, hf, dtypes)
     else:
         runner = load_folder(path, name, dtypes)
-    where = str(path.resolve()) if given == str(path) else f"{given}{CACHED}{path})"
     return runner, Origin(where, model_type, ", ".join(sorted(dtypes)))
+
+
+def placed_origin(origin: Origin, placement: Placement, stored: torch.dtype | None) -> Origin:
+    """An origin of transformers' code with the dtype and device its placement gives it."""
+    dtype = dtype_name(placement.torch_dtype(stored))
+    return replace(origin, dtype=dtype, device=placement.where().device)
+
+
+OFF_OUR_CODE = (
+    "model/ reads this architecture in float32 on the CPU; placed otherwise, it runs on "
+    "transformers' own code."
+)
+
+
+def on_our_code(placement: Placement, stored: torch.dtype | None) -> bool:
+    """Whether model/ may run a model placed so: it computes in float32 on the CPU (the
+    shipped models' exact figures); any other dtype or device is transformers' code's,
+    whose eager attention rounds as the model's authors' does."""
+    return placement.where().on_cpu and placement.torch_dtype(stored) == torch.float32
 
 
 def load_bert(folder: Path, hf: dict, dtypes: set[str]) -> BertRunner:
@@ -214,11 +246,15 @@ def load_bert(folder: Path, hf: dict, dtypes: set[str]) -> BertRunner:
 
 
 def peek_origin(
-    path: str | Path, max_bytes: int | None = None, backend: Backend | None = None
+    path: str | Path,
+    max_bytes: int | None = None,
+    backend: Backend | None = None,
+    placement: Placement | None = None,
 ) -> tuple[ModelConfig, Origin, str, frozenset[str] | None]:
     """A model checked without reading its weights: (its config, where it comes from,
     its runner key (a model_type model/ maps, "masked-lm", or "hf-" and the architecture of one
     transformers' code reads), its special tokens or None where the runner's own apply)."""
+    placement = placement or Placement()
     given, path = str(path), cached(path)
     check_folder(path, max_bytes)
     if path.suffix == ".gguf" and path.is_file():
@@ -227,10 +263,13 @@ def peek_origin(
 
         reader = GGUFFile(str(path))
         _, _, control = byte_level_tokenizer(reader)
-        stored = "GGUF (dequantized to float32)"
+        stored = f"GGUF (dequantized to {dtype_name(placement.torch_dtype(None))})"
+        origin = Origin(str(path.resolve()), "llama (GGUF)", stored)
+        if backend == "transformers" or not on_our_code(placement, None):
+            origin = placed_origin(replace(origin, backend="transformers"), placement, None)
         return (
             config_from_gguf(reader),
-            Origin(str(path.resolve()), "llama (GGUF)", stored, backend or "ours"),
+            origin,
             "llama",
             frozenset(control),
         )
@@ -240,11 +279,13 @@ def peek_origin(
     model_type = model_type_of(hf, path)
     dtypes: set[str] = set()
     where = str(path.resolve()) if given == str(path) else f"{given}{CACHED}{path})"
-    if choose(model_type, backend).backend == "transformers":
+    read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)
+    if choose(model_type, backend).backend == "transformers" or not on_our_code(
+        placement, stored_dtype(hf, dtypes)
+    ):
         from ..hf.loading import peek_transformers
 
         config, architecture, _ = peek_transformers(path)
-        read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)
         _, _, specials = tokenizer_of(path, config.target_vocab_size)
         if architecture == "masked-lm":
             required_mask_token(specials)
@@ -262,6 +303,9 @@ def peek_origin(
                 f"linear-attention or state-space layers): {which}."
             )
         origin = Origin(where, model_type, ", ".join(sorted(dtypes)), "transformers", note)
+        if choose(model_type, backend).backend == "ours":  # (its placement chose this code)
+            origin = replace(origin, note=" ".join(filter(None, [note, OFF_OUR_CODE])))
+        origin = placed_origin(origin, placement, stored_dtype(hf, dtypes))
         return config, origin, f"hf-{architecture}", specials
     adapter = adapter_of(hf, path)
     if adapter.reads == "bert":

@@ -248,7 +248,7 @@ def test_what_is_found_only_when_read_is_a_503_naming_it(tmp_path, caplog):
     settings = Settings(zoo=["pronounce"], torch_threads=1, own_models_bytes=room,
                         models={"tied": tied, "big": big})  # fmt: skip
     with caplog.at_level("ERROR", logger="attnviz"), TestClient(create_app(settings)) as client:
-        assert "model big" in caplog.text and "more than ATTNVIZ_OWN_MODELS_BYTES" in caplog.text
+        assert "model big" in caplog.text and "(ATTNVIZ_OWN_MODELS_BYTES)" in caplog.text
         runner = client.app.state.inference.zoo.models["tied"].runner
         assert runner.card is None and not hasattr(runner, "lexicon") and not runner.is_loaded
         for _ in range(2):

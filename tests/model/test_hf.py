@@ -353,3 +353,26 @@ def test_the_families_benchmark_prints_each_difference(monkeypatch, capsys):
     for _, attention, output, _ in rows:
         assert float(attention) <= 1e-5 and float(output) <= 1e-4
     assert rows[0][3] == "3/3 identical |" and rows[1][3].startswith("top 5 at 2/2")
+
+
+def test_a_model_spread_by_a_device_map_equals_the_whole_one(tmp_path):
+    """Its embedding in memory and every later layer offloaded to disk by accelerate (a
+    device map within `max_memory`, as one larger than its GPUs is spread): every captured
+    tensor, the logits, a generation and the long path's probe as the unsplit model's."""
+    from attnviz.model.placement import Placement
+
+    folder = saved(tmp_path, tiny("llama"))
+    whole, _ = load_origin(folder, backend="transformers")
+    split, origin = load_origin(folder, placement=Placement("cpu", "auto", {"cpu": 250_000}))
+    assert origin.backend == "transformers"  # (accelerate spreads transformers' models)
+    placed = set(split.model.hf.hf_device_map.values())
+    assert placed == {"cpu", "disk"}, split.model.hf.hf_device_map
+    ids = torch.tensor([whole.tokenize(PROMPTS[2])[0]])
+    logits, captured = whole.model.run_with_capture(ids)
+    split_logits, split_captured = split.model.run_with_capture(ids)
+    assert torch.equal(logits, split_logits)
+    assert captured.keys() == split_captured.keys()
+    assert all(torch.equal(captured[k], split_captured[k]) for k in captured)
+    made = [s.token_id for s in whole.generate(ids[0].tolist(), 6, stop=False)]
+    assert [s.token_id for s in split.generate(ids[0].tolist(), 6, stop=False)] == made
+    assert split.model.long_refusal is None

@@ -137,6 +137,27 @@ def next_tokens(entry: ModelEntry, result: RunResult) -> list[NextTokens]:
     ]
 
 
+def precision_of(entry: ModelEntry, result: RunResult) -> dict[str, str]:
+    """What the values of an attention answer were computed in, and what that means."""
+    dtype = entry.origin.dtype if entry.origin else "float32"
+    if isinstance(result.capture, LongCapture):
+        said = "recomputed in float32, in row blocks, from the q and k the model's pass made"
+        if dtype != "float32":
+            said += (
+                f" in {dtype} (the model's own eager attention would round its scores and "
+                f"weights to {dtype}: these are the exact softmax of its {dtype} q and k)"
+            )
+        return {"computed_in": "float32", "precision": said + "."}
+    if dtype == "float32":
+        return {"computed_in": dtype, "precision": "float32, as the model computes them."}
+    return {
+        "computed_in": dtype,
+        "precision": f"{dtype}, as the model's own eager attention computes them (its "
+        f"softmax in float32 where its code does so, then rounded to {dtype}); f4 sends "
+        "every value exactly.",
+    }
+
+
 @router.post("/attention", responses=ERRORS, response_model=AttentionResponse)
 @between_layers
 def attention(req: AttentionRequest, inference: InferenceDep) -> Response:
@@ -153,6 +174,7 @@ def attention(req: AttentionRequest, inference: InferenceDep) -> Response:
         predicted_tokens=result.predicted_tokens,
         truncated=result.truncated,
         encoding=req.encoding,
+        **precision_of(entry, result),
         blocks=blocks,
     )
     # serialised here, in the thread pool: a large answer must not hold the event loop

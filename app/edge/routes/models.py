@@ -13,12 +13,14 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel
 
 from attnviz.model.outputs import output_of
+from attnviz.model.placement import module_bytes
 from attnviz.model.runner import masking
 
 from ...catalog.info import (
     AttentionInfo,
     CapabilitiesInfo,
     Citation,
+    MemoryInfo,
     ModelInfo,
     PositionalResponse,
     RefusedModel,
@@ -56,6 +58,10 @@ def model_info(
         parameters=runner.parameter_count  # a model of yours: counted unread
         if isinstance(runner, OwnRunner)
         else sum(p.numel() for p in runner.model.parameters()),  # (tied: listed once)
+        dtype=entry.origin.dtype if entry.origin else "float32",
+        device=entry.origin.device if entry.origin else "cpu",
+        weight_bytes=runner.bytes if isinstance(runner, OwnRunner) else module_bytes(runner.model),
+        memory=memory_of(runner),
         architecture=cfg.architecture,
         encoder_layers=cfg.n_layers if cfg.has_encoder else 0,
         decoder_layers=cfg.decoder_layers if cfg.has_decoder else 0,
@@ -81,6 +87,17 @@ def model_info(
         examples=list(entry.examples),
         default=default,
     )
+
+
+def memory_of(runner) -> MemoryInfo | None:
+    """A model of yours: its device's pool of models of yours (a shipped one has none)."""
+    if not isinstance(runner, OwnRunner):
+        return None
+    pool = runner.pool
+    return MemoryInfo(
+        device=pool.device, budget_bytes=pool.max_bytes, source=pool.source,
+        loaded=runner.is_loaded,
+    )  # fmt: skip
 
 
 def model_infos(inference: Inference) -> list[ModelInfo]:
