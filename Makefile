@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test check lint-python lint-js test-architectures lint format clean train bench bench-api bench-minilm bench-llm bench-contrib bench-families bench-capture numba-cache test-long bench-long bench-corpus bench-page e2e-deps \
+.PHONY: install serve test check gpu-check bench-memory lint-python lint-js test-architectures lint format clean train bench bench-api bench-minilm bench-llm bench-contrib bench-families bench-capture numba-cache test-long bench-long bench-corpus bench-page e2e-deps \
 	system-deps hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy \
 	docs screenshot
 
@@ -158,6 +158,16 @@ train: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_transcribe.py
+
+# The GPU check (issue 44): run on a machine with one CUDA GPU, by its own python3 (torch,
+# transformers and accelerate; no venv, no network): harness/gpu_check.py says what it needs.
+gpu-check:
+	$(PYTHON) harness/gpu_check.py
+
+# A model of Llama-3.2-1B's shape in bfloat16 served on this CPU: memory and first pass
+# against transformers' own forward (about 2.5 GB written to a temporary folder).
+bench-memory: $(STAMP)
+	$(BIN)/python bench/bench_memory.py
 
 bench-api: $(STAMP)
 	$(BIN)/python bench/bench_api.py

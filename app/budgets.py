@@ -134,6 +134,7 @@ def fit(settings: Settings, resident: int, limit: int, source: str) -> Fitted:
             ),
             ("ATTNVIZ_OWN_MODELS_BYTES", asked.own_models_bytes, fitted.own_models_bytes),
         )
+        if before  # (a derived bound, 0 asked: none is left for models of yours)
     )
     said = (
         f"the memory budgets pass {limit // mb:,} MiB ({source}) by "

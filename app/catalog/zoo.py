@@ -294,6 +294,11 @@ def import_plugins(settings: Settings) -> None:
         importlib.import_module(module)
 
 
+def placed(device: str) -> str:
+    """A device as a description says it."""
+    return {"cpu": "the CPU", "cuda": "every GPU (spread by accelerate)"}.get(device, device)
+
+
 def own_entry(model_id: str, runner: Runner, origin: Origin, read: str) -> ModelEntry:
     """A model of the user's as served: `read` says when its weights are read."""
     code = (
@@ -306,7 +311,8 @@ def own_entry(model_id: str, runner: Runner, origin: Origin, read: str) -> Model
         model_id,
         f"{model_id} ({origin.model_type}, yours)",
         f"Your model from {origin.shown}: {origin.model_type}, weights stored as "
-        f"{origin.stored} and computed in float32 on {code}, {read}. "
+        f"{origin.stored} and computed in {origin.dtype} on {placed(origin.device)} by "
+        f"{code}, {read}. "
         + output_of(runner).described(mask)
         + (f" {origin.note}" if origin.note else ""),
         languages=[],

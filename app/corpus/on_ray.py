@@ -7,7 +7,9 @@ order. Only imported where a Ray address is given (ATTNVIZ_RAY_ADDRESS, or `attn
 Each worker needs what a replica needs: the project installed with its `ray` extra (the
 image, with `pip install 'attnviz[ray]'`), and the models of yours on the same path (the
 models volume). A worker loads the model asked for (and, for a model of yours, the small
-`pronounce`, which the zoo needs as its default)."""
+`pronounce`, which the zoo needs as its default). A worker of a model of yours placed on a
+GPU asks Ray for one (`num_gpus`): Ray sets its CUDA_VISIBLE_DEVICES, so it sees that GPU
+alone, as `cuda:0`."""
 
 from __future__ import annotations
 
@@ -30,6 +32,11 @@ class Worker:
 
         family = model.removesuffix("-untrained")
         own = {model: settings["models"][model]} if model in settings.get("models", {}) else {}
+        # a worker given a GPU by Ray sees it alone, as cuda:0
+        settings = {**settings, "device": on_one_gpu(settings.get("device", "auto"))}
+        for name, entry in own.items():
+            if isinstance(entry, dict) and entry.get("device"):
+                own[name] = {**entry, "device": on_one_gpu(entry["device"])}
         chosen = [family] if family in REGISTRY else ["pronounce"]
         from . import compute
 
@@ -72,10 +79,31 @@ def statistics_on_ray(
         batch_size=ROWS,
         concurrency=workers,
         num_cpus=1,
+        num_gpus=gpus_per_worker(model, settings, ray.cluster_resources().get("GPU", 0)),
         batch_format="numpy",
     )
     for batch in mapped.iter_batches(batch_size=None, batch_format="numpy"):
         yield batch["index"], batch["statistics"]
+
+
+def on_one_gpu(device: str) -> str:
+    """A device as a worker that Ray gave one GPU names it (`cuda:3` is its `cuda`)."""
+    return "cuda" if device.startswith("cuda") else device
+
+
+def gpus_per_worker(model: str, settings: dict, cluster_gpus: float) -> int:
+    """A worker's GPUs: one for a model of yours placed on CUDA (its own device, else
+    ATTNVIZ_DEVICE: `cuda`, `cuda:N`, or `auto` on a cluster that has GPUs), so that Ray
+    schedules it on a GPU node and gives it that GPU alone; none for the shipped models
+    (they run on the CPU) or a model placed on the CPU."""
+    entry = settings.get("models", {}).get(model)
+    if entry is None:
+        return 0
+    own = entry.get("device") if isinstance(entry, dict) else None
+    device = own or settings.get("device", "auto")
+    if device.startswith("cuda"):
+        return 1
+    return 1 if device == "auto" and cluster_gpus > 0 else 0
 
 
 def gathered(parts: Iterator[tuple[np.ndarray, np.ndarray]], total: int) -> torch.Tensor:

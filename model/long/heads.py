@@ -153,4 +153,4 @@ class ValueWeighted(Heads):
         if kind != "norms":
             return self.source.block(kind, head, r0, r1, c0, c1)
         weights = self.source.block("weights", head, r0, r1, c0, c1)
-        return weights * self.value_norms[head][c0:c1].to(weights.dtype)
+        return weights * self.value_norms[head][c0:c1].to(weights.device, weights.dtype)

@@ -90,7 +90,7 @@ class LayerAttention(Heads):
         return attention_scores(q, k)
 
     def _mask(self, r0: int, r1: int, c0: int, c1: int) -> Tensor | None:
-        return None if self.mask is None else self.mask.block(r0, r1, c0, c1)
+        return None if self.mask is None else self.mask.block(r0, r1, c0, c1, self.q.device)
 
     def _seen(self, r0: int, r1: int) -> tuple[int, int]:
         return (0, self.keys) if self.mask is None else self.mask.seen(r0, r1)
@@ -126,19 +126,20 @@ class LayerAttention(Heads):
         if kind == "norms":
             raise KeyError("norms need the values: read them through ValueWeighted")
         if kind == "scores":
-            return self.scores(head, r0, r1, c0, c1)
+            return self.scores(head, r0, r1, c0, c1).cpu()
         allowed = self._mask(r0, r1, c0, c1)
         if kind == "mask":
             if allowed is None:
                 return torch.ones(r1 - r0, c1 - c0)
-            return allowed.float()
-        out = torch.zeros(r1 - r0, c1 - c0)
+            return allowed.float().cpu()
+        out = torch.zeros(r1 - r0, c1 - c0)  # (on the CPU: what views read, whatever the
+        # device the model's q and k are on)
         lo, hi = self._seen(r0, r1)
         lo, hi = max(lo, c0), min(hi, c1)
         if lo >= hi:
             return out
-        lse = self.normaliser(head)[r0:r1, None]
         scores = self.scores(head, r0, r1, lo, hi)
+        lse = self.normaliser(head)[r0:r1, None].to(scores.device)
         part = allowed[:, lo - c0 : hi - c0] if allowed is not None else None
         if part is not None:
             scores = scores.masked_fill(~part, float("-inf"))
@@ -163,7 +164,8 @@ class LayerAttention(Heads):
         if stats.lse is None:
             stats.lse = torch.empty(tq)
         lse_all = stats.lse
-        special = torch.tensor(special_keys, dtype=torch.long)
+        device = self.q.device  # (each block's arithmetic where the model's q and k are)
+        special = torch.tensor(special_keys, dtype=torch.long, device=device)
         step = self._rows_per_block(tk)
         for r0 in range(start, stop, step):
             r1 = min(stop, r0 + step)
@@ -181,9 +183,9 @@ class LayerAttention(Heads):
             inside = special[(special >= lo) & (special < hi)] - lo
             if inside.numel():
                 stats.special += float(weights.index_select(1, inside).sum())
-            query = torch.arange(r0, r1)
+            query = torch.arange(r0, r1, device=device)
             if self_attention:
-                key = torch.arange(lo, hi, dtype=torch.float32)
+                key = torch.arange(lo, hi, dtype=torch.float32, device=device)
                 if isinstance(self.mask, MaskRule) and self.mask.causal and tq == tk:
                     # no key after its query: sum_k w (q - k) = q sum_k w - w . k, a pass
                     # fewer than the gaps' matrix

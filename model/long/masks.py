@@ -18,8 +18,11 @@ class Mask(Protocol):
     @property
     def keys(self) -> int: ...
 
-    def block(self, r0: int, r1: int, c0: int, c1: int) -> Tensor | None:
-        """(r1 - r0, c1 - c0) bool, True = may attend; None where every key may be seen."""
+    def block(
+        self, r0: int, r1: int, c0: int, c1: int, device: torch.device | None = None
+    ) -> Tensor | None:
+        """(r1 - r0, c1 - c0) bool, True = may attend (on `device`, else the CPU); None
+        where every key may be seen."""
         ...
 
     def seen(self, r0: int, r1: int) -> tuple[int, int]:
@@ -40,17 +43,19 @@ class MaskRule:
     window: int | None = None
     valid: Tensor | None = None
 
-    def block(self, r0: int, r1: int, c0: int, c1: int) -> Tensor | None:
+    def block(
+        self, r0: int, r1: int, c0: int, c1: int, device: torch.device | None = None
+    ) -> Tensor | None:
         out = None
         if self.causal:
             offset = self.keys - self.queries
-            q = torch.arange(r0, r1)[:, None] + offset
-            k = torch.arange(c0, c1)[None, :]
+            q = torch.arange(r0, r1, device=device)[:, None] + offset
+            k = torch.arange(c0, c1, device=device)[None, :]
             out = k <= q
             if self.window is not None:
                 out &= k > q - self.window
         if self.valid is not None:
-            valid = self.valid[c0:c1][None, :]
+            valid = self.valid[c0:c1][None, :].to(device or "cpu")
             out = valid.expand(r1 - r0, c1 - c0) if out is None else out & valid
         return out
 
@@ -82,8 +87,10 @@ class DenseMask:
     def keys(self) -> int:
         return self.mask.size(1)
 
-    def block(self, r0: int, r1: int, c0: int, c1: int) -> Tensor | None:
-        return self.mask[r0:r1, c0:c1]
+    def block(
+        self, r0: int, r1: int, c0: int, c1: int, device: torch.device | None = None
+    ) -> Tensor | None:
+        return self.mask[r0:r1, c0:c1].to(device or "cpu")
 
     def seen(self, r0: int, r1: int) -> tuple[int, int]:
         return 0, self.keys

@@ -228,13 +228,21 @@ function onHistory() {
   render();
 }
 
+// A model's name in the picker, with the precision and device it runs in where they are not
+// the shipped models' float32 on the CPU ("mine · bfloat16 · cuda:0"): names, not words, so
+// the same in every language.
+function pickerLabel(info) {
+  const placed = [info.dtype, info.device].filter((v, i) => v !== ["float32", "cpu"][i]);
+  return [info.title, ...placed].join(" · ");
+}
+
 function init() {
   page.state = withStartHead(readState(PAGE_DEFAULTS));
   makeTabs();
   fillSelect(
     elements.model,
     Object.keys(models),
-    Object.values(models).map((m) => m.title),
+    Object.values(models).map(pickerLabel),
   );
   for (const m of Object.values(refused)) {
     const option = document.createElement("option");

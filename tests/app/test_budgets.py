@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from attnviz.app.budgets import DoesNotFit, fit, memory_limit, resident_bytes
+from attnviz.app.budgets import DoesNotFit, fit, memory_limit, models_room, resident_bytes
 from attnviz.app.main import create_app
 from attnviz.app.settings import Settings
 
@@ -42,7 +42,8 @@ def test_the_limit_is_the_setting_the_cgroups_or_the_machines(tmp_path):
 
 
 def test_the_caches_are_scaled_to_the_room_left_or_the_server_does_not_start():
-    settings = Settings(max_concurrent_runs=1)  # caches 1.5 + 0.5 + 1.5 GiB, a capture of 1.5 GB
+    # caches 1.5 + 0.5 + 1.5 GiB, a capture of 1.5 GB
+    settings = Settings(max_concurrent_runs=1, own_models_bytes=3 * 2**29)
     assert fit(settings, GIB, 16 * GIB, "test").changed == ""
     scaled = fit(settings, int(1.4 * GIB), 5 * GIB, "the pod's")
     fixed = 1_500_000_000 + (128 + 768 + 256) * 2**20 + 100_000_000  # (and what it holds)
@@ -104,3 +105,19 @@ def test_the_run_cache_keeps_a_bounded_number_of_runs_whatever_their_bytes():
             cache.put(str(i), runner.run(f"第{i + 1}句"))
         assert [cache.get(str(i)) is not None for i in range(5)] == [False, False, True, True, True]
         assert inference.runs.most == MOST_RUNS == 256
+
+
+def test_the_bound_of_models_of_yours_is_by_default_the_room_the_rest_leaves():
+    """ATTNVIZ_OWN_MODELS_BYTES 0 (its default): what the memory limit leaves after the
+    server's needs and the other caches, so that a 1B bf16 model (2.5 GB) is served on a
+    machine of 24 GiB without a setting; nothing where the other caches are scaled."""
+    settings = Settings(max_concurrent_runs=1)
+    assert settings.own_models_bytes == 0
+    fixed = 1_500_000_000 + (128 + 768 + 256) * 2**20 + 100_000_000  # (and what it holds)
+    fitted = fit(settings, GIB, 24 * GIB, "the machine's memory")
+    others = settings.cache_bytes + settings.corpus_results_bytes
+    assert fitted.own_models_bytes == 24 * GIB - GIB - fixed - others > 2_500_000_000
+    assert fitted.changed == ""
+    assert models_room(settings, GIB, 24 * GIB) == fitted.own_models_bytes
+    scaled = fit(settings, int(1.4 * GIB), 5 * GIB, "the pod's")
+    assert scaled.own_models_bytes == 0 and "ATTNVIZ_OWN_MODELS_BYTES" not in scaled.changed

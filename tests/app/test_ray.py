@@ -110,3 +110,21 @@ def test_a_servers_corpus_runs_go_to_ray(cluster, expected):
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def test_a_worker_of_a_model_placed_on_a_gpu_asks_ray_for_one():
+    from attnviz.app.corpus.on_ray import gpus_per_worker, on_one_gpu
+
+    mine = {"models": {"mine": "/models/mine", "big": {"path": "/m/b", "device": "cuda:1"},
+                       "small": {"path": "/m/s", "device": "cpu"}}, "device": "auto"}  # fmt: skip
+    assert gpus_per_worker("minilm", mine, cluster_gpus=8) == 0  # (shipped: on the CPU)
+    assert gpus_per_worker("mine", mine, cluster_gpus=8) == 1  # auto, on a cluster of GPUs
+    assert gpus_per_worker("mine", mine, cluster_gpus=0) == 0
+    assert gpus_per_worker("big", mine, cluster_gpus=0) == 1  # (asked for: Ray says none fit)
+    assert gpus_per_worker("small", mine, cluster_gpus=8) == 0
+    assert [on_one_gpu(d) for d in ("cuda:1", "cuda", "auto", "cpu")] == [
+        "cuda",
+        "cuda",
+        "auto",
+        "cpu",
+    ]

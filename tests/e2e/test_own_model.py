@@ -29,7 +29,8 @@ def own_server(tmp_path_factory):
     proc, base = start_server(
         {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_LEVEL": "warning"},
         args=["--model", f"mine={folder}", "--model", f"mlm={root / 'mlm'}",
-              "--model", f"broken={broken}", "--model", f"roberta={root / 'roberta'}"],
+              "--model", f"broken={broken}", "--model", f"roberta={root / 'roberta'}",
+              "--model", f"half={folder},dtype=bfloat16"],
     )  # fmt: skip
     yield base
     proc.terminate()
@@ -124,3 +125,17 @@ def test_robertas_mask_token_is_the_one_the_page_asks_for(own_page: Page, own_se
     page.click("#run")
     ready(page)
     expect(page.locator("#output-text")).to_contain_text("write <mask> where a word is missing")
+
+
+def test_the_picker_says_the_precision_a_model_runs_in(own_page: Page):
+    """A model asked for in bfloat16 (`--model half=PATH,dtype=bfloat16`) is named in the
+    picker with its dtype, in either language; a float32 one on the CPU by its name alone."""
+    page = own_page
+    for lang in ("en", "zh"):
+        page.goto(f"/?lang={lang}&model=half&text=The quick brown fox")
+        ready(page)
+        expect(page.locator("#model option[value=half]")).to_have_text(
+            "half (llama, yours) · bfloat16"
+        )
+        expect(page.locator("#model option[value=mine]")).to_have_text("mine (llama, yours)")
+        expect(page.locator("#plot")).to_contain_text("Layer" if lang == "en" else "层")
