@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from attnviz.model.placement import devices_said
 from attnviz.model.runtime import keep_freed_memory, set_threads
 
 from .budgets import fit, memory_limit, resident_bytes
@@ -60,6 +61,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     zoo = await asyncio.get_running_loop().run_in_executor(threads, loader, settings)
     await asyncio.get_running_loop().run_in_executor(threads, read_shipped)
     if not embedded:  # (a notebook's process is the user's to size)
+        # (a CUDA image started on a machine without a GPU says so here, and serves on the CPU)
+        logging.getLogger("attnviz").info("%s", devices_said(settings.device))
         settings = fitted_settings(settings, zoo)
     app.state.inference = served = Inference(zoo, settings, threads)
     # corpus runs read the served models, one sentence a run slot

@@ -72,7 +72,8 @@ class Settings(BaseSettings):
         description='Models of your own, by id (JSON: {"mine": "/models/my-llama"}): a folder '
         "in Hugging Face's layout (config.json, safetensors, tokenizer.json) of any "
         "architecture transformers has whose attention goes through its attention interface "
-        "(Llama, Qwen2, Mistral, GPT-2 and BERT on model/), or a Llama .gguf file, or the "
+        "(Llama, Qwen2, Mistral, GPT-2 and BERT on model/), or a .gguf file of an architecture "
+        "transformers reads from GGUF (Llama's on model/), or the "
         "repo id of one in the Hugging Face cache; or an object with its own placement "
         '({"path": ..., "device": "cuda:1", "dtype": "bfloat16", "max_memory": {...}}). One '
         "that cannot be read is listed as refused, with its reason.",

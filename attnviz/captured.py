@@ -80,7 +80,8 @@ class Captured:
 
     def numpy(self, kind: Kind = "weights", layer: int = 0, type: str | None = None) -> np.ndarray:
         """`get` as a numpy array (float32, or bool for the mask)."""
-        return self.get(kind, layer, type).detach().cpu().numpy()
+        found = self.get(kind, layer, type).detach().cpu()
+        return (found.float() if found.is_floating_point() else found).numpy()
 
     def _spec(self, type: str | None):
         specs = {s.type: s for s in self._runner.attention}

@@ -95,16 +95,34 @@ def permuted(weight, heads: int):
     )
 
 
-def write_gguf(theirs, path) -> None:
-    """A Llama .gguf written with the `gguf` library (float32 tensors, llama.cpp's names
-    and Q/K layout, the tokenizer in its metadata) from a tiny transformers Llama."""
-    import gguf
-
+def gguf_tokenizer(writer) -> None:
+    """The byte-level BPE tokenizer (`tokenizer()`) in a GGUF file's metadata, as
+    llama.cpp's converter writes a GPT-2-style one (320 tokens, <|endoftext|> 0)."""
     made = tokenizer()
     spec = json.loads(made.to_str())["model"]
     tokens = [t for t, _ in sorted(spec["vocab"].items(), key=lambda kv: kv[1])]
     tokens += [f"<pad{i}>" for i in range(VOCAB - len(tokens))]
     merges = [" ".join(m) if isinstance(m, list) else m for m in spec["merges"]]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_merges(merges)
+    writer.add_token_types([3 if t == "<|endoftext|>" else 1 for t in tokens])
+    writer.add_bos_token_id(0)
+    writer.add_eos_token_id(0)
+
+
+def finish(writer) -> None:
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def write_gguf(theirs, path) -> None:
+    """A Llama .gguf written with the `gguf` library (float32 tensors, llama.cpp's names
+    and Q/K layout, the tokenizer in its metadata) from a tiny transformers Llama."""
+    import gguf
+
     writer = gguf.GGUFWriter(str(path), "llama")
     cfg = theirs.config
     writer.add_block_count(cfg.num_hidden_layers)
@@ -115,12 +133,7 @@ def write_gguf(theirs, path) -> None:
     writer.add_head_count_kv(cfg.num_key_value_heads)
     writer.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
     writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_token_list(tokens)
-    writer.add_token_merges(merges)
-    writer.add_token_types([3 if t == "<|endoftext|>" else 1 for t in tokens])
-    writer.add_bos_token_id(0)
-    writer.add_eos_token_id(0)
+    gguf_tokenizer(writer)
     names = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q",
              "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
              "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
@@ -141,10 +154,42 @@ def write_gguf(theirs, path) -> None:
                    "model.norm.weight": "output_norm.weight",
                    "lm_head.weight": "output.weight"}[name]  # fmt: skip
         writer.add_tensor(out, values)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    finish(writer)
+
+
+def write_gguf_of(theirs, arch: str, path) -> None:
+    """A .gguf of another architecture transformers reads from GGUF, written as llama.cpp's
+    converter writes it, from a tiny transformers model of it: the config under the keys
+    transformers reads (its GGUF_CONFIG_MAPPING), each tensor under the name gguf's own
+    table gives it (float32; Gemma's norms stored as llama.cpp stores them, plus one;
+    GPT-2's Conv1D matrices transposed), the tokenizer in its metadata."""
+    import gguf
+    from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+
+    writer = gguf.GGUFWriter(str(path), arch)
+    cfg = theirs.config
+    rope = getattr(cfg, "rope_parameters", None) or {}
+    for key, attr in GGUF_CONFIG_MAPPING[arch].items():
+        value = getattr(cfg, attr, None) if attr else None
+        value = rope.get(attr) if value is None and attr else value
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        put = writer.add_float32 if isinstance(value, float) else writer.add_uint32
+        put(f"{arch}.{key}", value)
+    gguf_tokenizer(writer)
+    kind = {v: k for k, v in gguf.MODEL_ARCH_NAMES.items()}[arch]
+    names = gguf.get_tensor_name_map(kind, cfg.num_hidden_layers)
+    for name, tensor in theirs.state_dict().items():
+        out = names.get_name(name, try_suffixes=(".weight", ".bias"))
+        if out is None:
+            raise KeyError(f"gguf names no tensor {name} of {arch}")
+        values = tensor.float()
+        if arch.startswith("gemma") and "norm" in name and values.dim() == 1:
+            values = values + 1  # (llama.cpp's Gemma norms: transformers takes one away)
+        if arch == "gpt2" and values.dim() == 2 and ".h." in name:
+            values = values.T.contiguous()  # (Conv1D's (in, out) as llama.cpp's (out, in))
+        writer.add_tensor(out, values.numpy())
+    finish(writer)
 
 
 def wordpiece() -> Tokenizer:

@@ -168,6 +168,28 @@ def device_of(module: torch.nn.Module) -> torch.device:
     return first or torch.device("cpu")
 
 
+def devices_said(device: str) -> str:
+    """What this torch sees and where `auto` puts a model, in a sentence for the log."""
+    count = gpus()
+    build = f"torch {torch.__version__}" + (
+        f" (CUDA {torch.version.cuda})" if torch.version.cuda else " (a CPU build)"
+    )
+    if count:
+        names = ", ".join(
+            f"cuda:{i} {torch.cuda.get_device_name(i)} "
+            f"({torch.cuda.get_device_properties(i).total_memory / 2**30:.0f} GiB)"
+            for i in range(count)
+        )
+        seen = f"{build} sees {count} CUDA device{'s' if count > 1 else ''}: {names}"
+    else:
+        seen = f"{build} sees no CUDA device" + (": mps is there" if has_mps() else "")
+    try:
+        placed = f"run on {Placement(device).where().device}"
+    except CheckpointError as exc:
+        placed = f"are refused ({exc})"
+    return f"{seen}; ATTNVIZ_DEVICE {device}: models of yours {placed}"
+
+
 def device_memory(device: str) -> int | None:
     """The bytes a GPU has (its total memory), or None for the CPU (the cgroup's, see
     app/budgets.py) or a device whose memory torch does not tell."""

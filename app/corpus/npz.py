@@ -32,7 +32,7 @@ def floats(name: str, tensors: Sequence[torch.Tensor]) -> Member:
         name,
         np.dtype("<f4"),
         (rows, width),
-        lambda: (t.to(torch.float32).numpy() for t in tensors),
+        lambda: (t.to(torch.float32).cpu().numpy() for t in tensors),
     )
 
 

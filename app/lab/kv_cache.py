@@ -205,7 +205,7 @@ def causal(ctx: LabContext, layers: list[int]) -> KVCacheResponse:
             )
             rows = [capture[n][0, :, -1] for n in names]
             if len({r.shape for r in rows}) == 1:  # one array, written a few rows a call
-                steps[-1]._floats["rows"] = torch.stack(rows).double().numpy()
+                steps[-1]._floats["rows"] = torch.stack(rows).double().cpu().numpy()
             else:  # (a sliding-window layer's row holds fewer keys)
                 steps[-1].rows = [cast(s.Matrix, encode(r, "json")) for r in rows]
             if step == limit or (not given and best in runner.stop_ids):

@@ -86,11 +86,11 @@ def json_with_arrays(
 def encode(stack: torch.Tensor, encoding: str) -> list | TypedArray:
     """Nested lists (rounded to 6 decimals) or a plotly.js typed array, row-major."""
     if encoding == "json":
-        return np.round(stack.double().numpy(), 6).tolist()
+        return np.round(stack.double().cpu().numpy(), 6).tolist()
     if encoding == "u1":
-        data = (stack.float() * 255).round_().clamp_(0, 255).to(torch.uint8).numpy()
+        data = (stack.float() * 255).round_().clamp_(0, 255).to(torch.uint8).cpu().numpy()
     else:
-        data = stack.float().numpy().astype("<f2" if encoding == "f2" else "<f4", copy=False)
+        data = stack.float().cpu().numpy().astype("<f2" if encoding == "f2" else "<f4", copy=False)
     shape = ",".join(str(n) for n in stack.shape)
     bdata = base64.b64encode(np.ascontiguousarray(data).data.cast("B")).decode("ascii")
     return TypedArray(dtype=encoding, bdata=bdata, shape=shape)

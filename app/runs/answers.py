@@ -203,7 +203,7 @@ def attention_blocks(
                 )
             )
             if req.encoding == "json":  # written by attention_json, a few rows a call
-                blocks[-1]._floats["data"] = stack.double().numpy()  # (a copy: any dtype)
+                blocks[-1]._floats["data"] = stack.double().cpu().numpy()  # (a copy: any dtype)
     return blocks
 
 
@@ -278,7 +278,7 @@ def window_block(
         data=[] if req.encoding == "json" else encode(stack, req.encoding),
     )
     if req.encoding == "json":
-        block._floats["data"] = stack.double().numpy()
+        block._floats["data"] = stack.double().cpu().numpy()
     return block
 
 
@@ -334,7 +334,7 @@ def export_npz(
             f"{_bytes(max_bytes)} an answer may have (ATTNVIZ_MAX_RESPONSE_BYTES): ask for "
             "fewer layers (`layers`, e.g. [0]) or send a shorter text",
         )
-    arrays: dict[str, np.ndarray] = {name: capture[name].float().numpy() for name in names}
+    arrays: dict[str, np.ndarray] = {name: capture[name].float().cpu().numpy() for name in names}
     arrays["source_tokens"] = np.array(result.source_tokens, dtype=str)
     arrays["target_tokens"] = np.array(result.target_tokens, dtype=str)
     # the tokenizer's own pieces beside them ("Ġthe" where the tokens show "␣the")

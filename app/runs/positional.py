@@ -45,6 +45,6 @@ def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:
         "formula": formula,
         "positions": positions,
         "dims": min(dims, full.size(1)),
-        "table": full[:, :dims].double().numpy(),
-        "similarity": similarity.double().numpy(),
+        "table": full[:, :dims].double().cpu().numpy(),
+        "similarity": similarity.double().cpu().numpy(),
     }

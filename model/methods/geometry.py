@@ -146,7 +146,7 @@ def dot_distance_correlation(
     groups: dict[tuple, list] = {}
     for queries, keys, allowed in blocks:
         mask = None if allowed is None else allowed.bool()
-        key = (len(queries), len(keys), None if mask is None else mask.numpy().tobytes())
+        key = (len(queries), len(keys), None if mask is None else mask.cpu().numpy().tobytes())
         groups.setdefault(key, []).append((queries, keys, mask))
     for members in groups.values():
         q = torch.stack([m[0] for m in members]).double()  # (B, Nq, d)
@@ -185,10 +185,10 @@ def project(points: Tensor, method: str, dims: int, seed: int = 0) -> tuple[np.n
             coords = torch.cat([coords, coords.new_zeros(n, dims - coords.size(1))], dim=1)
         variance = s**2
         share = (variance[:dims] / variance.sum()).tolist() if variance.sum() > 0 else []
-        return coords.float().numpy(), {"explained_variance": share}
+        return coords.float().cpu().numpy(), {"explained_variance": share}
     if n < 5:
         raise ValueError(f"{method} needs at least 5 points; the head has {n}")
-    return _in_process(_nonlinear, x.float().numpy(), method, dims, seed)
+    return _in_process(_nonlinear, x.float().cpu().numpy(), method, dims, seed)
 
 
 def _nonlinear(data: np.ndarray, method: str, dims: int, seed: int) -> tuple[np.ndarray, dict]:

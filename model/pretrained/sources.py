@@ -183,11 +183,12 @@ def load_origin(
     if path.suffix == ".gguf" and path.is_file():
         dtype = dtype_name(placement.torch_dtype(None))
         stored = f"GGUF (dequantized to {dtype})"
-        if backend == "transformers" or not on_our_code(placement, None):
+        arch = gguf_arch(path)
+        if arch != "llama" or backend == "transformers" or not on_our_code(placement, None):
             from ..hf.loading import load_gguf_transformers
 
             runner = load_gguf_transformers(path, name, placement)
-            origin = Origin(str(path.resolve()), "llama (GGUF)", stored, "transformers")
+            origin = Origin(str(path.resolve()), f"{arch} (GGUF)", stored, "transformers")
             return runner, placed_origin(origin, placement, None)
         return CausalLM.read(path), Origin(str(path.resolve()), "llama (GGUF)", stored)
     if not path.is_dir():
@@ -210,6 +211,13 @@ def load_origin(
     else:
         runner = load_folder(path, name, dtypes)
     return runner, Origin(where, model_type, ", ".join(sorted(dtypes)))
+
+
+def gguf_arch(path: Path) -> str:
+    """A GGUF file's general.architecture (from its header: no tensor read)."""
+    from .gguf_file import GGUFFile, field
+
+    return str(field(GGUFFile(str(path)), "general.architecture"))
 
 
 def placed_origin(origin: Origin, placement: Placement, stored: torch.dtype | None) -> Origin:
@@ -261,18 +269,20 @@ def peek_origin(
         from .gguf_file import GGUFFile
         from .llama import byte_level_tokenizer, config_from_gguf
 
+        stored = f"GGUF (dequantized to {dtype_name(placement.torch_dtype(None))})"
+        arch = gguf_arch(path)
+        origin = Origin(str(path.resolve()), f"{arch} (GGUF)", stored)
+        if arch != "llama":  # transformers' GGUF loader and modeling code
+            from ..hf.loading import peek_gguf
+
+            config, specials = peek_gguf(path)
+            origin = placed_origin(replace(origin, backend="transformers"), placement, None)
+            return config, origin, "hf-decoder-only", specials
         reader = GGUFFile(str(path))
         _, _, control = byte_level_tokenizer(reader)
-        stored = f"GGUF (dequantized to {dtype_name(placement.torch_dtype(None))})"
-        origin = Origin(str(path.resolve()), "llama (GGUF)", stored)
         if backend == "transformers" or not on_our_code(placement, None):
             origin = placed_origin(replace(origin, backend="transformers"), placement, None)
-        return (
-            config_from_gguf(reader),
-            origin,
-            "llama",
-            frozenset(control),
-        )
+        return config_from_gguf(reader), origin, "llama", frozenset(control)
     if not path.is_dir():
         raise CheckpointError(f"{path} is neither a model folder nor a .gguf file")
     hf = read_json(path / "config.json")

@@ -229,3 +229,16 @@ def test_a_long_prompt_in_bfloat16_is_read_by_windows_equal_to_a_float32_recompu
     # and the model's own eager weights differ by its bfloat16 rounding only
     eager = torch.softmax(scores.to(torch.bfloat16).float(), dim=-1)[n - 40 :].numpy()
     assert np.abs(got - eager).max() <= 2 * torch.finfo(torch.bfloat16).eps
+
+
+def test_the_server_says_at_start_up_what_torch_sees_and_where_models_of_yours_run(caplog):
+    caplog.set_level("INFO", logger="attnviz")
+    with TestClient(create_app(Settings(zoo=["pronounce"], torch_threads=1))):
+        pass
+    said = [r.getMessage() for r in caplog.records if "ATTNVIZ_DEVICE" in r.getMessage()]
+    assert len(said) == 1, said
+    if not torch.cuda.is_available():
+        assert said[0].startswith(f"torch {torch.__version__}")
+        assert said[0].endswith(
+            "sees no CUDA device; ATTNVIZ_DEVICE auto: models of yours run on cpu"
+        )

@@ -376,3 +376,52 @@ def test_a_model_spread_by_a_device_map_equals_the_whole_one(tmp_path):
     made = [s.token_id for s in whole.generate(ids[0].tolist(), 6, stop=False)]
     assert [s.token_id for s in split.generate(ids[0].tolist(), 6, stop=False)] == made
     assert split.model.long_refusal is None
+
+
+GGUF_ARCHITECTURES = {"qwen2": "qwen2", "gemma3_text": "gemma3", "starcoder2": "starcoder2",
+                      "stablelm": "stablelm"}  # fmt: skip
+
+
+@pytest.mark.parametrize("model_type", GGUF_ARCHITECTURES)
+def test_a_gguf_of_another_architecture_is_read_by_transformers_gguf_loader(tmp_path, model_type):
+    """A .gguf of an architecture model/ does not read, written as llama.cpp's converter
+    writes one (gguf's own tensor names, transformers' metadata keys, the byte-level
+    tokenizer in its metadata): checked from its header, then read by transformers' GGUF
+    loader and modeling code, every weight equal to the tiny model's eager attention."""
+    from attnviz.model.pretrained.sources import peek_origin
+    from harness.architectures import build_model
+    from harness.checkpoints import write_gguf_of
+
+    arch = GGUF_ARCHITECTURES[model_type]
+    theirs = build_model(model_type, "decoder-only")
+    path = tmp_path / f"{arch}.gguf"
+    write_gguf_of(theirs, arch, path)
+    config, origin, key, specials = peek_origin(path)
+    assert (origin.model_type, origin.backend, key) == (f"{arch} (GGUF)", "transformers",
+                                                        "hf-decoder-only")  # fmt: skip
+    assert "<|endoftext|>" in specials and config.decoder_layers == 2
+    runner, _ = load_origin(path, "mine")
+    ids = torch.tensor([runner.tokenize(PROMPTS[2])[0]])
+    assert ids.tolist()[0] == tokenizer().encode(PROMPTS[2]).ids
+    with torch.no_grad():
+        expected = theirs(ids, output_attentions=True)
+    logits, captured = runner.model.run_with_capture(ids)
+    assert (logits - expected.logits).abs().max() <= 1e-4
+    for layer, weights in enumerate(expected.attentions):
+        got = captured[f"decoder.{layer}.self_attn.hook_weights"]
+        assert (got - weights).abs().max() <= 1e-5
+
+
+def test_a_gguf_of_an_architecture_transformers_does_not_read_is_refused(tmp_path):
+    import gguf
+
+    from harness.checkpoints import finish
+
+    path = tmp_path / "odd.gguf"
+    writer = gguf.GGUFWriter(str(path), "rwkv6")
+    writer.add_block_count(1)
+    writer.add_tensor("token_embd.weight", torch.zeros(4, 4).numpy())
+    finish(writer)
+    with pytest.raises(CheckpointError, match=r"a GGUF of architecture 'rwkv6': transformers "
+                       r"reads GGUF files of .*qwen2"):  # fmt: skip
+        load_origin(path)

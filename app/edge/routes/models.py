@@ -9,6 +9,7 @@ import re
 from typing import Annotated
 
 import numpy as np
+import torch
 from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel
 
@@ -180,7 +181,8 @@ def source_of(entry: ModelEntry) -> str:
 
 
 def weights_hash(entry: ModelEntry) -> str:
-    """SHA-256 of the model's float32 state (Citation.weights_sha256), made once an entry."""
+    """SHA-256 of the model's state as it is held, each tensor's bytes in its dtype
+    (Citation.weights_sha256: a float32 model's, its float32 bytes), made once an entry."""
     known = HASHES.get(entry.id)
     if known is None or known[0] is not entry.runner:
         state = entry.loaded_runner().model.state_dict()
@@ -188,7 +190,8 @@ def weights_hash(entry: ModelEntry) -> str:
         for name in sorted(state):
             tensor = state[name].detach().to("cpu").contiguous()
             digest.update(name.encode())
-            digest.update(tensor.numpy().tobytes() if tensor.numel() else b"")
+            raw = tensor.reshape(-1).view(torch.uint8) if tensor.numel() else None
+            digest.update(raw.numpy().tobytes() if raw is not None else b"")
         known = HASHES[entry.id] = (entry.runner, digest.hexdigest())
     return known[1]
 
