@@ -2,7 +2,7 @@
 // step with the state, and what each does when used.
 import { api } from "./api.js";
 import { applyLanguage } from "./i18n.js";
-import { attentionOf } from "./model-info.js";
+import { attentionOf, pickerLabel } from "./model-info.js";
 import { showError } from "./output.js";
 import { download, elements, modelInfo, models, page, promptOf, t } from "./page.js";
 import { VIEWS, viewOf } from "./views/index.js";
@@ -129,7 +129,7 @@ export function syncControls() {
   // the models' titles in the page's language, where the server has them
   for (const option of elements.model.options) {
     const m = models[option.value];
-    if (m) option.textContent = m.titles?.[state.lang] ?? m.title;
+    if (m) option.textContent = pickerLabel(m, state.lang);
     else option.textContent = `${option.value} (${t("model_refused")})`;
   }
   // the tokens "hide" drops are the ones this model's tokenizer adds

@@ -4,7 +4,7 @@ import { forgetBlocks, layerBlock } from "./blocks.js";
 import { bindControls, fillSelect, makeTabs, syncControls } from "./controls.js";
 import { generate } from "./generate.js";
 import { LANGS } from "./i18n.js";
-import { attentionOf } from "./model-info.js";
+import { attentionOf, pickerLabel } from "./model-info.js";
 import { clearOutput, clearPlots, setStatus, showError, showTokens } from "./output.js";
 import { boot, download, elements, modelInfo, models, page, promptOf, refused, t } from "./page.js";
 import { LONG_CHARS, supersede, watched, watchRun } from "./run-progress.js";
@@ -228,21 +228,13 @@ function onHistory() {
   render();
 }
 
-// A model's name in the picker, with the precision and device it runs in where they are not
-// the shipped models' float32 on the CPU ("mine · bfloat16 · cuda:0"): names, not words, so
-// the same in every language.
-function pickerLabel(info) {
-  const placed = [info.dtype, info.device].filter((v, i) => v !== ["float32", "cpu"][i]);
-  return [info.title, ...placed].join(" · ");
-}
-
 function init() {
   page.state = withStartHead(readState(PAGE_DEFAULTS));
   makeTabs();
   fillSelect(
     elements.model,
     Object.keys(models),
-    Object.values(models).map(pickerLabel),
+    Object.values(models).map((m) => pickerLabel(m, page.state.lang)),
   );
   for (const m of Object.values(refused)) {
     const option = document.createElement("option");

@@ -13,3 +13,11 @@ export function attentionOf(info, type) {
 export function canRun(info, experiment) {
   return info.capabilities.experiments.includes(experiment);
 }
+
+// A model's name in the picker, in the page's language where the server has it, with the
+// precision and device it runs in where they are not the shipped models' float32 on the CPU
+// ("mine · bfloat16 · cuda:0": names, the same in every language).
+export function pickerLabel(info, lang) {
+  const placed = [info.dtype, info.device].filter((v, i) => v !== ["float32", "cpu"][i]);
+  return [info.titles?.[lang] ?? info.title, ...placed].join(" · ");
+}
