@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test check gpu-check bench-memory lint-python lint-js test-architectures lint format clean train bench bench-api bench-minilm bench-llm bench-contrib bench-families bench-capture numba-cache test-long bench-long bench-corpus bench-page e2e-deps \
+.PHONY: install serve test check gpu-check gpu-carry bench-memory lint-python lint-js test-architectures lint format clean train bench bench-api bench-minilm bench-llm bench-contrib bench-families bench-capture numba-cache test-long bench-long bench-corpus bench-page e2e-deps \
 	system-deps hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy \
 	docs screenshot
 
@@ -161,8 +161,14 @@ bench: $(STAMP)
 
 # The GPU check (issue 44): run on a machine with one CUDA GPU, by its own python3 (torch,
 # transformers and accelerate; no venv, no network): harness/gpu_check.py says what it needs.
+# What that machine lacks travels in .gpu-carry/ (made here by `make gpu-carry`).
 gpu-check:
-	$(PYTHON) harness/gpu_check.py
+	@$(PYTHON) -c "import gguf" 2>/dev/null || $(PYTHON) -m pip install --quiet --no-deps \
+	  --no-index --target .gpu-carry/site .gpu-carry/gguf-*.whl
+	PYTHONPATH=.gpu-carry/site $(PYTHON) harness/gpu_check.py
+
+gpu-carry: $(STAMP)
+	$(BIN)/python -m pip download --quiet --no-deps --dest .gpu-carry "gguf==0.19.0"
 
 # A model of Llama-3.2-1B's shape in bfloat16 served on this CPU: memory and first pass
 # against transformers' own forward (about 2.5 GB written to a temporary folder).

@@ -16,8 +16,10 @@ model of Llama-3.1-8B's shape in bfloat16, made on the GPU (nothing downloaded):
    bfloat16 rounding (1e-3 after softmax, the issue's figure).
 
 It needs python3 with torch (a CUDA build), transformers, accelerate, tokenizers,
-safetensors, numpy and jinja2 (transformers brings the last four), and says which is
-missing; nothing of FastAPI or the server. `--smoke` runs the same steps on the CPU at toy
+safetensors, numpy, jinja2 and pyyaml (transformers brings the last five) and gguf (the
+model layer reads GGUF files), and says which is missing; nothing of FastAPI or the server.
+`make gpu-carry` puts gguf's wheel (118 KB) in .gpu-carry/ here; `make gpu-check` there
+installs it beside the check (`pip --target`, no network) where the machine lacks it. `--smoke` runs the same steps on the CPU at toy
 sizes (tests/model/test_gpu_check.py), so that the script is known to run before a GPU is
 lent. It prints a table a step, and ends within 8 minutes on an H100.
 """
@@ -34,7 +36,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-NEEDED = ("torch", "transformers", "accelerate", "tokenizers", "safetensors", "numpy", "jinja2")
+NEEDED = ("torch", "transformers", "accelerate", "tokenizers", "safetensors", "numpy", "jinja2",
+          "yaml", "gguf")  # fmt: skip
 # meta-llama/Llama-3.1-8B's config.json
 LLAMA_8B = dict(
     vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
@@ -135,8 +138,8 @@ def long_read(args, device) -> None:
     import torch
 
     from harness.checkpoints import tokenizer
-    from model.hf.memory import from_memory
-    from model.long import heads_of
+    from attnviz.model.hf.memory import from_memory
+    from attnviz.model.long import heads_of
 
     shape, length = (TOY, 1024) if args.smoke else (LLAMA_8B, args.tokens)
     hf = made_model(shape, device, torch.bfloat16)
@@ -234,8 +237,8 @@ def small_models(args, device) -> None:
     import transformers
 
     from harness.checkpoints import tokenizer
-    from model.placement import Placement
-    from model.pretrained.sources import load_origin
+    from attnviz.model.placement import Placement
+    from attnviz.model.pretrained.sources import load_origin
 
     say("## 4. SmolLM2's and MiniLM's shapes (random weights) on the device and on the CPU")
     say("| model | dtype | on the CPU | on the device | max abs diff of every weight |")
@@ -288,7 +291,7 @@ def main() -> int:
     import torch
     import transformers
 
-    sys.path.insert(0, str(ROOT))  # model/ as `model` (it imports nothing of the server)
+    sys.path.insert(0, str(ROOT))  # attnviz.model (which imports nothing of the server)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     transformers.utils.logging.set_verbosity_error()
     if args.smoke:

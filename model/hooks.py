@@ -39,10 +39,13 @@ class Capture(Mapping[str, Tensor]):
 
     `capture[name]` is the latest firing (the only one for a plain forward pass);
     `capture.all(name)` lists one tensor per firing, e.g. one per step of cached decoding.
+    Each is kept in the memory of the CPU (`on_device`: where it was made, a GPU's: the
+    long path's q and k, whose windows are computed there), in the dtype it was made in.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_device: bool = False) -> None:
         self._store: dict[str, list[Tensor]] = {}
+        self._on_device = on_device
 
     def __getitem__(self, name: str) -> Tensor:
         return self._store[name][-1]
@@ -57,7 +60,8 @@ class Capture(Mapping[str, Tensor]):
         return list(self._store[name])
 
     def add(self, name: str, tensor: Tensor) -> None:
-        self._store.setdefault(name, []).append(tensor.detach())
+        kept = tensor.detach() if self._on_device else tensor.detach().cpu()
+        self._store.setdefault(name, []).append(kept)
 
 
 class _HookContext:
@@ -129,8 +133,10 @@ def hooked(
     names_filter: NamesFilter = None,
     fwd_hooks: Iterable[tuple[str, HookFn]] = (),
     capture: bool = True,
+    on_device: bool = False,
 ) -> Iterator[Capture]:
-    """Within this block, calls of `root` in this context capture and run hook functions.
+    """Within this block, calls of `root` in this context capture and run hook functions;
+    what is captured is kept on the CPU (`on_device`: where it was made).
 
     Blocks nest: an inner block adds to the outer ones and runs first, so an outer capture
     sees what an inner hook function returned. Each block sees its own root only.
@@ -143,7 +149,7 @@ def hooked(
     unknown = sorted(set(by_name) - set(available))
     if unknown:
         raise KeyError(f"unknown hook names: {unknown}")
-    result = Capture()
+    result = Capture(on_device)
     names = resolve_names(available, names_filter) if capture else frozenset()
     context = _HookContext(points, result if capture else None, names, by_name)
     token = _ACTIVE.set((*_ACTIVE.get(), context))

@@ -139,6 +139,13 @@ def stored_dtype(config: Mapping[str, Any], dtypes: Iterable[str] = ()) -> torch
     return floats.pop() if len(floats) == 1 else None
 
 
+def relative_tolerance(dtype: torch.dtype) -> float:
+    """What a check that recomputes a model's sums in another order allows, relative to
+    their size: 1e-4 in float32; four units of the dtype's rounding (its eps) in bfloat16 or
+    float16, where the model's own sums round at every step."""
+    return 1e-4 if dtype in (torch.float32, torch.float64) else 4 * torch.finfo(dtype).eps
+
+
 def element_bytes(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 

@@ -72,7 +72,7 @@ def long_pass(model: Any, ids: list[int], last_from: int) -> tuple[LongCapture, 
     device = model.input_device
     batch = torch.tensor([ids], device=device)
     call = model.call(hidden=[])
-    with torch.no_grad(), fused(), hooked(model, long_names) as recorded:
+    with torch.no_grad(), fused(), hooked(model, long_names, on_device=True) as recorded:
         out = model.run_call(call, input_ids=batch, use_cache=False,
                              logits_to_keep=len(ids) - last_from)  # fmt: skip
     if not call.hidden:

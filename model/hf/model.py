@@ -248,7 +248,7 @@ class HFTransformer(ServedModel):
             if self.architecture == "encoder-only":  # (with a masked-LM head: the head's logits)
                 out = self.hf(input_ids=input_ids, attention_mask=padding, **kwargs)
                 logits = getattr(out, "logits", None)
-                return logits if logits is not None else out.last_hidden_state
+                return (logits if logits is not None else out.last_hidden_state).cpu()
             if self.architecture == "decoder-only":
                 out = self.hf(input_ids=input_ids, use_cache=False, **kwargs)
             else:
@@ -256,7 +256,7 @@ class HFTransformer(ServedModel):
                     raise ValueError("an encoder-decoder model needs both input_ids and target")
                 out = self.hf(input_ids=input_ids, attention_mask=padding,
                               decoder_input_ids=target, use_cache=False)  # fmt: skip
-        return self.hook_logits(out.logits)
+        return self.hook_logits(out.logits).cpu()  # (a GPU's: what runs read, on the CPU)
 
     def encode(
         self, src: Tensor, src_mask: Tensor | None = None, pieces: Tensor | None = None
@@ -270,7 +270,7 @@ class HFTransformer(ServedModel):
             encoder = (
                 self.hf.base_model if self.architecture == "encoder-only" else self.hf.get_encoder()
             )
-            return encoder(input_ids=src, attention_mask=padding).last_hidden_state
+            return encoder(input_ids=src, attention_mask=padding).last_hidden_state.cpu()
 
     def decode(
         self,
@@ -293,11 +293,12 @@ class HFTransformer(ServedModel):
                 raise ValueError("an encoder-decoder model decodes over encoder memory")
             from transformers.modeling_outputs import BaseModelOutput
 
+            memory = memory.to(self.input_device)  # (encode gives it on the CPU)
             inputs["encoder_outputs"] = BaseModelOutput(last_hidden_state=memory)
             if src_mask is not None:  # the source's padding, for the cross-attention
                 padding = src_mask.reshape(src_mask.size(0), -1)[:, -memory.size(1) :].long()
                 if not bool(padding.all()):
-                    inputs["attention_mask"] = padding
+                    inputs["attention_mask"] = padding.to(self.input_device)
         elif self.architecture != "decoder-only":
             raise BackendError("an encoder-only model does not decode")
         with calling(self.call()) as call:
@@ -307,7 +308,7 @@ class HFTransformer(ServedModel):
                 ids = torch.cat([cache.ids, target], 1)  # the whole sequence again
                 out = self.hf(**{**inputs, next(iter(inputs)): ids}, use_cache=False)
                 cache.ids = ids
-                return self.hook_logits(out.logits[:, -target.size(1) :])
+                return self.hook_logits(out.logits[:, -target.size(1) :]).cpu()
             else:
                 if self._positions_given:  # (a hybrid whose first layer keeps no keys
                     # counts its cache's length wrong: transformers' generate says them too)
@@ -323,7 +324,7 @@ class HFTransformer(ServedModel):
                 cache.ids = target if cache.ids is None else torch.cat([cache.ids, target], 1)
                 cache.noted = call.long
                 self._mirror(cache)
-        return self.hook_logits(out.logits)
+        return self.hook_logits(out.logits).cpu()
 
     @staticmethod
     def _mirror(cache: DecoderCache) -> None:

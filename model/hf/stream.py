@@ -11,6 +11,9 @@ with the reason."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,14 +21,28 @@ import torch
 from torch import Tensor, nn
 
 from ..hooks import Recorder
+from ..placement import relative_tolerance
 from ..served import Blocks, FinalNorm, Layout, first
 from .calls import probe_token
 
-CLOSE = 1e-4  # relative to the largest value: what the probe's checks allow (float32)
+# relative to the largest value: what the probe's checks allow (1e-4 in float32; in
+# bfloat16 or float16 a few units of its rounding), set for the model a probe reads
+_CLOSE: ContextVar[float] = ContextVar("attnviz_stream_close", default=1e-4)
 
 
 def _close(a: Tensor, b: Tensor) -> bool:
-    return a.shape == b.shape and bool((a - b).abs().max() <= CLOSE * b.abs().max().clamp_min(1))
+    limit = _CLOSE.get() * b.abs().max().clamp_min(1)
+    return a.shape == b.shape and bool((a - b).abs().max() <= limit)
+
+
+@contextmanager
+def probing(model: Any) -> Iterator[None]:
+    """Within this block, `_close` allows what the model's dtype rounds."""
+    token = _CLOSE.set(relative_tolerance(next(model.hf.parameters()).dtype))
+    try:
+        yield
+    finally:
+        _CLOSE.reset(token)
 
 
 def _final_norm(module: nn.Module, x: Tensor, out: Tensor) -> FinalNorm | None:
@@ -75,6 +92,11 @@ def _holders(model: Any) -> list[str] | str:
 
 
 def encoder_blocks(model: Any) -> Blocks | str:
+    with probing(model):
+        return _encoder_blocks(model)
+
+
+def _encoder_blocks(model: Any) -> Blocks | str:
     """A transformers encoder's self-attention blocks as ALTI reads them (model/methods/alti.py):
     each layer, its output projection, and its post-norm: the LayerNorm whose input is the
     layer's input plus the projection's output (BERT's), or None for a pre-norm block,
@@ -137,6 +159,11 @@ def encoder_blocks(model: Any) -> Blocks | str:
 
 
 def residual_layout(model: Any) -> Layout | str:
+    with probing(model):
+        return _residual_layout(model)
+
+
+def _residual_layout(model: Any) -> Layout | str:
     """model: an `HFTransformer` (its `hf`, `specs`, architecture); the layout or why not."""
     if model.architecture != "decoder-only":
         return "the logit lens reads a decoder-only model's residual stream; this is not one"

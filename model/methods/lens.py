@@ -29,12 +29,13 @@ from torch import Tensor, nn
 
 from ..attention_types import AttentionSpec
 from ..hooks import Capture, Recorder
+from ..placement import relative_tolerance
 from ..served import FinalNorm, ServedModel
 from .value_norms import output_projection
 
 # how far the stream's terms may be from what the next layer reads, relative to its size
-# (float32 sums in another order)
-TOLERANCE = 1e-4
+# (float32 sums in another order; in bfloat16 or float16, a few units of its rounding:
+# placement.relative_tolerance)
 
 
 @dataclass
@@ -79,19 +80,21 @@ def read_stream(model: ServedModel, inputs: tuple[Tensor, ...]) -> Stream:
         logits = model(*inputs)
     if [len(seen[k]) for k in ("pre", "attention", "feed_forward")] != [len(layout.layers)] * 3:
         raise ValueError("its layers were not each called once in the pass")
+    made_on = seen["final"][0].device  # (the model's; its logits come back on the CPU)
     stream = Stream(seen["pre"], seen["attention"], seen["feed_forward"], seen["final"][0],
-                    logits[0].detach().double(), layout.norm, layout.unembed,
+                    logits[0].detach().double().to(made_on), layout.norm, layout.unembed,
                     layout.parallel)  # fmt: skip
+    tolerance = relative_tolerance(logits.dtype)
     made = stream.logits[-1:]  # (the last position: the final norm and unembedding again)
     again = layout.norm(stream.final[-1:]) @ layout.unembed.weight.detach().double().t()
     if layout.unembed.bias is not None:
         again = again + layout.unembed.bias.detach().double()
-    if (again - made).abs().max() > TOLERANCE * made.abs().max().clamp_min(1):
+    if (again - made).abs().max() > tolerance * made.abs().max().clamp_min(1):
         raise ValueError("its final norm and unembedding do not give its logits on this input")
     after = [*stream.pre[1:], stream.final]
     for i, (read, next_read) in enumerate(zip(stream.pre, after, strict=True)):
         made = read + stream.attention[i] + stream.feed_forward[i]
-        if (made - next_read).abs().max() > TOLERANCE * next_read.abs().max():
+        if (made - next_read).abs().max() > tolerance * next_read.abs().max():
             raise ValueError(
                 f"layer {i}'s attention and feed-forward outputs do not add up to what the "
                 "next layer reads: its residual stream is no sum of its blocks"

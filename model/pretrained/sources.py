@@ -185,7 +185,7 @@ def load_origin(
         stored = f"GGUF (dequantized to {dtype})"
         arch = gguf_arch(path)
         if arch != "llama" or backend == "transformers" or not on_our_code(placement, None):
-            from ..hf.loading import load_gguf_transformers
+            from ..hf.gguf import load_gguf_transformers
 
             runner = load_gguf_transformers(path, name, placement)
             origin = Origin(str(path.resolve()), f"{arch} (GGUF)", stored, "transformers")
@@ -273,7 +273,7 @@ def peek_origin(
         arch = gguf_arch(path)
         origin = Origin(str(path.resolve()), f"{arch} (GGUF)", stored)
         if arch != "llama":  # transformers' GGUF loader and modeling code
-            from ..hf.loading import peek_gguf
+            from ..hf.gguf import peek_gguf
 
             config, specials = peek_gguf(path)
             origin = placed_origin(replace(origin, backend="transformers"), placement, None)

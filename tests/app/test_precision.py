@@ -140,11 +140,20 @@ def test_a_device_torch_does_not_see_is_refused_saying_so(client):
     assert "the device cuda was asked for, and torch sees no CUDA" in refused["reason"]
 
 
-@pytest.mark.parametrize("model_id", ["llama-bf16", "gemma3_text-fp16", "bert-bf16", "t5-bf16"])
+@pytest.mark.parametrize(
+    "model_id", ["llama-bf16", "qwen3-fp16", "gemma3_text-fp16", "bert-bf16", "t5-bf16"]
+)
 def test_every_route_answers_for_a_model_in_half_precision(client, model_id):
+    """Every view and experiment, the residual stream's too: its probes allow what the
+    dtype rounds (a few units of it), not float32's 1e-4, which refused them in bfloat16."""
     c, _ = client
     c.post("/api/v1/analyze", json={"model": model_id, "text": TEXT})
     info = infos(c)[model_id]
+    stream = {"lens", "dla", "graph", "alti", "contribution"}
+    if model_id.startswith(("llama", "qwen3")):  # (Gemma 3's post-norms: in float32 too)
+        assert stream <= set(info["capabilities"]["experiments"]), info["capabilities"]
+    if model_id.startswith("bert"):
+        assert "alti" in info["capabilities"]["experiments"]
     types = info["attention_types"]
     kinds = ["weights", "norms", "scores", "q", "k", "v"]
     calls = [("analyze", {}), ("attention", {}), ("export", {}), ("attention", {"kinds": kinds})]

@@ -401,15 +401,7 @@ def test_a_gguf_of_another_architecture_is_read_by_transformers_gguf_loader(tmp_
                                                         "hf-decoder-only")  # fmt: skip
     assert "<|endoftext|>" in specials and config.decoder_layers == 2
     runner, _ = load_origin(path, "mine")
-    ids = torch.tensor([runner.tokenize(PROMPTS[2])[0]])
-    assert ids.tolist()[0] == tokenizer().encode(PROMPTS[2]).ids
-    with torch.no_grad():
-        expected = theirs(ids, output_attentions=True)
-    logits, captured = runner.model.run_with_capture(ids)
-    assert (logits - expected.logits).abs().max() <= 1e-4
-    for layer, weights in enumerate(expected.attentions):
-        got = captured[f"decoder.{layer}.self_attn.hook_weights"]
-        assert (got - weights).abs().max() <= 1e-5
+    assert matches(runner, theirs, PROMPTS[2]) == tokenizer().encode(PROMPTS[2]).ids
 
 
 def test_a_gguf_of_an_architecture_transformers_does_not_read_is_refused(tmp_path):
