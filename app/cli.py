@@ -114,10 +114,15 @@ def main(argv: list[str] | None = None) -> None:
             if option:
                 os.environ[name] = option
         if args.model:  # added to ATTNVIZ_MODELS
-            models: dict[str, str | dict] = {
-                k: str(v) if isinstance(v, Path) else v.model_dump(exclude_none=True, mode="json")
-                for k, v in Settings().models.items()
-            }
+            try:
+                models: dict[str, str | dict] = {
+                    k: str(v)
+                    if isinstance(v, Path)
+                    else v.model_dump(exclude_none=True, mode="json")
+                    for k, v in Settings().models.items()
+                }
+            except ValueError as exc:  # (pydantic's ValidationError: a setting it refuses)
+                parser.error(str(exc))
             for given in args.model:
                 try:
                     model_id, entry = model_option(given)
@@ -151,13 +156,14 @@ def model_option(given: str) -> tuple[str, str | dict]:
     model_id, sep, rest = given.partition("=")
     if not (sep and model_id and rest):
         raise ValueError(f"--model takes ID=PATH[,device=D][,dtype=T], not {given!r}")
-    path, options = rest, {}
+    path, options = rest, dict[str, str]()
     while True:
         head, comma, tail = path.rpartition(",")
         name, equals, value = tail.partition("=")
         if not (comma and equals and name in PLACED and value):
             break
-        options[name], path = value, head
+        options.setdefault(name, value)  # (the last one given is the one read)
+        path = head
     if not path:
         raise ValueError(f"--model {given!r} names no path")
     return model_id, {"path": path, **options} if options else path

@@ -106,6 +106,14 @@ def fitted_settings(settings: Settings, zoo: Zoo) -> Settings:
             "models of yours on %s: %s bytes of weights at once (%s)",
             pool.device, f"{pool.max_bytes:,}", pool.source,
         )  # fmt: skip
+    for entry in zoo.models.values():  # (admitted against the bound before it was fitted)
+        runner = entry.runner
+        if isinstance(runner, OwnRunner) and runner.bytes > runner.pool.max_bytes:
+            log.warning(
+                "model %s: its weights take %s bytes, more than the %s bytes models of yours "
+                "may now hold on %s: once it is read, every other model of yours there is freed",
+                entry.id, f"{runner.bytes:,}", f"{runner.pool.max_bytes:,}", runner.pool.device,
+            )  # fmt: skip
     if not fitted.changed:
         return settings
     return settings.model_copy(

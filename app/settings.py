@@ -96,7 +96,9 @@ class Settings(BaseSettings):
         {},
         description='Bytes per device a model of yours may take (JSON: {"0": "70GiB", "1": '
         '"70GiB", "cpu": "20GiB"}), as accelerate reads them: given, the model is spread '
-        "over them by device_map='auto' (past the GPUs, on the CPU; past that, on disk).",
+        "over them by device_map='auto' (past the GPUs, on the CPU; past that, offloaded to "
+        "disk); only the devices a model may use count (on cpu: the CPU and the disk; on "
+        "cuda:N: that GPU, the CPU and the disk).",
     )
     backend: Literal["auto", "transformers"] = Field(
         "auto",

@@ -19,9 +19,10 @@ It needs python3 with torch (a CUDA build), transformers, accelerate, tokenizers
 safetensors, numpy, jinja2 and pyyaml (transformers brings the last five) and gguf (the
 model layer reads GGUF files), and says which is missing; nothing of FastAPI or the server.
 `make gpu-carry` puts gguf's wheel (118 KB) in .gpu-carry/ here; `make gpu-check` there
-installs it beside the check (`pip --target`, no network) where the machine lacks it. `--smoke` runs the same steps on the CPU at toy
-sizes (tests/model/test_gpu_check.py), so that the script is known to run before a GPU is
-lent. It prints a table a step, and ends within 8 minutes on an H100.
+installs it beside the check (`pip --target`, no network) where the machine lacks it.
+`--smoke` runs the same steps on the CPU at toy sizes (tests/model/test_gpu_check.py), so
+that the script is known to run before a GPU is lent. It prints a table a step, and is
+sized to end within 8 minutes on an H100 (not yet run on one).
 """
 
 from __future__ import annotations
@@ -137,9 +138,9 @@ def long_read(args, device) -> None:
     """Steps 1-3 on the 8B shape (the toy shape with --smoke)."""
     import torch
 
-    from harness.checkpoints import tokenizer
     from attnviz.model.hf.memory import from_memory
     from attnviz.model.long import heads_of
+    from harness.checkpoints import tokenizer
 
     shape, length = (TOY, 1024) if args.smoke else (LLAMA_8B, args.tokens)
     hf = made_model(shape, device, torch.bfloat16)
@@ -236,9 +237,9 @@ def small_models(args, device) -> None:
     import torch
     import transformers
 
-    from harness.checkpoints import tokenizer
     from attnviz.model.placement import Placement
     from attnviz.model.pretrained.sources import load_origin
+    from harness.checkpoints import tokenizer
 
     say("## 4. SmolLM2's and MiniLM's shapes (random weights) on the device and on the CPU")
     say("| model | dtype | on the CPU | on the device | max abs diff of every weight |")

@@ -5,9 +5,9 @@ ATTNVIZ_MAX_MEMORY, or a model's own entry) resolved against what this torch see
   `device_map="auto"` (one GPU: all of it there); else Apple's `mps`; else the CPU.
   `cuda` is the first GPU, `cuda:N` the N-th; a device torch does not see refuses the
   model, saying so (never a silent fall back to the CPU where one was named).
-- dtype `auto`: the checkpoint's own (config.json's `dtype`/`torch_dtype`, else the dtype
-  most of its safetensors bytes are stored in; a GGUF file's dequantized weights: float32).
-  Nothing is converted to float32 unless float32 is asked for.
+- dtype `auto`: the checkpoint's own (config.json's `dtype`/`torch_dtype`, else the one
+  float dtype its safetensors hold; float32 where they hold several and the config states
+  none, and for a GGUF file's dequantized weights).
 - `max_memory` ({"0": "70GiB", "cpu": "20GiB"}): accelerate's bound per device for a
   `device_map`; given, the model is spread by `device_map="auto"` within it (layers past
   the GPUs' room on the CPU, and past the CPU's on disk).
@@ -72,9 +72,11 @@ class Placement:
         not there."""
         count = gpus()
         if self.device == "auto":
+            if count > 1 or (count and self.memory_for("cuda")):
+                return Where("cuda", "auto")  # (spread over the GPUs)
             if count:
-                return Where("cuda", "auto" if count > 1 or self.max_memory else "cuda:0")
-            return Where("mps") if has_mps() else Where("cpu")
+                return Where("cuda:0", "cuda:0")
+            return Where("mps", "mps") if has_mps() else Where("cpu")
         if self.device.startswith("cuda"):
             index = int(self.device.partition(":")[2] or 0)
             if index >= count:
@@ -84,10 +86,13 @@ class Placement:
                     f"the device {self.device} was asked for, and torch sees {seen}{build}: "
                     "choose another (ATTNVIZ_DEVICE, or the model's own device)"
                 )
-            return Where(f"cuda:{index}", "auto" if self.max_memory else f"cuda:{index}")
-        if self.device == "mps" and not has_mps():
-            raise CheckpointError("the device mps was asked for, and this torch has no MPS")
-        return Where(self.device, "auto" if self.max_memory else None)
+            spread = self.memory_for(self.device)
+            return Where(f"cuda:{index}", "auto" if spread else f"cuda:{index}")
+        if self.device == "mps":
+            if not has_mps():
+                raise CheckpointError("the device mps was asked for, and this torch has no MPS")
+            return Where("mps", "mps")
+        return Where("cpu", "auto" if self.memory_for("cpu") else None)
 
     def torch_dtype(self, stored: torch.dtype | None) -> torch.dtype:
         """The dtype it runs in: the one asked for, or (auto) the checkpoint's own float type
@@ -96,11 +101,21 @@ class Placement:
             return DTYPES[self.dtype]
         return stored if stored is not None and stored in DTYPES.values() else torch.float32
 
-    def accelerate_memory(self) -> dict[int | str, str | int] | None:
-        """`max_memory` as accelerate takes it (GPU indices as ints), or None."""
-        if not self.max_memory:
-            return None
-        return {int(k) if str(k).isdigit() else k: v for k, v in self.max_memory.items()}
+    def memory_for(self, device: str) -> dict[int | str, str | int]:
+        """`max_memory` as accelerate takes it (GPU indices as ints), kept to what a model
+        placed on `device` may use: `cuda` (spread) every device named; `cuda:N` that GPU,
+        the CPU and the disk; `cpu` the CPU and the disk (a server-wide bound naming GPUs
+        never moves a model asked onto the CPU onto them)."""
+        allowed: set[str] | None = None
+        if device == "cpu":
+            allowed = {"cpu", "disk"}
+        elif device.startswith("cuda:"):
+            allowed = {device.partition(":")[2], "cpu", "disk"}
+        return {
+            int(k) if str(k).isdigit() else k: v
+            for k, v in self.max_memory.items()
+            if allowed is None or str(k) in allowed
+        }
 
 
 @dataclass(frozen=True)

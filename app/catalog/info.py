@@ -98,7 +98,8 @@ class ModelInfo(BaseModel):
         "float32",
         description="The dtype it computes in (its weights, q, k, v; softmax in float32 "
         "where its eager attention computes it so, as transformers' does, then rounded to "
-        "this dtype). Every number sent is float32 or float16, whatever it was computed in.",
+        "this dtype). What is sent is in the encoding asked for (f4 holds every value of "
+        "these dtypes exactly), whatever it was computed in.",
     )
     device: str = Field(
         "cpu", description="Where it runs: cpu, mps, cuda:N, or cuda (spread over every GPU)."

@@ -269,7 +269,8 @@ class OwnRunner:
                             self.name, describe(loaded.attention), describe(self.attention),
                         )  # fmt: skip
                     self._runner = loaded
-                except MemoryError:
+                except (MemoryError, torch.OutOfMemoryError):  # (a GPU's too: not its fault)
+                    release_free_memory()
                     raise Unavailable(
                         f"the model {self.name} does not fit in memory now: try later"
                     ) from None
@@ -287,7 +288,10 @@ class OwnRunner:
     def unload(self) -> None:
         with self._lock:
             self._runner = None
-        LOG.info("model %s freed: the least recently used past ATTNVIZ_OWN_MODELS_BYTES", self.name)
+        LOG.info(
+            "model %s freed from %s: the least recently used past %s",
+            self.name, self.pool.device, self.pool.source,
+        )  # fmt: skip
 
     @property
     def is_loaded(self) -> bool:

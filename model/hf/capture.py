@@ -341,9 +341,9 @@ def capturing_attention(
 def float32_softmax(module_name: str) -> bool:
     """Whether the eager attention of a modeling module (the attention module's own:
     `transformers.models.bert.modeling_bert`) computes its softmax in float32 (Llama's,
-    Qwen3's, Gemma's: `softmax(..., dtype=torch.float32)`) or in the scores' dtype (BERT's,
-    GPT-2's, T5's): read from its `eager_attention_forward`'s source; float32 where it has
-    none. In float32 both are the same."""
+    Qwen3's, Gemma's: `softmax(..., dtype=torch.float32)`, or of `scores.float()`) or in the
+    scores' dtype (BERT's, GPT-2's): read from its `eager_attention_forward`'s source;
+    float32 where it has none. In float32 both are the same."""
     eager = getattr(sys.modules.get(module_name), "eager_attention_forward", None)
     if eager is None:
         return True
@@ -352,7 +352,7 @@ def float32_softmax(module_name: str) -> bool:
     except (OSError, TypeError):
         return True
     calls = [line for line in source.splitlines() if "softmax(" in line]
-    return not calls or any("float32" in line for line in calls)
+    return not calls or any("float32" in line or ".float()" in line for line in calls)
 
 
 def register() -> None:

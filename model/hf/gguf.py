@@ -15,6 +15,7 @@ from ..checkpoints import CheckpointError
 from ..config import ModelConfig
 from ..placement import Placement
 from ..pretrained.causal import CausalLM
+from ..pretrained.hf import token_unit_of
 from .capture import ATTENTION, register
 from .loading import hf_config, placed, quiet_transformers, stated_config, stated_specs, wrapped
 
@@ -114,4 +115,5 @@ def load_gguf_transformers(
         name or field(reader, "general.name", f"{path.stem} ({arch})"),
     )  # fmt: skip
     runner.max_tokens = min(runner.max_tokens, runner.model.config.max_seq_len)
+    runner.token_unit = token_unit_of(tokenizer)  # (a SentencePiece one is shown as spelled)
     return runner

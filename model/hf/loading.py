@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import tempfile
 from pathlib import Path
 
 import torch
@@ -211,12 +212,16 @@ def load_model(
 
 def placed(where: Where, placement: Placement) -> dict:
     """from_pretrained's device arguments: none on the CPU (torch's own), else the device
-    map (one device, or accelerate's `auto` within `max_memory`)."""
+    map (one device, or accelerate's `auto` within `max_memory`, offloading past it to a
+    folder of its own)."""
     if where.device_map is None:
         return {}
     found: dict = {"device_map": where.device_map}
-    if where.spread and placement.accelerate_memory():
-        found["max_memory"] = placement.accelerate_memory()
+    if where.spread:
+        memory = placement.memory_for(where.device)
+        if memory:
+            found["max_memory"] = memory
+        found["offload_folder"] = tempfile.mkdtemp(prefix="attnviz-offload-")
     return found
 
 

@@ -64,6 +64,11 @@ def from_memory(hf, tokenizer, name: str = "") -> CausalLM | HFEncoder | HFSeq2S
     }
     for b in hf.buffers():
         shared[id(b)] = b.detach()
+    for module in hf.modules():  # (accelerate's offloaded weights: read where they are)
+        hook = module.__dict__.get("_hf_hook")
+        for held in (getattr(hook, "weights_map", None), getattr(hook, "tied_params_map", None)):
+            if held is not None:
+                shared[id(held)] = held
     twin = copy.deepcopy(hf, memo=shared)  # (a tied matrix is one tensor in both places)
     twin.requires_grad_(False)
     without_hooks(twin)

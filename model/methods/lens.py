@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from ..attention_types import AttentionSpec
 from ..hooks import Capture, Recorder
-from ..placement import relative_tolerance
+from ..placement import device_of, relative_tolerance
 from ..served import FinalNorm, ServedModel
 from .value_norms import output_projection
 
@@ -68,8 +68,11 @@ def read_stream(model: ServedModel, inputs: tuple[Tensor, ...]) -> Stream:
         raise ValueError(layout)
     seen: dict[str, list[Tensor]] = {"pre": [], "attention": [], "feed_forward": [], "final": []}
 
+    on = device_of(layout.unembed)  # (a model spread over GPUs: its last one's, where
+    # the final norm and the unembedding are; each layer's part is brought there)
+
     def keep(key: str):
-        return lambda x: seen[key].append(x[0].detach().double())
+        return lambda x: seen[key].append(x[0].detach().double().to(on))
 
     with Recorder() as rec, torch.no_grad():
         rec.pre(layout.final_norm, keep("final"))

@@ -272,7 +272,8 @@ def peek_origin(
         stored = f"GGUF (dequantized to {dtype_name(placement.torch_dtype(None))})"
         arch = gguf_arch(path)
         origin = Origin(str(path.resolve()), f"{arch} (GGUF)", stored)
-        if arch != "llama":  # transformers' GGUF loader and modeling code
+        # (as load_origin routes it: model/ reads a Llama on the CPU in float32)
+        if arch != "llama" or backend == "transformers" or not on_our_code(placement, None):
             from ..hf.gguf import peek_gguf
 
             config, specials = peek_gguf(path)
@@ -280,8 +281,6 @@ def peek_origin(
             return config, origin, "hf-decoder-only", specials
         reader = GGUFFile(str(path))
         _, _, control = byte_level_tokenizer(reader)
-        if backend == "transformers" or not on_our_code(placement, None):
-            origin = placed_origin(replace(origin, backend="transformers"), placement, None)
         return config_from_gguf(reader), origin, "llama", frozenset(control)
     if not path.is_dir():
         raise CheckpointError(f"{path} is neither a model folder nor a .gguf file")
