@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> None:
         "--model",
         action="append",
         default=[],
-        metavar="ID=PATH[,device=D][,dtype=T]",
+        metavar="ID=PATH[,device=D][,dtype=T][,quantize=Q]",
         help="serve a model of yours too (repeatable): a Hugging Face folder or a .gguf file, "
         "with its own device and dtype where they differ from --device and --dtype",
     )
@@ -146,16 +146,16 @@ def main(argv: list[str] | None = None) -> None:
         )
 
 
-PLACED = ("device", "dtype")
+PLACED = ("device", "dtype", "quantize")
 
 
 def model_option(given: str) -> tuple[str, str | dict]:
-    """`--model ID=PATH[,device=D][,dtype=T]` as (its id, its ATTNVIZ_MODELS entry): the
-    path alone, or an object with its placement (a path with a comma in it is read whole
-    unless what follows the comma is one of these options)."""
+    """`--model ID=PATH[,device=D][,dtype=T][,quantize=Q]` as (its id, its ATTNVIZ_MODELS
+    entry): the path alone, or an object with its placement (a path with a comma in it is
+    read whole unless what follows the comma is one of these options)."""
     model_id, sep, rest = given.partition("=")
     if not (sep and model_id and rest):
-        raise ValueError(f"--model takes ID=PATH[,device=D][,dtype=T], not {given!r}")
+        raise ValueError(f"--model takes ID=PATH[,device=D][,dtype=T][,quantize=Q], not {given!r}")
     path, options = rest, dict[str, str]()
     while True:
         head, comma, tail = path.rpartition(",")

@@ -28,6 +28,7 @@ class ApiKey(BaseModel):
 Device = Annotated[str, AfterValidator(device_check)]
 Dtype = Annotated[str, AfterValidator(dtype_check)]
 MaxMemory = dict[str, str | int]
+Quantize = Literal["none", "4bit", "8bit"]
 
 
 class OwnModel(BaseModel):
@@ -41,6 +42,7 @@ class OwnModel(BaseModel):
     device: Device | None = None
     dtype: Dtype | None = None
     max_memory: MaxMemory | None = None
+    quantize: Quantize | None = None
 
 
 def _as_key(value: object) -> object:
@@ -91,6 +93,14 @@ class Settings(BaseSettings):
         "config.json's, else its safetensors'; a GGUF file's: float32), bfloat16, float16, "
         "float32. model/'s code computes in float32 on the CPU only: a model it reads that "
         "runs otherwise runs on transformers' code.",
+    )
+    quantize: Quantize = Field(
+        "none",
+        description="Your models' matrices read in 4 bits (NF4) or 8 bits (LLM.int8()) by "
+        "bitsandbytes, on CUDA only (the `quantized` extra); placed elsewhere such a model is "
+        "refused, saying so. Views that read weight matrices (value-weighted norms, ALTI, "
+        "the logit lens, DLA, the graph) are refused for it; attention itself is captured "
+        "as for any model.",
     )
     max_memory: MaxMemory = Field(
         {},
@@ -311,6 +321,7 @@ class Settings(BaseSettings):
             own.device or self.device,
             own.dtype or self.dtype,
             own.max_memory if own.max_memory is not None else self.max_memory,
+            own.quantize or self.quantize,
         )
 
     def model_path(self, model_id: str) -> Path:

@@ -26,6 +26,7 @@ from .checkpoints import CheckpointError
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 DTYPE_NAMES = ("auto", *DTYPES)
+QUANTIZE = ("none", "4bit", "8bit")  # bitsandbytes' NF4 and LLM.int8() weights, on CUDA
 DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 # names a checkpoint states its dtype by (config.json, safetensors headers)
 STORED = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
@@ -62,10 +63,40 @@ class Placement:
     device: str = "auto"
     dtype: str = "auto"
     max_memory: Mapping[str, str | int] = field(default_factory=dict)
+    quantize: str = "none"  # bitsandbytes' 4bit or 8bit weights (CUDA only), or none
 
     def __post_init__(self) -> None:
         device_check(self.device)
         dtype_check(self.dtype)
+        if self.quantize not in QUANTIZE:
+            raise ValueError(f"quantize {self.quantize!r} is none of {', '.join(QUANTIZE)}")
+
+    def quantization(self, dtype: torch.dtype) -> Any | None:
+        """transformers' BitsAndBytesConfig of a model read quantized (its matrices in 4 or
+        8 bits, computed in `dtype`), or None; CheckpointError where that cannot be: off
+        CUDA, or without bitsandbytes (the `quantized` extra)."""
+        if self.quantize == "none":
+            return None
+        where = self.where()
+        if not where.device.startswith("cuda"):
+            raise CheckpointError(
+                f"{self.quantize} weights (bitsandbytes) are computed by CUDA kernels: this "
+                f"model is placed on {where.device}; serve it unquantized there (its GGUF "
+                "file is read dequantized), or place it on a GPU"
+            )
+        try:
+            import bitsandbytes  # noqa: F401
+        except ImportError:
+            raise CheckpointError(
+                f"{self.quantize} weights need bitsandbytes: pip install 'attnviz[quantized]'"
+            ) from None
+        from transformers import BitsAndBytesConfig
+
+        if self.quantize == "8bit":
+            return BitsAndBytesConfig(load_in_8bit=True)
+        return BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype
+        )
 
     def where(self) -> Where:
         """The device (or devices) it runs on here; CheckpointError where the one named is

@@ -104,6 +104,11 @@ class ModelInfo(BaseModel):
     device: str = Field(
         "cpu", description="Where it runs: cpu, mps, cuda:N, or cuda (spread over every GPU)."
     )
+    quantized: Literal["4bit", "8bit"] | None = Field(
+        None,
+        description="A model of yours whose matrices bitsandbytes stores in 4 or 8 bits "
+        "(computed in dtype); views that read weight matrices are not served for it.",
+    )
     weight_bytes: int = Field(
         description="The bytes its weights take where it runs, in its dtype (a model of "
         "yours: counted unread)."

@@ -171,7 +171,9 @@ class OwnRunner:
         dtype = DTYPES[self.origin.dtype]
         if runner_key.startswith("hf-"):  # transformers' classes, counted on the meta device
             architecture = runner_key.removeprefix("hf-")
-            self.parameter_count, self.bytes = parameter_bytes(folder, architecture, dtype)
+            self.parameter_count, self.bytes = parameter_bytes(
+                folder, architecture, dtype, self.placement.quantize
+            )
         else:
             self.parameter_count = parameters_of(self.stated)
             self.bytes = self.parameter_count * element_bytes(dtype)

@@ -194,6 +194,7 @@ def load_model(
     quiet_transformers()
     where = placement.where()
     dtype = placement.torch_dtype(stored_dtype(read_json(folder / "config.json"), stored(folder)))
+    quantization = placement.quantization(dtype)  # (refused off CUDA)
     try:
         with contextlib.redirect_stderr(io.StringIO()):
             hf = model_class(architecture).from_pretrained(
@@ -201,6 +202,7 @@ def load_model(
                 attn_implementation=ATTENTION,
                 dtype=dtype,
                 **placed(where, placement),
+                **({"quantization_config": quantization} if quantization else {}),
                 local_files_only=True,
                 use_safetensors=True,
                 trust_remote_code=False,
@@ -316,10 +318,14 @@ def encoding_runner(
     return runner
 
 
-def parameter_bytes(folder: Path, architecture: str, dtype: torch.dtype) -> tuple[int, int]:
+def parameter_bytes(
+    folder: Path, architecture: str, dtype: torch.dtype, quantize: str = "none"
+) -> tuple[int, int]:
     """(the parameters its transformers class builds, a tied matrix once; the bytes they
     and its buffers take in `dtype`), counted on the meta device: nothing is allocated or
-    read."""
+    read. Quantized ("4bit", "8bit"), each Linear's matrix but the output head's counts
+    half a byte (and one 4-byte scale per 64 values) or one byte (and one per row) a
+    value, as bitsandbytes stores them."""
     config = hf_config(folder)
     with torch.device("meta"), contextlib.redirect_stderr(io.StringIO()):
         model = model_class(architecture).from_config(config, trust_remote_code=False, dtype=dtype)
@@ -329,7 +335,17 @@ def parameter_bytes(folder: Path, architecture: str, dtype: torch.dtype) -> tupl
     for name, parameter in model.named_parameters():
         if any(re.search(pattern, name) for pattern in plan):
             parameter.data = parameter.data.float()
-    return sum(p.numel() for p in model.parameters()), module_bytes(model)
+    held = module_bytes(model)
+    if quantize != "none":
+        head = model.get_output_embeddings()
+        for module in model.modules():
+            if isinstance(module, nn.Linear) and module is not head:
+                values, rows = module.weight.numel(), module.weight.shape[0]
+                packed = (
+                    values // 2 + 4 * (values // 64) if quantize == "4bit" else values + 4 * rows
+                )
+                held += packed - values * module.weight.element_size()
+    return sum(p.numel() for p in model.parameters()), held
 
 
 def peek_unit(folder: Path) -> tuple[TokenUnit, str]:

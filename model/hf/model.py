@@ -53,6 +53,15 @@ class HFTransformer(ServedModel):
         self.architecture = architecture or hf_architecture(hf.config)
         by_type = trace(self.hf, self.architecture)
         self._traced = [c for calls in by_type.values() for c in calls]
+        # a model whose matrices bitsandbytes stores in 4 or 8 bits: what reads them is refused
+        method = getattr(getattr(hf, "hf_quantizer", None), "quantization_config", None)
+        self.weights_refusal: str | None = (
+            f"its weight matrices are quantized ({getattr(method, 'quant_method', 'bitsandbytes')}"
+            "): views that read them (value-weighted norms, ALTI, the logit lens, DLA, the "
+            "graph) are not served for it; its attention is captured as for any model"
+            if getattr(hf, "is_quantized", False)
+            else None
+        )
         self._projections = {t: [c.projection for c in calls] for t, calls in by_type.items()}
         self.specs = specs_of(by_type)
         positions = positions_of(self.hf)
@@ -167,6 +176,8 @@ class HFTransformer(ServedModel):
         once, by a probe pass (model/hf/stream.py)."""
         from .stream import residual_layout
 
+        if self.weights_refusal is not None:
+            return self.weights_refusal
         try:
             return residual_layout(self)
         except Exception as exc:  # (a model of the user's: its own code may raise anything)
@@ -178,6 +189,8 @@ class HFTransformer(ServedModel):
         why not: found once, by a probe pass."""
         from .stream import encoder_blocks
 
+        if self.weights_refusal is not None:
+            return self.weights_refusal
         try:
             return encoder_blocks(self)
         except Exception as exc:  # (a model of the user's: its own code may raise anything)
@@ -204,7 +217,10 @@ class HFTransformer(ServedModel):
 
     @property
     def projects_heads(self) -> bool:
-        """Whether every attention call's output projection was found (value norms)."""
+        """Whether every attention call's output projection was found, and is read as it is
+        stored (value norms): not where it is quantized."""
+        if self.weights_refusal is not None:
+            return False
         return all(p is not None for calls in self._projections.values() for p in calls)
 
     def prefixes(self) -> list[str]:

@@ -62,6 +62,9 @@ def value_norms(v: Tensor, wo: Tensor, n_heads: int, heads: list[int] | None = N
 def output_projection(model: ServedModel, spec: AttentionSpec, layer: int) -> Tensor:
     """A layer's output projection's weight (d_model, H * d_head), as `nn.Linear` stores it
     (a Conv1D's transposed). A ValueError where there is none."""
+    refusal = getattr(model, "weights_refusal", None)
+    if refusal is not None:
+        raise ValueError(refusal)
     module = model.projection_module(spec.type, layer)
     if module is None:
         raise ValueError(

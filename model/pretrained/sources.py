@@ -46,6 +46,7 @@ class Origin:
     note: str = ""  # what else a reader of its views should know (a hybrid's layer numbers)
     dtype: str = "float32"  # the dtype it computes in
     device: str = "cpu"  # where it runs (placement.Where.device: "cuda" spread over GPUs)
+    quantized: str | None = None  # "4bit" or "8bit": its matrices as bitsandbytes stores them
 
     @property
     def shown(self) -> str:
@@ -181,6 +182,7 @@ def load_origin(
     check_folder(path, max_bytes)
     runner: Runner
     if path.suffix == ".gguf" and path.is_file():
+        unquantized(placement)
         dtype = dtype_name(placement.torch_dtype(None))
         stored = f"GGUF (dequantized to {dtype})"
         arch = gguf_arch(path)
@@ -213,6 +215,15 @@ def load_origin(
     return runner, Origin(where, model_type, ", ".join(sorted(dtypes)))
 
 
+def unquantized(placement: Placement) -> None:
+    """A GGUF file is read dequantized: quantizing it again is refused, not ignored."""
+    if placement.quantize != "none":
+        raise CheckpointError(
+            f"a GGUF file is read dequantized: its placement's quantize ({placement.quantize}) "
+            "applies to a Hugging Face folder's weights only"
+        )
+
+
 def gguf_arch(path: Path) -> str:
     """A GGUF file's general.architecture (from its header: no tensor read)."""
     from .gguf_file import GGUFFile, field
@@ -221,9 +232,14 @@ def gguf_arch(path: Path) -> str:
 
 
 def placed_origin(origin: Origin, placement: Placement, stored: torch.dtype | None) -> Origin:
-    """An origin of transformers' code with the dtype and device its placement gives it."""
-    dtype = dtype_name(placement.torch_dtype(stored))
-    return replace(origin, dtype=dtype, device=placement.where().device)
+    """An origin of transformers' code with the dtype, device and quantization its placement
+    gives it (a quantization that cannot be: CheckpointError, before anything is read)."""
+    dtype = placement.torch_dtype(stored)
+    placement.quantization(dtype)
+    return replace(
+        origin, dtype=dtype_name(dtype), device=placement.where().device,
+        quantized=placement.quantize if placement.quantize != "none" else None,
+    )  # fmt: skip
 
 
 OFF_OUR_CODE = (
@@ -236,7 +252,11 @@ def on_our_code(placement: Placement, stored: torch.dtype | None) -> bool:
     """Whether model/ may run a model placed so: it computes in float32 on the CPU (the
     shipped models' exact figures); any other dtype or device is transformers' code's,
     whose eager attention rounds as the model's authors' does."""
-    return placement.where().on_cpu and placement.torch_dtype(stored) == torch.float32
+    return (
+        placement.where().on_cpu
+        and placement.torch_dtype(stored) == torch.float32
+        and placement.quantize == "none"
+    )
 
 
 def load_bert(folder: Path, hf: dict, dtypes: set[str]) -> BertRunner:
@@ -269,6 +289,7 @@ def peek_origin(
         from .gguf_file import GGUFFile
         from .llama import byte_level_tokenizer, config_from_gguf
 
+        unquantized(placement)
         stored = f"GGUF (dequantized to {dtype_name(placement.torch_dtype(None))})"
         arch = gguf_arch(path)
         origin = Origin(str(path.resolve()), f"{arch} (GGUF)", stored)

@@ -16,8 +16,8 @@ export function canRun(info, experiment) {
 
 // A model's name in the picker, in the page's language where the server has it, with the
 // precision and device it runs in where they are not the shipped models' float32 on the CPU
-// ("mine · bfloat16 · cuda:0": names, the same in every language).
+// ("mine · bfloat16 · cuda:0 · 4bit": names, the same in every language).
 export function pickerLabel(info, lang) {
   const placed = [info.dtype, info.device].filter((v, i) => v !== ["float32", "cpu"][i]);
-  return [info.titles?.[lang] ?? info.title, ...placed].join(" · ");
+  return [info.titles?.[lang] ?? info.title, ...placed, info.quantized ?? []].flat().join(" · ");
 }

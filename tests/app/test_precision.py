@@ -46,6 +46,7 @@ def client(tmp_path_factory):
     models["llama-as-bf16"] = {"path": str(root / "llama-f32"), "dtype": "bfloat16"}
     models["llama-bf16-as-f32"] = {"path": str(root / "llama-bf16"), "dtype": "float32"}
     models["on-a-gpu"] = {"path": str(root / "llama-bf16"), "device": "cuda"}
+    models["in-4-bits"] = {"path": str(root / "llama-bf16"), "quantize": "4bit", "device": "cpu"}
     settings = Settings(zoo=["pronounce"], torch_threads=1, models=models)
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         yield c, root
@@ -138,6 +139,17 @@ def test_a_device_torch_does_not_see_is_refused_saying_so(client):
     refused = infos(c)["on-a-gpu"]
     assert refused["status"] == "refused"
     assert "the device cuda was asked for, and torch sees no CUDA" in refused["reason"]
+
+
+def test_weights_quantized_by_bitsandbytes_are_refused_off_cuda_saying_why(client):
+    c, _ = client
+    refused = infos(c)["in-4-bits"]
+    assert refused["status"] == "refused"
+    assert refused["reason"] == (
+        "4bit weights (bitsandbytes) are computed by CUDA kernels: this model is placed on "
+        "cpu; serve it unquantized there (its GGUF file is read dequantized), or place it "
+        "on a GPU"
+    )
 
 
 @pytest.mark.parametrize(

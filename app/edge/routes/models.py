@@ -61,6 +61,7 @@ def model_info(
         else sum(p.numel() for p in runner.model.parameters()),  # (tied: listed once)
         dtype=entry.origin.dtype if entry.origin else "float32",
         device=entry.origin.device if entry.origin else "cpu",
+        quantized=entry.origin.quantized if entry.origin else None,
         weight_bytes=runner.bytes if isinstance(runner, OwnRunner) else module_bytes(runner.model),
         memory=memory_of(runner),
         architecture=cfg.architecture,
