@@ -98,9 +98,9 @@ class Settings(BaseSettings):
         "none",
         description="Your models' matrices read in 4 bits (NF4) or 8 bits (LLM.int8()) by "
         "bitsandbytes, on CUDA only (the `quantized` extra); placed elsewhere such a model is "
-        "refused, saying so. Views that read weight matrices (value-weighted norms, ALTI, "
-        "the logit lens, DLA, the graph) are refused for it; attention itself is captured "
-        "as for any model.",
+        "refused, saying so, and so is a .gguf file (already quantized). Views that read "
+        "weight matrices (value-weighted norms, ALTI, the logit lens, DLA, the graph) are "
+        "refused for it; attention itself is captured as for any model.",
     )
     max_memory: MaxMemory = Field(
         {},

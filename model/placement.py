@@ -81,8 +81,8 @@ class Placement:
         if not where.device.startswith("cuda"):
             raise CheckpointError(
                 f"{self.quantize} weights (bitsandbytes) are computed by CUDA kernels: this "
-                f"model is placed on {where.device}; serve it unquantized there (its GGUF "
-                "file is read dequantized), or place it on a GPU"
+                f"model is placed on {where.device}; serve it unquantized there, or place it "
+                "on a GPU"
             )
         try:
             import bitsandbytes  # noqa: F401
@@ -103,11 +103,11 @@ class Placement:
         not there."""
         count = gpus()
         if self.device == "auto":
-            if count > 1 or (count and self.memory_for("cuda")):
-                return Where("cuda", "auto")  # (spread over the GPUs)
+            if count > 1:
+                return Where("cuda", "auto")  # (spread over the GPUs, within max_memory)
             if count:
-                return Where("cuda:0", "cuda:0")
-            return Where("mps", "mps") if has_mps() else Where("cpu")
+                return self._on_gpu(0)
+            return Where("mps", "mps") if has_mps() else self._on_cpu()
         if self.device.startswith("cuda"):
             index = int(self.device.partition(":")[2] or 0)
             if index >= count:
@@ -117,13 +117,22 @@ class Placement:
                     f"the device {self.device} was asked for, and torch sees {seen}{build}: "
                     "choose another (ATTNVIZ_DEVICE, or the model's own device)"
                 )
-            spread = self.memory_for(self.device)
-            return Where(f"cuda:{index}", "auto" if spread else f"cuda:{index}")
+            return self._on_gpu(index)
         if self.device == "mps":
             if not has_mps():
                 raise CheckpointError("the device mps was asked for, and this torch has no MPS")
-            return Where("mps", "mps")
-        return Where("cpu", "auto" if self.memory_for("cpu") else None)
+            return Where("mps", "mps")  # (max_memory is accelerate's for CUDA and the CPU)
+        return self._on_cpu()
+
+    def _on_gpu(self, index: int) -> Where:
+        """One GPU: spread from it (to the CPU, then the disk) only where `max_memory`
+        bounds that GPU itself; else all of the model on it."""
+        device = f"cuda:{index}"
+        return Where(device, "auto" if index in self.memory_for(device) else device)
+
+    def _on_cpu(self) -> Where:
+        """The CPU: spread to the disk only where `max_memory` bounds the CPU."""
+        return Where("cpu", "auto" if "cpu" in self.memory_for("cpu") else None)
 
     def torch_dtype(self, stored: torch.dtype | None) -> torch.dtype:
         """The dtype it runs in: the one asked for, or (auto) the checkpoint's own float type

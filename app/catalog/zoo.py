@@ -99,11 +99,19 @@ class ModelEntry:
         return self.runner.read if isinstance(self.runner, OwnRunner) else self.runner
 
     @property
+    def packed(self) -> bool:
+        """A model of yours whose matrices bitsandbytes stores in 4 or 8 bits: what reads
+        them is not offered (known before it is read)."""
+        return self.origin is not None and self.origin.quantized is not None
+
+    @property
     def value_norms(self) -> bool:
         """Whether it serves value-weighted norms: every attention call's output projection
         reads the heads' outputs unchanged (our model code's do; on transformers' code, as
         its trace found them). A model of yours not read yet is said to: reading its weights
         to know would load it, and a request then gets the reason where it does not."""
+        if self.packed:
+            return False
         runner = self._loaded()
         return runner is None or runner.model.projects_heads
 
@@ -112,6 +120,8 @@ class ModelEntry:
         """Whether the logit lens, direct logit attribution and the contribution graph read
         its residual stream (model/methods/lens.py): a decoder whose layers add their blocks'
         outputs to it (a model of yours not read yet is said to, where a decoder)."""
+        if self.packed:
+            return False
         runner = self._loaded()
         if runner is None:
             return self.config.architecture == "decoder-only"
@@ -122,6 +132,8 @@ class ModelEntry:
         """Whether its residual stream is read and its feed-forward blocks read it after
         their attention's (not beside it, as GPT-J's and Phi's): the contribution graph's
         path (a model of yours not read yet is said to, where a decoder)."""
+        if self.packed:
+            return False
         runner = self._loaded()
         if runner is None:
             return self.config.architecture == "decoder-only"
@@ -132,6 +144,8 @@ class ModelEntry:
     def alti(self) -> bool:
         """Whether ALTI (model/methods/alti.py) reads one of its self-attention stacks (a model of
         yours not read yet is said to)."""
+        if self.packed:
+            return False
         runner = self._loaded()
         if runner is None:
             return True

@@ -40,7 +40,7 @@ from .lens import LensRequest, LensResponse, lens
 from .masks import MasksRequest, MasksResponse, masks
 from .metrics import MetricsResponse, metrics
 from .needle import DEFAULT_LENGTH, NeedleRequest, NeedleResponse, needle
-from .needs import NEEDS, lacking
+from .needs import NEEDS, lacking, lacking_said
 from .positions import PositionsRequest, PositionsResponse, positions
 from .rollout import RolloutRequest, RolloutResponse, rollout
 from .scaling import ScalingResponse, scaling
@@ -90,7 +90,7 @@ class LabRoute:
         )
         missing = self.missing(ctx.entry)
         if missing:
-            reasons = " and ".join(NEEDS[n].lacking for n in missing)
+            reasons = lacking_said(ctx.entry, missing)
             raise CannotServe(
                 f"the {self.id} {self.what} cannot run on {ctx.entry.id}: it {reasons}"
             )

@@ -60,3 +60,18 @@ NEEDS: dict[str, Need] = {
 def lacking(entry: ModelEntry, needs: frozenset[str]) -> list[str]:
     """The needs a model lacks, by name."""
     return sorted(name for name in needs if not NEEDS[name].holds(entry))
+
+
+# what a model whose matrices bitsandbytes packs cannot give: each reads a weight matrix
+READS_WEIGHTS = frozenset({"alti", "residual_stream", "serial_blocks", "value_norms"})
+
+
+def lacking_said(entry: ModelEntry, missing: list[str]) -> str:
+    """Why a model lacks these needs, after "it": a quantized model's own reason where its
+    packed matrices are why."""
+    quantized = entry.origin.quantized if entry.origin is not None else None
+    if quantized and READS_WEIGHTS & set(missing):
+        rest = [NEEDS[n].lacking for n in missing if n not in READS_WEIGHTS]
+        packed = f"stores its weight matrices in {quantized} (bitsandbytes), and this reads them"
+        return " and ".join([packed, *rest])
+    return " and ".join(NEEDS[n].lacking for n in missing)

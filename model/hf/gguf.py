@@ -9,6 +9,7 @@ import contextlib
 import io
 from pathlib import Path
 
+import torch
 from tokenizers import Tokenizer
 
 from ..checkpoints import CheckpointError
@@ -101,9 +102,12 @@ def load_gguf_transformers(
         with contextlib.redirect_stderr(io.StringIO()):
             hf = transformers.AutoModelForCausalLM.from_pretrained(
                 path.parent, gguf_file=path.name, attn_implementation=ATTENTION,
-                dtype=placement.torch_dtype(None), **placed(where, placement),
+                dtype=placement.torch_dtype(None), **placed(where, placement, str(path)),
+                quantization_config=transformers.GgufConfig(dequantize=True),
                 local_files_only=True, trust_remote_code=False,
             )  # fmt: skip
+    except (MemoryError, torch.OutOfMemoryError):
+        raise  # (not the file's fault: a 503 to try again)
     except (ValueError, KeyError, OSError, TypeError, RuntimeError, ImportError) as exc:
         raise CheckpointError(f"transformers cannot read it: {exc}") from None
     ends = {i for i in [field(reader, "tokenizer.ggml.eos_token_id")] if isinstance(i, int)}

@@ -7,7 +7,10 @@ an encoder-decoder is an `HFSeq2Seq`."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
+import hashlib
 import io
 import re
 import tempfile
@@ -174,6 +177,8 @@ def wrapped(hf, architecture: str) -> HFTransformer:
     forward pass included: such a model is refused, never a 500 later)."""
     try:
         return HFTransformer(hf, architecture)
+    except (MemoryError, torch.OutOfMemoryError):
+        raise  # (not the model's fault: a 503 to try again)
     except BackendError as exc:
         raise CheckpointError(str(exc)) from None
     except Exception as exc:  # (transformers' own code raises what it raises)
@@ -201,21 +206,23 @@ def load_model(
                 folder,
                 attn_implementation=ATTENTION,
                 dtype=dtype,
-                **placed(where, placement),
+                **placed(where, placement, str(folder)),
                 **({"quantization_config": quantization} if quantization else {}),
                 local_files_only=True,
                 use_safetensors=True,
                 trust_remote_code=False,
             )
+    except (MemoryError, torch.OutOfMemoryError):
+        raise  # (not the model's fault: a 503 to try again)
     except (ValueError, KeyError, OSError, TypeError, RuntimeError) as exc:
         raise CheckpointError(f"transformers cannot read it: {exc}") from None
     return wrapped(hf, "encoder-only" if architecture == "masked-lm" else architecture)
 
 
-def placed(where: Where, placement: Placement) -> dict:
+def placed(where: Where, placement: Placement, source: str = "") -> dict:
     """from_pretrained's device arguments: none on the CPU (torch's own), else the device
     map (one device, or accelerate's `auto` within `max_memory`, offloading past it to a
-    folder of its own)."""
+    folder of this model's, under one the process removes when it ends)."""
     if where.device_map is None:
         return {}
     found: dict = {"device_map": where.device_map}
@@ -223,8 +230,17 @@ def placed(where: Where, placement: Placement) -> dict:
         memory = placement.memory_for(where.device)
         if memory:
             found["max_memory"] = memory
-        found["offload_folder"] = tempfile.mkdtemp(prefix="attnviz-offload-")
+        named = hashlib.sha256(source.encode()).hexdigest()[:16]
+        found["offload_folder"] = str(offload_root() / named)
     return found
+
+
+@functools.cache
+def offload_root() -> Path:
+    """The folder accelerate offloads spread models' weights to, removed at exit."""
+    made = tempfile.TemporaryDirectory(prefix="attnviz-offload-")
+    atexit.register(made.cleanup)
+    return Path(made.name)
 
 
 def stored(folder: Path) -> set[str]:
@@ -337,9 +353,17 @@ def parameter_bytes(
             parameter.data = parameter.data.float()
     held = module_bytes(model)
     if quantize != "none":
-        head = model.get_output_embeddings()
-        for module in model.modules():
-            if isinstance(module, nn.Linear) and module is not head:
+        from transformers.pytorch_utils import Conv1D
+        from transformers.quantizers.base import get_keys_to_not_convert
+
+        kept = {*get_keys_to_not_convert(model),  # (what bitsandbytes leaves as it is)
+                *(getattr(model, "_keep_in_fp32_modules", None) or ()),
+                *(getattr(model, "_keep_in_fp32_modules_strict", None) or ())}  # fmt: skip
+        for name, module in model.named_modules():
+            if any(k and (name == k or name.startswith(f"{k}.") or k in name.split("."))
+                   for k in kept):  # fmt: skip
+                continue
+            if type(module) is nn.Linear or isinstance(module, Conv1D):
                 values, rows = module.weight.numel(), module.weight.shape[0]
                 packed = (
                     values // 2 + 4 * (values // 64) if quantize == "4bit" else values + 4 * rows

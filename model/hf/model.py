@@ -55,11 +55,12 @@ class HFTransformer(ServedModel):
         self._traced = [c for calls in by_type.values() for c in calls]
         # a model whose matrices bitsandbytes stores in 4 or 8 bits: what reads them is refused
         method = getattr(getattr(hf, "hf_quantizer", None), "quantization_config", None)
+        kind = getattr(getattr(method, "quant_method", None), "value", None)
         self.weights_refusal: str | None = (
-            f"its weight matrices are quantized ({getattr(method, 'quant_method', 'bitsandbytes')}"
-            "): views that read them (value-weighted norms, ALTI, the logit lens, DLA, the "
-            "graph) are not served for it; its attention is captured as for any model"
-            if getattr(hf, "is_quantized", False)
+            f"its weight matrices are stored in {kind}'s packed bits: views that read them "
+            "(value-weighted norms, ALTI, the logit lens, DLA, the graph) are not served for "
+            "it; its attention is captured as for any model"
+            if kind == "bitsandbytes"
             else None
         )
         self._projections = {t: [c.projection for c in calls] for t, calls in by_type.items()}

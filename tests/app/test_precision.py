@@ -147,8 +147,7 @@ def test_weights_quantized_by_bitsandbytes_are_refused_off_cuda_saying_why(clien
     assert refused["status"] == "refused"
     assert refused["reason"] == (
         "4bit weights (bitsandbytes) are computed by CUDA kernels: this model is placed on "
-        "cpu; serve it unquantized there (its GGUF file is read dequantized), or place it "
-        "on a GPU"
+        "cpu; serve it unquantized there, or place it on a GPU"
     )
 
 

@@ -402,6 +402,8 @@ def test_a_gguf_of_another_architecture_is_read_by_transformers_gguf_loader(tmp_
     assert "<|endoftext|>" in specials and config.decoder_layers == 2
     runner, _ = load_origin(path, "mine")
     assert matches(runner, theirs, PROMPTS[2]) == tokenizer().encode(PROMPTS[2]).ids
+    # dequantized for real: nothing of it reads as packed, its views that read weights too
+    assert runner.model.weights_refusal is None and runner.model.projects_heads
 
 
 def test_a_gguf_of_an_architecture_transformers_does_not_read_is_refused(tmp_path):
