@@ -188,17 +188,23 @@ def wrapped(hf, architecture: str) -> HFTransformer:
 
 
 def load_model(
-    folder: Path, architecture: str, placement: Placement | None = None
+    folder: Path,
+    architecture: str,
+    placement: Placement | None = None,
+    stored: torch.dtype | None = None,
 ) -> HFTransformer:
     """The folder's weights in transformers' class for its architecture ("masked-lm": an encoder
     with its head), capturing, in the dtype and on the device `placement` resolves to (its
     default: the checkpoint's own dtype, the device `auto` finds): read from the
-    safetensors files straight into that dtype, never through a float32 copy."""
+    safetensors files straight into that dtype, never through a float32 copy (`stored`:
+    the checkpoint's own dtype where the caller read it already)."""
     placement = placement or Placement()
     register()
     quiet_transformers()
     where = placement.where()
-    dtype = placement.torch_dtype(stored_dtype(read_json(folder / "config.json"), stored(folder)))
+    if stored is None:
+        stored = stored_dtype(read_json(folder / "config.json"), dtypes_of(folder))
+    dtype = placement.torch_dtype(stored)
     quantization = placement.quantization(dtype)  # (refused off CUDA)
     try:
         with contextlib.redirect_stderr(io.StringIO()):
@@ -243,7 +249,7 @@ def offload_root() -> Path:
     return Path(made.name)
 
 
-def stored(folder: Path) -> set[str]:
+def dtypes_of(folder: Path) -> set[str]:
     """The dtypes a folder's safetensors hold (from their headers: nothing read)."""
     dtypes: set[str] = set()
     read_weights(folder, dtypes, meta=True)
@@ -307,11 +313,15 @@ class HFMaskedLM(HFEncoder):
 
 
 def load_transformers(
-    folder: Path, name: str = "", placement: Placement | None = None
+    folder: Path,
+    name: str = "",
+    placement: Placement | None = None,
+    stored: torch.dtype | None = None,
 ) -> CausalLM | HFEncoder | HFSeq2Seq:
-    """A folder as a runner over transformers' code, checked on the way in."""
+    """A folder as a runner over transformers' code, checked on the way in (`stored`: its
+    checkpoint's dtype, where the caller read it already)."""
     _, architecture, _ = peek_transformers(folder)
-    model = load_model(folder, architecture, placement)
+    model = load_model(folder, architecture, placement, stored)
     tokenizer, vocabulary, specials = tokenizer_of(folder, model.config.target_vocab_size)
     if architecture == "decoder-only":
         return causal_runner(folder, model, tokenizer, vocabulary, specials, name)

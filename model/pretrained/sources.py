@@ -186,7 +186,7 @@ def load_origin(
         dtype = dtype_name(placement.torch_dtype(None))
         stored = f"GGUF (dequantized to {dtype})"
         arch = gguf_arch(path)
-        if arch != "llama" or backend == "transformers" or not on_our_code(placement, None):
+        if gguf_on_transformers(arch, backend, placement):
             from ..hf.gguf import load_gguf_transformers
 
             runner = load_gguf_transformers(path, name, placement)
@@ -200,14 +200,13 @@ def load_origin(
     model_type = model_type_of(hf, path)
     read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)
     where = str(path.resolve()) if given == str(path) else f"{given}{CACHED}{path})"
-    if choose(model_type, backend).backend == "transformers" or not on_our_code(
-        placement, stored_dtype(hf, dtypes)
-    ):
+    stored_as = stored_dtype(hf, dtypes)
+    if folder_on_transformers(model_type, backend, placement, stored_as):
         from ..hf.loading import load_transformers
 
-        runner = load_transformers(path, name, placement)
+        runner = load_transformers(path, name, placement, stored_as)
         origin = Origin(where, model_type, ", ".join(sorted(dtypes)), "transformers")
-        return runner, placed_origin(origin, placement, stored_dtype(hf, dtypes))
+        return runner, placed_origin(origin, placement, stored_as)
     elif adapter_of(hf, path).reads == "bert":
         runner = load_bert(path, hf, dtypes)
     else:
@@ -246,6 +245,22 @@ OFF_OUR_CODE = (
     "model/ reads this architecture in float32 on the CPU; placed otherwise, it runs on "
     "transformers' own code."
 )
+
+
+def folder_on_transformers(
+    model_type: str, backend: Backend | None, placement: Placement, stored: torch.dtype | None
+) -> bool:
+    """Whether a folder runs on transformers' code: its architecture's backend, the one
+    forced, or a placement model/ does not run."""
+    return choose(model_type, backend).backend == "transformers" or not on_our_code(
+        placement, stored
+    )
+
+
+def gguf_on_transformers(arch: str, backend: Backend | None, placement: Placement) -> bool:
+    """Whether a GGUF file runs on transformers' GGUF loader: model/ reads a Llama one, on
+    the CPU in float32, unless transformers' code is forced."""
+    return arch != "llama" or backend == "transformers" or not on_our_code(placement, None)
 
 
 def on_our_code(placement: Placement, stored: torch.dtype | None) -> bool:
@@ -293,8 +308,7 @@ def peek_origin(
         stored = f"GGUF (dequantized to {dtype_name(placement.torch_dtype(None))})"
         arch = gguf_arch(path)
         origin = Origin(str(path.resolve()), f"{arch} (GGUF)", stored)
-        # (as load_origin routes it: model/ reads a Llama on the CPU in float32)
-        if arch != "llama" or backend == "transformers" or not on_our_code(placement, None):
+        if gguf_on_transformers(arch, backend, placement):  # (as load_origin routes it)
             from ..hf.gguf import peek_gguf
 
             config, specials = peek_gguf(path)
@@ -309,10 +323,9 @@ def peek_origin(
     model_type = model_type_of(hf, path)
     dtypes: set[str] = set()
     where = str(path.resolve()) if given == str(path) else f"{given}{CACHED}{path})"
-    read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)
-    if choose(model_type, backend).backend == "transformers" or not on_our_code(
-        placement, stored_dtype(hf, dtypes)
-    ):
+    headers = read_weights(path, dtypes, meta=True)  # (refuses pickles; the dtypes stored)
+    stored_as = stored_dtype(hf, dtypes)
+    if folder_on_transformers(model_type, backend, placement, stored_as):
         from ..hf.loading import peek_transformers
 
         config, architecture, _ = peek_transformers(path)
@@ -335,12 +348,12 @@ def peek_origin(
         origin = Origin(where, model_type, ", ".join(sorted(dtypes)), "transformers", note)
         if choose(model_type, backend).backend == "ours":  # (its placement chose this code)
             origin = replace(origin, note=" ".join(filter(None, [note, OFF_OUR_CODE])))
-        origin = placed_origin(origin, placement, stored_dtype(hf, dtypes))
+        origin = placed_origin(origin, placement, stored_as)
         return config, origin, f"hf-{architecture}", specials
     adapter = adapter_of(hf, path)
     if adapter.reads == "bert":
         architecture = check_bert(path, hf)
-        tensors = read_weights(path, dtypes, meta=True)
+        tensors = headers
         config = adapter.config(hf)
         with torch.device("meta"):
             model = Transformer(config, init=False)
