@@ -69,7 +69,7 @@ def load_checkpoint(directory: str | Path) -> Transformer:
     try:
         config = ModelConfig.load(directory / CONFIG_FILE)
         with torch.device("meta"):  # shapes only: nothing allocated yet
-            skeleton = Transformer(config)
+            skeleton = Transformer(config, init=False)
         expected = {k: v for k, v in skeleton.state_dict().items() if k not in skeleton.tied()}
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         raise CheckpointError(f"checkpoint {directory}: bad {CONFIG_FILE}: {exc}") from exc

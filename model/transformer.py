@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Sequence
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
 
 from .attention import MultiHeadAttention
 from .attention_types import AttentionSpec
@@ -22,6 +24,22 @@ from .positional import positions_module
 from .served import Blocks, DecoderCache, Layout, PositionTable, ServedModel
 
 LONG_REFUSED = "only a decoder-only model reads long prompts"
+
+
+class SkipInit(TorchFunctionMode):
+    """Modules built with their initialisers (`nn.init`'s, and random fills) skipped, on
+    this thread only (a torch function mode is the thread's own): for weights loaded
+    right after. Their random fills took 2 s of a server's 9 s start-up (measured)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__module__", None) == "torch.nn.init" or func in (
+            Tensor.uniform_,
+            Tensor.normal_,
+        ):
+            # the tensor, left as allocated (loaded right after); nn.init's functions
+            # hand it on by name
+            return args[0] if args else (kwargs or {})["tensor"]
+        return func(*args, **(kwargs or {}))
 
 
 class Stack(nn.Module):
@@ -170,13 +188,14 @@ class Transformer(ServedModel):
         if config.head_size is not None and config.head_size * config.n_heads != config.d_model:
             raise ValueError("model/ builds heads of d_model / n_heads: head_size differs")
         self.config = config
-        if config.has_encoder:
-            self.encoder = Encoder(config)
-        if config.has_decoder:
-            self.decoder = Decoder(config, cross=config.architecture == "encoder-decoder")
-            bias = config.bias if config.output_bias is None else config.output_bias
-            self.output = nn.Linear(config.d_model, config.target_vocab_size, bias=bias)
-            self.hook_logits = HookPoint()  # (B, T, V)
+        with contextlib.nullcontext() if init else SkipInit():
+            if config.has_encoder:
+                self.encoder = Encoder(config)
+            if config.has_decoder:
+                self.decoder = Decoder(config, cross=config.architecture == "encoder-decoder")
+                bias = config.bias if config.output_bias is None else config.output_bias
+                self.output = nn.Linear(config.d_model, config.target_vocab_size, bias=bias)
+                self.hook_logits = HookPoint()  # (B, T, V)
         if init:
             self._init_parameters()
         if config.tie_embeddings:  # one matrix, after the init: the embedding's

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from attnviz.model import ModelConfig, Transformer, generate_mask
 from attnviz.model.layers import EncoderLayer, FeedForward, LayerNorm
+from attnviz.model.transformer import SkipInit
 
 from . import seed_reference as seed
 from .conftest import LLAMA, build, tiny_config
@@ -164,3 +165,40 @@ def test_decoding_checks_the_encoder_memory_it_is_given():
     dec_only = build(architecture="decoder-only")
     with pytest.raises(ValueError, match="decoder-only model takes no encoder memory"):
         dec_only.decode(torch.tensor([[1, 5]]), memory=torch.zeros(1, 3, 32))
+
+
+def test_a_model_built_for_loaded_weights_draws_no_random_numbers_and_others_still_do():
+    """`init=False` skips the initialisers (the global RNG is left as it was), on its own
+    thread only: a model built with its initialisation on another thread at the same time
+    is initialised as ever (the untrained twins are built beside loaded models)."""
+    import threading
+
+    config = ModelConfig(n_layers=2, d_model=32, n_heads=4, d_ff=64, max_seq_len=16)
+    torch.manual_seed(0)
+    expected = Transformer(config).state_dict()
+    torch.manual_seed(1)
+    before = torch.random.get_rng_state()
+    inside, done = threading.Event(), threading.Event()
+
+    class Held(SkipInit):  # (its thread held inside the skipping mode until `done`)
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            inside.set()
+            done.wait(30)
+            return super().__torch_function__(func, types, args, kwargs)
+
+    def loaded() -> None:
+        with Held():
+            Transformer(config, init=False)
+
+    thread = threading.Thread(target=loaded)
+    thread.start()
+    assert inside.wait(30)
+    torch.manual_seed(0)
+    initialised = Transformer(config)  # (the other thread inside its mode all along)
+    done.set()
+    thread.join()
+    for name, tensor in initialised.state_dict().items():
+        assert torch.equal(tensor, expected[name]), name
+    torch.manual_seed(1)
+    Transformer(config, init=False)
+    assert torch.equal(torch.random.get_rng_state(), before)
