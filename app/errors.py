@@ -31,6 +31,13 @@ class CannotServe(AttnvizError):
     status = 422
 
 
+class TooLarge(AttnvizError):
+    """The input is larger than the server reads (an image's bytes or pixels): refused
+    before it is decoded."""
+
+    status = 413
+
+
 class NotFound(AttnvizError):
     """No such thing here: an unknown model, a corpus run not (or no longer) kept."""
 

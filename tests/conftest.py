@@ -40,6 +40,7 @@ TIERS: tuple[tuple[str, str], ...] = (
     ("model/test_families.py", "reference"),
     ("model/test_lens.py", "reference"),
     ("app/test_shares.py", "core"),
+    ("app/test_images.py", "core"),
     ("app/", "zoo"),
     ("model/pronounce/", "zoo"),
     ("model/test_smollm2.py", "zoo"),

@@ -110,7 +110,7 @@ APP_LAYERS = (
     ("catalog",),
     ("payloads",),
     ("budgets",),
-    ("errors", "settings", "request", "version"),
+    ("errors", "settings", "request", "images", "version"),
 )
 
 

@@ -1,0 +1,143 @@
+"""Pictures a run reads beside its text: bounded before they are decoded, read as pixels
+and nothing else.
+
+A picture comes as a file's bytes (PNG, JPEG or WebP: base64 in JSON, or a multipart
+part). Before a pixel is decoded, its bytes, its format (by its first bytes, not by what
+the client says it is), its size in pixels (from its header) and its frames are checked:
+a decompression bomb (a 30,000 x 30,000 PNG of a few kilobytes) is refused with the limit
+it passes, never decoded. Then its pixels are decoded whole (a truncated file is refused,
+not half-read), its EXIF orientation applied (a phone's portrait photo stands upright),
+and it is made RGB (palette, grey, CMYK, 16-bit grey, and transparency laid on white, as
+a viewer shows it). Nothing else of the file is trusted or kept: no colour profile, no
+metadata, no second image of a polyglot file; only what was decoded is used.
+
+A picture's `digest` is the SHA-256 of its size and RGB pixels: the same picture has the
+same key however it was stored (a run's cache key, a link's `img=`), as a text's is its
+characters."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
+
+from .errors import CannotServe, TooLarge
+
+# What each accepted format's file starts with (the client's name for it is not read).
+SIGNATURES = {"PNG": (b"\x89PNG\r\n\x1a\n",), "JPEG": (b"\xff\xd8\xff",)}
+FORMATS = ("PNG", "JPEG", "WEBP")
+# a truncated file is an error, not a picture with its last rows grey (Pillow's default)
+ImageFile.LOAD_TRUNCATED_IMAGES = False
+
+
+@dataclass(frozen=True)
+class ImageLimits:
+    """What one picture may be, checked before its pixels are decoded."""
+
+    max_bytes: int = 20_000_000  # its file
+    max_pixels: int = 50_000_000  # width x height (a 48-megapixel phone photo fits)
+    max_side: int = 16_384  # its longer side
+
+
+@dataclass(frozen=True, eq=False)
+class Picture:
+    """A picture as a run reads it: RGB, upright."""
+
+    pixels: Image.Image  # mode RGB, EXIF orientation applied
+    format: str  # PNG, JPEG or WEBP: what its bytes are
+    digest: str  # SHA-256 (hex) of its width, height and RGB pixels
+    stored: tuple[int, int]  # width and height as stored, before its orientation
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """Width and height as seen (upright)."""
+        return self.pixels.size
+
+
+def sniffed(data: bytes) -> str | None:
+    """The accepted format the bytes start as, or None."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "WEBP"
+    return next(
+        (name for name, starts in SIGNATURES.items() if data.startswith(starts)),
+        None,
+    )
+
+
+def read_image(data: bytes, limits: ImageLimits = ImageLimits()) -> Picture:
+    """The picture of a file's bytes, or TooLarge (413) or CannotServe (422) saying which
+    limit or fault, before anything over a limit is decoded. Run it off the event loop:
+    a picture at the limits takes up to a second to decode."""
+    if len(data) > limits.max_bytes:
+        raise TooLarge(f"the image is {len(data):,} bytes; at most {limits.max_bytes:,}")
+    kind = sniffed(data)
+    if kind is None:
+        raise CannotServe("the image is not a PNG, JPEG or WebP file (read by its bytes)")
+    try:
+        # its header only, by Pillow's reader of the format its bytes are (Image.open
+        # would also refuse a bomb, at 179 megapixels, without its size: ours says it)
+        image = opener(kind)(io.BytesIO(data))
+        width, height = image.size
+        pixels = width * height
+        if max(width, height) > limits.max_side or pixels > limits.max_pixels:
+            raise TooLarge(
+                f"the image is {width:,} x {height:,} pixels ({pixels:,}); at most "
+                f"{limits.max_pixels:,} pixels and {limits.max_side:,} a side"
+            )
+        frames = getattr(image, "n_frames", 1)
+        if frames > 1:
+            raise CannotServe(
+                f"the image is animated ({frames:,} frames): a run reads one picture an "
+                "image; send the frame to read as a PNG, JPEG or WebP of its own"
+            )
+        image.load()  # every pixel now: a truncated file fails here, not later
+        upright = ImageOps.exif_transpose(image)
+        rgb = as_rgb(upright)
+    except (TooLarge, CannotServe):
+        raise
+    except (
+        UnidentifiedImageError,
+        OSError,
+        SyntaxError,
+        ValueError,
+        EOFError,
+        struct.error,
+    ) as exc:
+        raise CannotServe(f"the {kind} image cannot be read: {exc}") from None
+    return Picture(rgb, kind, digest(rgb), (width, height))
+
+
+def opener(kind: str) -> Callable[..., ImageFile.ImageFile]:
+    """Pillow's reader of a format: it reads the header when made, the pixels on `load`."""
+    Image.init()
+    return Image.OPEN[kind][0]
+
+
+def as_rgb(image: Image.Image) -> Image.Image:
+    """An image's pixels as RGB: transparency laid on white; 16- and 32-bit grey scaled to
+    8 bits by its range (Pillow's own conversion clips it: a 16-bit PNG turned white)."""
+    if image.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+        values = np.asarray(image, dtype=np.float64)
+        top = 65535.0 if image.mode.startswith("I;16") else max(float(values.max()), 1.0)
+        grey = np.clip(np.rint(values / top * 255.0), 0, 255).astype(np.uint8)
+        return Image.fromarray(grey).convert("RGB")
+    if image.mode == "P" and "transparency" in image.info:
+        image = image.convert("RGBA")
+    if image.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        rgba = image.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    return image.convert("RGB")
+
+
+def digest(rgb: Image.Image) -> str:
+    """SHA-256 of an RGB image's width, height and pixels."""
+    width, height = rgb.size
+    h = hashlib.sha256(f"{width}x{height}:".encode())
+    h.update(rgb.tobytes())
+    return h.hexdigest()
