@@ -6,6 +6,7 @@ cannot reproduce (refused, saying why)."""
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any
 
 import torch
@@ -56,11 +57,35 @@ def has_masked_lm_head(config) -> bool:
     )
 
 
+def pixel_shape(config) -> tuple[int, int, int] | None:
+    """(channels, height, width) of the pictures an image encoder's config states, or None
+    where it reads token ids (a text model's config states no image size)."""
+    vision = getattr(config, "vision_config", None) or config
+    size = getattr(vision, "image_size", None)
+    if size is None:
+        return None
+    height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
+    return int(getattr(vision, "num_channels", 3)), int(height), int(width)
+
+
+def reads_pixels(hf: Any) -> bool:
+    """Whether a transformers model reads pictures alone (`pixel_values`, no token ids)."""
+    parameters = inspect.signature(hf.forward).parameters
+    return "pixel_values" in parameters and "input_ids" not in parameters
+
+
 def trace_inputs(
-    architecture: str, device: str | torch.device = "cpu", token: int = 0
+    architecture: str,
+    device: str | torch.device = "cpu",
+    token: int = 0,
+    pixels: tuple[int, int, int] | None = None,
 ) -> dict[str, Tensor]:
     """A short input of each side, of different lengths (a cross-attention call is the one
-    whose keys are the source's), every position `token`."""
+    whose keys are the source's), every position `token`; for an image encoder, a
+    picture of `pixels` (channels, height, width) of seeded noise (no two patches alike)."""
+    if pixels is not None:
+        noise = torch.Generator().manual_seed(0)
+        return {"pixel_values": torch.randn(1, *pixels, generator=noise).to(device)}
     source = torch.full((1, 5), token, dtype=torch.long, device=device)
     target = torch.full((1, 3), token, dtype=torch.long, device=device)
     # (a 2-D mask of ones spares transformers a check that cannot run on the meta device)
@@ -146,9 +171,17 @@ def trace(hf: Any, architecture: str) -> dict[str, list[Traced]]:
         for m in hf.modules()
         if isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D"
     ]
+    pixels = reads_pixels(hf)
+    if pixels:
+        shape = pixel_shape(hf.config)
+        if shape is None:
+            raise BackendError("its config states no image size: no picture to trace it with")
+        inputs = trace_inputs(architecture, device, pixels=shape)
+    else:
+        inputs = trace_inputs(architecture, device, probe_token(hf))
     try:
         with torch.no_grad(), calling(call):
-            hf(**trace_inputs(architecture, device, probe_token(hf)), use_cache=False)
+            hf(**inputs, **({} if pixels else {"use_cache": False}))
     finally:
         for hook in hooks:
             hook.remove()

@@ -20,7 +20,7 @@ from ..long import LongCapture
 from ..placement import device_of
 from ..served import Blocks, DecoderCache, Layout, PositionTable, ServedModel
 from . import long
-from .calls import BackendError, hf_architecture, specs_of, trace
+from .calls import BackendError, hf_architecture, pixel_shape, reads_pixels, specs_of, trace
 from .capture import AttentionPoints, Call, calling
 from .positions import Positions, halves_rotated, positions_of
 from .summary import summary
@@ -70,7 +70,10 @@ class HFTransformer(ServedModel):
         # pairs them otherwise (Cohere, GLM, DeepSeek's MLA), the neuron view shows no
         # "before" rather than a wrong one
         self.rotary_layout = "rotate_half" if halves_rotated(self.hf) else None
-        vocab = self.hf.get_input_embeddings().num_embeddings
+        # an image encoder reads pixels: no vocabulary, no logits (its output is its states)
+        self.reads_pixels = reads_pixels(self.hf)
+        self.pixel_shape = pixel_shape(hf.config) if self.reads_pixels else None
+        vocab = 0 if self.reads_pixels else self.hf.get_input_embeddings().num_embeddings
         out = self.hf.get_output_embeddings()
         logits = out.out_features if isinstance(out, nn.Linear) else vocab
         positional = positions.positional if positions is not None else "none"
@@ -258,6 +261,11 @@ class HFTransformer(ServedModel):
         return device_of(self.hf.get_input_embeddings())
 
     def forward(self, input_ids: Tensor, target: Tensor | None = None, **kwargs) -> Tensor:
+        if self.reads_pixels:  # (an image encoder's input is its pictures' pixel values)
+            with calling(self.call()):
+                pixels = input_ids.to(self.input_device, self.hf.dtype)
+                out = self.hf(pixel_values=pixels, **kwargs)
+            return out.last_hidden_state.cpu()
         input_ids = input_ids.to(self.input_device)
         target = target.to(self.input_device) if target is not None else None
         padding = self.padding(input_ids)

@@ -1,0 +1,192 @@
+"""Image encoders on transformers' own code (ViT, DeiT, BEiT, DINOv2 with and without
+registers, SigLIP's and CLIP's vision towers, ...): a folder of one, with its image
+processor, read offline; a picture preprocessed by that processor and read with every
+attention call captured, as a text model's are (model/hf/capture.py).
+
+Every position of the run says what it is (`ImagePosition`): the class, distillation or
+register tokens the model puts first, then the patches row by row, each with its row, its
+column and its box in the picture's own pixels: the processor's resizing and centre crop
+(`Geometry`) undone. The views draw attention over the picture by these boxes."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..checkpoints import CheckpointError
+from ..hooks import Capture, NamesFilter
+from ..placement import Placement
+from .calls import BackendError
+
+PositionKind = Literal["cls", "distillation", "register", "patch", "extra"]
+PATCH = "▦"  # a patch's label: "▦ 3,5" (row 3, column 5)
+
+
+@dataclass(frozen=True)
+class ImagePosition:
+    """What one position of an image encoder's run is."""
+
+    kind: PositionKind
+    label: str  # "[CLS]", "[DIST]", "[REG 2]", "▦ 3,5"
+    image: int = 0  # which picture of the run
+    row: int | None = None  # a patch's row and column in its picture's patch grid
+    column: int | None = None
+    # a patch's box in the picture's own pixels (left, top, right, bottom), clipped to it
+    box: tuple[float, float, float, float] | None = None
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Where the processor's pixels lie in a picture: resized from `original` to
+    `resized` (width, height), then the window of `size` at `offset` (left, top; negative
+    where the processor pads) taken from the resized picture."""
+
+    original: tuple[int, int]
+    resized: tuple[int, int]
+    offset: tuple[int, int]
+    size: tuple[int, int]
+
+    def box(
+        self, left: float, top: float, right: float, bottom: float
+    ) -> tuple[float, float, float, float]:
+        """A box of the processor's pixels as a box of the picture's, clipped to it."""
+        (w0, h0), (w1, h1), (dx, dy) = self.original, self.resized, self.offset
+        sx, sy = w0 / w1, h0 / h1
+        return (
+            min(max((left + dx) * sx, 0.0), w0),
+            min(max((top + dy) * sy, 0.0), h0),
+            min(max((right + dx) * sx, 0.0), w0),
+            min(max((bottom + dy) * sy, 0.0), h0),
+        )
+
+
+def geometry(processor: Any, width: int, height: int) -> Geometry:
+    """The geometry of a processor that resizes (to a height and width, or its shortest
+    edge to a length) and may crop the centre, as transformers' resize and center_crop
+    compute it; a CheckpointError for any other (tiling, dynamic resolution: not mapped)."""
+    from transformers.image_transforms import get_resize_output_image_size
+
+    size = dict(getattr(processor, "size", None) or {})
+    resized = (width, height)
+    if getattr(processor, "do_resize", False):
+        if "height" in size and "width" in size:
+            resized = (int(size["width"]), int(size["height"]))
+        elif "shortest_edge" in size and set(size) <= {"shortest_edge", "longest_edge"}:
+            # (an array of the picture's shape that holds no memory: only its shape is read)
+            shape = np.lib.stride_tricks.as_strided(np.zeros(1), (height, width, 3), (0, 0, 0))
+            h, w = get_resize_output_image_size(
+                shape,
+                size=int(size["shortest_edge"]),
+                default_to_square=False,
+                max_size=size.get("longest_edge"),
+                input_data_format="channels_last",
+            )
+            resized = (int(w), int(h))
+        else:
+            raise CheckpointError(
+                f"its image processor ({type(processor).__name__}) resizes by {sorted(size)}: "
+                "its patches cannot be placed on the picture yet"
+            )
+    window, offset = resized, (0, 0)
+    if getattr(processor, "do_center_crop", False):
+        crop = dict(getattr(processor, "crop_size", None) or {})
+        if not {"height", "width"} <= set(crop):
+            raise CheckpointError(f"its image processor crops to {crop}: not understood")
+        window = (int(crop["width"]), int(crop["height"]))
+        offset = ((resized[0] - window[0]) // 2, (resized[1] - window[1]) // 2)
+    return Geometry((width, height), resized, offset, window)
+
+
+def leading_positions(hf: Any, extra: int) -> list[ImagePosition]:
+    """The positions an encoder puts before its patches, named by what its embeddings
+    hold (a class token, DeiT's distillation token, DINOv2's registers), in that order."""
+    embeddings = getattr(hf, "embeddings", None)
+    named: list[ImagePosition] = []
+    if any(getattr(embeddings, n, None) is not None for n in ("cls_token", "class_embedding")):
+        named.append(ImagePosition("cls", "[CLS]"))
+    if getattr(embeddings, "distillation_token", None) is not None:
+        named.append(ImagePosition("distillation", "[DIST]"))
+    registers = getattr(embeddings, "register_tokens", None)
+    if registers is not None:
+        named += [ImagePosition("register", f"[REG {i}]") for i in range(registers.shape[1])]
+    if len(named) != extra:  # (a model that puts other tokens first: named by place)
+        named = [ImagePosition("extra", f"[{i}]") for i in range(extra)]
+    return named
+
+
+@dataclass
+class ImageReading:
+    """One picture read: what the model computed, and what each position is."""
+
+    capture: Capture
+    positions: list[ImagePosition]
+    states: Tensor  # (T, d) its last hidden states
+    pixel_values: Tensor  # (C, H, W) as the processor made them
+    geometry: Geometry
+
+
+class ImageEncoder:
+    """An image encoder of transformers' with its folder's image processor."""
+
+    def __init__(self, model: Any, processor: Any) -> None:
+        self.model = model  # an HFTransformer that reads pixels
+        self.processor = processor
+        hf = model.hf
+        vision = getattr(hf.config, "vision_config", None) or hf.config
+        patch = getattr(vision, "patch_size", None)
+        self.patch = (patch, patch) if isinstance(patch, int) else tuple(patch or ())
+        if len(self.patch) != 2:
+            raise CheckpointError("its config states no patch size: its patches cannot be placed")
+
+    @classmethod
+    def load(cls, folder: str | Path, placement: Placement | None = None) -> ImageEncoder:
+        """A folder's model (transformers' AutoModel: the encoder, without a task's head)
+        and its image processor (its PIL backend: torchvision is not installed), read
+        offline."""
+        import transformers
+
+        from .loading import load_model
+
+        folder = Path(folder)
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                processor = transformers.AutoImageProcessor.from_pretrained(
+                    folder, backend="pil", local_files_only=True, trust_remote_code=False
+                )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"transformers cannot read its image processor: {exc}") from None
+        model = load_model(folder, "encoder-only", placement)
+        if not model.reads_pixels:
+            raise CheckpointError("its model reads token ids, not pictures")
+        return cls(model, processor)
+
+    def read(self, picture: Any, names_filter: NamesFilter = None) -> ImageReading:
+        """A picture (an RGB PIL image: app/images.py's) read, every attention captured."""
+        width, height = picture.size
+        place = geometry(self.processor, width, height)
+        pixels = self.processor(images=picture, return_tensors="pt")["pixel_values"]
+        if tuple(pixels.shape[-2:]) != (place.size[1], place.size[0]):
+            raise BackendError(
+                f"its processor made {tuple(pixels.shape[-2:])} pixels where its settings say "
+                f"{place.size[::-1]}: its patches cannot be placed"
+            )
+        with torch.no_grad():
+            states, capture = self.model.run_with_capture(pixels, names_filter=names_filter)
+        rows, columns = place.size[1] // self.patch[0], place.size[0] // self.patch[1]
+        extra = states.shape[1] - rows * columns
+        if extra < 0:
+            raise BackendError(f"{states.shape[1]} positions for a grid of {rows} x {columns}")
+        positions = leading_positions(self.model.hf, extra)
+        ph, pw = self.patch
+        for r in range(rows):
+            for c in range(columns):
+                box = place.box(c * pw, r * ph, (c + 1) * pw, (r + 1) * ph)
+                positions.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
+        return ImageReading(capture, positions, states[0], pixels[0], place)

@@ -1,0 +1,116 @@
+"""Image encoders on transformers' own code (model/hf/vision.py): tiny seeded random models
+of ViT, DeiT, BEiT (its relative position bias), DINOv2 with and without registers, and the
+vision towers of SigLIP and CLIP, saved with their image processors and read back as the
+server reads them: every head's weights equal transformers' own eager attention
+(`output_attentions`), every position named; and the patch map, checked by a mark drawn
+on the picture where the map puts one patch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import transformers as T
+from PIL import Image, ImageDraw
+
+from attnviz.model.hf.vision import ImageEncoder
+
+SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+GRID = dict(image_size=32, patch_size=8)  # 4 x 4 patches
+SQUARE = {"height": 32, "width": 32}
+# (model class, config, image processor (their PIL backends: no torchvision), the labels of
+# the positions before the patches)
+CASES = {
+    "vit": (T.ViTModel, T.ViTConfig(**GRID, **SMALL), T.ViTImageProcessorPil(size=SQUARE),
+            ["[CLS]"]),
+    "deit": (T.DeiTModel, T.DeiTConfig(**GRID, **SMALL),
+             T.DeiTImageProcessorPil(size={"height": 40, "width": 40}, crop_size=SQUARE),
+             ["[CLS]", "[DIST]"]),
+    "beit": (T.BeitModel, T.BeitConfig(**GRID, use_relative_position_bias=True, **SMALL),
+             T.BeitImageProcessorPil(size=SQUARE, do_center_crop=False), ["[CLS]"]),
+    "dinov2": (T.Dinov2Model, T.Dinov2Config(**GRID, **SMALL),
+               T.BitImageProcessorPil(size={"shortest_edge": 40}, crop_size=SQUARE), ["[CLS]"]),
+    "dinov2_with_registers": (
+        T.Dinov2WithRegistersModel,
+        T.Dinov2WithRegistersConfig(**GRID, num_register_tokens=4, **SMALL),
+        T.BitImageProcessorPil(size={"shortest_edge": 40}, crop_size=SQUARE),
+        ["[CLS]", "[REG 0]", "[REG 1]", "[REG 2]", "[REG 3]"],
+    ),
+    "siglip": (T.SiglipVisionModel, T.SiglipVisionConfig(**GRID, **SMALL),
+               T.SiglipImageProcessorPil(size=SQUARE), []),
+    "clip": (T.CLIPVisionModel, T.CLIPVisionConfig(**GRID, projection_dim=16, **SMALL),
+             T.CLIPImageProcessorPil(size={"shortest_edge": 40}, crop_size=SQUARE), ["[CLS]"]),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict:
+    made = {}
+    for name, (cls, config, processor, _) in CASES.items():
+        torch.manual_seed(0)
+        folder = tmp_path_factory.mktemp(name)
+        cls(config).eval().save_pretrained(folder)
+        processor.save_pretrained(folder)
+        made[name] = folder
+    return made
+
+
+def noise(width: int = 70, height: int = 50) -> Image.Image:
+    rng = np.random.default_rng(0)
+    return Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_heads_weights_are_transformers_eager_attention(folders, name):
+    cls, _, _, leading = CASES[name]
+    encoder = ImageEncoder.load(folders[name])
+    reading = encoder.read(noise())
+    reference = cls.from_pretrained(folders[name], attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = reference(pixel_values=reading.pixel_values[None], output_attentions=True)
+    assert len(out.attentions) == 2
+    for layer, expected in enumerate(out.attentions):
+        got = reading.capture[f"encoder.{layer}.self_attn.hook_weights"]
+        assert got.shape == expected.shape
+        assert (got - expected).abs().max() <= 1e-5, (name, layer)
+    assert (reading.states - out.last_hidden_state[0]).abs().max() <= 1e-5
+    labels = [p.label for p in reading.positions]
+    assert labels == leading + [f"▦ {r},{c}" for r in range(4) for c in range(4)]
+    assert len(labels) == out.attentions[0].shape[-1]
+
+
+@pytest.mark.parametrize(
+    ("name", "patch"), [("vit", (1, 2)), ("siglip", (3, 0)), ("deit", (2, 1)), ("clip", (1, 1))]
+)
+def test_the_patch_map_puts_a_patchs_box_over_the_mark_drawn_there(folders, name, patch):
+    """A grey picture of 300 x 200 (resized to a square, or its short side to 40 and its
+    centre cropped) with a red mark over the box the map gives one patch: in the pixels the
+    processor makes, that patch is the reddest, and most of it is red."""
+    encoder = ImageEncoder.load(folders[name])
+    picture = Image.new("RGB", (300, 200), (128, 128, 128))
+    grey = encoder.read(picture)
+    r, c = patch
+    (box,) = [p.box for p in grey.positions if (p.row, p.column) == (r, c)]
+    assert box is not None
+    left, top, right, bottom = box
+    # (a pixel in from each side: a resize blends the edges with their neighbours)
+    inset = max((right - left), (bottom - top)) / 8
+    ImageDraw.Draw(picture).rectangle(
+        (left + inset, top + inset, right - inset - 1, bottom - inset - 1), fill=(255, 0, 0)
+    )
+    pixels = encoder.read(picture).pixel_values.numpy()
+    red = pixels[0] - (pixels[1] + pixels[2]) / 2  # (normalised: red is positive)
+    tiles = red.reshape(4, 8, 4, 8).transpose(0, 2, 1, 3).reshape(4, 4, 64)
+    redness = (tiles > 0.5).mean(-1)
+    assert np.unravel_index(redness.argmax(), redness.shape) == (r, c), redness
+    assert redness[r, c] >= 0.5 and np.delete(redness.ravel(), r * 4 + c).max() <= 0.1, redness
+
+
+def test_a_crop_leaves_the_picture_s_sides_out_of_every_box(folders):
+    """Resized to 60 x 40 and cropped to its centre 32 x 32: the boxes cover the middle of
+    the picture only, from (14, 4) to (46, 36) in resized pixels, times 300 / 60."""
+    reading = ImageEncoder.load(folders["clip"]).read(Image.new("RGB", (300, 200)))
+    boxes = [p.box for p in reading.positions if p.kind == "patch"]
+    assert boxes[0] == pytest.approx((70.0, 20.0, 110.0, 60.0))
+    assert boxes[-1] == pytest.approx((190.0, 140.0, 230.0, 180.0))
+    assert reading.geometry.resized == (60, 40) and reading.geometry.offset == (14, 4)
