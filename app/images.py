@@ -22,6 +22,7 @@ import io
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
@@ -57,6 +58,14 @@ class Picture:
     def size(self) -> tuple[int, int]:
         """Width and height as seen (upright)."""
         return self.pixels.size
+
+
+def read_image_file(path: Path, limits: ImageLimits = ImageLimits()) -> Picture:
+    """`read_image` of a file, its size checked before it is read."""
+    size = path.stat().st_size
+    if size > limits.max_bytes:
+        raise TooLarge(f"the image is {size:,} bytes; at most {limits.max_bytes:,}")
+    return read_image(path.read_bytes(), limits)
 
 
 def sniffed(data: bytes) -> str | None:

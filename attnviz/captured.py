@@ -26,6 +26,7 @@ import numpy as np
 from torch import Tensor
 
 from .model.attention_types import HOOK_OF_KIND
+from .model.hf.vision import ImagePosition
 from .model.long import LongCapture
 
 Kind = Literal["weights", "scores", "mask", "q", "k", "v", "norms"]
@@ -46,6 +47,9 @@ class Captured:
     types: dict[str, dict[str, Any]]  # each attention type: layers, heads, rows, columns
     _runner: Any = field(repr=False)
     _result: Any = field(repr=False)
+    # a picture's run: what each position is (class, register, or a patch with its row,
+    # column and box in the picture's pixels); a text's run: none
+    positions: list[ImagePosition] = field(default_factory=list)
 
     def tokens(self, side: Literal["source", "target"]) -> list[str]:
         """The tokens of one side (an attention type's rows and columns name theirs)."""
@@ -132,8 +136,76 @@ def load(model: Any, tokenizer: Any = None) -> tuple[Any, str]:
     return from_memory(model, tokenizer, name), name
 
 
-def capture(model: Any, text: str, tokenizer: Any = None) -> Captured:
-    """Run `model` on `text` with every hook captured (see the module's docstring)."""
+def picture_of(image: Any) -> Any:
+    """An image as a run reads it (an RGB PIL image, upright): a path to a PNG, JPEG or
+    WebP file (read within the server's bounds: app/images.py), a PIL image, or an (H, W)
+    or (H, W, 3) uint8 array."""
+    from PIL import Image, ImageOps
+
+    from .app.images import as_rgb, read_image_file
+
+    if isinstance(image, str | Path):
+        return read_image_file(Path(image)).pixels
+    if isinstance(image, Image.Image):
+        return as_rgb(ImageOps.exif_transpose(image))
+    if isinstance(image, np.ndarray):
+        if image.dtype != np.uint8 or image.ndim not in (2, 3) or image.shape[2:] not in ((), (3,)):
+            raise TypeError(
+                f"an image array is (H, W) or (H, W, 3) uint8, not {image.shape} {image.dtype}"
+            )
+        return Image.fromarray(image).convert("RGB")
+    raise TypeError(f"image: a path, a PIL image or a uint8 array, not {type(image).__name__}")
+
+
+def capture_image(model: Any, image: Any, processor: Any = None) -> Captured:
+    """Run an image encoder on a picture with every hook captured: `model` a folder (with
+    its image processor's preprocessor_config.json) or a transformers model in memory with
+    its `processor`."""
+    from .model.hf.vision import ImageEncoder
+
+    if isinstance(model, str | Path):
+        if processor is not None:
+            raise TypeError("processor= goes with a model in memory; a folder brings its own")
+        encoder, name = ImageEncoder.load(model), str(model)
+    else:
+        if processor is None:
+            raise TypeError("a model in memory reads a picture with its image processor=")
+        encoder, name = ImageEncoder.from_memory(model, processor), memory_name(model)
+    reading = encoder.read(picture_of(image))
+    named = ("layers", "query_heads", "kv_heads", "head_dim", "rows", "columns")
+    labels = [p.label for p in reading.positions]
+    return Captured(
+        model=name,
+        text="",
+        source_tokens=labels,
+        target_tokens=[],
+        output_tokens=[],
+        truncated=False,
+        source_length=len(labels),
+        types={spec.type: {n: getattr(spec, n) for n in named} for spec in encoder.attention},
+        _runner=encoder,
+        _result=reading,
+        positions=reading.positions,
+    )
+
+
+def capture(
+    model: Any,
+    text: str | None = None,
+    tokenizer: Any = None,
+    *,
+    image: Any = None,
+    processor: Any = None,
+) -> Captured:
+    """Run `model` on `text` with every hook captured (see the module's docstring); an
+    image encoder (ViT, DeiT, DINOv2, SigLIP's or CLIP's vision tower) on `image`
+    instead: a path, a PIL image or an array; its positions say which patch each is."""
+    if image is not None:
+        if text is not None or tokenizer is not None:
+            raise TypeError("an image encoder reads a picture alone: image= without text")
+        return capture_image(model, image, processor)
+    if text is None:
+        raise TypeError("capture(model, text) or capture(model, image=...)")
     runner, name = load(model, tokenizer)
     result = runner.run(text)
     if result.capture is None:

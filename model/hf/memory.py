@@ -5,6 +5,7 @@ disk, and the user's objects are left as they were."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer
@@ -58,7 +59,28 @@ def from_memory(hf, tokenizer, name: str = "") -> CausalLM | HFEncoder | HFSeq2S
             f"{type(hf).__name__} has no language-model head: pass the model with its head "
             "(AutoModelForCausalLM, AutoModelForSeq2SeqLM)"
         )
-    # the twin's tensors: the user's own, where they are, in their dtype
+    model = wrapped(twin_of(hf), "encoder-only" if architecture == "masked-lm" else architecture)
+    copied = Tokenizer.from_str(backend.to_str())
+    copied.no_padding()  # (the user's settings for their batches: a run reads the whole text)
+    copied.no_truncation()
+    vocabulary, specials = vocabulary_of(copied, model.config.target_vocab_size)
+    if architecture != "decoder-only":
+        return encoding_runner(model, architecture, copied, vocabulary, specials)
+    named = {k: getattr(tokenizer, k, None) for k in ("bos_token", "eos_token")}
+    template = getattr(tokenizer, "chat_template", None)
+    eos = getattr(hf.generation_config, "eos_token_id", None) if hf.can_generate() else None
+    return causal_of(
+        model, copied, vocabulary, specials, name or type(hf).__name__,
+        template if isinstance(template, str) else None,
+        eos if eos is not None else getattr(hf.config, "eos_token_id", None),
+        {k: v for k, v in named.items() if isinstance(v, str)},
+    )  # fmt: skip
+
+
+def twin_of(hf: Any) -> Any:
+    """A twin of a model in memory that shares its tensors (on their devices, in their
+    dtype: nothing copied), rid of the user's hooks, its attention captured; the user's
+    model is left as it was."""
     shared: dict[int, torch.Tensor] = {
         id(p): nn.Parameter(p.detach(), requires_grad=False) for p in hf.parameters()
     }
@@ -76,22 +98,7 @@ def from_memory(hf, tokenizer, name: str = "") -> CausalLM | HFEncoder | HFSeq2S
         twin.set_attn_implementation(ATTENTION)
     except (ValueError, ImportError) as exc:
         raise CheckpointError(f"its attention cannot be captured: {exc}") from None
-    model = wrapped(twin, "encoder-only" if architecture == "masked-lm" else architecture)
-    copied = Tokenizer.from_str(backend.to_str())
-    copied.no_padding()  # (the user's settings for their batches: a run reads the whole text)
-    copied.no_truncation()
-    vocabulary, specials = vocabulary_of(copied, model.config.target_vocab_size)
-    if architecture != "decoder-only":
-        return encoding_runner(model, architecture, copied, vocabulary, specials)
-    named = {k: getattr(tokenizer, k, None) for k in ("bos_token", "eos_token")}
-    template = getattr(tokenizer, "chat_template", None)
-    eos = getattr(hf.generation_config, "eos_token_id", None) if hf.can_generate() else None
-    return causal_of(
-        model, copied, vocabulary, specials, name or type(hf).__name__,
-        template if isinstance(template, str) else None,
-        eos if eos is not None else getattr(hf.config, "eos_token_id", None),
-        {k: v for k, v in named.items() if isinstance(v, str)},
-    )  # fmt: skip
+    return twin
 
 
 HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",

@@ -20,10 +20,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..attention_types import AttentionSpec
 from ..checkpoints import CheckpointError
 from ..hooks import Capture, NamesFilter
 from ..placement import Placement
-from .calls import BackendError
+from .calls import BackendError, reads_pixels
+from .capture import register
 
 PositionKind = Literal["cls", "distillation", "register", "patch", "extra"]
 PATCH = "▦"  # a patch's label: "▦ 3,5" (row 3, column 5)
@@ -131,6 +133,10 @@ class ImageReading:
     pixel_values: Tensor  # (C, H, W) as the processor made them
     geometry: Geometry
 
+    @property
+    def captured(self) -> Capture:
+        return self.capture
+
 
 class ImageEncoder:
     """An image encoder of transformers' with its folder's image processor."""
@@ -166,6 +172,34 @@ class ImageEncoder:
         if not model.reads_pixels:
             raise CheckpointError("its model reads token ids, not pictures")
         return cls(model, processor)
+
+    @classmethod
+    def from_memory(cls, hf: Any, processor: Any) -> ImageEncoder:
+        """A transformers image model in memory and its image processor: run as a twin
+        that shares its tensors (model/hf/memory.py); a classifier is read without its
+        head (its base model: the encoder)."""
+        import transformers
+
+        from .loading import quiet_transformers, wrapped
+        from .memory import twin_of
+
+        register()
+        quiet_transformers()
+        if not isinstance(hf, transformers.PreTrainedModel):
+            raise TypeError(f"a transformers model (a PreTrainedModel), not {type(hf).__name__}")
+        if not callable(getattr(processor, "preprocess", None)):
+            raise TypeError(
+                "processor: the model's image processor (transformers' AutoImageProcessor), "
+                f"not {type(processor).__name__}"
+            )
+        encoder = hf.base_model
+        if not reads_pixels(encoder):
+            raise CheckpointError(f"{type(hf).__name__} reads token ids, not pictures")
+        return cls(wrapped(twin_of(encoder), "encoder-only"), processor)
+
+    @property
+    def attention(self) -> list[AttentionSpec]:
+        return self.model.specs
 
     def read(self, picture: Any, names_filter: NamesFilter = None) -> ImageReading:
         """A picture (an RGB PIL image: app/images.py's) read, every attention captured."""

@@ -114,3 +114,60 @@ def test_a_crop_leaves_the_picture_s_sides_out_of_every_box(folders):
     assert boxes[0] == pytest.approx((70.0, 20.0, 110.0, 60.0))
     assert boxes[-1] == pytest.approx((190.0, 140.0, 230.0, 180.0))
     assert reading.geometry.resized == (60, 40) and reading.geometry.offset == (14, 4)
+
+
+def test_attnviz_capture_reads_a_picture_from_a_file_an_image_or_an_array(folders, tmp_path):
+    """`attnviz.capture(folder, image=...)`: a PNG file (its EXIF orientation applied, as
+    the server reads it), the same picture as a PIL image and as an array: one run; its
+    tokens are the positions' labels and `positions` their boxes."""
+    import attnviz
+
+    stored = noise(50, 70)  # stored 50 wide, 70 high; shown turned: 70 wide, 50 high
+    exif = Image.Exif()
+    exif[0x0112] = 8  # (shown turned 90° counter-clockwise)
+    path = tmp_path / "turned.png"
+    stored.save(path, exif=exif.tobytes())
+    upright = stored.transpose(Image.Transpose.ROTATE_90)
+    runs = [
+        attnviz.capture(folders["deit"], image=path),
+        attnviz.capture(folders["deit"], image=upright),
+        attnviz.capture(folders["deit"], image=np.asarray(upright)),
+    ]
+    for run in runs:
+        assert run.source_tokens[:3] == ["[CLS]", "[DIST]", "▦ 0,0"]
+        assert torch.equal(run.weights(layer=1), runs[0].weights(layer=1))
+    first = runs[0]
+    assert first.weights(layer=0).shape == (4, 18, 18)
+    assert [p.box for p in first.positions[:2]] == [None, None]
+    # resized to 40 x 40 from 70 x 50 and cropped to the middle 32: patch 0,0 starts 4 in
+    assert first.positions[2].box == pytest.approx((7.0, 5.0, 21.0, 15.0))
+    assert first.get("q", layer=0).shape == (4, 18, 8)
+    norms = first.get("norms", layer=0)
+    assert norms.shape == (4, 18, 18) and torch.isfinite(norms).all()
+
+
+def test_a_model_in_memory_is_read_with_its_processor_and_left_as_it_was(folders):
+    """A classifier in memory: its encoder read (the head left out), its weights shared,
+    its own attention implementation and hooks untouched."""
+    import attnviz
+
+    config = T.ViTConfig(**GRID, **SMALL, num_labels=3)
+    torch.manual_seed(1)
+    classifier = T.ViTForImageClassification(config).eval()
+    classifier.set_attn_implementation("sdpa")
+    calls = []
+    classifier.register_forward_hook(lambda *args: calls.append(1))
+    processor = T.ViTImageProcessorPil(size=SQUARE)
+    run = attnviz.capture(classifier, image=noise(), processor=processor)
+    assert classifier.config._attn_implementation == "sdpa" and calls == []
+    eager = T.ViTModel(config, add_pooling_layer=False).eval()
+    eager.load_state_dict(classifier.vit.state_dict())
+    eager.set_attn_implementation("eager")
+    pixels = processor(images=noise(), return_tensors="pt")["pixel_values"]
+    with torch.no_grad():
+        expected = eager(pixel_values=pixels, output_attentions=True).attentions
+    assert (run.weights(layer=1) - expected[1][0]).abs().max() <= 1e-5
+    with pytest.raises(TypeError, match="image processor="):
+        attnviz.capture(classifier, image=noise())
+    with pytest.raises(TypeError, match="a picture alone"):
+        attnviz.capture(folders["vit"], "some text", image=noise())
