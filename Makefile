@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test check gpu-check gpu-carry bench-memory lint-python lint-js test-architectures lint format clean train bench bench-api bench-minilm bench-llm bench-contrib bench-families bench-capture numba-cache test-long bench-long bench-corpus bench-page e2e-deps \
+.PHONY: install serve test check gpu-check gpu-carry bench-memory bench-vision lint-python lint-js test-architectures lint format clean train bench bench-api bench-minilm bench-llm bench-contrib bench-families bench-capture numba-cache test-long bench-long bench-corpus bench-page e2e-deps \
 	system-deps hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy \
 	docs screenshot
 
@@ -183,6 +183,11 @@ bench-minilm: $(STAMP)
 
 bench-llm: $(STAMP)
 	$(BIN)/python bench/bench_llm.py
+
+# image encoders (ViT-B/16, SigLIP-So400m at 224 px): every head captured against
+# transformers' eager forward with output_attentions (bench/bench_vision.py)
+bench-vision: $(STAMP)
+	$(BIN)/python bench/bench_vision.py
 
 # value-weighted norms, ALTI, the logit lens and DLA against the passes they qualify
 # (bench/bench_contrib.py)
