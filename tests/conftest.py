@@ -38,6 +38,7 @@ TIERS: tuple[tuple[str, str], ...] = (
     ("app/test_load_smoke.py", "ops"),
     ("model/test_bench_llm_smoke.py", "ops"),
     ("model/test_families.py", "reference"),
+    ("model/test_vision_matrix.py", "reference"),
     ("model/test_lens.py", "reference"),
     ("app/test_shares.py", "core"),
     ("app/test_images.py", "core"),

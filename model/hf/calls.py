@@ -64,6 +64,9 @@ def pixel_shape(config) -> tuple[int, int, int] | None:
     size = getattr(vision, "image_size", None)
     if size is None:
         return None
+    frames = getattr(vision, "num_frames", None)
+    if isinstance(frames, int) and frames > 1:
+        raise BackendError(f"it reads videos ({frames} frames a clip), not one picture")
     height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
     return int(getattr(vision, "num_channels", 3)), int(height), int(width)
 
@@ -165,13 +168,14 @@ def trace(hf: Any, architecture: str) -> dict[str, list[Traced]]:
     through the attention interface."""
     traced: list[Traced] = []
     call = Call({}, {}, trace=traced)
-    device = device_of(hf.get_input_embeddings())
+    pixels = reads_pixels(hf)
+    # (an image encoder's first parameter: a convolution's patch embedding, for instance)
+    device = next(hf.parameters()).device if pixels else device_of(hf.get_input_embeddings())
     hooks = [
         m.register_forward_pre_hook(functools.partial(_reads_output, traced))
         for m in hf.modules()
         if isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D"
     ]
-    pixels = reads_pixels(hf)
     if pixels:
         shape = pixel_shape(hf.config)
         if shape is None:

@@ -220,7 +220,14 @@ def load_model(
             )
     except (MemoryError, torch.OutOfMemoryError):
         raise  # (not the model's fault: a 503 to try again)
-    except (ValueError, KeyError, OSError, TypeError, RuntimeError) as exc:
+    except KeyError as exc:
+        if exc.args == (ATTENTION,):  # (its class takes no attention function of the interface)
+            raise CheckpointError(
+                "its attention does not go through transformers' attention interface "
+                "(attn_implementation): nothing to capture"
+            ) from None
+        raise CheckpointError(f"transformers cannot read it: {exc}") from None
+    except (ValueError, OSError, TypeError, RuntimeError) as exc:
         raise CheckpointError(f"transformers cannot read it: {exc}") from None
     return wrapped(hf, "encoder-only" if architecture == "masked-lm" else architecture)
 

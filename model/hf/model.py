@@ -65,7 +65,9 @@ class HFTransformer(ServedModel):
         )
         self._projections = {t: [c.projection for c in calls] for t, calls in by_type.items()}
         self.specs = specs_of(by_type)
-        positions = positions_of(self.hf)
+        # (an image encoder's positions are 2-D, a table per patch or RoPE over rows and
+        # columns: not the text's 1-D positions the positional view reads)
+        positions = None if reads_pixels(self.hf) else positions_of(self.hf)
         # transformers' usual RoPE pairs dim i with i + d/2 (rotate_half); where a family
         # pairs them otherwise (Cohere, GLM, DeepSeek's MLA), the neuron view shows no
         # "before" rather than a wrong one
@@ -258,6 +260,8 @@ class HFTransformer(ServedModel):
     def input_device(self) -> torch.device:
         """Where its inputs go: its input embedding's device (a model spread by a device map
         moves what follows by accelerate's hooks)."""
+        if self.reads_pixels:
+            return next(self.hf.parameters()).device
         return device_of(self.hf.get_input_embeddings())
 
     def forward(self, input_ids: Tensor, target: Tensor | None = None, **kwargs) -> Tensor:

@@ -118,6 +118,9 @@ def leading_positions(hf: Any, extra: int) -> list[ImagePosition]:
     registers = getattr(embeddings, "register_tokens", None)
     if registers is not None:
         named += [ImagePosition("register", f"[REG {i}]") for i in range(registers.shape[1])]
+    detection = getattr(embeddings, "detection_tokens", None)  # (YOLOS's, after the class)
+    if detection is not None:
+        named += [ImagePosition("extra", f"[DET {i}]") for i in range(detection.shape[1])]
     if len(named) != extra:  # (a model that puts other tokens first: named by place)
         named = [ImagePosition("extra", f"[{i}]") for i in range(extra)]
     return named
@@ -215,8 +218,12 @@ class ImageEncoder:
             states, capture = self.model.run_with_capture(pixels, names_filter=names_filter)
         rows, columns = place.size[1] // self.patch[0], place.size[0] // self.patch[1]
         extra = states.shape[1] - rows * columns
-        if extra < 0:
-            raise BackendError(f"{states.shape[1]} positions for a grid of {rows} x {columns}")
+        if extra < 0:  # (ViT-MAE keeps a quarter of them, chosen at random)
+            raise BackendError(
+                f"it reads {states.shape[1]} positions of a grid of {rows} x {columns} patches "
+                "(a model that drops patches, as a masked autoencoder does): they cannot be "
+                "placed on the picture"
+            )
         positions = leading_positions(self.model.hf, extra)
         ph, pw = self.patch
         for r in range(rows):

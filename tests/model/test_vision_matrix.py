@@ -1,0 +1,50 @@
+"""The vision half of the architecture matrix (harness/vision_matrix.py): every image
+encoder of the installed transformers, from its own auto mappings, as a tiny seeded random
+model with an image processor, read back as attnviz reads it, against transformers' eager
+attention; each row equal or saying why not, and docs/architectures.md's table this run's.
+All of it runs in `make test` (under 10 s here: most rows are refused before a model is
+made)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.vision_matrix import image_architectures, section, table, vision_matrix
+
+# Measured on transformers 5.24: 78 image architectures; 39 have no attention through the
+# interface (convolutional networks, and those with their own attention code), 7 read
+# token ids beside pictures (CLIP's and SigLIP's pairs, vision-language models: the other
+# half), and of the other 32, 18 are served and equal. A change that serves fewer is a
+# regression.
+SERVED_AND_EQUAL_AT_LEAST = 18
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "architectures.md"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return vision_matrix()
+
+
+def test_the_image_architectures_come_from_transformers_own_mappings():
+    found = image_architectures()
+    assert len(found) > 60
+    assert {"vit", "deit", "dinov2", "siglip_vision_model", "swin", "resnet"} <= set(found)
+
+
+def test_every_served_image_encoder_equals_transformers_and_the_rest_say_why(rows):
+    by_type = {r.model_type: r for r in rows}
+    for row in rows:
+        assert row.equal or (row.reason and not row.served), row
+    for served in ("vit", "deit", "beit", "dinov2_with_registers", "siglip_vision_model",
+                   "clip_vision_model", "dinov3_vit", "yolos"):  # fmt: skip
+        assert by_type[served].equal, by_type[served]
+    assert by_type["yolos"].positions == 1 + 100 + 16  # (its class and detection tokens)
+    assert "drops patches" in by_type["vit_mae"].reason
+    assert "reads videos" in by_type["videomae"].reason
+    assert sum(r.equal for r in rows) >= SERVED_AND_EQUAL_AT_LEAST
+    assert section(PAGE.read_text(encoding="utf-8")) == table(rows), (
+        "docs/architectures.md's vision table is not this run's: "
+        "python harness/vision_matrix.py --table"
+    )
