@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from attnviz.model.placement import devices_said
-from attnviz.model.runtime import keep_freed_memory, set_threads, usable_cpus
+from attnviz.model.runtime import keep_freed_memory, set_threads
 
 from .budgets import fit, memory_limit, resident_bytes
 from .catalog.yours import OwnRunner, derived
@@ -63,7 +63,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     if not embedded:  # (a notebook's process is the user's to size)
         # (a CUDA image started on a machine without a GPU says so here, and serves on the CPU)
         logging.getLogger("attnviz").info("%s", devices_said(settings.device))
-        logging.getLogger("attnviz").info("%s", runs_said(settings))
         settings = fitted_settings(settings, zoo)
     app.state.inference = served = Inference(zoo, settings, threads)
     # corpus runs read the served models, one sentence a run slot
@@ -85,19 +84,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     corpus_runs.stop()
     app.state.inference = None
     threads.shutdown(wait=False)
-
-
-def runs_said(settings: Settings) -> str:
-    """How many model runs go at once, and why (the start-up log)."""
-    runs = settings.concurrent_runs()
-    if settings.max_concurrent_runs:
-        return f"model runs at once: {runs} (ATTNVIZ_MAX_CONCURRENT_RUNS)"
-    gpus = settings.accelerators()
-    on_gpus = f", and one for each of {', '.join(gpus)}" if gpus else ""
-    return (
-        f"model runs at once: {runs} ({runs - len(gpus)} on the CPU's "
-        f"{usable_cpus()} usable cores{on_gpus})"
-    )
 
 
 def fitted_settings(settings: Settings, zoo: Zoo) -> Settings:

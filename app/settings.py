@@ -179,8 +179,7 @@ class Settings(BaseSettings):
         ge=0,
         description="Model runs at once, each on a thread of its own; 0: as many as the cores "
         "hold runs of ATTNVIZ_TORCH_THREADS threads (1 where a run uses every core: more "
-        "runs than that slow every run down, see app.runs.tensor_threads), and one more for "
-        "each GPU that models of yours are placed on (stated at start-up).",
+        "runs than that slow every run down, see app.runs.tensor_threads).",
     )
     max_queued_runs: int = Field(
         16,
@@ -330,24 +329,8 @@ class Settings(BaseSettings):
         return entry.path if isinstance(entry, OwnModel) else entry
 
     def concurrent_runs(self) -> int:
-        """max_concurrent_runs, or where it is 0: the runs the usable cores hold at once,
-        and one more for each GPU (or set of GPUs a model is spread over) that models of
-        yours are placed on (`accelerators`)."""
+        """max_concurrent_runs, or where it is 0 the runs the usable cores hold at once."""
         if self.max_concurrent_runs:
             return self.max_concurrent_runs
         cpus = usable_cpus()
-        return max(1, cpus // (self.torch_threads or cpus)) + len(self.accelerators())
-
-    def accelerators(self) -> list[str]:
-        """The devices other than the CPU that models of yours run on here ("cuda:0",
-        "cuda" for a model spread over every GPU, "mps"), each once; a model placed where
-        no such device is seen is left out (it is refused when it is read)."""
-        found: dict[str, None] = {}
-        for model_id in self.models:
-            try:
-                where = self.placement(model_id).where()
-            except ValueError:  # (CheckpointError: the device named is not here)
-                continue
-            if where.device != "cpu":
-                found[where.device] = None
-        return list(found)
+        return max(1, cpus // (self.torch_threads or cpus))

@@ -262,27 +262,3 @@ def test_the_server_says_at_start_up_what_torch_sees_and_where_models_of_yours_r
         assert said[0].endswith(
             "sees no CUDA device; ATTNVIZ_DEVICE auto: models of yours run on cpu"
         )
-    # and how many runs go at once: the cores' share, and one per GPU of models of yours
-    from attnviz.model.runtime import usable_cpus
-
-    runs = [r.getMessage() for r in caplog.records if r.getMessage().startswith("model runs")]
-    cpu_runs = max(1, usable_cpus())  # (torch_threads=1: a run a core)
-    gpus = Settings(zoo=["pronounce"]).accelerators()
-    assert gpus == [], gpus  # (no model of yours)
-    assert runs == [
-        f"model runs at once: {cpu_runs} ({cpu_runs} on the CPU's {usable_cpus()} usable cores)"
-    ]
-
-
-def test_a_model_of_yours_on_a_gpu_adds_a_run_slot_for_that_gpu(tmp_path):
-    """One run at once more for each GPU (or spread set of GPUs) a model of yours is on;
-    none for a model on the CPU or on a device torch does not see (here: no GPU, so none;
-    on a machine with one, cuda:0's)."""
-    models = {"here": {"path": str(tmp_path), "device": "cpu"},
-              "there": {"path": str(tmp_path), "device": "cuda:0"},
-              "again": {"path": str(tmp_path), "device": "cuda:0"}}  # fmt: skip
-    settings = Settings(zoo=["pronounce"], torch_threads=1, models=models)
-    expected = ["cuda:0"] if torch.cuda.device_count() else []
-    assert settings.accelerators() == expected
-    assert settings.concurrent_runs() == Settings(torch_threads=1).concurrent_runs() + len(expected)
-    assert Settings(max_concurrent_runs=3, models=models).concurrent_runs() == 3
