@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import io
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageFile
 
 from .errors import CannotServe, TooLarge
 
@@ -98,27 +97,46 @@ def read_image(data: bytes, limits: ImageLimits = ImageLimits()) -> Picture:
                 f"the image is {width:,} x {height:,} pixels ({pixels:,}); at most "
                 f"{limits.max_pixels:,} pixels and {limits.max_side:,} a side"
             )
+        # (a phone's JPEG may hold a second picture, an HDR gain map, as an MPO file: the
+        # first is the photo)
         frames = getattr(image, "n_frames", 1)
-        if frames > 1:
+        if frames > 1 and image.format != "MPO":
             raise CannotServe(
                 f"the image is animated ({frames:,} frames): a run reads one picture an "
                 "image; send the frame to read as a PNG, JPEG or WebP of its own"
             )
         image.load()  # every pixel now: a truncated file fails here, not later
-        upright = ImageOps.exif_transpose(image)
-        rgb = as_rgb(upright)
-    except (TooLarge, CannotServe):
+        rgb = as_rgb(upright(image))
+    except (TooLarge, CannotServe, MemoryError):
         raise
-    except (
-        UnidentifiedImageError,
-        OSError,
-        SyntaxError,
-        ValueError,
-        EOFError,
-        struct.error,
-    ) as exc:
+    except Image.DecompressionBombError as exc:  # (WebP's reader checks in its header)
+        raise TooLarge(
+            f"the image is larger than Pillow reads ({exc}); at most "
+            f"{limits.max_pixels:,} pixels and {limits.max_side:,} a side"
+        ) from None
+    except Exception as exc:  # (a broken file makes Pillow's readers raise anything)
         raise CannotServe(f"the {kind} image cannot be read: {exc}") from None
     return Picture(rgb, kind, digest(rgb), (width, height))
+
+
+# EXIF orientation -> the transpose that stands the picture upright (as Pillow's own
+# ImageOps.exif_transpose maps them; that function also rewrites the EXIF, which fails on
+# a malformed block: only the tag is read here)
+UPRIGHT = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+
+
+def upright(image: Image.Image) -> Image.Image:
+    """The picture turned as its EXIF orientation says (nothing else of the EXIF read)."""
+    turn = UPRIGHT.get(image.getexif().get(0x0112))  # type: ignore[arg-type]
+    return image.transpose(turn) if turn is not None else image
 
 
 def opener(kind: str) -> Callable[..., ImageFile.ImageFile]:
@@ -135,7 +153,7 @@ def as_rgb(image: Image.Image) -> Image.Image:
         top = 65535.0 if image.mode.startswith("I;16") else max(float(values.max()), 1.0)
         grey = np.clip(np.rint(values / top * 255.0), 0, 255).astype(np.uint8)
         return Image.fromarray(grey).convert("RGB")
-    if image.mode == "P" and "transparency" in image.info:
+    if "transparency" in image.info:  # (a palette's index, or a grey or RGB key colour)
         image = image.convert("RGBA")
     if image.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
         rgba = image.convert("RGBA")

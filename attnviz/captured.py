@@ -140,14 +140,14 @@ def picture_of(image: Any) -> Any:
     """An image as a run reads it (an RGB PIL image, upright): a path to a PNG, JPEG or
     WebP file (read within the server's bounds: app/images.py), a PIL image, or an (H, W)
     or (H, W, 3) uint8 array."""
-    from PIL import Image, ImageOps
+    from PIL import Image
 
-    from .app.images import as_rgb, read_image_file
+    from .app.images import as_rgb, read_image_file, upright
 
     if isinstance(image, str | Path):
         return read_image_file(Path(image)).pixels
     if isinstance(image, Image.Image):
-        return as_rgb(ImageOps.exif_transpose(image))
+        return as_rgb(upright(image))
     if isinstance(image, np.ndarray):
         if image.dtype != np.uint8 or image.ndim not in (2, 3) or image.shape[2:] not in ((), (3,)):
             raise TypeError(

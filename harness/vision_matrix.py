@@ -161,7 +161,24 @@ def compare(model_type: str) -> Row:
     row.weights = max(diffs)
     if not row.equal:
         row.reason = f"its weights differ from transformers' by {row.weights:.1e}"
+    elif not placed_where_named(encoder, reading):
+        row.weights = float("inf")  # (equal weights, over positions it names wrongly)
+        row.reason = "a patch's pixels change another position than the one it names"
     return row
+
+
+def placed_where_named(encoder, reading) -> bool:
+    """Whether changing the pixels of one patch (row 1, column 2) changes, of the first
+    layer's queries (each made from its own position's input alone), those of the one
+    position the map names ▦ 1,2 and no other."""
+    ph, pw = encoder.patch
+    named = [i for i, p in enumerate(reading.positions) if (p.row, p.column) == (1, 2)]
+    pixels = reading.pixel_values[None].clone()
+    pixels[..., ph : 2 * ph, 2 * pw : 3 * pw] += 1.0
+    hook = "encoder.0.self_attn.hook_q"
+    _, changed = encoder.model.run_with_capture(pixels, names_filter=lambda n: n == hook)
+    moved = (changed[hook] - reading.capture[hook]).abs().amax(dim=(0, 1, 3)) > 1e-6
+    return moved.nonzero().flatten().tolist() == named
 
 
 def vision_matrix(only=None) -> list[Row]:

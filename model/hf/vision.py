@@ -4,7 +4,8 @@ processor, read offline; a picture preprocessed by that processor and read with 
 attention call captured, as a text model's are (model/hf/capture.py).
 
 Every position of the run says what it is (`ImagePosition`): the class, distillation or
-register tokens the model puts first, then the patches row by row, each with its row, its
+register tokens the model puts first, then the patches row by row (then YOLOS's detection
+tokens), each with its row, its
 column and its box in the picture's own pixels: the processor's resizing and centre crop
 (`Geometry`) undone. The views draw attention over the picture by these boxes."""
 
@@ -27,7 +28,7 @@ from ..placement import Placement
 from .calls import BackendError, reads_pixels
 from .capture import register
 
-PositionKind = Literal["cls", "distillation", "register", "patch", "extra"]
+PositionKind = Literal["cls", "distillation", "register", "detection", "patch", "extra"]
 PATCH = "▦"  # a patch's label: "▦ 3,5" (row 3, column 5)
 
 
@@ -106,24 +107,27 @@ def geometry(processor: Any, width: int, height: int) -> Geometry:
     return Geometry((width, height), resized, offset, window)
 
 
-def leading_positions(hf: Any, extra: int) -> list[ImagePosition]:
-    """The positions an encoder puts before its patches, named by what its embeddings
-    hold (a class token, DeiT's distillation token, DINOv2's registers), in that order."""
+def special_positions(hf: Any, extra: int) -> tuple[list[ImagePosition], list[ImagePosition]]:
+    """The positions an encoder puts before its patches (a class token, DeiT's
+    distillation token, DINOv2's registers, in that order) and after them (YOLOS's
+    detection tokens), named by what its embeddings hold; where they do not account for
+    every position besides the patches, all are put first, named by their place."""
     embeddings = getattr(hf, "embeddings", None)
-    named: list[ImagePosition] = []
+    before: list[ImagePosition] = []
     if any(getattr(embeddings, n, None) is not None for n in ("cls_token", "class_embedding")):
-        named.append(ImagePosition("cls", "[CLS]"))
+        before.append(ImagePosition("cls", "[CLS]"))
     if getattr(embeddings, "distillation_token", None) is not None:
-        named.append(ImagePosition("distillation", "[DIST]"))
+        before.append(ImagePosition("distillation", "[DIST]"))
     registers = getattr(embeddings, "register_tokens", None)
     if registers is not None:
-        named += [ImagePosition("register", f"[REG {i}]") for i in range(registers.shape[1])]
-    detection = getattr(embeddings, "detection_tokens", None)  # (YOLOS's, after the class)
+        before += [ImagePosition("register", f"[REG {i}]") for i in range(registers.shape[1])]
+    after: list[ImagePosition] = []
+    detection = getattr(embeddings, "detection_tokens", None)  # (YOLOS: cls, patches, these)
     if detection is not None:
-        named += [ImagePosition("extra", f"[DET {i}]") for i in range(detection.shape[1])]
-    if len(named) != extra:  # (a model that puts other tokens first: named by place)
-        named = [ImagePosition("extra", f"[{i}]") for i in range(extra)]
-    return named
+        after = [ImagePosition("detection", f"[DET {i}]") for i in range(detection.shape[1])]
+    if len(before) + len(after) != extra:
+        return [ImagePosition("extra", f"[{i}]") for i in range(extra)], []
+    return before, after
 
 
 @dataclass
@@ -224,10 +228,11 @@ class ImageEncoder:
                 "(a model that drops patches, as a masked autoencoder does): they cannot be "
                 "placed on the picture"
             )
-        positions = leading_positions(self.model.hf, extra)
+        positions, after = special_positions(self.model.hf, extra)
         ph, pw = self.patch
         for r in range(rows):
             for c in range(columns):
                 box = place.box(c * pw, r * ph, (c + 1) * pw, (r + 1) * ph)
                 positions.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
+        positions += after
         return ImageReading(capture, positions, states[0], pixels[0], place)

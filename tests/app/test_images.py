@@ -4,6 +4,7 @@ pixels, or refused with the limit or fault named, within a second."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import struct
 import time
@@ -161,3 +162,55 @@ def test_a_text_chunk_bomb_is_bounded():
     else:
         assert picture.digest == read_image(head).digest
     assert time.monotonic() - start < 1.0
+
+
+def test_a_webp_whose_header_claims_a_bomb_is_a_413():
+    """A 1 x 1 WebP whose extended header (VP8X) is made to say 15,000 x 15,000: Pillow's
+    reader refuses it in its header, and that is said as the limit it passes."""
+    exif = Image.Exif()
+    exif[0x0112] = 1
+    small = bytearray(saved(Image.new("RGB", (1, 1)), "WEBP", lossless=True, exif=exif.tobytes()))
+    at = small.index(b"VP8X") + 8 + 4  # (its flags, then width - 1 and height - 1: 3 bytes each)
+    small[at : at + 6] = (14_999).to_bytes(3, "little") * 2
+    said = refused(bytes(small), TooLarge, "at most 50,000,000 pixels")
+    assert len(small) < 200 and "image" in said
+
+
+def test_a_phones_jpeg_with_a_second_picture_is_read_as_its_first():
+    """An MPO file (a JPEG holding a second picture, e.g. an HDR gain map) is one photo,
+    not an animation: its first picture is read."""
+    photo, gain = quadrants(), Image.new("RGB", (20, 10), (9, 9, 9))
+    mpo = saved(photo, "MPO", save_all=True, append_images=[gain], quality=95)
+    picture = read_image(mpo)
+    assert picture.format == "JPEG" and picture.size == (40, 20)
+    assert np.abs(np.asarray(picture.pixels, dtype=int) - np.asarray(photo)).mean() < 8
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # (Pillow's, of the tags it skips)
+def test_a_broken_exif_block_or_a_key_colour_is_read_not_a_500():
+    """Bytes of a photo's EXIF block changed at random (seeded): each file is read, or
+    refused with a 4xx error, within a second, never another exception. An orientation
+    out of 1-8 leaves the picture as stored. A PNG whose key colour is transparent (tRNS):
+    that colour laid on white."""
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    exif[0x011A] = (72, 1)  # (XResolution, a rational: Pillow rewrote these, and failed)
+    exif[0x010F] = "camera"
+    rng = np.random.default_rng(0)
+    for fmt in ("JPEG", "WEBP", "PNG"):
+        whole = saved(quadrants(), fmt, exif=exif.tobytes())
+        start = whole.index(b"MM\x00*") if b"MM\x00*" in whole else whole.index(b"II*\x00")
+        for _ in range(1500):  # (the old exif_transpose raised AttributeError at the 502nd)
+            broken = bytearray(whole)
+            for at in rng.integers(start, start + 60, size=3):
+                broken[at] = int(rng.integers(0, 256))
+            began = time.monotonic()
+            with contextlib.suppress(CannotServe, TooLarge):
+                read_image(bytes(broken))
+            assert time.monotonic() - began < 1.0
+    odd = Image.Exif()
+    odd[0x0112] = 9
+    assert read_image(saved(quadrants(), "PNG", exif=odd.tobytes())).size == (40, 20)
+    keyed = quadrants()  # (its blue quarter made transparent by a tRNS key colour)
+    pixels = np.asarray(read_image(saved(keyed, "PNG", transparency=(0, 0, 255))).pixels)
+    assert pixels[-1, 0].tolist() == [255, 255, 255] and pixels[0, 0].tolist() == [255, 0, 0]
