@@ -76,7 +76,6 @@ class CausalLM(RunnerBase):
         self.add_special_tokens = add_special_tokens
         self.template_tokens = template_tokens or {}  # bos_token, eos_token for the template
         self._shown: list[str] | None = None
-        self._alone: dict[int, str] = {}  # ids shown alone so far (`alone`)
         # compiled now: one that cannot be read leaves the model without chat (a chat turn
         # is a 422 naming why), not unread (everything else it does is still right)
         self._chat: ChatTemplate | None = None
@@ -147,16 +146,6 @@ class CausalLM(RunnerBase):
         if self._shown is None:
             self._shown = [self.shown([i])[0] for i in range(len(self.vocabulary))]
         return self._shown
-
-    def alone(self, token_id: int) -> str:
-        """An id's token as `target_vocabulary` shows it, without making that list of every
-        token (1.5 s of a server's start-up, on its first run: measured)."""
-        if self._shown is not None:
-            return self._shown[token_id]
-        found = self._alone.get(token_id)
-        if found is None:  # (kept: a long run's 8,192 predictions took 0.1 s every run)
-            found = self._alone[token_id] = self.shown([token_id])[0]
-        return found
 
     def piece(self, token_id: int) -> str:
         """An id's token as the tokenizer spells it (byte-level: "Ġthe")."""
@@ -346,13 +335,16 @@ class CausalLM(RunnerBase):
             )
             for i, (ps, ids_) in enumerate(zip(steps.values, steps.indices, strict=True))
         }
+        # (every token's shown form, made once: on the first run, at start-up, on a tensor
+        # thread; the routes that read it after, some on the event loop, find it made)
+        vocab = self.target_vocabulary()
         shown = self.shown(ids)
         raw = [self.piece(i) for i in ids]
         return RunResult(
             text=text,
             source_tokens=shown,
             target_tokens=shown,
-            output_tokens=self.shown(generated) if generated else [self.alone(predicted[-1])],
+            output_tokens=self.shown(generated) if generated else [vocab[predicted[-1]]],
             truncated=cut,
             source_length=len(ids) if length is None else length,
             capture=capture_,
@@ -360,7 +352,7 @@ class CausalLM(RunnerBase):
             target_ids=ids,
             source_raw=raw,
             target_raw=raw,
-            predicted_tokens=[self.alone(p) for p in predicted],
+            predicted_tokens=[vocab[p] for p in predicted],
             alternatives=alternatives,
             output_text=self.decode(generated or predicted[-1:]),
         )
