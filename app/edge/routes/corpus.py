@@ -285,7 +285,10 @@ def download(body: Iterator[bytes], name: str, media: str) -> StreamingResponse:
     return StreamingResponse(body, media_type=media, headers=headers)
 
 
-ROWS_A_PIECE = 4096
+# rows a piece of the table (about 75 kB): each piece is handed to the event loop to send,
+# and its handling there grows with it (4,096 rows a piece held the loop 63-73 ms a piece,
+# and /healthz failed its bound one run in three; 1,024: under 30 ms, measured)
+ROWS_A_PIECE = 1024
 
 
 @router.get(
