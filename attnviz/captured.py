@@ -136,6 +136,12 @@ def load(model: Any, tokenizer: Any = None) -> tuple[Any, str]:
     return from_memory(model, tokenizer, name), name
 
 
+def types_of(attention: list) -> dict[str, dict[str, Any]]:
+    """Each attention type's shape, as `Captured.types` says it."""
+    named = ("layers", "query_heads", "kv_heads", "head_dim", "rows", "columns")
+    return {spec.type: {n: getattr(spec, n) for n in named} for spec in attention}
+
+
 def picture_of(image: Any) -> Any:
     """An image as a run reads it (an RGB PIL image, upright): a path to a PNG, JPEG or
     WebP file (read within the server's bounds: app/images.py), a PIL image, or an (H, W)
@@ -172,7 +178,6 @@ def capture_image(model: Any, image: Any, processor: Any = None) -> Captured:
             raise TypeError("a model in memory reads a picture with its image processor=")
         encoder, name = ImageEncoder.from_memory(model, processor), memory_name(model)
     reading = encoder.read(picture_of(image))
-    named = ("layers", "query_heads", "kv_heads", "head_dim", "rows", "columns")
     labels = [p.label for p in reading.positions]
     return Captured(
         model=name,
@@ -182,7 +187,7 @@ def capture_image(model: Any, image: Any, processor: Any = None) -> Captured:
         output_tokens=[],
         truncated=False,
         source_length=len(labels),
-        types={spec.type: {n: getattr(spec, n) for n in named} for spec in encoder.attention},
+        types=types_of(encoder.attention),
         _runner=encoder,
         _result=reading,
         positions=reading.positions,
@@ -210,8 +215,7 @@ def capture(
     result = runner.run(text)
     if result.capture is None:
         raise ValueError(f"{name} captured nothing on this text")
-    named = ("layers", "query_heads", "kv_heads", "head_dim", "rows", "columns")
-    types = {spec.type: {n: getattr(spec, n) for n in named} for spec in runner.attention}
+    types = types_of(runner.attention)
     return Captured(
         model=name,
         text=result.text,

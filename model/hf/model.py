@@ -20,7 +20,7 @@ from ..long import LongCapture
 from ..placement import device_of
 from ..served import Blocks, DecoderCache, Layout, PositionTable, ServedModel
 from . import long
-from .calls import BackendError, hf_architecture, pixel_shape, reads_pixels, specs_of, trace
+from .calls import BackendError, hf_architecture, reads_pixels, specs_of, trace
 from .capture import AttentionPoints, Call, calling
 from .positions import Positions, halves_rotated, positions_of
 from .summary import summary
@@ -65,16 +65,15 @@ class HFTransformer(ServedModel):
         )
         self._projections = {t: [c.projection for c in calls] for t, calls in by_type.items()}
         self.specs = specs_of(by_type)
-        # (an image encoder's positions are 2-D, a table per patch or RoPE over rows and
-        # columns: not the text's 1-D positions the positional view reads)
-        positions = None if reads_pixels(self.hf) else positions_of(self.hf)
+        # an image encoder reads pixels: no vocabulary, no logits (its output is its states),
+        # and its positions are 2-D (a table per patch, or RoPE over rows and columns), not
+        # the text's 1-D positions the positional view reads
+        self.reads_pixels = reads_pixels(self.hf)
+        positions = None if self.reads_pixels else positions_of(self.hf)
         # transformers' usual RoPE pairs dim i with i + d/2 (rotate_half); where a family
         # pairs them otherwise (Cohere, GLM, DeepSeek's MLA), the neuron view shows no
         # "before" rather than a wrong one
         self.rotary_layout = "rotate_half" if halves_rotated(self.hf) else None
-        # an image encoder reads pixels: no vocabulary, no logits (its output is its states)
-        self.reads_pixels = reads_pixels(self.hf)
-        self.pixel_shape = pixel_shape(hf.config) if self.reads_pixels else None
         vocab = 0 if self.reads_pixels else self.hf.get_input_embeddings().num_embeddings
         out = self.hf.get_output_embeddings()
         logits = out.out_features if isinstance(out, nn.Linear) else vocab
