@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageFile
 
-from .errors import CannotServe, TooLarge
+from .errors import AttnvizError, CannotServe, TooLarge
 
 # What each accepted format's file starts with (the client's name for it is not read).
 SIGNATURES = {"PNG": (b"\x89PNG\r\n\x1a\n",), "JPEG": (b"\xff\xd8\xff",)}
@@ -77,10 +79,15 @@ def sniffed(data: bytes) -> str | None:
     )
 
 
-def read_image(data: bytes, limits: ImageLimits = ImageLimits()) -> Picture:
+def read_image(
+    data: bytes,
+    limits: ImageLimits = ImageLimits(),
+    admit: Callable[[int], None] | None = None,
+) -> Picture:
     """The picture of a file's bytes, or TooLarge (413) or CannotServe (422) saying which
-    limit or fault, before anything over a limit is decoded. Run it off the event loop:
-    a picture at the limits takes up to a second to decode."""
+    limit or fault, before anything over a limit is decoded; `admit(pixels)` is called
+    once its size is known to pass, before its pixels are decoded (a client charged for
+    them). Run it off the event loop: a picture at the limits takes up to a second."""
     if len(data) > limits.max_bytes:
         raise TooLarge(f"the image is {len(data):,} bytes; at most {limits.max_bytes:,}")
     kind = sniffed(data)
@@ -107,7 +114,7 @@ def read_image(data: bytes, limits: ImageLimits = ImageLimits()) -> Picture:
             )
         image.load()  # every pixel now: a truncated file fails here, not later
         rgb = as_rgb(upright(image))
-    except (TooLarge, CannotServe, MemoryError):
+    except (AttnvizError, MemoryError):  # (what `admit` raises too: a 429)
         raise
     except Image.DecompressionBombError as exc:  # (WebP's reader checks in its header)
         raise TooLarge(
@@ -168,3 +175,62 @@ def digest(rgb: Image.Image) -> str:
     h = hashlib.sha256(f"{width}x{height}:".encode())
     h.update(rgb.tobytes())
     return h.hexdigest()
+
+
+def limits_of(max_bytes: int, max_pixels: int) -> ImageLimits:
+    """The limits a server's settings give one picture."""
+    return ImageLimits(max_bytes=max_bytes, max_pixels=max_pixels)
+
+
+class Pictures:
+    """Decoded pictures by digest, for runs to name (`image`), least recently used dropped
+    first past `max_bytes` of pixels (3 bytes each) or `most` pictures."""
+
+    def __init__(self, max_bytes: int, most: int = 1024) -> None:
+        self.max_bytes, self.most = max_bytes, most
+        self._held: OrderedDict[str, Picture] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def size_of(picture: Picture) -> int:
+        width, height = picture.size
+        return 3 * width * height
+
+    def put(self, picture: Picture) -> bool:
+        """Keep a picture; False where it alone is larger than the store (not kept)."""
+        size = self.size_of(picture)
+        if size > self.max_bytes:
+            return False
+        with self._lock:
+            if picture.digest in self._held:
+                self._held.move_to_end(picture.digest)
+                return True
+            self._held[picture.digest] = picture
+            self._bytes += size
+            while self._bytes > self.max_bytes or len(self._held) > self.most:
+                _, old = self._held.popitem(last=False)
+                self._bytes -= self.size_of(old)
+        return True
+
+    def get(self, digest: str) -> Picture | None:
+        with self._lock:
+            found = self._held.get(digest)
+            if found is not None:
+                self._held.move_to_end(digest)
+            return found
+
+
+PREVIEW_SIDE = 1024  # the longer side of a picture as the page draws it
+
+
+def preview_png(picture: Picture, side: int = PREVIEW_SIDE) -> bytes:
+    """A picture as a PNG whose longer side is at most `side` (the page draws attention
+    over it, by boxes in the picture's own pixels scaled to it)."""
+    image = picture.pixels
+    if max(image.size) > side:
+        image = image.copy()
+        image.thumbnail((side, side), Image.Resampling.LANCZOS)
+    out = io.BytesIO()
+    image.save(out, format="PNG", compress_level=3)
+    return out.getvalue()

@@ -30,7 +30,7 @@ from .edge.clients import ClientBudget, Clients
 from .edge.limits import SHORT_BODY, BodyLimit
 from .edge.logs import AccessLog
 from .edge.loop_watch import LoopWatch
-from .edge.routes import corpus, figures, generate, inference, lab, models, pages
+from .edge.routes import corpus, figures, generate, images, inference, lab, models, pages
 from .edge.routes.deps import BODY_ERRORS
 from .errors import AttnvizError, Unavailable
 from .payloads.schemas import ErrorMessage, Health
@@ -153,6 +153,7 @@ def create_app(
             "/api/v1/corpus-runs/upload": settings.corpus_max_bytes,
             "/api/v1/figure/pdf": figures.FIGURE_BYTES,
             "/api/v1/generate/stop": SHORT_BODY,
+            "/api/v1/images": images.body_limit(settings),
         },
         send_timeout=settings.send_timeout_s,
         least_rate=settings.least_read_rate,
@@ -168,6 +169,7 @@ def create_app(
     app.include_router(models.router)
     app.include_router(inference.router)
     app.include_router(generate.router)
+    app.include_router(images.router)
     import_plugins(settings)  # (before the lab's routes: a plugin may add an experiment)
     for router in lab.routers():
         app.include_router(router)

@@ -266,6 +266,24 @@ class Settings(BaseSettings):
         description="Bytes a second a client must read an answer at, on average, once the "
         "send timeout's grace is spent (a 50 MB answer: 13 minutes); slower: dropped.",
     )
+    image_max_bytes: int = Field(
+        20_000_000,
+        ge=1024,
+        description="Bytes of one picture's file (PNG, JPEG or WebP); larger: 413, unread.",
+    )
+    image_max_pixels: int = Field(
+        50_000_000,
+        ge=1024,
+        description="Pixels of one picture (width x height, read from its header before "
+        "anything is decoded; a side at most 16,384); larger: 413 naming the limit.",
+    )
+    images_bytes: int = Field(
+        256 * 2**20,
+        ge=0,
+        description="Bytes of decoded pictures the server keeps for runs to name by digest "
+        "(RGB, 3 bytes a pixel), least recently used dropped first; one dropped is asked for "
+        "again (404).",
+    )
     corpus_max_bytes: int = Field(
         4 * 2**20, ge=1024, description="Bytes of a text file a corpus run reads (upload)."
     )

@@ -26,8 +26,8 @@ import numpy as np
 from torch import Tensor
 
 from .model.attention_types import HOOK_OF_KIND
-from .model.hf.vision import ImagePosition
 from .model.long import LongCapture
+from .model.patches import ImagePosition
 
 Kind = Literal["weights", "scores", "mask", "q", "k", "v", "norms"]
 
@@ -167,16 +167,16 @@ def capture_image(model: Any, image: Any, processor: Any = None) -> Captured:
     """Run an image encoder on a picture with every hook captured: `model` a folder (with
     its image processor's preprocessor_config.json) or a transformers model in memory with
     its `processor`."""
-    from .model.hf.vision import ImageEncoder
+    from .model.hf.pictures import image_encoder_of, load_image_encoder
 
     if isinstance(model, str | Path):
         if processor is not None:
             raise TypeError("processor= goes with a model in memory; a folder brings its own")
-        encoder, name = ImageEncoder.load(model), str(model)
+        encoder, name = load_image_encoder(model), str(model)
     else:
         if processor is None:
             raise TypeError("a model in memory reads a picture with its image processor=")
-        encoder, name = ImageEncoder.from_memory(model, processor), memory_name(model)
+        encoder, name = image_encoder_of(model, processor), memory_name(model)
     reading = encoder.read(picture_of(image))
     labels = [p.label for p in reading.positions]
     return Captured(

@@ -22,7 +22,7 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from attnviz.model.hf.vision import ImageEncoder
+from attnviz.model.hf.pictures import load_image_encoder
 from bench.bench_capture import median_time
 
 SHAPES = {
@@ -57,7 +57,7 @@ def main() -> None:
             getattr(transformers, model_name)(config).save_pretrained(folder)
             size = {"height": shape["image_size"], "width": shape["image_size"]}
             transformers.ViTImageProcessorPil(size=size).save_pretrained(folder)
-            ours = ImageEncoder.load(folder)
+            ours = load_image_encoder(folder)
             theirs = getattr(transformers, model_name).from_pretrained(
                 folder, attn_implementation="eager"
             )

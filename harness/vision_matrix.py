@@ -30,14 +30,10 @@ MOST_PARAMETERS = 5_000_000
 
 
 def image_architectures() -> list[str]:
-    """The model types of image encoders: transformers' image classification and image
-    feature extraction mappings, and its stand-alone vision towers (`..._vision_model`)."""
-    from transformers.models.auto import modeling_auto as auto
+    """The model types of image encoders (model/hf/calls.py's `image_model_types`)."""
+    from attnviz.model.hf.calls import image_model_types
 
-    found = set(auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES)
-    found |= set(getattr(auto, "MODEL_FOR_IMAGE_MAPPING_NAMES", {}))
-    found |= {t for t in auto.MODEL_MAPPING_NAMES if t.endswith("_vision_model")}
-    return sorted(found)
+    return sorted(image_model_types())
 
 
 @dataclass
@@ -104,7 +100,7 @@ def compare(model_type: str) -> Row:
 
     from attnviz.model.hf.calls import reads_pixels
     from attnviz.model.hf.loading import quiet_transformers
-    from attnviz.model.hf.vision import ImageEncoder
+    from attnviz.model.hf.pictures import load_image_encoder
     from attnviz.model.pretrained.backends import uses_attention_interface
 
     quiet_transformers()
@@ -137,7 +133,7 @@ def compare(model_type: str) -> Row:
         model.eval().save_pretrained(folder)
         processor_for(model_type).save_pretrained(folder)
         try:
-            encoder = ImageEncoder.load(Path(folder))
+            encoder = load_image_encoder(Path(folder))
             reading = encoder.read(noise())
         except Exception as exc:
             row.reason = f"{type(exc).__name__}: {str(exc)[:200]}"

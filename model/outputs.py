@@ -10,8 +10,8 @@ from typing import Literal, Protocol
 
 # What a run gives: a transcription (the decoder's greedy output), a sentence embedding
 # (comparable between two inputs), a next-token continuation of the prompt, or the tokens
-# of its masks.
-OutputKind = Literal["transcription", "embedding", "continuation", "masked"]
+# of its masks; an image encoder's output is its last hidden states (no task head).
+OutputKind = Literal["transcription", "embedding", "continuation", "masked", "features"]
 
 MASK = "[MASK]"  # in `said` and `examples`: the model's own mask token
 
@@ -55,6 +55,12 @@ OUTPUTS: dict[str, Output] = {
             f"It predicts the words written as {MASK}, the top 5 of each.",
             (f"The capital of France is {MASK}.", f"The man went to the {MASK} to buy milk."),
             fills_masks=True,
+        ),
+        Output(
+            "features",
+            "It reads a picture, cut into patches; its output is its last hidden states "
+            "(no task head). Each patch is a position: the views show where each looks.",
+            (),
         ),
     )
 }  # fmt: skip

@@ -15,6 +15,7 @@ from .attention_types import AttentionSpec, Side, attention_specs
 from .config import ModelConfig
 from .hooks import Capture, NamesFilter
 from .outputs import OutputKind, output_of
+from .patches import ImageMap
 from .served import ServedModel
 from .transformer import Pieces, Transformer
 
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 # What one token of the input is: a character (the pronouncer), a WordPiece piece (BERT:
 # pieces merge into words), a byte-level BPE piece (GPT-2, Llama-family LLMs), or a
 # SentencePiece piece (T5, Marian, Gemma: "▁" marks the start of a word).
-TokenUnit = Literal["characters", "wordpiece", "byte-bpe", "sentencepiece"]
+# An image encoder's positions are a picture's patches (and its class or register tokens).
+TokenUnit = Literal["characters", "wordpiece", "byte-bpe", "sentencepiece", "patches"]
 UNTRAINED_SEED = 0  # the fixed seed of every untrained twin
 
 
@@ -39,6 +41,9 @@ class Capabilities:
     # continues a prompt token by token (`generate`), and runs a prompt as a chat turn or
     # with the tokens generated after it (`run(..., chat=, continuation=)`)
     generation: bool = False
+    # what a run reads: text (`run`), pictures (`read_picture`: a `PictureRunner`), or both
+    text: bool = True
+    pictures: bool = False
 
 
 @dataclass
@@ -92,6 +97,8 @@ class RunResult:
     # otherwise (a byte-level "Ġthe" shown as "␣the", pronounce's space as "␣"); None: as shown
     source_raw: list[str] | None = field(default=None, kw_only=True, repr=False)
     target_raw: list[str] | None = field(default=None, kw_only=True, repr=False)
+    # a picture's run: the picture and what each source position is (a patch and its box)
+    image: ImageMap | None = field(default=None, kw_only=True, repr=False)
 
     def tokens(self, side: Side) -> list[str]:
         return self.source_tokens if side == "source" else self.target_tokens
@@ -284,6 +291,28 @@ class GeneratingRunner(Runner, Protocol):
         ...
 
     def target_vocabulary(self) -> list[str]: ...
+
+
+@runtime_checkable
+class PictureRunner(Runner, Protocol):
+    """A runner with the capability `pictures`: it reads a picture (and, where it has
+    `text` too, a text beside it)."""
+
+    def read_picture(
+        self, picture: Any, digest: str, text: str | None = None, names_filter: NamesFilter = None
+    ) -> RunResult:
+        """A picture (an RGB, upright PIL image; `digest` its key, app/images.py's) read
+        with every hook captured; the run's `image` says what each position is."""
+        ...
+
+    def positions_read(self, width: int, height: int) -> int:
+        """The positions a picture of this size makes (its price, before it runs)."""
+        ...
+
+
+def pictures(runner: Runner) -> PictureRunner:
+    """`runner` as the PictureRunner its `pictures` capability states it is."""
+    return _as_stated(runner, runner.capabilities.pictures, "does not read pictures")
 
 
 def generating(runner: Runner) -> GeneratingRunner:

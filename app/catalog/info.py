@@ -35,6 +35,12 @@ class CapabilitiesInfo(BaseModel):
         False,
         description="Continues a prompt: /generate, and chat and continuation on every route.",
     )
+    text: bool = Field(True, description="Reads text (`text` in a run's request).")
+    pictures: bool = Field(
+        False,
+        description="Reads pictures (`image` in a run's request: a digest POST /api/v1/images "
+        "answers); with `text` false, a picture alone (an image encoder).",
+    )
     value_norms: bool = Field(
         False,
         description="Value-weighted norms (attention kind `norms`) are served (inputs of at "
@@ -138,7 +144,8 @@ class ModelInfo(BaseModel):
     )
     token_unit: TokenUnit = Field(
         description="What a source token is: a character, a WordPiece piece (the word view "
-        "merges them), a byte-level BPE piece, or a SentencePiece piece."
+        "merges them), a byte-level BPE piece, a SentencePiece piece, or a picture's patch "
+        "(and its class or register tokens)."
     )
     special_tokens: list[str] = Field(description="Tokens the tokenizer adds, such as [CLS].")
     unknown_token: str = Field(description="The token of what the tokenizer cannot read.")

@@ -19,7 +19,9 @@ import torch
 from attnviz.model.attention_types import attention_specs
 from attnviz.model.checkpoints import CheckpointError
 from attnviz.model.config import ModelConfig
-from attnviz.model.hf.loading import HFEncoder, HFMaskedLM, HFSeq2Seq, parameter_bytes, peek_unit
+from attnviz.model.hf.encoders import HFEncoder, HFMaskedLM
+from attnviz.model.hf.loading import HFSeq2Seq, parameter_bytes, peek_unit
+from attnviz.model.hf.vision import ImageRunner
 from attnviz.model.long.reading import longest_prompt
 from attnviz.model.outputs import output_of
 from attnviz.model.placement import DTYPES, Placement, device_memory, element_bytes
@@ -40,7 +42,7 @@ LOG = logging.getLogger("attnviz")
 # the loaded runners' instance attributes the app reads (CausalLM's and BertRunner's)
 INSTANCE_NAMES = frozenset(
     {"model", "tokenizer", "vocabulary", "stop_ids", "chat_template", "name",
-     "add_special_tokens", "template_tokens", "head", "mask_id"}
+     "add_special_tokens", "template_tokens", "head", "mask_id", "encoder"}
 )  # fmt: skip
 MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # how a process is asked to stop: never a model's fault, so never caught as a refusal (any
@@ -52,6 +54,7 @@ MAX_REASON_CHARS = 2000  # a refusal's reason as listed (one naming 180,000 tens
 RUNNER_CLASSES: dict[str, type[RunnerBase]] = {
     "bert": BertRunner, "masked-lm": MaskedLM, "hf-encoder-only": HFEncoder,
     "hf-masked-lm": HFMaskedLM, "hf-encoder-decoder": HFSeq2Seq,
+    "hf-image-encoder": ImageRunner,
 }  # else CausalLM  # fmt: skip
 
 
@@ -177,7 +180,8 @@ class OwnRunner:
         else:
             self.parameter_count = parameters_of(self.stated)
             self.bytes = self.parameter_count * element_bytes(dtype)
-        if folder.is_dir() and runner_key not in ("bert", "masked-lm"):  # its tokenizer.json's
+        # its tokenizer.json's (an image encoder has none)
+        if folder.is_dir() and runner_key not in ("bert", "masked-lm", "hf-image-encoder"):
             self._unit, unknown = peek_unit(folder)
             if self._unit != "byte-bpe":  # (byte-level: every text has tokens)
                 self._unknown = unknown

@@ -80,7 +80,7 @@ class LabRoute:
             raise ValueError(f"{self.id} needs what app/lab/needs.py does not name: {unknown}")
 
     def missing(self, entry: ModelEntry) -> list[str]:
-        return lacking(entry, self.needs)
+        return lacking(entry, self.needs | {"text"})  # (every request of the lab is a text)
 
     def prepared(self, inference: Inference, req: TextRequest) -> LabContext:
         """Its context (the model's cached run), a 422 if the model lacks what it needs,

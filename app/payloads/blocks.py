@@ -13,9 +13,9 @@ from .schemas import (
     AttentionType,
     Encoding,
     Index,
+    InputRequest,
     Kind,
     Position,
-    TextRequest,
     _integral,
 )
 
@@ -35,7 +35,7 @@ ENCODING_OF_KIND: dict[Kind, Encoding] = {
 }
 
 
-class AttentionRequest(TextRequest):
+class AttentionRequest(InputRequest):
     types: list[AttentionType] | None = Field(
         None, min_length=1, max_length=MOST_LISTED, description="Default: all."
     )

@@ -87,23 +87,32 @@ class ErrorMessage(BaseModel):
 HeadRole = Literal["alignment", "previous-token", "first-token", "positional", "broad"]
 
 
-class TextRequest(Strict):
-    model: str | None = Field(
+TEXT_SAID = (
+    "The sentence to analyse: not blank, no control characters, at most maxLength "
+    "characters (the server's ATTNVIZ_MAX_TEXT_CHARS). Invisible characters (zero-width, "
+    "direction marks, BOM) are left out, and it is read in Unicode NFC."
+)
+# a picture the server holds, by its digest (POST /api/v1/images answers it)
+Digest = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", min_length=64, max_length=64)]
+
+
+def model_field() -> Any:
+    return Field(
         None, description="Model id; the default model when left out.", examples=["pronounce"]
     )
-    text: Text = Field(
-        description="The sentence to analyse: not blank, no control characters, at most "
-        "maxLength characters (the server's ATTNVIZ_MAX_TEXT_CHARS). Invisible characters "
-        "(zero-width, direction marks, BOM) are left out, and it is read in Unicode NFC.",
-        examples=["行走在银行"],
-    )
-    chat: StrictBool = Field(
+
+
+def chat_field() -> Any:
+    return Field(
         False,
         description="Models that continue a prompt: read the text as one user turn of the "
         "model's chat template (its system line, then the turn, then the assistant's cue) "
         "instead of as the raw prompt.",
     )
-    continuation: list[TokenId] = Field(
+
+
+def continuation_field() -> Any:
+    return Field(
         [],
         max_length=4096,
         description="Models that continue a prompt: the token ids generated after it, as "
@@ -112,7 +121,53 @@ class TextRequest(Strict):
     )
 
 
-class AnalyzeRequest(TextRequest):
+class TextRequest(Strict):
+    """A run of a text (the lab's experiments, generation: models that read text)."""
+
+    model: str | None = model_field()
+    text: Text = Field(description=TEXT_SAID, examples=["行走在银行"])
+    chat: StrictBool = chat_field()
+    continuation: list[TokenId] = continuation_field()
+
+
+class InputRequest(Strict):
+    """A run of a text, a picture, or both, as the model reads them (its capabilities
+    `text` and `pictures`)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        # (one of the two, and not null: JSON Schema's `required` holds for a null too)
+        json_schema_extra={
+            "anyOf": [
+                {"required": [name], "properties": {name: {"type": "string"}}}
+                for name in ("text", "image")
+            ]
+        },
+    )
+
+    model: str | None = model_field()
+    text: Text | None = Field(
+        None,
+        description=TEXT_SAID + " Required, unless the model reads a picture alone (an image "
+        "encoder: its capabilities say text false, pictures true).",
+        examples=["行走在银行"],
+    )
+    image: Digest | None = Field(
+        None,
+        description="A picture for a model that reads pictures: the digest POST /api/v1/images "
+        "answered for it. A 404 where the server no longer holds it: send it again.",
+    )
+    chat: StrictBool = chat_field()
+    continuation: list[TokenId] = continuation_field()
+
+    @model_validator(mode="after")
+    def _something_to_read(self) -> InputRequest:
+        if self.text is None and self.image is None:
+            raise ValueError("give text (a sentence), or image (a picture's digest), to read")
+        return self
+
+
+class AnalyzeRequest(InputRequest):
     compare: Text | None = Field(
         None,
         description="A second sentence: the answer gives the cosine similarity of the two "
@@ -180,8 +235,47 @@ class Piece(BaseModel):
     )
 
 
+class ImagePositionInfo(BaseModel):
+    """What one position of a picture's run is."""
+
+    kind: Literal["cls", "distillation", "register", "detection", "patch", "extra"]
+    label: str = Field(description='As the views name it: "[CLS]", "[REG 2]", "▦ 3,5".')
+    image: int = Field(0, description="Which picture of the run (0: the first).")
+    row: int | None = Field(None, description="A patch's row in its picture's patch grid.")
+    column: int | None = Field(None, description="A patch's column in that grid.")
+    box: tuple[float, float, float, float] | None = Field(
+        None,
+        description="A patch's box in the picture's own pixels (left, top, right, bottom; "
+        "the processor's resizing and cropping undone), clipped to the picture.",
+    )
+
+
+class PictureInfo(BaseModel):
+    """The picture a run read and what each of its positions is."""
+
+    digest: str = Field(description="The picture's key (GET /api/v1/images/{digest}).")
+    width: int = Field(description="Its width in pixels, upright (EXIF orientation applied).")
+    height: int
+    grid: tuple[int, int] = Field(description="Rows and columns of its patch grid.")
+    positions: list[ImagePositionInfo] = Field(
+        description="One per source position, in order (source_tokens are their labels)."
+    )
+
+
+class ImageStored(BaseModel):
+    """A picture read and held: runs name it by its digest."""
+
+    digest: str = Field(description="SHA-256 of its size and RGB pixels: a run's `image`.")
+    width: int = Field(description="Its width in pixels, upright (EXIF orientation applied).")
+    height: int
+    format: Literal["PNG", "JPEG", "WEBP"] = Field(description="What its bytes are.")
+
+
 class AnalyzeResponse(BaseModel):
     model: str
+    image: PictureInfo | None = Field(
+        None, description="A picture's run: the picture and what each position is."
+    )
     text: str = Field(description="The text as the model read it (whitespace collapsed).")
     source_tokens: list[str] = Field(
         description="The tokens read, as people read them (byte-level: a space as ␣, a line "
@@ -253,7 +347,7 @@ class AnalyzeResponse(BaseModel):
     summaries_total: int = Field(0, description="Heads to summarise in all.")
 
 
-class ExportRequest(TextRequest):
+class ExportRequest(InputRequest):
     layers: list[Index] | None = Field(
         None,
         min_length=1,

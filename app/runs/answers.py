@@ -322,7 +322,7 @@ def export_npz(
     entry: ModelEntry, text: str, result: RunResult, layers: list[int] | None, max_bytes: int
 ) -> tuple[bytes, str]:
     """The captured tensors (of `layers` only, where given) as float32 in an .npz, and its
-    file name; a 422 first where they pass `max_bytes`."""
+    file name (from `text`: what the run read); a 422 first where they pass `max_bytes`."""
     if layers is not None:
         layers = _check_choice("layers", layers, max(s.layers for s in entry.specs.values()))
     capture = result.captured
@@ -340,6 +340,12 @@ def export_npz(
     # the tokenizer's own pieces beside them ("Ġthe" where the tokens show "␣the")
     arrays["source_raw"] = np.array(result.raw("source"), dtype=str)
     arrays["target_raw"] = np.array(result.raw("target"), dtype=str)
+    if result.image is not None:  # a picture's: each position's patch box, NaN for none
+        none = (math.nan,) * 4
+        arrays["image_boxes"] = np.array(
+            [p.box or none for p in result.image.positions], dtype=np.float32
+        )
+        arrays["image_size"] = np.array(result.image.size, dtype=np.int64)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]  # (stub: allow_pickle)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]

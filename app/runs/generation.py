@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, StrictFloat
 
+from attnviz.model.outputs import output_of
 from attnviz.model.pretrained.causal import Sampling, Step
 from attnviz.model.runner import generating
 
@@ -89,8 +90,8 @@ class Generation:
             runner = self.entry.loaded_runner()  # held for the whole generation
         if not runner.capabilities.generation:
             raise CannotServe(
-                f"{self.entry.id} does not continue a prompt: it makes a "
-                f"{runner.output_kind}; generation is for models that do",
+                f"{self.entry.id} does not continue a prompt (generation is for models "
+                f"that do). {output_of(runner).said}",
             )
         generator = generating(runner)
         limit = inference.settings.max_new_tokens

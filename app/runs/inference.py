@@ -6,28 +6,26 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import dataclasses
 import functools
 import hashlib
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from attnviz.model.config import ModelConfig
-from attnviz.model.lean import LeanCapture, capture_bytes
-from attnviz.model.long import LongCapture
-from attnviz.model.runner import RunResult, generating
-from attnviz.model.runtime import release_free_memory
+from attnviz.model.runner import RunResult, generating, pictures
 
 from ..catalog.yours import OwnRunner
 from ..catalog.zoo import ModelEntry, Zoo
 from ..errors import CannotServe, NotFound
+from ..images import Picture, Pictures
 from ..request import CLIENT, charge
 from ..settings import Settings
+from .cache import RunCache
+from .inputs import check_input, tokens_read
 from .progress import ProgressBoard, Stops
 from .reading import read_text, text_limit
 from .scheduling import Between, NotNow, RunLimiter, lent, tensor_threads
@@ -79,62 +77,6 @@ def stop_if_cancelled() -> None:
         )
 
 
-LEAN_PAST = 8  # a capture above this share of the cache is kept lean
-
-
-# Runs the cache keeps at most, whatever their bytes: each holds 100-450 objects Python's
-# collector tracks (a tensor a hook point), and a full collection walks them all holding
-# the interpreter's lock. Thousands of short runs fill 1.5 GiB: in a fuzz of 41,000
-# requests the collections took 63-132 ms, every 30-40 s, each one an event-loop stall;
-# with 256 runs at most, none passed 26 ms.
-MOST_RUNS = 256
-
-
-class RunCache:
-    """Least-recently-used runs with their captures, bounded in bytes and in number."""
-
-    def __init__(self, max_bytes: int, most: int = MOST_RUNS) -> None:
-        self.max_bytes, self.most = max_bytes, most
-        self._items: OrderedDict[str, tuple[RunResult, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> RunResult | None:
-        with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                return None
-            self._items.move_to_end(key)
-            return item[0]
-
-    def put(self, key: str, value: RunResult) -> None:
-        """Keep a run; a large capture kept lean (model/lean.py: its attention scores and
-        weights recomputed when read), so that a long input's views read it from here
-        instead of running the model again for each block."""
-        if not self.max_bytes:  # the cache is off
-            return
-        capture = value.capture
-        lean = capture is not None and not isinstance(capture, LongCapture)
-        if capture is not None and lean and capture_bytes(capture) > self.max_bytes // LEAN_PAST:
-            value = dataclasses.replace(value, capture=LeanCapture(capture))
-        size = capture_bytes(value.capture) if value.capture else 0
-        if size > self.max_bytes:
-            return
-        evicted = []
-        with self._lock:
-            if key in self._items:
-                return
-            self._items[key] = (value, size)
-            self._bytes += size
-            while self._bytes > self.max_bytes or len(self._items) > self.most:
-                _, (old, dropped) = self._items.popitem(last=False)
-                self._bytes -= dropped
-                evicted.append(old)
-        if evicted:
-            del evicted, old  # the last references, unless a request still reads them
-            release_free_memory()
-
-
 class Inference:
     def __init__(
         self, zoo: Zoo, settings: Settings, threads: ThreadPoolExecutor | None = None
@@ -152,6 +94,7 @@ class Inference:
         # requests on or waiting for the tensor threads, bounded as the runs are
         self._admitted = RunLimiter(runs + settings.max_queued_runs, queued=0)
         self.runs = RunCache(settings.cache_bytes)
+        self.pictures = Pictures(settings.images_bytes)  # (by digest: runs name them)
         self.progress = ProgressBoard()  # how far each run under way has read
         # runs under way by key: a request for the same (model, text) waits for that run
         # instead of running the model again (the page asks for a text's summary and its
@@ -244,7 +187,13 @@ class Inference:
             _DEADLINE.set((deadline[0] + lent_s, deadline[1]))
 
     def _check_short(
-        self, entry: ModelEntry, key: str, text: str, continuation: int, chat: bool
+        self,
+        entry: ModelEntry,
+        key: str,
+        text: str,
+        continuation: int,
+        chat: bool,
+        picture: Picture | None = None,
     ) -> int | None:
         """NotNow where a run lent another's turn (app/runs/turns.py) is not short: its capture
         (estimated; a cached one's by what it read) past ATTNVIZ_TURN_BYTES, a model of
@@ -259,13 +208,25 @@ class Inference:
         ):
             raise NotNow
         else:
-            tokens = entry.runner.tokens_read(text) + continuation
+            tokens = tokens_read(entry, text, picture) + continuation
             read = tokens + (64 if chat else 0)  # (a chat template's tokens, at most)
             if entry.config.has_encoder and entry.config.has_decoder:
                 read *= 2  # (its output, as long as its input or shorter, not yet known)
         if short_capture_bytes(entry.config, read) > self.settings.turn_bytes:
             raise NotNow
         return tokens
+
+    def picture(self, digest: str | None) -> Picture | None:
+        """The picture a request names (None: none), or a 404 where it is not held."""
+        if digest is None:
+            return None
+        found = self.pictures.get(digest)
+        if found is None:
+            raise NotFound(
+                f"this server does not hold the picture {digest[:12]}… (it keeps the latest "
+                "ATTNVIZ_IMAGES_BYTES of them): send it again to POST /api/v1/images"
+            )
+        return found
 
     def check_anonymous(self, tokens: int) -> None:
         """A 422 where a client without an API key asks for a run of more tokens than
@@ -325,10 +286,19 @@ class Inference:
             future.set_result(result)
 
     @staticmethod
-    def run_key(entry: ModelEntry, text: str, chat: bool, continuation: Sequence[int]) -> str:
-        """The run cache's key of a run: the model, the text as read (`read_text`) and, for
-        a model that continues prompts, its chat mode and continuation."""
+    def run_key(
+        entry: ModelEntry,
+        text: str,
+        chat: bool,
+        continuation: Sequence[int],
+        picture: Picture | None = None,
+    ) -> str:
+        """The run cache's key of a run: the model, the text as read (`read_text`), the
+        picture's digest where there is one and, for a model that continues prompts, its
+        chat mode and continuation."""
         extra = f"\0{int(chat)}\0{','.join(map(str, continuation))}" if chat or continuation else ""
+        if picture is not None:
+            extra += f"\0image:{picture.digest}"
         return hashlib.sha256(f"{entry.id}\0{text}{extra}".encode()).hexdigest()
 
     def keep(self, key: str, result: RunResult) -> None:
@@ -338,19 +308,26 @@ class Inference:
     def run(
         self,
         entry: ModelEntry,
-        text: str,
+        text: str | None,
         chat: bool = False,
         continuation: Sequence[int] = (),
+        picture: Picture | None = None,
     ) -> RunResult:
-        """The run of `text` with every hook point captured, from the run cache if this
-        (model, text) was run before. A model that continues a prompt may read it as a
-        chat turn, and run it with tokens generated after it (`continuation`)."""
+        """The run of `text` (and of `picture`, for a model that reads pictures) with every
+        hook point captured, from the run cache if this (model, input) was run before. A
+        model that continues a prompt may read it as a chat turn, and run it with tokens
+        generated after it (`continuation`)."""
         stop_if_cancelled()
-        text = read_text(text, text_limit(self.settings, entry.runner))
+        check_input(entry, text, picture)
+        text = "" if text is None else read_text(text, text_limit(self.settings, entry.runner))
         prompt = self.prompt_options(entry, chat, continuation)
-        key = self.run_key(entry, text, chat, continuation)
+        key = self.run_key(entry, text, chat, continuation, picture)
         # lent a turn, checked before it charges or changes anything (its tokens counted)
-        counted = self._check_short(entry, key, text, len(continuation), chat) if lent() else None
+        counted = (
+            self._check_short(entry, key, text, len(continuation), chat, picture)
+            if lent()
+            else None
+        )
         with self._running_lock:
             cached = self.runs.get(key)
             if cached is not None:
@@ -365,7 +342,7 @@ class Inference:
             try:
                 return running.result()  # that run's result, or its error (503, 422)
             except ClientGone:  # the request that ran it went away: run it for this one
-                return self.run(entry, text, chat, continuation)
+                return self.run(entry, text or None, chat, continuation, picture)
         try:
             if chat:  # the template rendered before a run slot is taken (bounded, causal.py)
                 try:
@@ -373,7 +350,7 @@ class Inference:
                 except ValueError as exc:
                     raise CannotServe(f"text cannot be read: {exc}") from exc
             # priced before it runs, by what it reads (a cached run, above, is free)
-            tokens = counted or entry.runner.tokens_read(text) + len(continuation)
+            tokens = counted or tokens_read(entry, text, picture) + len(continuation)
             self.check_anonymous(tokens)
             charge(work_units(entry.config, tokens), f"a run of {tokens:,} tokens")
             # (lent a turn, it runs in that turn's slot)
@@ -382,12 +359,18 @@ class Inference:
                     runner = entry.loaded_runner()  # (one for the watch and the run)
                     began = time.perf_counter()
                     with self.progress.watching(runner.model, self._between_layers):
-                        result = runner.run(text, **prompt)
+                        if picture is None:
+                            result = runner.run(text, **prompt)
+                        else:
+                            result = pictures(runner).read_picture(
+                                picture.pixels, picture.digest, text or None
+                            )
                     # one line per model run: an operator (and a test) sees what was read
                     log.info(
-                        "%s read %d tokens in %.2f s",
+                        "%s read %d %s in %.2f s",
                         entry.id,
-                        len(result.source_ids),
+                        len(result.source_tokens if picture else result.source_ids),
+                        "positions of a picture" if picture else "tokens",
                         time.perf_counter() - began,
                     )
                 except ValueError as exc:  # nothing left to read once normalised

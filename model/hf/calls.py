@@ -21,11 +21,27 @@ class BackendError(ValueError):
     """What a transformers model has that the capture cannot reach, said plainly."""
 
 
+@functools.cache
+def image_model_types() -> frozenset[str]:
+    """The model types of image encoders: transformers' image classification and image
+    feature extraction mappings, and its stand-alone vision towers (`..._vision_model`)."""
+    from transformers.models.auto import modeling_auto as auto
+
+    found = set(auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES)
+    found |= set(getattr(auto, "MODEL_FOR_IMAGE_MAPPING_NAMES", {}))
+    found |= {t for t in auto.MODEL_MAPPING_NAMES if t.endswith("_vision_model")}
+    return frozenset(found)
+
+
 def hf_architecture(config) -> str:
-    """decoder-only, encoder-only or encoder-decoder, from a transformers config."""
+    """decoder-only, encoder-only, encoder-decoder or image-encoder (it reads pictures),
+    from a transformers config."""
     if getattr(config, "is_encoder_decoder", False):
         return "encoder-decoder"
     from transformers.models.auto import modeling_auto as auto
+
+    if config.model_type in image_model_types():
+        return "image-encoder"
 
     arch = (getattr(config, "architectures", None) or [""])[0]
     masked = set(auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES.values())

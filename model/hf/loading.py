@@ -3,7 +3,7 @@ architecture transformers has, checked from its config without its weights
 (`peek_transformers`) and read (`load_transformers`) with the capturing attention. A
 decoder-only model is a `CausalLM`, an encoder a `BertRunner` (mean-pooled embedding) or, with
 its masked-LM head, a `MaskedLM`, as the models of model/ are: only their `model` differs;
-an encoder-decoder is an `HFSeq2Seq`."""
+an encoder-decoder is an `HFSeq2Seq` (an image encoder: model/hf/pictures.py)."""
 
 from __future__ import annotations
 
@@ -23,10 +23,7 @@ from torch import nn
 from ..attention_types import ATTENTION_TYPES, AttentionSpec
 from ..checkpoints import CheckpointError
 from ..config import ModelConfig
-from ..outputs import OutputKind
 from ..placement import Placement, Where, module_bytes, stored_dtype
-from ..pretrained.bert import BertRunner
-from ..pretrained.bytelevel import readable
 from ..pretrained.causal import CausalLM
 from ..pretrained.hf import (
     causal_runner,
@@ -36,10 +33,10 @@ from ..pretrained.hf import (
     tokenizer_of,
     unknown_of,
 )
-from ..pretrained.masked_lm import MaskedLM, required_mask_token
-from ..runner import Capabilities, TokenUnit
+from ..runner import TokenUnit
 from .calls import BackendError, has_masked_lm_head, hf_architecture
 from .capture import ATTENTION, register
+from .encoders import HFEncoder, HFMaskedLM
 from .model import HFTransformer
 from .seq2seq import HFSeq2Seq
 from .summary import summary
@@ -152,6 +149,7 @@ def model_class(architecture: str):
         "encoder-only": transformers.AutoModel,
         "masked-lm": transformers.AutoModelForMaskedLM,
         "encoder-decoder": transformers.AutoModelForSeq2SeqLM,
+        "image-encoder": transformers.AutoModel,
     }[architecture]
 
 
@@ -163,6 +161,14 @@ def peek_transformers(folder: Path) -> tuple[ModelConfig, str, list[AttentionSpe
         architecture = hf_architecture(config)
     except BackendError as exc:
         raise CheckpointError(str(exc)) from None
+    if architecture == "image-encoder":  # (an encoder whose input is pixels)
+        if not (folder / "preprocessor_config.json").exists():
+            raise CheckpointError(
+                f"{folder} has no preprocessor_config.json: its pictures cannot be prepared"
+            )
+        config = getattr(config, "vision_config", None) or config
+        specs = stated_specs(config, "encoder-only")
+        return stated_config(config, "encoder-only", specs), architecture, specs
     if not (folder / "tokenizer.json").exists():
         raise CheckpointError(f"{folder} has no tokenizer.json: its text cannot be read")
     specs = stated_specs(config, architecture)
@@ -261,62 +267,6 @@ def dtypes_of(folder: Path) -> set[str]:
     dtypes: set[str] = set()
     read_weights(folder, dtypes, meta=True)
     return dtypes
-
-
-class HFEncoder(BertRunner):
-    """An encoder run by transformers' code: its output the mean-pooled last hidden state
-    (as BertRunner's), its special tokens and token unit its tokenizer's."""
-
-    def __init__(
-        self, model: HFTransformer, tokenizer: Tokenizer, specials: frozenset[str], unit: TokenUnit
-    ) -> None:
-        super().__init__(model, tokenizer)
-        self.special_tokens = specials
-        self.token_unit = unit  # type: ignore[misc]
-        self.unknown_token = unknown_of(tokenizer, "[UNK]")
-
-    def encode(self, text: str):
-        """BertRunner's encoding, its byte-level tokens as people read them (RoBERTa's)."""
-        encoding = super().encode(text)
-        if self.token_unit == "byte-bpe":
-            encoding.raw = encoding.tokens
-            encoding.tokens = readable(encoding.tokens, self.special_tokens)
-        return encoding
-
-    def with_model(self, model) -> HFEncoder:
-        return HFEncoder(model, self.tokenizer, self.special_tokens, self.token_unit)
-
-
-class HFMaskedLM(HFEncoder):
-    """An encoder with its masked-LM head run by transformers' code (RobertaForMaskedLM,
-    DistilBertForMaskedLM, ModernBertForMaskedLM, ...): the words written as its mask
-    token predicted, the top 5 of each, as MaskedLM's (the head is transformers': the
-    model's output is already its logits)."""
-
-    output_kind: OutputKind = "masked"
-    capabilities = Capabilities(word_view=True)
-    run, text, logits = MaskedLM.run, MaskedLM.text, MaskedLM.logits
-
-    def piece(self, token_id: int) -> str:
-        """An id's token as the tokenizer stores it (an embedding row past its vocabulary by
-        its name)."""
-        return self.tokenizer.id_to_token(token_id) or f"<unused {token_id}>"
-
-    def token(self, token_id: int) -> str:
-        """An id's token as people read it (RoBERTa's byte-level `Ġword` as `␣word`)."""
-        piece = self.piece(token_id)
-        return readable([piece], self.special_tokens)[0] if self.token_unit == "byte-bpe" else piece
-
-    def __init__(
-        self, model: HFTransformer, tokenizer: Tokenizer, specials: frozenset[str], unit: TokenUnit
-    ) -> None:
-        super().__init__(model, tokenizer, specials, unit)
-        self.head = nn.Identity()
-        self.mask_token = required_mask_token(specials)
-        self.mask_id = tokenizer.token_to_id(self.mask_token)
-
-    def with_model(self, model) -> HFMaskedLM:
-        return HFMaskedLM(model, self.tokenizer, self.special_tokens, self.token_unit)
 
 
 def load_transformers(

@@ -16,7 +16,8 @@ from ..pretrained.causal import CausalLM
 from ..pretrained.hf import causal_of, vocabulary_of
 from .calls import BackendError, has_masked_lm_head, hf_architecture
 from .capture import ATTENTION, register
-from .loading import HFEncoder, encoding_runner, quiet_transformers, wrapped
+from .encoders import HFEncoder
+from .loading import encoding_runner, quiet_transformers, wrapped
 from .seq2seq import HFSeq2Seq
 
 

@@ -11,11 +11,8 @@ column and its box in the picture's own pixels: the processor's resizing and cen
 
 from __future__ import annotations
 
-import contextlib
-import io
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,50 +21,10 @@ from torch import Tensor
 from ..attention_types import AttentionSpec
 from ..checkpoints import CheckpointError
 from ..hooks import Capture, NamesFilter
-from ..placement import Placement
-from .calls import BackendError, reads_pixels
-from .capture import register
-
-PositionKind = Literal["cls", "distillation", "register", "detection", "patch", "extra"]
-PATCH = "▦"  # a patch's label: "▦ 3,5" (row 3, column 5)
-
-
-@dataclass(frozen=True)
-class ImagePosition:
-    """What one position of an image encoder's run is."""
-
-    kind: PositionKind
-    label: str  # "[CLS]", "[DIST]", "[REG 2]", "▦ 3,5"
-    image: int = 0  # which picture of the run
-    row: int | None = None  # a patch's row and column in its picture's patch grid
-    column: int | None = None
-    # a patch's box in the picture's own pixels (left, top, right, bottom), clipped to it
-    box: tuple[float, float, float, float] | None = None
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """Where the processor's pixels lie in a picture: resized from `original` to
-    `resized` (width, height), then the window of `size` at `offset` (left, top; negative
-    where the processor pads) taken from the resized picture."""
-
-    original: tuple[int, int]
-    resized: tuple[int, int]
-    offset: tuple[int, int]
-    size: tuple[int, int]
-
-    def box(
-        self, left: float, top: float, right: float, bottom: float
-    ) -> tuple[float, float, float, float]:
-        """A box of the processor's pixels as a box of the picture's, clipped to it."""
-        (w0, h0), (w1, h1), (dx, dy) = self.original, self.resized, self.offset
-        sx, sy = w0 / w1, h0 / h1
-        return (
-            min(max((left + dx) * sx, 0.0), w0),
-            min(max((top + dy) * sy, 0.0), h0),
-            min(max((right + dx) * sx, 0.0), w0),
-            min(max((bottom + dy) * sy, 0.0), h0),
-        )
+from ..outputs import OutputKind
+from ..patches import PATCH, Geometry, ImageMap, ImagePosition
+from ..runner import Capabilities, RunnerBase, RunResult, TokenUnit
+from .calls import BackendError
 
 
 def geometry(processor: Any, width: int, height: int) -> Geometry:
@@ -125,7 +82,7 @@ def special_positions(hf: Any, extra: int) -> tuple[list[ImagePosition], list[Im
     detection = getattr(embeddings, "detection_tokens", None)  # (YOLOS: cls, patches, these)
     if detection is not None:
         after = [ImagePosition("detection", f"[DET {i}]") for i in range(detection.shape[1])]
-    if len(before) + len(after) != extra:
+    if extra >= 0 and len(before) + len(after) != extra:
         return [ImagePosition("extra", f"[{i}]") for i in range(extra)], []
     return before, after
 
@@ -157,52 +114,6 @@ class ImageEncoder:
         self.patch = (patch, patch) if isinstance(patch, int) else tuple(patch or ())
         if len(self.patch) != 2:
             raise CheckpointError("its config states no patch size: its patches cannot be placed")
-
-    @classmethod
-    def load(cls, folder: str | Path, placement: Placement | None = None) -> ImageEncoder:
-        """A folder's model (transformers' AutoModel: the encoder, without a task's head)
-        and its image processor (its PIL backend: torchvision is not installed), read
-        offline."""
-        import transformers
-
-        from .loading import load_model
-
-        folder = Path(folder)
-        try:
-            with contextlib.redirect_stderr(io.StringIO()):
-                processor = transformers.AutoImageProcessor.from_pretrained(
-                    folder, backend="pil", local_files_only=True, trust_remote_code=False
-                )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise CheckpointError(f"transformers cannot read its image processor: {exc}") from None
-        model = load_model(folder, "encoder-only", placement)
-        if not model.reads_pixels:
-            raise CheckpointError("its model reads token ids, not pictures")
-        return cls(model, processor)
-
-    @classmethod
-    def from_memory(cls, hf: Any, processor: Any) -> ImageEncoder:
-        """A transformers image model in memory and its image processor: run as a twin
-        that shares its tensors (model/hf/memory.py); a classifier is read without its
-        head (its base model: the encoder)."""
-        import transformers
-
-        from .loading import quiet_transformers, wrapped
-        from .memory import twin_of
-
-        register()
-        quiet_transformers()
-        if not isinstance(hf, transformers.PreTrainedModel):
-            raise TypeError(f"a transformers model (a PreTrainedModel), not {type(hf).__name__}")
-        if not callable(getattr(processor, "preprocess", None)):
-            raise TypeError(
-                "processor: the model's image processor (transformers' AutoImageProcessor), "
-                f"not {type(processor).__name__}"
-            )
-        encoder = hf.base_model
-        if not reads_pixels(encoder):
-            raise CheckpointError(f"{type(hf).__name__} reads token ids, not pictures")
-        return cls(wrapped(twin_of(encoder), "encoder-only"), processor)
 
     @property
     def attention(self) -> list[AttentionSpec]:
@@ -236,3 +147,64 @@ class ImageEncoder:
                 positions.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
         positions += after
         return ImageReading(capture, positions, states[0], pixels[0], place)
+
+
+def specials_named(hf: Any) -> list[ImagePosition]:
+    """The positions an encoder's embeddings add besides its patches (`special_positions`
+    without the count to check them against: its price before a run)."""
+    before, after = special_positions(hf, -1)
+    return before + after
+
+
+class ImageRunner(RunnerBase):
+    """An image encoder served: a run reads one picture (no text), each of its positions a
+    class, register or detection token or a patch (`RunResult.image`), its output its last
+    hidden states."""
+
+    token_unit: TokenUnit = "patches"
+    output_kind: OutputKind = "features"
+    capabilities = Capabilities(text=False, pictures=True)
+    unknown_token = ""  # (a picture has no token its reader cannot read)
+    special_tokens = frozenset({"[CLS]", "[DIST]"})  # (before it is read: the usual ones)
+    max_tokens = 1_000_000  # (its positions are its processor's, not a limit of its own)
+
+    def __init__(self, encoder: ImageEncoder) -> None:
+        self.encoder = encoder
+        self.model = encoder.model
+        self._specials = specials_named(encoder.model.hf)
+        self.special_tokens = frozenset(p.label for p in self._specials)
+
+    def with_model(self, model: Any) -> ImageRunner:
+        return ImageRunner(ImageEncoder(model, self.encoder.processor))
+
+    def target_vocabulary(self) -> None:
+        return None
+
+    def run(self, text: str, capture: bool = True, names_filter: NamesFilter = None) -> RunResult:
+        raise TypeError("an image encoder reads a picture (read_picture), not text")
+
+    def tokenize(self, text: str) -> tuple[list[int], list[str]]:
+        raise TypeError("an image encoder reads a picture, not text")
+
+    def positions_read(self, width: int, height: int) -> int:
+        place = geometry(self.encoder.processor, width, height)
+        ph, pw = self.encoder.patch
+        return (place.size[1] // ph) * (place.size[0] // pw) + len(self._specials)
+
+    def read_picture(
+        self, picture: Any, digest: str, text: str | None = None, names_filter: NamesFilter = None
+    ) -> RunResult:
+        if text:
+            raise ValueError("an image encoder reads a picture alone: it reads no text")
+        reading = self.encoder.read(picture, names_filter)
+        labels = [p.label for p in reading.positions]
+        return RunResult(
+            text="",
+            source_tokens=labels,
+            target_tokens=[],
+            output_tokens=[],
+            truncated=False,
+            source_length=len(labels),
+            capture=reading.capture,
+            image=ImageMap(digest, picture.size, reading.positions),
+        )

@@ -202,9 +202,14 @@ def load_origin(
     where = str(path.resolve()) if given == str(path) else f"{given}{CACHED}{path})"
     stored_as = stored_dtype(hf, dtypes)
     if folder_on_transformers(model_type, backend, placement, stored_as):
+        from ..hf.calls import image_model_types
         from ..hf.loading import load_transformers
+        from ..hf.pictures import load_image_runner
 
-        runner = load_transformers(path, name, placement, stored_as)
+        if model_type in image_model_types():  # (as peek_transformers finds it)
+            runner = load_image_runner(path, placement)
+        else:
+            runner = load_transformers(path, name, placement, stored_as)
         origin = Origin(where, model_type, ", ".join(sorted(dtypes)), "transformers")
         return runner, placed_origin(origin, placement, stored_as)
     elif adapter_of(hf, path).reads == "bert":
@@ -311,9 +316,9 @@ def peek_origin(
         if gguf_on_transformers(arch, backend, placement):  # (as load_origin routes it)
             from ..hf.gguf import peek_gguf
 
-            config, specials = peek_gguf(path)
+            config, named = peek_gguf(path)
             origin = placed_origin(replace(origin, backend="transformers"), placement, None)
-            return config, origin, "hf-decoder-only", specials
+            return config, origin, "hf-decoder-only", named
         reader = GGUFFile(str(path))
         _, _, control = byte_level_tokenizer(reader)
         return config_from_gguf(reader), origin, "llama", frozenset(control)
@@ -329,7 +334,12 @@ def peek_origin(
         from ..hf.loading import peek_transformers
 
         config, architecture, _ = peek_transformers(path)
-        _, _, specials = tokenizer_of(path, config.target_vocab_size)
+        # (an image encoder has no tokenizer: its runner's own apply)
+        specials = (
+            None
+            if architecture == "image-encoder"
+            else tokenizer_of(path, config.target_vocab_size)[2]
+        )
         if architecture == "masked-lm":
             required_mask_token(specials)
         depth = hf_depth(path)

@@ -86,7 +86,7 @@ def test_models_describe_their_attention(client):
     assert default["special_tokens"] == ["<bos>", "<eos>"]
     assert default["capabilities"] == {
         "kv_cache": True, "similarity": False, "word_view": False, "generation": False,
-        "value_norms": True,
+        "text": True, "pictures": False, "value_norms": True,
         "experiments": ["scaling", "positions", "masks", "kv-cache", "metrics", "rollout",
                         "alti", "contribution", "ablation", "compare"],
     }  # fmt: skip

@@ -91,15 +91,15 @@ REFUSED = {
     # wrong JSON types
     "text_as_a_number": (ANALYZE, {"text": 5}, 422, "valid string"),
     "text_as_a_list": (ANALYZE, {"text": ["hi"]}, 422, "valid string"),
-    "text_as_null": (ANALYZE, {"text": None}, 422, "valid string"),
+    "text_as_null": (ANALYZE, {"text": None}, 422, "give text (a sentence), or image"),
     "text_as_an_object": (ANALYZE, {"text": {"a": 1}}, 422, "valid string"),
     "text_misspelled": (ANALYZE, {"txt": "hi"}, 422, "unknown field 'txt'; the fields are"),
-    "text_missing": (ANALYZE, {"model": "minilm"}, 422, "Field required"),
+    "text_missing": (ANALYZE, {"model": "minilm"}, 422, "give text (a sentence), or image"),
     "an_unknown_field": (
         ANALYZE,
         {"text": "hi", "temperature": 1},
         422,
-        "unknown field 'temperature'; the fields are model, text, chat",
+        "unknown field 'temperature'; the fields are model, text, image, chat",
     ),
     "model_as_a_number": (ANALYZE, {"text": "hi", "model": 5}, 422, "valid string"),
     "layers_as_a_string": (ATTENTION, {"text": "hi", "layers": "0"}, 422, "valid list"),

@@ -95,7 +95,7 @@ def test_the_run_cache_keeps_a_bounded_number_of_runs_whatever_their_bytes():
     """Each cached run holds hundreds of objects Python's collector walks, holding the
     interpreter's lock: thousands of short runs in 1.5 GiB made its full collections hold
     the event loop 63-132 ms. So the cache keeps MOST_RUNS runs at most, the oldest out."""
-    from attnviz.app.runs.inference import MOST_RUNS, RunCache
+    from attnviz.app.runs.cache import MOST_RUNS, RunCache
 
     with TestClient(create_app(Settings(torch_threads=1, zoo=["pronounce"]))) as c:
         inference = c.app.state.inference

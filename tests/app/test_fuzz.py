@@ -175,6 +175,13 @@ MODEL_DEPENDENT = (
     "read whole heads: at most",  # lab, neuron, qk-space: a long input
     "attention matrices reads at most",  # qk-space: a further text over 512 tokens
     "the body is not an SVG document",  # figure/pdf: bytes a schema cannot call SVG or not
+    "not a PNG, JPEG or WebP file",  # images: bytes a schema cannot call a picture or not
+    "image cannot be read",  # images: a broken file
+    "data is not base64",  # images: contentEncoding is a note in JSON Schema, not a rule
+    "reads text, not pictures",  # a picture for a model of text
+    "reads pictures",  # a text for a model of pictures
+    "reads a picture alone",
+    "edges are above",  # lab/graph: a text whose graph has more edges than are sent
 )
 # The 503s a valid request may get, each documented and with Retry-After: a full queue of
 # runs or of corpus runs, or UMAP / t-SNE asked for before its first run has compiled it

@@ -13,7 +13,7 @@ import torch
 import transformers as T
 from PIL import Image, ImageDraw
 
-from attnviz.model.hf.vision import ImageEncoder
+from attnviz.model.hf.pictures import load_image_encoder
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
 GRID = dict(image_size=32, patch_size=8)  # 4 x 4 patches
@@ -63,7 +63,7 @@ def noise(width: int = 70, height: int = 50) -> Image.Image:
 @pytest.mark.parametrize("name", list(CASES))
 def test_every_heads_weights_are_transformers_eager_attention(folders, name):
     cls, _, _, leading = CASES[name]
-    encoder = ImageEncoder.load(folders[name])
+    encoder = load_image_encoder(folders[name])
     reading = encoder.read(noise())
     reference = cls.from_pretrained(folders[name], attn_implementation="eager").eval()
     with torch.no_grad():
@@ -86,7 +86,7 @@ def test_the_patch_map_puts_a_patchs_box_over_the_mark_drawn_there(folders, name
     """A grey picture of 300 x 200 (resized to a square, or its short side to 40 and its
     centre cropped) with a red mark over the box the map gives one patch: in the pixels the
     processor makes, that patch is the reddest, and most of it is red."""
-    encoder = ImageEncoder.load(folders[name])
+    encoder = load_image_encoder(folders[name])
     picture = Image.new("RGB", (300, 200), (128, 128, 128))
     grey = encoder.read(picture)
     r, c = patch
@@ -109,7 +109,7 @@ def test_the_patch_map_puts_a_patchs_box_over_the_mark_drawn_there(folders, name
 def test_a_crop_leaves_the_picture_s_sides_out_of_every_box(folders):
     """Resized to 60 x 40 and cropped to its centre 32 x 32: the boxes cover the middle of
     the picture only, from (14, 4) to (46, 36) in resized pixels, times 300 / 60."""
-    reading = ImageEncoder.load(folders["clip"]).read(Image.new("RGB", (300, 200)))
+    reading = load_image_encoder(folders["clip"]).read(Image.new("RGB", (300, 200)))
     boxes = [p.box for p in reading.positions if p.kind == "patch"]
     assert boxes[0] == pytest.approx((70.0, 20.0, 110.0, 60.0))
     assert boxes[-1] == pytest.approx((190.0, 140.0, 230.0, 180.0))

@@ -15,8 +15,10 @@ from ...payloads.schemas import (
     AnalyzeRequest,
     AnalyzeResponse,
     ExportRequest,
+    ImagePositionInfo,
     MaskedTokens,
     NextTokens,
+    PictureInfo,
     Piece,
     RunProgressInfo,
 )
@@ -55,7 +57,8 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
     if req.compare is not None and lent():  # (two runs: vetted as one, in a turn of its own)
         raise NotNow
     entry = inference.entry(req.model)
-    result = inference.run(entry, req.text, req.chat, req.continuation)
+    picture = inference.picture(req.image)
+    result = inference.run(entry, req.text, req.chat, req.continuation, picture)
     similarity = None
     if req.compare is not None:
         if not entry.runner.capabilities.similarity:
@@ -73,6 +76,7 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
         total = len(summarised)
     return AnalyzeResponse(
         model=entry.id,
+        image=picture_info(result),
         text=result.text,
         source_tokens=result.source_tokens,
         source_raw=result.raw("source"),
@@ -95,6 +99,25 @@ def analyze(req: AnalyzeRequest, inference: InferenceDep) -> AnalyzeResponse:
         long=long,
         summaries_done=len(summarised),
         summaries_total=total,
+    )
+
+
+def picture_info(result: RunResult) -> PictureInfo | None:
+    """A picture's run: the picture and what each position is, as the wire says it."""
+    if result.image is None:
+        return None
+    width, height = result.image.size
+    return PictureInfo(
+        digest=result.image.digest,
+        width=width,
+        height=height,
+        grid=result.image.grid,
+        positions=[
+            ImagePositionInfo(
+                kind=p.kind, label=p.label, image=p.image, row=p.row, column=p.column, box=p.box
+            )
+            for p in result.image.positions
+        ],
     )
 
 
@@ -163,7 +186,8 @@ def precision_of(entry: ModelEntry, result: RunResult) -> dict[str, str]:
 def attention(req: AttentionRequest, inference: InferenceDep) -> Response:
     """The requested matrices: per type, layer, head and kind, with the tokens of each axis."""
     entry = inference.entry(req.model)
-    result = inference.run(entry, req.text, req.chat, req.continuation)
+    picture = inference.picture(req.image)
+    result = inference.run(entry, req.text, req.chat, req.continuation, picture)
     blocks = attention_blocks(entry, result, req, inference.settings.max_response_bytes)
     body = AttentionResponse(
         model=entry.id,
@@ -191,9 +215,11 @@ def export(req: ExportRequest, inference: InferenceDep) -> Response:
     """Every captured tensor of one input (float32; of `layers` only, where given) and its
     tokens, as an .npz download (numpy.load reads it)."""
     entry = inference.entry(req.model)
-    result = inference.run(entry, req.text, req.chat, req.continuation)
+    picture = inference.picture(req.image)
+    result = inference.run(entry, req.text, req.chat, req.continuation, picture)
     max_bytes = inference.settings.max_response_bytes
-    data, filename = export_npz(entry, req.text, result, req.layers, max_bytes)
+    named = "\0".join(filter(None, [req.text, req.image]))
+    data, filename = export_npz(entry, named, result, req.layers, max_bytes)
     return Response(
         data,
         media_type="application/octet-stream",

@@ -1,0 +1,38 @@
+"""What a run reads, checked against what its model reads: a text, a picture, or both
+(the model's `text` and `pictures` capabilities), and the positions it makes (its price)."""
+
+from __future__ import annotations
+
+from attnviz.model.runner import pictures
+
+from ..catalog.zoo import ModelEntry
+from ..errors import CannotServe
+from ..images import Picture
+
+
+def tokens_read(entry: ModelEntry, text: str, picture: Picture | None) -> int:
+    """The positions a run of `text` and `picture` reads (its price, before it runs)."""
+    if picture is None:
+        return entry.runner.tokens_read(text)
+    return pictures(entry.runner).positions_read(*picture.size)
+
+
+def check_input(entry: ModelEntry, text: str | None, picture: Picture | None) -> None:
+    """A 422 where the input is not what the model reads (its `text` and `pictures`
+    capabilities): every route's runs come through here, so that a route of text (the
+    lab's, generation) refuses a model of pictures, and the other way round."""
+    can = entry.runner.capabilities
+    if picture is not None and not can.pictures:
+        raise CannotServe(f"{entry.id} reads text, not pictures: leave image out")
+    if not can.text:
+        if picture is None:
+            raise CannotServe(
+                f"{entry.id} reads pictures, not text: send one as image (the digest "
+                "POST /api/v1/images answers); this route reads text only"
+                if text is not None
+                else f"{entry.id} reads pictures: send one as image"
+            )
+        if text is not None:
+            raise CannotServe(f"{entry.id} reads a picture alone: leave text out")
+    elif text is None:
+        raise CannotServe(f"{entry.id} reads text: text is missing")

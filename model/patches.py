@@ -1,0 +1,71 @@
+"""What each position of a picture's run is (`ImagePosition`): a class, distillation,
+register or detection token, or a patch with its row and column in the patch grid and its
+box in the picture's own pixels; and where a processor's pixels lie in the picture
+(`Geometry`). Backend-free: the runners make them, the app and the notebook read them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+PositionKind = Literal["cls", "distillation", "register", "detection", "patch", "extra"]
+PATCH = "▦"  # a patch's label: "▦ 3,5" (row 3, column 5)
+
+
+@dataclass(frozen=True)
+class ImagePosition:
+    """What one position of an image encoder's run is."""
+
+    kind: PositionKind
+    label: str  # "[CLS]", "[DIST]", "[REG 2]", "▦ 3,5"
+    image: int = 0  # which picture of the run
+    row: int | None = None  # a patch's row and column in its picture's patch grid
+    column: int | None = None
+    # a patch's box in the picture's own pixels (left, top, right, bottom), clipped to it
+    box: tuple[float, float, float, float] | None = None
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Where the processor's pixels lie in a picture: resized from `original` to
+    `resized` (width, height), then the window of `size` at `offset` (left, top; negative
+    where the processor pads) taken from the resized picture."""
+
+    original: tuple[int, int]
+    resized: tuple[int, int]
+    offset: tuple[int, int]
+    size: tuple[int, int]
+
+    def box(
+        self, left: float, top: float, right: float, bottom: float
+    ) -> tuple[float, float, float, float]:
+        """A box of the processor's pixels as a box of the picture's, clipped to it."""
+        (w0, h0), (w1, h1), (dx, dy) = self.original, self.resized, self.offset
+        sx, sy = w0 / w1, h0 / h1
+        return (
+            min(max((left + dx) * sx, 0.0), w0),
+            min(max((top + dy) * sy, 0.0), h0),
+            min(max((right + dx) * sx, 0.0), w0),
+            min(max((bottom + dy) * sy, 0.0), h0),
+        )
+
+
+@dataclass(frozen=True)
+class ImageMap:
+    """A picture's run: which picture (its digest: app/images.py's), its size as seen
+    (width, height), and what each position of the run is."""
+
+    digest: str
+    size: tuple[int, int]
+    positions: list[ImagePosition]
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """(rows, columns) of its patch grid."""
+        patches = [p for p in self.positions if p.kind == "patch"]
+        if not patches:
+            return (0, 0)
+        return (
+            max(p.row or 0 for p in patches) + 1,
+            max(p.column or 0 for p in patches) + 1,
+        )

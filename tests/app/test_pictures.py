@@ -1,0 +1,217 @@
+"""Pictures through the API: sent once (the file's bytes, base64 in JSON, a data: URL or a
+multipart form: one digest), named by runs; an image encoder of yours (a tiny seeded ViT
+and DeiT, saved with their image processors) served through the views, its weights
+transformers' own eager attention, each position named and placed on the picture; a
+route of text refuses a model of pictures and the other way round, each with its reason."""
+
+from __future__ import annotations
+
+import base64
+import io
+import logging
+
+import numpy as np
+import pytest
+import torch
+import transformers as T
+from fastapi.testclient import TestClient
+from PIL import Image
+
+from attnviz.app.main import create_app
+from attnviz.app.settings import Settings
+from tests.app.test_api import decode
+
+SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+GRID = dict(image_size=32, patch_size=8)  # 4 x 4 patches
+MODELS = {
+    "vit": (T.ViTModel, T.ViTConfig(**GRID, **SMALL),
+            T.ViTImageProcessorPil(size={"height": 32, "width": 32})),
+    "deit": (T.DeiTModel, T.DeiTConfig(**GRID, **SMALL),
+             T.DeiTImageProcessorPil(size={"height": 40, "width": 40},
+                                     crop_size={"height": 32, "width": 32})),
+}  # fmt: skip
+
+
+def photo(width: int = 70, height: int = 50, seed: int = 0) -> Image.Image:
+    rng = np.random.default_rng(seed)
+    return Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
+
+
+def png(image: Image.Image, **options) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format="PNG", **options)
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pictures")
+    for name, (cls, config, processor) in MODELS.items():
+        torch.manual_seed(0)
+        model = cls(config).eval()
+        with torch.no_grad():  # (away from the initialisation's near-uniform attention)
+            for p in model.parameters():
+                if p.dim() >= 2:
+                    p.normal_(0, 0.15)
+        model.save_pretrained(root / name)
+        processor.save_pretrained(root / name)
+    settings = Settings(zoo=["pronounce"], torch_threads=1, models={m: root / m for m in MODELS})
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        yield c, root
+
+
+def upload(c, data: bytes) -> dict:
+    answer = c.post("/api/v1/images", content=data, headers={"content-type": "image/png"})
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_a_picture_sent_four_ways_is_one_digest_and_drawn_back(served):
+    c, _ = served
+    data = png(photo())
+    raw = upload(c, data)
+    assert (raw["width"], raw["height"], raw["format"]) == (70, 50, "PNG")
+    encoded = base64.b64encode(data).decode()
+    as_json = c.post("/api/v1/images", json={"data": encoded}).json()
+    as_url = c.post("/api/v1/images", json={"data": f"data:image/png;base64,{encoded}"}).json()
+    form = c.post("/api/v1/images", files={"image": ("photo.png", data, "image/png")}).json()
+    # stored otherwise (no compression), the same pixels: the same key
+    again = upload(c, png(photo(), compress_level=0))
+    assert {d["digest"] for d in (raw, as_json, as_url, form, again)} == {raw["digest"]}
+    drawn = c.get(f"/api/v1/images/{raw['digest']}")
+    assert drawn.status_code == 200 and drawn.headers["content-type"] == "image/png"
+    assert drawn.headers["x-image-size"] == "70x50"
+    back = np.asarray(Image.open(io.BytesIO(drawn.content)).convert("RGB"))
+    assert (back == np.asarray(photo())).all()  # (under 1,024 a side: as it was)
+
+
+def test_what_is_no_picture_is_refused_with_its_reason(served):
+    c, _ = served
+    cases = [
+        (dict(content=b"hello", headers={"content-type": "image/png"}), 422, "not a PNG, JPEG"),
+        (dict(json={"data": "%%%"}), 422, "not base64"),
+        (dict(json={"data": "aGk=", "more": 1}), 422, "nothing else"),
+        (dict(files={"other": ("a.png", b"x", "image/png")}), 422, 'the file "image"'),
+        (dict(content=b"x", headers={"content-type": "text/plain"}), 415, "image/png"),
+    ]
+    for kwargs, status, said in cases:
+        answer = c.post("/api/v1/images", **kwargs)
+        assert answer.status_code == status, (kwargs, answer.text)
+        assert said in str(answer.json()["detail"]), answer.text
+    too_big = c.post(
+        "/api/v1/images",
+        content=b"\x89PNG\r\n\x1a\n" + b"\x00" * 27_000_000,
+        headers={"content-type": "image/png"},
+    )
+    assert too_big.status_code == 413
+    missing = c.get("/api/v1/images/" + "0" * 64)
+    assert missing.status_code == 404 and "send it again" in missing.json()["detail"]
+
+
+def test_an_image_encoder_is_listed_as_reading_pictures(served):
+    c, _ = served
+    infos = {m["id"]: m for m in c.get("/api/v1/models").json()}
+    vit = infos["vit"]
+    assert vit["status"] == "served", vit
+    assert (vit["token_unit"], vit["output"], vit["architecture"]) == (
+        "patches", "features", "encoder-only",
+    )  # fmt: skip
+    assert vit["capabilities"]["pictures"] and not vit["capabilities"]["text"]
+    assert vit["capabilities"]["experiments"] == []  # (the lab's experiments read text)
+    assert "reads a picture" in vit["description"]
+    pronounce = infos["pronounce"]["capabilities"]
+    assert pronounce["text"] and not pronounce["pictures"]
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_every_heads_weights_over_a_picture_are_transformers_eager_attention(served, name):
+    c, root = served
+    picture = photo()
+    digest = upload(c, png(picture))["digest"]
+    analysis = c.post("/api/v1/analyze", json={"model": name, "image": digest})
+    assert analysis.status_code == 200, analysis.text
+    body = analysis.json()
+    image = body["image"]
+    assert (image["digest"], image["width"], image["height"]) == (digest, 70, 50)
+    assert image["grid"] == [4, 4]
+    leading = ["[CLS]"] if name == "vit" else ["[CLS]", "[DIST]"]
+    labels = leading + [f"▦ {r},{c}" for r in range(4) for c in range(4)]
+    assert body["source_tokens"] == labels == [p["label"] for p in image["positions"]]
+    assert body["text"] == "" and body["target_tokens"] == []
+    patch = image["positions"][len(leading) + 4 * 2 + 3]  # row 2, column 3
+    if name == "vit":  # (resized to 32 x 32: each patch 8/32 of each side)
+        assert patch["box"] == pytest.approx([3 * 70 / 4, 2 * 50 / 4, 70, 3 * 50 / 4])
+    else:  # (resized to 40 x 40, its centre 32 x 32 cropped: 4 pixels off each side)
+        assert patch["box"] == pytest.approx(
+            [(4 + 24) * 70 / 40, (4 + 16) * 50 / 40, (4 + 32) * 70 / 40, (4 + 24) * 50 / 40]
+        )
+    answer = c.post(
+        "/api/v1/attention",
+        json={"model": name, "image": digest, "encoding": "f4", "kinds": ["weights"]},
+    )
+    assert answer.status_code == 200, answer.text
+    blocks = answer.json()["blocks"]
+    cls, _, _ = MODELS[name]
+    processor = T.AutoImageProcessor.from_pretrained(root / name, backend="pil")
+    reference = cls.from_pretrained(root / name, attn_implementation="eager").eval()
+    with torch.no_grad():
+        pixels = processor(images=picture, return_tensors="pt")["pixel_values"]
+        expected = reference(pixel_values=pixels, output_attentions=True).attentions
+    assert [b["layer"] for b in blocks] == [0, 1]
+    for block in blocks:
+        assert block["rows"] is None or block["rows"] == labels
+        got = decode(block["data"])
+        assert np.abs(got - expected[block["layer"]][0].numpy()).max() <= 1e-5
+
+
+def test_routes_of_text_refuse_a_model_of_pictures_and_the_other_way_round(served):
+    c, _ = served
+    digest = upload(c, png(photo(seed=1)))["digest"]
+    cases = [
+        ("/api/v1/analyze", {"model": "vit", "text": "a cat"}, 422, "reads pictures, not text"),
+        ("/api/v1/analyze", {"model": "vit", "text": "a", "image": digest}, 422,
+         "reads a picture alone: leave text out"),
+        ("/api/v1/analyze", {"model": "pronounce", "image": digest}, 422,
+         "reads text, not pictures"),
+        ("/api/v1/analyze", {"model": "pronounce"}, 422, "give text"),
+        ("/api/v1/analyze", {"model": "vit", "image": "f" * 64}, 404, "send it again"),
+        ("/api/v1/analyze", {"model": "vit", "image": "not a digest"}, 422, "64 characters"),
+        ("/api/v1/generate", {"model": "vit", "text": "a cat"}, 422,
+         "does not continue a prompt (generation is for models that do). It reads a picture"),
+        ("/api/v1/lab/rollout", {"model": "vit", "text": "a cat"}, 422,
+         "this route reads text only"),
+        ("/api/v1/export", {"model": "vit", "text": "a cat"}, 422, "reads pictures"),
+    ]  # fmt: skip
+    for path, body, status, said in cases:
+        answer = c.post(path, json=body)
+        assert answer.status_code == status, (path, body, answer.text)
+        assert said in str(answer.json()["detail"]), (path, answer.text)
+
+
+def test_a_pictures_export_carries_each_positions_box(served):
+    c, _ = served
+    digest = upload(c, png(photo(seed=2)))["digest"]
+    answer = c.post("/api/v1/export", json={"model": "vit", "image": digest})
+    assert answer.status_code == 200, answer.text
+    assert (
+        f"vit-{__import__('hashlib').sha256(digest.encode()).hexdigest()[:12]}"
+        in (answer.headers["content-disposition"])
+    )
+    arrays = np.load(io.BytesIO(answer.content))
+    assert arrays["image_boxes"].shape == (17, 4)
+    assert np.isnan(arrays["image_boxes"][0]).all()  # [CLS]: no box
+    assert arrays["image_boxes"][1].tolist() == pytest.approx([0, 0, 70 / 4, 50 / 4])
+    assert arrays["image_size"].tolist() == [70, 50]
+    assert arrays["encoder.0.self_attn.hook_weights"].shape == (1, 4, 17, 17)
+
+
+def test_a_picture_run_is_kept_by_its_digest(served, caplog):
+    c, _ = served
+    digest = upload(c, png(photo(seed=3)))["digest"]
+    with caplog.at_level(logging.INFO, logger="attnviz.app.runs.inference"):
+        for _ in range(2):
+            assert c.post("/api/v1/analyze", json={"model": "vit", "image": digest}).is_success
+        other = upload(c, png(photo(seed=4)))["digest"]
+        assert c.post("/api/v1/analyze", json={"model": "vit", "image": other}).is_success
+    runs = [r.getMessage() for r in caplog.records if "positions of a picture" in r.getMessage()]
+    assert len(runs) == 2 and all(m.startswith("vit read 17 positions") for m in runs), runs
