@@ -99,11 +99,12 @@ function ownerHeader(id = null) {
 export const api = {
   // prompt: {chat, continuation} for a model that continues a prompt, else {}; a run
   // watched for its progress is sent with its request id, and `signal` aborts it
-  analyze: async (model, text, compare, prompt = {}, { requestId, signal } = {}) =>
+  // input: {text} and, for a model that reads pictures, {image} (page.js's inputBody)
+  analyze: async (model, input, compare, prompt = {}, { requestId, signal } = {}) =>
     (
       await post(
         "/api/v1/analyze",
-        { model, text, ...(compare ? { compare } : {}), ...prompt },
+        { model, ...input, ...(compare ? { compare } : {}), ...prompt },
         requestId ? { "X-Request-ID": requestId } : {},
         signal,
       )
@@ -191,8 +192,18 @@ export const api = {
   // what a citation names of a model: the attnviz version, its source, its weights' hash
   citation: async (model) =>
     (await call(`/api/v1/models/${encodeURIComponent(model)}/citation`)).json(),
-  exportCapture: async (model, text, prompt = {}) => {
-    const response = await post("/api/v1/export", { model, text, ...prompt });
+  // a picture (a File or Blob) sent as its bytes: {digest, width, height, format}
+  uploadImage: async (file) =>
+    (
+      await call("/api/v1/images", {
+        method: "POST",
+        headers: { "content-type": file.type || "application/octet-stream" },
+        body: file,
+      })
+    ).json(),
+  imageUrl: (digest) => `/api/v1/images/${digest}`,
+  exportCapture: async (model, input, prompt = {}) => {
+    const response = await post("/api/v1/export", { model, ...input, ...prompt });
     const name = /filename="([^"]+)"/.exec(response.headers.get("content-disposition") || "");
     return { blob: await response.blob(), filename: name ? name[1] : "capture.npz" };
   },

@@ -11,7 +11,8 @@ export function forgetBlocks() {
   requests.clear();
 }
 
-// `input`: {model, text, prompt, words, hide, wordView}, as render() makes it
+// `input`: {model, text, image, body, prompt, words, hide, wordView}, as render() makes
+// it (`body`: the run's input as the API takes it, page.js's inputBody)
 export async function layerBlock(input, type, layer, kind) {
   // the word view and hidden specials apply to the self-attention weights of the models
   // that offer them (capabilities.word_view)
@@ -19,14 +20,22 @@ export async function layerBlock(input, type, layer, kind) {
   const granularity = reshape && input.words ? "word" : "token";
   const hideSpecial = reshape && input.hide;
   const prompt = JSON.stringify(input.prompt);
-  const key = [input.model, input.text, prompt, type, layer, kind, granularity, hideSpecial].join(
-    "\u0000",
-  );
+  const key = [
+    input.model,
+    input.text,
+    input.image,
+    prompt,
+    type,
+    layer,
+    kind,
+    granularity,
+    hideSpecial,
+  ].join("\u0000");
   if (!requests.has(key)) {
     const request = api
       .attention({
         model: input.model,
-        text: input.text,
+        ...input.body,
         ...input.prompt,
         types: [type],
         layers: [layer],

@@ -4,7 +4,19 @@ import { api } from "./api.js";
 import { applyLanguage } from "./i18n.js";
 import { attentionOf, pickerLabel } from "./model-info.js";
 import { showError } from "./output.js";
-import { download, elements, modelInfo, models, page, promptOf, t } from "./page.js";
+import {
+  download,
+  elements,
+  inputBody,
+  modelInfo,
+  models,
+  page,
+  promptOf,
+  readsPictures,
+  readsText,
+  t,
+} from "./page.js";
+import { sampleButtons } from "./pictures.js";
 import { VIEWS, viewOf } from "./views/index.js";
 
 // the selectors a view may read (views/index.js: each view's `controls`)
@@ -26,6 +38,10 @@ let examplesOf = null;
 function showExamples(info) {
   if (examplesOf === info.id) return;
   examplesOf = info.id;
+  if (readsPictures(info)) {
+    elements.examples.replaceChildren(...sampleButtons());
+    return;
+  }
   elements.examples.replaceChildren(
     ...info.examples.map((example) => {
       const button = document.createElement("button");
@@ -104,6 +120,10 @@ export function syncControls() {
   for (const el of document.querySelectorAll(".compare-only")) {
     el.hidden = !info.capabilities.similarity;
   }
+  // a model of pictures: the picture's chooser; one of pictures alone: no text box
+  for (const el of document.querySelectorAll(".picture-only")) el.hidden = !readsPictures(info);
+  elements.text.hidden = !readsText(info);
+  elements.run.hidden = !readsText(info); // (a picture is read as soon as it is chosen)
   // a model that continues a prompt: its options, and Generate for Run
   const continuation = info.capabilities.generation === true;
   for (const el of document.querySelectorAll(".continuation-only")) el.hidden = !continuation;
@@ -157,8 +177,12 @@ export function bindControls({ generate, render }) {
     });
   });
   elements.model.addEventListener("change", () => {
-    const { type, layer, head } = models[elements.model.value].start_head;
-    update({ model: elements.model.value, text: elements.text.value, type, layer, head });
+    const info = models[elements.model.value];
+    const { type, layer, head } = info.start_head;
+    // a model of pictures opens on its picture; the picture view is theirs alone
+    const shown = page.state.view;
+    const view = readsPictures(info) ? "picture" : shown === "picture" ? VIEWS[0].id : shown;
+    update({ model: elements.model.value, text: elements.text.value, type, layer, head, view });
   });
   elements.type.addEventListener("change", () => update({ type: elements.type.value }));
   elements.layer.addEventListener("change", () => update({ layer: Number(elements.layer.value) }));
@@ -181,7 +205,7 @@ export function bindControls({ generate, render }) {
   elements.exportButton.addEventListener("click", async () => {
     try {
       const { state } = page;
-      const { blob, filename } = await api.exportCapture(state.model, state.text, promptOf());
+      const { blob, filename } = await api.exportCapture(state.model, inputBody(state), promptOf());
       download(blob, filename);
     } catch (err) {
       showError(err, { keepView: true });

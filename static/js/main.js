@@ -6,7 +6,21 @@ import { generate } from "./generate.js";
 import { LANGS } from "./i18n.js";
 import { attentionOf, pickerLabel } from "./model-info.js";
 import { clearOutput, clearPlots, setStatus, showError, showTokens } from "./output.js";
-import { boot, download, elements, modelInfo, models, page, promptOf, refused, t } from "./page.js";
+import {
+  boot,
+  download,
+  elements,
+  inputBody,
+  modelInfo,
+  models,
+  page,
+  promptOf,
+  readsPictures,
+  readsText,
+  refused,
+  t,
+} from "./page.js";
+import { bindPictures } from "./pictures.js";
 import { LONG_CHARS, supersede, watched, watchRun } from "./run-progress.js";
 import { citation, saveView } from "./save.js";
 import { changes, currentSearch, DEFAULTS, readState, withCleared, writeState } from "./state.js";
@@ -24,8 +38,11 @@ const PAGE_DEFAULTS = {
 // the model card's alignment head, or the strongest head the metrics find).
 function withStartHead(next) {
   const params = new URLSearchParams(currentSearch());
+  const info = models[next.model] || models[boot.default_model];
+  // a model of pictures opens on its picture, where the link names no view
+  if (!params.has("view") && readsPictures(info)) next = { ...next, view: "picture" };
   if (params.has("type")) return next;
-  const start = (models[next.model] || models[boot.default_model]).start_head;
+  const start = info.start_head;
   return {
     ...next,
     type: start.type,
@@ -45,12 +62,32 @@ function forgetInput() {
 function inputOf(state) {
   return {
     model: state.model,
-    text: state.text,
+    text: readsText() ? state.text : "",
+    image: readsPictures() ? state.img : "",
+    body: inputBody(state),
     words: state.words,
     hide: state.hide,
     wordView: modelInfo().capabilities.word_view,
     prompt: promptOf(state),
   };
+}
+
+// the input's summary; a picture the server no longer holds (another replica, or dropped)
+// sent again where this page has it, and asked once more
+async function analyzed(state, input, compare, options) {
+  try {
+    return await api.analyze(state.model, input.body, compare, input.prompt, options);
+  } catch (err) {
+    const file = page.pictures.get(input.image);
+    if (!pictureGone(err) || !file) throw err;
+    await api.uploadImage(file);
+    return api.analyze(state.model, input.body, compare, input.prompt, options);
+  }
+}
+
+// a 404 for the input's picture: the server does not hold it
+function pictureGone(err) {
+  return err?.status === 404 && page.state.img && String(err.detail).includes("picture");
 }
 
 // "Save view (.html)": the view as one file that opens offline (save.js)
@@ -90,6 +127,8 @@ async function render() {
     openHead: (layer, head) => update({ view: "head", layer, head }),
     positional: (positions, dims) => api.positional(state.model, positions, dims),
     promptOptions: input.prompt, // a continuing model's chat and continuation, for requests
+    inputBody: input.body, // the run's input as the API takes it (text, image)
+    pictureUrl: (digest) => api.imageUrl(digest),
     lab: (route, body) => api.lab(route, { ...body, ...input.prompt }),
     headView: (route, body) => api.headView(route, { ...body, ...input.prompt }),
     api,
@@ -110,17 +149,18 @@ async function render() {
   elements.grid.hidden = true;
   elements.readout.textContent = "";
   elements.convention.textContent = "";
-  if (!state.text.trim()) {
+  const missing = readsText() ? !state.text.trim() : !state.img;
+  if (missing || (readsPictures() && !readsText() && !state.img)) {
     supersede();
     page.analysis = null;
     clearOutput();
-    setStatus(t("empty"));
+    setStatus(t(readsText() ? "empty" : "no_picture"));
     return;
   }
   let watch = null; // a run that may be long: its progress and Cancel
   try {
     const compare = modelInfo().capabilities.similarity ? state.compare.trim() : "";
-    const asked = `${state.text}\u0000${compare}\u0000${JSON.stringify(input.prompt)}`;
+    const asked = `${input.text}\u0000${input.image}\u0000${compare}\u0000${JSON.stringify(input.prompt)}`;
     const key = `${state.model}\u0000${asked}`;
     supersede(key);
     const known = page.analysis;
@@ -142,7 +182,7 @@ async function render() {
         // whole, and the summary reads every head (a long input's cached capture
         // recomputes them). A run that may be long is the summary's alone, so that
         // Cancel stops it.
-        summary = api.analyze(state.model, state.text, compare, input.prompt, watch?.options);
+        summary = analyzed(state, input, compare, watch?.options);
         if (watch) watched.pending = { key, summary, watch };
         else {
           viewOf(state.view)
@@ -180,6 +220,7 @@ async function render() {
   } catch (err) {
     if (mine !== page.generation) return;
     if (watch?.cancelled) setStatus(t("run_cancelled"));
+    else if (pictureGone(err)) setStatus(t("picture_gone"), "error");
     else showError(err);
   }
 }
@@ -248,6 +289,7 @@ function init() {
   const refusal = refused[page.state.model];
   if (refusal) page.state = withStartHead({ ...page.state, model: boot.default_model });
   bindControls({ generate, render });
+  bindPictures();
   elements.saveView.addEventListener("click", saveShown);
   elements.citeView.addEventListener("click", async () => {
     try {

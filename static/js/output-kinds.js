@@ -39,9 +39,23 @@ function transcription(analysis, t) {
   });
 }
 
+// a picture's reading: what its positions are (its output is their last hidden states)
+function features(analysis, t) {
+  const image = analysis.image;
+  if (!image) return [""];
+  const others = image.positions.filter((p) => p.kind !== "patch").map((p) => p.label);
+  const said = t("features_said")
+    .replace("{n}", image.positions.length)
+    .replace("{rows}", image.grid[0])
+    .replace("{columns}", image.grid[1])
+    .replace("{others}", others.length ? others.join(", ") : t("features_none"));
+  return [said];
+}
+
 export const OUTPUTS = {
   transcription,
   continuation: text,
   embedding,
   masked: (analysis, t, info) => maskedOutput(analysis, t, info.mask_token),
+  features,
 };

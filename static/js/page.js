@@ -12,6 +12,8 @@ export const elements = {
   form: $("input-form"),
   model: $("model"),
   text: $("text"),
+  picture: $("picture"),
+  pictureName: $("picture-name"),
   compare: $("compare"),
   chat: $("chat"),
   newTokens: $("new-tokens"),
@@ -52,7 +54,8 @@ export const elements = {
 
 export const page = {
   state: null, // the view shown, as the URL has it (main.js reads it)
-  analysis: null, // the analyze answer for (state.model, state.text)
+  analysis: null, // the analyze answer for (state.model, state.text, state.img)
+  pictures: new Map(), // the pictures this page sent, by digest: sent again where not held
   generation: 0, // bumps on every render; older renders stop when they notice
   streaming: null, // the AbortController of the generation under way
   update: null, // main.js's update(changes, {push}): the one way the view changes
@@ -77,6 +80,24 @@ export function download(blob, filename) {
 
 export function modelInfo() {
   return models[page.state.model] || models[boot.default_model];
+}
+
+// what the model shown reads: a text, a picture (an image encoder: a picture alone), or both
+export function readsText(info = modelInfo()) {
+  return info.capabilities.text !== false;
+}
+
+export function readsPictures(info = modelInfo()) {
+  return info.capabilities.pictures === true;
+}
+
+// a run's input as the API takes it: its text where the model reads one, its picture's
+// digest where it reads pictures
+export function inputBody(s = page.state, info = modelInfo()) {
+  return {
+    ...(readsText(info) ? { text: s.text } : {}),
+    ...(readsPictures(info) && s.img ? { image: s.img } : {}),
+  };
 }
 
 export function continues() {

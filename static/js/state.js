@@ -11,6 +11,7 @@ import { VIEW_IDS, VIEWS } from "./views/index.js";
 const PAGE = {
   model: "",
   text: "",
+  img: "", // a picture's digest (the server holds the picture, the link its key)
   compare: "",
   chat: false,
   cont: "", // the tokens generated after the prompt, ids "12,7,9"
@@ -27,11 +28,12 @@ const PAGE = {
 
 // What a view's key may be cleared by (its `clearedOn`): the keys whose change makes it
 // belong to something no longer shown.
-//   input   another text, model, second text, chat mode or continuation (e.g. a window)
+//   input   another text, picture, model, second text, chat mode or continuation (e.g. a
+//           window)
 //   prompt  another text, model or chat mode: what was generated for it goes
 //   heads   another model or attention type (e.g. the heads picked for an ablation)
 const EVENTS = {
-  input: ["text", "model", "compare", "chat", "cont"],
+  input: ["text", "img", "model", "compare", "chat", "cont"],
   prompt: ["text", "model", "chat"],
   heads: ["model", "type"],
 };
@@ -39,6 +41,8 @@ const EVENTS = {
 export const DEFAULTS = { ...PAGE };
 // values a link may carry; anything else falls back to the default
 const CHOICES = { view: VIEW_IDS, kind: ["weights", "scores", "mask", "norms"], lang: LANGS };
+// values a link's key must match (a picture's digest: 64 hex digits)
+const PATTERNS = { img: /^[0-9a-f]{64}$/ };
 const CLEARED = { input: [], prompt: ["cont"], heads: [] };
 for (const view of VIEWS) {
   for (const [key, value] of Object.entries(view.state ?? {})) {
@@ -92,6 +96,7 @@ export function readState(defaults) {
     if (!params.has(key)) continue;
     const value = params.get(key);
     if (key in CHOICES && !CHOICES[key].includes(value)) continue;
+    if (key in PATTERNS && !PATTERNS[key].test(value)) continue;
     state[key] = NUMBERS.has(key) ? Math.max(0, Number.parseInt(value, 10) || 0) : value;
   }
   for (const flag of FLAGS) state[flag] = state[flag] === "1" || state[flag] === true;

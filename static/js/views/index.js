@@ -29,6 +29,7 @@ import { addStrings, hasString } from "../i18n.js";
 // biome-ignore format: one view a line, so that adding one is adding a line
 const MODULES = [
   "./head.js",
+  "./picture.js",
   "./model.js",
   "./masks.js",
   "./positional.js",

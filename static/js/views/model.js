@@ -125,7 +125,7 @@ async function followSummaries(ctx, first, layers, heads, said) {
       .replace("{total}", now.summaries_total)}`;
     await new Promise((resolve) => setTimeout(resolve, 2000));
     if (ctx.stale()) return;
-    now = await ctx.api.analyze(state.model, state.text, "", ctx.promptOptions);
+    now = await ctx.api.analyze(state.model, ctx.inputBody, "", ctx.promptOptions);
     if (ctx.stale()) return;
     await drawEntropy(ctx, now, layers, heads);
     const roles = new Map(

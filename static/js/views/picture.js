@@ -1,0 +1,199 @@
+// A picture's attention drawn on the picture: over each patch, the weight one query
+// position gives it (a class or register token, or a patch: hovered, clicked or chosen),
+// for one head or the mean of a layer's heads. Each patch is placed by its box in the
+// picture's own pixels (analyze's `image`: the processor's resizing and cropping undone).
+
+const TINT = [230, 60, 20]; // the weight's colour, its opacity the weight over the row's largest
+const QUERY = "#00b5d8"; // the query patch's outline
+
+function labelOf(position) {
+  return position.label;
+}
+
+// the query's row over the keys: one head's, or the layer's mean (made once a block)
+function rowOf(block, state, q) {
+  if (state.avg) {
+    block.meanFlat ??= Float32Array.from(block.mean().flat());
+    return block.meanFlat.subarray(q * block.width, (q + 1) * block.width);
+  }
+  return block
+    .flat(Math.min(state.head, block.count - 1))
+    .subarray(q * block.width, (q + 1) * block.width);
+}
+
+// the position whose box holds the picture's point (x, y), or -1
+function patchAt(positions, x, y) {
+  return positions.findIndex(
+    (p) => p.box && x >= p.box[0] && x < p.box[2] && y >= p.box[1] && y < p.box[3],
+  );
+}
+
+function drawOverlay(canvas, image, row, q) {
+  const started = performance.now();
+  const context = canvas.getContext("2d");
+  const scale = canvas.width / image.width;
+  context.clearRect(0, 0, canvas.width, canvas.height);
+  let top = 0;
+  image.positions.forEach((p, j) => {
+    if (p.box) top = Math.max(top, row[j]);
+  });
+  image.positions.forEach((p, j) => {
+    if (!p.box || top <= 0) return;
+    const [left, upper, right, lower] = p.box.map((v) => v * scale);
+    context.fillStyle = `rgba(${TINT.join(",")},${((0.85 * row[j]) / top).toFixed(3)})`;
+    context.fillRect(left, upper, right - left, lower - upper);
+  });
+  const query = image.positions[q];
+  if (query?.box) {
+    const [left, upper, right, lower] = query.box.map((v) => v * scale);
+    context.strokeStyle = QUERY;
+    context.lineWidth = Math.max(2, canvas.width / 300);
+    context.strokeRect(left, upper, right - left, lower - upper);
+  }
+  performance.measure("attnviz:overlay", { start: started, end: performance.now() });
+}
+
+// what a person reads of the row: the query, its strongest patch, and the share of its
+// attention that goes to positions that are no patch (not drawn on the picture)
+function said(t, image, row, q) {
+  let best = -1;
+  let elsewhere = 0;
+  image.positions.forEach((p, j) => {
+    if (!p.box) elsewhere += row[j];
+    else if (best < 0 || row[j] > row[best]) best = j;
+  });
+  const named = image.positions.filter((p) => !p.box).map(labelOf);
+  const parts = [
+    t("picture_query").replace("{q}", labelOf(image.positions[q])),
+    best >= 0
+      ? t("picture_strongest")
+          .replace("{p}", labelOf(image.positions[best]))
+          .replace("{w}", row[best].toFixed(2))
+      : "",
+    named.length
+      ? t("picture_elsewhere")
+          .replace("{share}", (100 * elsewhere).toFixed(1))
+          .replace("{names}", named.join(", "))
+      : "",
+  ];
+  return parts.filter(Boolean).join(" · ");
+}
+
+async function draw(ctx) {
+  const { state, t, elements } = ctx;
+  const image = ctx.analysis.image;
+  if (!image) return t("picture_no_image");
+  const block = await ctx.layerBlock(state.type, state.layer, "weights");
+  if (ctx.stale()) return;
+  const chosen = Math.min(state.pq, image.positions.length - 1);
+  const who = state.avg ? t("average") : `${t("head")} ${Math.min(state.head, block.count - 1)}`;
+  elements.convention.textContent = `${t(state.type)} · ${t("layer")} ${state.layer} · ${who}`;
+
+  const figure = document.createElement("figure");
+  figure.className = "picture-view";
+  const choose = document.createElement("label");
+  choose.className = "picture-choose";
+  choose.textContent = `${t("picture_query_label")} `;
+  const select = document.createElement("select");
+  select.id = "picture-query";
+  image.positions.forEach((p, j) => {
+    const option = document.createElement("option");
+    option.value = String(j);
+    option.textContent = labelOf(p);
+    select.append(option);
+  });
+  select.value = String(chosen);
+  choose.append(select);
+  const frame = document.createElement("div");
+  frame.className = "picture-frame";
+  const picture = document.createElement("img");
+  picture.alt = t("picture_alt").replace("{w}", image.width).replace("{h}", image.height);
+  picture.src = ctx.pictureUrl(image.digest);
+  const canvas = document.createElement("canvas");
+  canvas.setAttribute("aria-hidden", "true");
+  frame.append(picture, canvas);
+  figure.append(choose, frame);
+  elements.plot.replaceChildren(figure);
+  await picture.decode().catch(() => {});
+  if (ctx.stale()) return;
+  // drawn in the picture's pixels as sent back (at most 1,024 a side), scaled with it
+  const longer = Math.max(image.width, image.height);
+  const shrink = Math.min(1, 1024 / longer);
+  canvas.width = Math.max(1, Math.round(image.width * shrink));
+  canvas.height = Math.max(1, Math.round(image.height * shrink));
+
+  const show = (q) => {
+    const row = rowOf(block, state, q);
+    drawOverlay(canvas, image, row, q);
+    elements.readout.textContent = said(t, image, row, q);
+  };
+  show(chosen);
+  const pointed = (event) => {
+    const bounds = canvas.getBoundingClientRect();
+    const x = ((event.clientX - bounds.left) / bounds.width) * image.width;
+    const y = ((event.clientY - bounds.top) / bounds.height) * image.height;
+    return patchAt(image.positions, x, y);
+  };
+  let hovered = -1;
+  canvas.addEventListener("pointermove", (event) => {
+    const q = pointed(event);
+    if (q < 0 || q === hovered) return;
+    hovered = q;
+    show(q);
+  });
+  canvas.addEventListener("pointerleave", () => {
+    hovered = -1;
+    show(Number(select.value));
+  });
+  canvas.addEventListener("click", (event) => {
+    const q = pointed(event);
+    if (q < 0) return;
+    select.value = String(q);
+    ctx.note({ pq: q });
+    show(q);
+  });
+  select.addEventListener("change", () => {
+    const q = Number(select.value);
+    ctx.note({ pq: q });
+    show(q);
+  });
+  elements.explain.textContent = t("picture_explain");
+}
+
+export const view = {
+  id: "picture",
+  label: "view_picture",
+  controls: ["type", "layer", "head", "average"],
+  arrowKeys: true,
+  applies: (info) => info.capabilities.pictures === true,
+  state: { pq: 0 }, // the query position whose attention is drawn on the picture
+  clearedOn: { pq: "input" },
+  draw,
+  prefetch: (ctx) => ctx.layerBlock(ctx.state.type, ctx.state.layer, "weights"),
+  strings: {
+    en: {
+      view_picture: "Picture",
+      picture_query_label: "Query",
+      picture_query: "{q} looks at",
+      picture_strongest: "most at {p} ({w})",
+      picture_elsewhere: "{share}% to {names} (no patch: not drawn)",
+      picture_alt:
+        "The picture read ({w} × {h} pixels), its patches tinted by the query's attention",
+      picture_no_image:
+        "This run read no picture: the picture view is for models that read pictures.",
+      picture_explain:
+        "Each patch of the picture is tinted by the weight the query gives it: the most opaque is its largest. Hover a patch to make it the query; click it, or choose a query above, to keep it.",
+    },
+    zh: {
+      view_picture: "图片",
+      picture_query_label: "查询",
+      picture_query: "{q} 关注",
+      picture_strongest: "最关注 {p}（{w}）",
+      picture_elsewhere: "{share}% 给 {names}（不是图块：未画出）",
+      picture_alt: "读入的图片（{w} × {h} 像素），图块按查询的注意力着色",
+      picture_no_image: "这次运行没有读图片：图片视图只用于读图片的模型。",
+      picture_explain:
+        "图片的每个图块按查询给它的权重着色：最不透明的权重最大。把鼠标移到图块上，它就成为查询；点击它，或在上方选择查询，可以固定下来。",
+    },
+  },
+};

@@ -1,0 +1,180 @@
+"""A model of pictures in the page: a tiny seeded ViT of yours (transformers' code, its
+image processor saved beside it) served with `attnviz serve --model vit=PATH`. The page
+asks for a picture; a sample, a file of yours or one dropped is sent and drawn, its
+patches tinted by the query's attention, which the readout names as the API's own weights
+say; hovering a patch makes it the query within a frame; in Chinese on a phone the
+picture fits the screen; a link whose picture the server does not hold says so."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import httpx2
+import numpy as np
+import pytest
+import torch
+import transformers as T
+from PIL import Image
+from playwright.sync_api import Page, expect
+
+from harness.serving import start_server
+from tests.app.test_api import decode
+
+from .conftest import ARTIFACTS, page_of
+from .test_page import ready, url_state
+
+HOVER_MS = 50  # a frame: the overlay redrawn for the patch under the pointer
+
+
+@pytest.fixture(scope="module")
+def vit_server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("vit")
+    torch.manual_seed(0)
+    config = T.ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, intermediate_size=64)  # fmt: skip
+    model = T.ViTModel(config).eval()
+    with torch.no_grad():  # (away from the initialisation's near-uniform attention)
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0, 0.3)
+    model.save_pretrained(folder)
+    T.ViTImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(folder)
+    proc, base = start_server(
+        {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_LEVEL": "warning"},
+        args=["--model", f"vit={folder}"],
+    )
+    yield base
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture
+def vit_page(browser, vit_server, outside_requests):
+    context, page, errors = page_of(browser, vit_server, outside_requests)
+    yield page
+    assert errors == [], errors
+    context.close()
+
+
+def weights(base: str, digest: str, query: int, head: int) -> dict[str, float]:
+    """The query's weights (layer 0) over the patches, by label, as the API sends them in
+    float32 (the page reads u1: within 1/255 of these)."""
+    answer = httpx2.post(
+        f"{base}/api/v1/attention",
+        json={"model": "vit", "image": digest, "layers": [0], "encoding": "f4"},
+        timeout=60,
+    ).json()
+    block = answer["blocks"][0]
+    row = decode(block["data"])[head, query]
+    pairs = zip(block["columns"], row, strict=True)
+    return {label: float(w) for label, w in pairs if label.startswith("▦")}
+
+
+def said_strongest(page: Page, base: str, digest: str, query: int, head: int) -> None:
+    """The readout names the query's strongest patch and its weight, as the API's say."""
+    shown = re.search(r"most at (▦ \d+,\d+) \((0\.\d\d)\)", page.locator("#readout").inner_text())
+    assert shown, page.locator("#readout").inner_text()
+    by_patch = weights(base, digest, query, head)
+    patch, weight = shown.group(1), float(shown.group(2))
+    assert by_patch[patch] >= max(by_patch.values()) - 1 / 255, (patch, by_patch)
+    assert abs(weight - by_patch[patch]) <= 0.005 + 1 / 510, (weight, by_patch[patch])
+
+
+def overlay_worst_ms(page: Page) -> float:
+    return page.evaluate(
+        "Math.max(0, ...performance.getEntriesByName('attnviz:overlay').map(e => e.duration))"
+    )
+
+
+def test_a_sample_picture_is_read_and_drawn_with_its_attention(vit_page: Page, vit_server):
+    page = vit_page
+    page.goto("/?model=vit&lang=en")
+    expect(page.locator("#status")).to_have_text(
+        "Choose a picture first: a file of yours, drop or paste one, or take a sample.",
+        timeout=60_000,
+    )
+    expect(page.locator("#text")).to_be_hidden()
+    expect(page.locator("label[for=picture]")).to_have_text("Choose a picture…")
+    page.get_by_role("button", name="Sample: a street").click()
+    ready(page)
+    state = url_state(page)
+    assert state["view"] == "picture" and len(state["img"]) == 64
+    expect(page.locator(".picture-frame img")).to_be_visible()
+    expect(page.locator("#picture-name")).to_have_text("Sample: a street · 448 × 336")
+    expect(page.locator("#source-tokens")).to_contain_text("▦ 3,3")
+    head = int(state.get("head", 0))
+    readout = page.locator("#readout")
+    expect(readout).to_contain_text("[CLS] looks at · most at ▦ ")
+    said_strongest(page, vit_server, state["img"], 0, head)
+    expect(readout).to_contain_text("% to [CLS] (no patch: not drawn)")
+    # hovering patch (2, 1) makes it the query, redrawn within a frame
+    canvas = page.locator(".picture-frame canvas")
+    box = canvas.bounding_box()
+    for column in range(4):
+        page.mouse.move(
+            box["x"] + box["width"] * (column + 0.5) / 4, box["y"] + box["height"] * 0.6
+        )
+    expect(readout).to_contain_text("▦ 2,3 looks at")
+    said_strongest(page, vit_server, state["img"], 1 + 2 * 4 + 3, head)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=ARTIFACTS / "pictures-desktop.png", full_page=True)
+    worst = overlay_worst_ms(page)
+    assert 0 < worst <= HOVER_MS, f"the overlay took {worst:.1f} ms"
+    # a click keeps it (in the URL); leaving the picture goes back to the kept query
+    page.mouse.click(box["x"] + box["width"] * 0.375, box["y"] + box["height"] * 0.125)
+    expect(readout).to_contain_text("▦ 0,1 looks at")
+    page.mouse.move(0, 0)
+    expect(readout).to_contain_text("▦ 0,1 looks at")
+    assert url_state(page)["pq"] == "2"
+
+
+def test_in_chinese_on_a_phone_a_picture_of_yours_fits_the_screen(browser, vit_server,
+                                                                  outside_requests):  # fmt: skip
+    context, page, errors = page_of(browser, vit_server, outside_requests)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto("/?model=vit&lang=zh")
+    expect(page.locator("#status")).to_contain_text("请先选一张图片", timeout=60_000)
+    photo = Image.fromarray(np.random.default_rng(1).integers(0, 256, (600, 800, 3), np.uint8))
+    out = io.BytesIO()
+    photo.save(out, format="JPEG", quality=90)
+    page.locator("#picture").set_input_files(
+        {"name": "photo.jpg", "mimeType": "image/jpeg", "buffer": out.getvalue()}
+    )
+    expect(page.locator("#status")).to_have_text("完成。", timeout=60_000)
+    expect(page.locator("#picture-name")).to_have_text("photo.jpg · 800 × 600")
+    expect(page.locator("#readout")).to_contain_text("[CLS] 关注 · 最关注 ▦")
+    frame = page.locator(".picture-frame").bounding_box()
+    assert frame["x"] >= 0 and frame["x"] + frame["width"] <= 390, frame
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=ARTIFACTS / "pictures-phone-zh.png", full_page=True)
+    assert errors == [], errors
+    context.close()
+
+
+def test_a_dropped_picture_is_read_and_a_link_to_one_not_held_says_so(vit_page: Page):
+    page = vit_page
+    page.goto("/?model=vit&lang=en")
+    expect(page.locator("#status")).to_contain_text("Choose a picture first", timeout=60_000)
+    red = Image.new("RGB", (64, 48), (200, 20, 20))
+    out = io.BytesIO()
+    red.save(out, format="PNG")
+    page.evaluate(
+        """(bytes) => {
+            const file = new File([new Uint8Array(bytes)], "red.png", {type: "image/png"});
+            const transfer = new DataTransfer();
+            transfer.items.add(file);
+            document.body.dispatchEvent(new DragEvent("drop", {dataTransfer: transfer,
+                                                               bubbles: true}));
+        }""",
+        list(out.getvalue()),
+    )
+    ready(page)
+    expect(page.locator("#picture-name")).to_have_text("red.png · 64 × 48")
+    page.goto(f"/?model=vit&lang=en&view=picture&img={'ab' * 32}")
+    expect(page.locator("#status")).to_have_text(
+        "This link's picture is not on this server (it keeps the latest pictures sent to "
+        "it): choose it again.",
+        timeout=60_000,
+    )
