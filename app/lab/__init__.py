@@ -68,6 +68,8 @@ class LabRoute:
     # runs the model: two passes over the text)
     work: Callable[[Any, int], float] | None = None
     what: str = "experiment"  # what it is to a person: an experiment, or a view
+    # reads a picture's run too (its request an InputRequest: `image` beside `text`)
+    pictures: bool = False
 
     @property
     def summary(self) -> str:
@@ -80,20 +82,26 @@ class LabRoute:
             raise ValueError(f"{self.id} needs what app/lab/needs.py does not name: {unknown}")
 
     def missing(self, entry: ModelEntry) -> list[str]:
-        return lacking(entry, self.needs | {"text"})  # (every request of the lab is a text)
+        # (an experiment of texts alone needs a model that reads text)
+        return lacking(entry, self.needs if self.pictures else self.needs | {"text"})
 
     def prepared(self, inference: Inference, req: TextRequest) -> LabContext:
-        """Its context (the model's cached run), a 422 if the model lacks what it needs,
-        and its price charged where it runs the model."""
-        ctx = LabContext(
-            inference, req.model, req.text, req.chat, req.continuation, long_ok=self.reads_long
-        )
-        missing = self.missing(ctx.entry)
+        """Its context (the model's cached run), a 422 if the model lacks what it needs
+        (before anything is run), and its price charged where it runs the model."""
+        entry = inference.entry(req.model)
+        missing = self.missing(entry)
         if missing:
-            reasons = lacking_said(ctx.entry, missing)
-            raise CannotServe(
-                f"the {self.id} {self.what} cannot run on {ctx.entry.id}: it {reasons}"
-            )
+            reasons = lacking_said(entry, missing)
+            raise CannotServe(f"the {self.id} {self.what} cannot run on {entry.id}: it {reasons}")
+        ctx = LabContext(
+            inference,
+            req.model,
+            req.text,
+            req.chat,
+            req.continuation,
+            long_ok=self.reads_long,
+            picture=inference.picture(getattr(req, "image", None)),
+        )
         if self.runs_model or self.stepped:
             read = len(ctx.result.source_ids) + len(ctx.result.target_ids)
             tokens = self.work(req, read) if self.work is not None else 2 * read
@@ -123,7 +131,7 @@ EXPERIMENTS: dict[str, LabRoute] = {
         LabRoute("kv-cache", kv_cache, KVCacheRequest, KVCacheResponse,
                    frozenset({"cached_decoding"}), runs_model=True),
         LabRoute("metrics", metrics, TextRequest, MetricsResponse),
-        LabRoute("rollout", rollout, RolloutRequest, RolloutResponse),
+        LabRoute("rollout", rollout, RolloutRequest, RolloutResponse, pictures=True),
         LabRoute("alti", alti, AltiRequest, AltiResponse, frozenset({"alti"}), runs_model=True),
         LabRoute("contribution", contribution, s.HeadRequest, ContributionResponse,
                  frozenset({"value_norms"})),

@@ -17,6 +17,7 @@ from attnviz.model.runner import RunResult, generating, model_inputs
 
 from ..catalog.zoo import ModelEntry
 from ..errors import CannotServe
+from ..images import Picture
 from ..runs.answers import tokens_of
 from ..runs.inference import Inference
 
@@ -31,16 +32,17 @@ class LabContext:
         self,
         inference: Inference,
         model: str | None,
-        text: str,
+        text: str | None,
         chat: bool = False,
         continuation: Sequence[int] = (),
         long_ok: bool = False,
+        picture: Picture | None = None,
     ) -> None:
         self.inference = inference
         self.entry: ModelEntry = inference.entry(model)
-        if not long_ok:
+        if not long_ok and text is not None:
             self._refuse_long(text, chat, continuation)
-        self.result: RunResult = inference.run(self.entry, text, chat, continuation)
+        self.result: RunResult = inference.run(self.entry, text, chat, continuation, picture)
         self.long = isinstance(self.result.capture, LongCapture)
         if self.long and not long_ok:
             raise CannotServe(self._too_long(len(self.result.source_tokens)))

@@ -1,4 +1,5 @@
-"""Attention rollout (Abnar & Zuidema 2020) through a self-attention stack."""
+"""Attention rollout (Abnar & Zuidema 2020) through a self-attention stack (of a text's
+run, or of a picture's: `image`)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ from pydantic import BaseModel, Field, StrictFloat
 import attnviz.app.lab.schemas as s
 from attnviz.model.methods.analysis import rollout as rollout_of
 
-from ..payloads.schemas import AttentionType, TextRequest
+from ..payloads.schemas import AttentionType, InputRequest
 from ..payloads.wire import encode
 from .context import LabContext
 
 
-class RolloutRequest(TextRequest):
+class RolloutRequest(InputRequest):
     type: AttentionType | None = Field(None, description="A self-attention type.")
     residual: StrictFloat = Field(
         0.5, ge=0, le=1, allow_inf_nan=False, description="Weight of the identity (residual)."

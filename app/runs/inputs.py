@@ -27,10 +27,9 @@ def check_input(entry: ModelEntry, text: str | None, picture: Picture | None) ->
     if not can.text:
         if picture is None:
             raise CannotServe(
-                f"{entry.id} reads pictures, not text: send one as image (the digest "
-                "POST /api/v1/images answers); this route reads text only"
-                if text is not None
-                else f"{entry.id} reads pictures: send one as image"
+                f"{entry.id} reads pictures"
+                + (", not text" if text is not None else "")
+                + ": send one as image (the digest POST /api/v1/images answers)"
             )
         if text is not None:
             raise CannotServe(f"{entry.id} reads a picture alone: leave text out")

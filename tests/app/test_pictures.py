@@ -117,7 +117,8 @@ def test_an_image_encoder_is_listed_as_reading_pictures(served):
         "patches", "features", "encoder-only",
     )  # fmt: skip
     assert vit["capabilities"]["pictures"] and not vit["capabilities"]["text"]
-    assert vit["capabilities"]["experiments"] == []  # (the lab's experiments read text)
+    # (the lab's other experiments read text)
+    assert vit["capabilities"]["experiments"] == ["rollout"]
     assert "reads a picture" in vit["description"]
     pronounce = infos["pronounce"]["capabilities"]
     assert pronounce["text"] and not pronounce["pictures"]
@@ -179,7 +180,11 @@ def test_routes_of_text_refuse_a_model_of_pictures_and_the_other_way_round(serve
         ("/api/v1/generate", {"model": "vit", "text": "a cat"}, 422,
          "does not continue a prompt (generation is for models that do). It reads a picture"),
         ("/api/v1/lab/rollout", {"model": "vit", "text": "a cat"}, 422,
-         "this route reads text only"),
+         "reads pictures, not text: send one as image"),
+        ("/api/v1/lab/metrics", {"model": "vit", "text": "a cat"}, 422,
+         "the metrics experiment cannot run on vit: it reads pictures, and this reads a text"),
+        ("/api/v1/neuron", {"model": "vit", "text": "a cat", "layer": 0, "head": 0,
+                            "query": 0}, 422, "reads pictures, and this reads a text"),
         ("/api/v1/export", {"model": "vit", "text": "a cat"}, 422, "reads pictures"),
     ]  # fmt: skip
     for path, body, status, said in cases:
@@ -215,3 +220,26 @@ def test_a_picture_run_is_kept_by_its_digest(served, caplog):
         assert c.post("/api/v1/analyze", json={"model": "vit", "image": other}).is_success
     runs = [r.getMessage() for r in caplog.records if "positions of a picture" in r.getMessage()]
     assert len(runs) == 2 and all(m.startswith("vit read 17 positions") for m in runs), runs
+
+
+def test_rollout_over_a_picture_is_its_definition_on_transformers_weights(served):
+    """Attention rollout (Abnar & Zuidema 2020) of a picture's run, recomputed here from
+    transformers' own eager attention: each layer's heads averaged, half identity, rows
+    renormalised, the layers multiplied."""
+    c, root = served
+    picture = photo(seed=5)
+    digest = upload(c, png(picture))["digest"]
+    answer = c.post("/api/v1/lab/rollout", json={"model": "vit", "image": digest})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["tokens"][:2] == ["[CLS]", "▦ 0,0"]
+    processor = T.AutoImageProcessor.from_pretrained(root / "vit", backend="pil")
+    reference = T.ViTModel.from_pretrained(root / "vit", attn_implementation="eager").eval()
+    with torch.no_grad():
+        pixels = processor(images=picture, return_tensors="pt")["pixel_values"]
+        layers = reference(pixel_values=pixels, output_attentions=True).attentions
+    rolled = torch.eye(17, dtype=torch.float64)
+    for weights in layers:
+        mixed = 0.5 * weights[0].double().mean(0) + 0.5 * torch.eye(17, dtype=torch.float64)
+        rolled = (mixed / mixed.sum(-1, keepdim=True)) @ rolled
+    assert np.abs(np.array(body["matrix"]) - rolled.numpy()).max() <= 1e-5

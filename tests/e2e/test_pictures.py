@@ -127,6 +127,20 @@ def test_a_sample_picture_is_read_and_drawn_with_its_attention(vit_page: Page, v
     page.mouse.move(0, 0)
     expect(readout).to_contain_text("▦ 0,1 looks at")
     assert url_state(page)["pq"] == "2"
+    # attention rollout through every layer instead of one head: the lab's answer
+    page.locator("#picture-rollout").check()
+    expect(page.locator("#convention")).to_contain_text(
+        "attention rollout through all 2 layers (Abnar & Zuidema 2020"
+    )
+    assert url_state(page)["roll"] == "1"
+    rolled = httpx2.post(
+        f"{vit_server}/api/v1/lab/rollout", json={"model": "vit", "image": state["img"]}
+    ).json()
+    row = rolled["matrix"][2]
+    best = max(range(1, len(row)), key=row.__getitem__)
+    expect(readout).to_contain_text(
+        f"▦ 0,1 looks at · most at {rolled['tokens'][best]} ({row[best]:.2f})"
+    )
 
 
 def test_in_chinese_on_a_phone_a_picture_of_yours_fits_the_screen(browser, vit_server,

@@ -10,8 +10,10 @@ function labelOf(position) {
   return position.label;
 }
 
-// the query's row over the keys: one head's, or the layer's mean (made once a block)
-function rowOf(block, state, q) {
+// the query's row over the keys: one head's, the layer's mean (made once a block), or
+// attention rollout's through every layer (`rolled`: the lab's answer, rows of numbers)
+function rowOf(block, state, q, rolled) {
+  if (rolled) return rolled[q];
   if (state.avg) {
     block.meanFlat ??= Float32Array.from(block.mean().flat());
     return block.meanFlat.subarray(q * block.width, (q + 1) * block.width);
@@ -83,11 +85,17 @@ async function draw(ctx) {
   const { state, t, elements } = ctx;
   const image = ctx.analysis.image;
   if (!image) return t("picture_no_image");
-  const block = await ctx.layerBlock(state.type, state.layer, "weights");
+  const body = { model: state.model, ...ctx.inputBody, type: state.type };
+  const [block, rolled] = await Promise.all([
+    ctx.layerBlock(state.type, state.layer, "weights"),
+    state.roll ? ctx.lab("rollout", body).then((r) => r.matrix) : null,
+  ]);
   if (ctx.stale()) return;
   const chosen = Math.min(state.pq, image.positions.length - 1);
   const who = state.avg ? t("average") : `${t("head")} ${Math.min(state.head, block.count - 1)}`;
-  elements.convention.textContent = `${t(state.type)} · ${t("layer")} ${state.layer} · ${who}`;
+  elements.convention.textContent = rolled
+    ? `${t(state.type)} · ${t("picture_rollout_said").replace("{n}", ctx.modelInfo().encoder_layers)}`
+    : `${t(state.type)} · ${t("layer")} ${state.layer} · ${who}`;
 
   const figure = document.createElement("figure");
   figure.className = "picture-view";
@@ -103,7 +111,15 @@ async function draw(ctx) {
     select.append(option);
   });
   select.value = String(chosen);
-  choose.append(select);
+  const roll = document.createElement("label");
+  roll.className = "check";
+  const rollBox = document.createElement("input");
+  rollBox.type = "checkbox";
+  rollBox.id = "picture-rollout";
+  rollBox.checked = state.roll;
+  rollBox.addEventListener("change", () => ctx.update({ roll: rollBox.checked }));
+  roll.append(rollBox, ` ${t("picture_rollout")}`);
+  choose.append(select, roll);
   const frame = document.createElement("div");
   frame.className = "picture-frame";
   const picture = document.createElement("img");
@@ -123,7 +139,7 @@ async function draw(ctx) {
   canvas.height = Math.max(1, Math.round(image.height * shrink));
 
   const show = (q) => {
-    const row = rowOf(block, state, q);
+    const row = rowOf(block, state, q, rolled);
     drawOverlay(canvas, image, row, q);
     elements.readout.textContent = said(t, image, row, q);
   };
@@ -166,13 +182,17 @@ export const view = {
   controls: ["type", "layer", "head", "average"],
   arrowKeys: true,
   applies: (info) => info.capabilities.pictures === true,
-  state: { pq: 0 }, // the query position whose attention is drawn on the picture
+  // the query position whose attention is drawn on the picture; rollout instead of a layer
+  state: { pq: 0, roll: false },
   clearedOn: { pq: "input" },
   draw,
   prefetch: (ctx) => ctx.layerBlock(ctx.state.type, ctx.state.layer, "weights"),
   strings: {
     en: {
       view_picture: "Picture",
+      picture_rollout: "attention rollout (every layer)",
+      picture_rollout_said:
+        "attention rollout through all {n} layers (Abnar & Zuidema 2020: each layer's heads averaged, half identity for the residual, the layers multiplied)",
       picture_query_label: "Query",
       picture_query: "{q} looks at",
       picture_strongest: "most at {p} ({w})",
@@ -186,6 +206,9 @@ export const view = {
     },
     zh: {
       view_picture: "图片",
+      picture_rollout: "注意力 rollout（所有层）",
+      picture_rollout_said:
+        "经过全部 {n} 层的注意力 rollout（Abnar 与 Zuidema，2020：每层各头取平均，加一半单位矩阵表示残差，再逐层相乘）",
       picture_query_label: "查询",
       picture_query: "{q} 关注",
       picture_strongest: "最关注 {p}（{w}）",

@@ -89,7 +89,7 @@ async function drawLab(ctx) {
   const explain = el("p", { className: "explain lab-explain", textContent: t(current.explain) });
   const out = el("div", { className: "lab-out", id: "lab-out" });
   grid.append(bar, explain, out);
-  const base = { model: state.model, text: state.text };
+  const base = { model: state.model, ...ctx.inputBody }; // (a picture's digest, for one)
   const head = { ...base, type: state.type, layer: state.layer, head: state.head };
   const title = (what) =>
     `${what} · ${t(state.type)} · ${t("layer")} ${state.layer} · ${t("head")} ${state.head}`;
