@@ -58,6 +58,8 @@ class ImageMap:
     digest: str
     size: tuple[int, int]
     positions: list[ImagePosition]
+    # a patch's height and width in the pixels the model reads (the processor's picture)
+    patch: tuple[int, int] = (0, 0)
 
     @property
     def grid(self) -> tuple[int, int]:

@@ -32,6 +32,7 @@ from .alti import AltiRequest, AltiResponse, alti
 from .compare import CompareRequest, CompareResponse, compare
 from .context import LabContext
 from .contribution import ContributionResponse, contribution
+from .distance import DistanceRequest, DistanceResponse, distance
 from .dla import DlaRequest, DlaResponse, dla
 from .graph import GraphRequest, GraphResponse, graph
 from .induction import InductionRequest, InductionResponse, induction
@@ -132,6 +133,8 @@ EXPERIMENTS: dict[str, LabRoute] = {
                    frozenset({"cached_decoding"}), runs_model=True),
         LabRoute("metrics", metrics, TextRequest, MetricsResponse),
         LabRoute("rollout", rollout, RolloutRequest, RolloutResponse, pictures=True),
+        LabRoute("distance", distance, DistanceRequest, DistanceResponse,
+                 frozenset({"pictures"}), pictures=True),
         LabRoute("alti", alti, AltiRequest, AltiResponse, frozenset({"alti"}), runs_model=True),
         LabRoute("contribution", contribution, s.HeadRequest, ContributionResponse,
                  frozenset({"value_norms"})),

@@ -19,6 +19,10 @@ class Need:
 NEEDS: dict[str, Need] = {
     # (what every experiment reads so far: a model of pictures alone has none yet)
     "text": Need(lambda e: e.runner.capabilities.text, "reads pictures, and this reads a text"),
+    "pictures": Need(
+        lambda e: e.runner.capabilities.pictures,
+        "reads no picture, and this measures a picture's patches",
+    ),
     "encoder": Need(lambda e: e.config.has_encoder, "has no encoder"),
     "decoder": Need(lambda e: e.config.has_decoder, "has no decoder"),
     # (T5's relative bias: switched off at hook_pos too)

@@ -206,5 +206,5 @@ class ImageRunner(RunnerBase):
             truncated=False,
             source_length=len(labels),
             capture=reading.capture,
-            image=ImageMap(digest, picture.size, reading.positions),
+            image=ImageMap(digest, picture.size, reading.positions, self.encoder.patch),
         )

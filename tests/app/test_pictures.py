@@ -118,7 +118,7 @@ def test_an_image_encoder_is_listed_as_reading_pictures(served):
     )  # fmt: skip
     assert vit["capabilities"]["pictures"] and not vit["capabilities"]["text"]
     # (the lab's other experiments read text)
-    assert vit["capabilities"]["experiments"] == ["rollout"]
+    assert vit["capabilities"]["experiments"] == ["rollout", "distance"]
     assert "reads a picture" in vit["description"]
     pronounce = infos["pronounce"]["capabilities"]
     assert pronounce["text"] and not pronounce["pictures"]
@@ -243,3 +243,34 @@ def test_rollout_over_a_picture_is_its_definition_on_transformers_weights(served
         mixed = 0.5 * weights[0].double().mean(0) + 0.5 * torch.eye(17, dtype=torch.float64)
         rolled = (mixed / mixed.sum(-1, keepdim=True)) @ rolled
     assert np.abs(np.array(body["matrix"]) - rolled.numpy()).max() <= 1e-5
+
+
+def test_attention_distance_is_its_definition_on_transformers_weights(served):
+    """Each head's mean attention distance (the ViT paper's figure 7), recomputed here from
+    transformers' eager attention: patch-to-patch weights renormalised, times the distance
+    between patch centres in the model's pixels, averaged over the query patches."""
+    c, root = served
+    picture = photo(seed=6)
+    digest = upload(c, png(picture))["digest"]
+    answer = c.post("/api/v1/lab/distance", json={"model": "deit", "image": digest})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert (body["patch"], body["grid"]) == ([8, 8], [4, 4])
+    processor = T.AutoImageProcessor.from_pretrained(root / "deit", backend="pil")
+    reference = T.DeiTModel.from_pretrained(root / "deit", attn_implementation="eager").eval()
+    with torch.no_grad():
+        pixels = processor(images=picture, return_tensors="pt")["pixel_values"]
+        layers = reference(pixel_values=pixels, output_attentions=True).attentions
+    centres = [(8 * (r + 0.5), 8 * (c + 0.5)) for r in range(4) for c in range(4)]
+    apart = np.array([[np.hypot(a[0] - b[0], a[1] - b[1]) for b in centres] for a in centres])
+    for layer, weights in enumerate(layers):
+        on_patches = weights[0, :, 2:, 2:].double().numpy()  # ([CLS], [DIST] first)
+        kept = on_patches.sum(-1, keepdims=True)
+        expected = ((on_patches / kept) * apart).sum(-1).mean(-1)
+        assert np.abs(np.array(body["distance"][layer]) - expected).max() <= 1e-3
+        assert (
+            np.abs(np.array(body["elsewhere"][layer]) - (1 - kept[..., 0]).mean(-1)).max() <= 1e-5
+        )
+    refused = c.post("/api/v1/lab/distance", json={"model": "pronounce", "text": "猫"})
+    assert refused.status_code == 422
+    assert "reads no picture, and this measures a picture's patches" in refused.json()["detail"]

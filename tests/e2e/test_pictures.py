@@ -192,3 +192,32 @@ def test_a_dropped_picture_is_read_and_a_link_to_one_not_held_says_so(vit_page: 
         "it): choose it again.",
         timeout=60_000,
     )
+
+
+def test_the_labs_attention_distance_of_a_picture_reads_as_the_api_says(vit_page: Page,
+                                                                       vit_server):  # fmt: skip
+    page = vit_page
+    page.goto("/?model=vit&lang=en")
+    expect(page.locator("#status")).to_contain_text("Choose a picture first", timeout=60_000)
+    page.get_by_role("button", name="Sample: shapes").click()
+    ready(page)
+    digest = url_state(page)["img"]
+    page.locator("nav.views [data-view=lab]").click()
+    expect(page.locator("#lab-experiment")).to_have_value("rollout")  # (the first it runs)
+    page.locator("#lab-experiment").select_option("distance")
+    said = page.locator("#lab-distance-said")
+    expect(said).to_contain_text("In layer 0 the heads look", timeout=60_000)
+    expect(page.locator("#lab-distance-plot .point")).to_have_count(2 * 4)
+    r = httpx2.post(
+        f"{vit_server}/api/v1/lab/distance", json={"model": "vit", "image": digest}
+    ).json()
+    low, high = min(r["distance"][0]), max(r["distance"][0])
+    expect(said).to_contain_text(
+        f"In layer 0 the heads look {low:.1f} to {high:.1f} pixels away on average; in layer 1,"
+    )
+    expect(said).to_contain_text(
+        "(the picture the model reads is 32 pixels wide, in patches of 8 × 8)"
+    )
+    # only what reads a picture is offered: the lab's text experiments are not
+    options = page.locator("#lab-experiment option:not([disabled])").all_text_contents()
+    assert options == ["Attention rollout", "Attention distance"], options

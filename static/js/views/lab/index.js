@@ -19,6 +19,7 @@ const MODULES = [
   "./kv-cache.js",
   "./metrics.js",
   "./rollout.js",
+  "./distance.js",
   "./alti.js",
   "./contribution.js",
   "./lens.js",
@@ -49,7 +50,8 @@ function mergedStrings(experiments) {
 
 // the URL keys the experiments keep, with their defaults (one default a key)
 function mergedState(experiments) {
-  const merged = { lab: EXPERIMENT_IDS[0], rep: "" };
+  // (lab "": the first experiment the model runs, `experimentOf`)
+  const merged = { lab: "", rep: "" };
   for (const e of experiments) {
     for (const [key, value] of Object.entries(e.state ?? {})) {
       if (key in merged && merged[key] !== value) {
@@ -61,8 +63,14 @@ function mergedState(experiments) {
   return merged;
 }
 
-function experimentOf(id) {
-  return EXPERIMENTS.find((e) => e.id === id) ?? EXPERIMENTS[0];
+// the experiment a link names, else the first this model runs (a model of pictures runs
+// none of the first few, which read text)
+function experimentOf(id, info) {
+  return (
+    EXPERIMENTS.find((e) => e.id === id) ??
+    EXPERIMENTS.find((e) => canRun(info, e.id)) ??
+    EXPERIMENTS[0]
+  );
 }
 
 async function drawLab(ctx) {
@@ -71,7 +79,7 @@ async function drawLab(ctx) {
   grid.hidden = false;
   grid.replaceChildren();
   const info = ctx.modelInfo();
-  const current = experimentOf(state.lab);
+  const current = experimentOf(state.lab, info);
   const picker = el("select", { id: "lab-experiment" });
   for (const e of EXPERIMENTS) {
     picker.append(
