@@ -51,7 +51,7 @@ class Picture:
     """A picture as a run reads it: RGB, upright."""
 
     pixels: Image.Image  # mode RGB, EXIF orientation applied
-    format: str  # PNG, JPEG or WEBP: what its bytes are
+    format: str  # PNG, JPEG or WEBP: what its bytes are ("pixels": handed as pixels)
     digest: str  # SHA-256 (hex) of its width, height and RGB pixels
     stored: tuple[int, int]  # width and height as stored, before its orientation
 
@@ -175,6 +175,13 @@ def digest(rgb: Image.Image) -> str:
     h = hashlib.sha256(f"{width}x{height}:".encode())
     h.update(rgb.tobytes())
     return h.hexdigest()
+
+
+def picture_of_pixels(image: Image.Image) -> Picture:
+    """A picture handed as pixels (a notebook's PIL image or array, made RGB and upright
+    by its caller): no file, so no format of one ("pixels")."""
+    rgb = image.convert("RGB")
+    return Picture(rgb, "pixels", digest(rgb), rgb.size)
 
 
 def limits_of(max_bytes: int, max_pixels: int) -> ImageLimits:

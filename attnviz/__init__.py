@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .notebook import View
 
 
-def show(model: Any, text: str, view: str = "head", **options: Any) -> View:
+def show(model: Any, text: str | None = None, view: str | None = None, **options: Any) -> View:
     """The page's `view` of `model` on `text` in a notebook cell (attnviz/notebook.py's
     `show`; the widget's libraries are imported on first use)."""
     from .notebook import show as shown

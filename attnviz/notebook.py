@@ -35,7 +35,9 @@ from .captured import kind_of, memory_name
 from .model.pretrained.sources import Origin, load_origin
 
 WIDGET_JS = Path(__file__).resolve().parent / "static" / "widget" / "widget.js"
-VIEWS = ("head", "model", "masks", "positional", "lab", "step", "neuron", "qk", "lines")
+VIEWS = (
+    "head", "picture", "model", "masks", "positional", "lab", "step", "neuron", "qk", "lines",
+)  # fmt: skip
 
 
 class Embedded:
@@ -208,7 +210,14 @@ def zoo_of(kind: str, model: Any, tokenizer: Any) -> tuple[str, Callable[[Settin
     model_id = slug(Path(name).name)
 
     def held(settings: Settings) -> Zoo:
-        runner = from_memory(model, tokenizer, model_id)
+        runner: Any
+        if callable(getattr(tokenizer, "preprocess", None)):  # an image processor
+            from .model.hf.pictures import image_encoder_of
+            from .model.hf.vision import ImageRunner
+
+            runner = ImageRunner(image_encoder_of(model, tokenizer))
+        else:
+            runner = from_memory(model, tokenizer, model_id)
         stored = next(model.parameters())
         shared = stored.dtype == torch.float32 and stored.device.type == "cpu"
         origin = Origin(
@@ -236,21 +245,39 @@ def slug(name: str) -> str:
 
 def show(
     model: Any,
-    text: str,
-    view: str = "head",
+    text: str | None = None,
+    view: str | None = None,
     *,
     tokenizer: Any = None,
+    image: Any = None,
+    processor: Any = None,
     height: int = 820,
     **choices: Any,
 ) -> View:
-    """The page's `view` of `model` on `text` in this cell (see the module's docstring).
-    `choices` are the page's other URL keys: layer, head, type ("encoder.self", ...),
-    kind ("weights", "scores", "mask", "norms"), lang ("en", "zh"), and a view's own."""
+    """The page's `view` of `model` on `text` in this cell (see the module's docstring);
+    an image encoder's on `image` instead (a path, a PIL image or an array; a model in
+    memory with its `processor=`), opened on its picture. `choices` are the page's other
+    URL keys: layer, head, type ("encoder.self", ...), kind ("weights", "scores", "mask",
+    "norms"), lang ("en", "zh"), and a view's own."""
+    if (text is None) == (image is None):
+        raise TypeError("show(model, text) or show(model, image=...): one of the two")
+    if processor is not None and tokenizer is not None:
+        raise TypeError("processor= (a model of pictures) or tokenizer= (of text), not both")
+    view = view or ("picture" if image is not None else "head")
     if view not in VIEWS:
         raise ValueError(f"view {view!r} is none of {list(VIEWS)}")
-    server, model_id = served(model, tokenizer)
-    state = {"model": model_id, "text": text, "view": view, **choices}
+    server, model_id = served(model, tokenizer if processor is None else processor)
+    state = {"model": model_id, "view": view, **choices}
+    if image is not None:  # (held by the app, as a picture sent to it: its digest in the URL)
+        from .app.images import picture_of_pixels
+        from .captured import picture_of
+
+        picture = picture_of_pixels(picture_of(image))
+        server.app.state.inference.pictures.put(picture)
+        state["img"] = picture.digest
+    else:
+        state["text"] = text
     # (the page's flags read "1" for on and nothing for off: static/js/state.js)
     shown = {k: "1" if v is True else str(v) for k, v in state.items() if v not in (None, False)}
-    owned = kind_of(model, tokenizer) == "memory"
+    owned = kind_of(model, tokenizer if processor is None else processor) == "memory"
     return View(server, "?" + urlencode(shown), owned=owned, height=height)

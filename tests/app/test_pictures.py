@@ -274,3 +274,41 @@ def test_attention_distance_is_its_definition_on_transformers_weights(served):
     refused = c.post("/api/v1/lab/distance", json={"model": "pronounce", "text": "猫"})
     assert refused.status_code == 422
     assert "reads no picture, and this measures a picture's patches" in refused.json()["detail"]
+
+
+def test_a_notebook_shows_a_picture_of_a_folder_or_of_a_model_in_memory(served):
+    """attnviz.show(model, image=...): the picture held by the cell's own app, its digest in
+    the view's link, the Picture view opened; the app reads it as the server does."""
+    from urllib.parse import parse_qs
+
+    import httpx2
+
+    import attnviz
+
+    _, root = served
+    picture = np.asarray(photo(seed=7))
+    in_memory = T.ViTModel.from_pretrained(root / "vit").eval()
+    processor = T.AutoImageProcessor.from_pretrained(root / "vit", backend="pil")
+    for shown in (
+        attnviz.show(root / "vit", image=picture),
+        attnviz.show(in_memory, image=picture, processor=processor),
+    ):
+        query = {k: v[0] for k, v in parse_qs(shown.search.lstrip("?")).items()}
+        assert query["view"] == "picture" and "text" not in query
+        server = shown._server  # (the cell's own app)
+
+        async def analyzed(body=query, app=server.app) -> dict:
+            transport = httpx2.ASGITransport(app=app)
+            async with httpx2.AsyncClient(transport=transport, base_url="http://cell") as c:
+                answer = await c.post(
+                    "/api/v1/analyze", json={"model": body["model"], "image": body["img"]}
+                )
+                assert answer.status_code == 200, answer.text
+                return answer.json()
+
+        body = server.run(analyzed())
+        assert (body["image"]["width"], body["image"]["height"]) == (70, 50)
+        assert body["source_tokens"][:2] == ["[CLS]", "▦ 0,0"]
+        shown.close()
+    with pytest.raises(TypeError, match="one of the two"):
+        attnviz.show(root / "vit")
