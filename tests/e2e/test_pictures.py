@@ -100,7 +100,7 @@ def test_a_sample_picture_is_read_and_drawn_with_its_attention(vit_page: Page, v
     ready(page)
     state = url_state(page)
     assert state["view"] == "picture" and len(state["img"]) == 64
-    expect(page.locator(".picture-frame img")).to_be_visible()
+    expect(page.locator("#picture-main img")).to_be_visible()
     expect(page.locator("#picture-name")).to_have_text("Sample: a street · 448 × 336")
     expect(page.locator("#source-tokens")).to_contain_text("▦ 3,3")
     head = int(state.get("head", 0))
@@ -109,7 +109,7 @@ def test_a_sample_picture_is_read_and_drawn_with_its_attention(vit_page: Page, v
     said_strongest(page, vit_server, state["img"], 0, head)
     expect(readout).to_contain_text("% to [CLS] (no patch: not drawn)")
     # hovering patch (2, 1) makes it the query, redrawn within a frame
-    canvas = page.locator(".picture-frame canvas")
+    canvas = page.locator("#picture-main canvas")
     box = canvas.bounding_box()
     for column in range(4):
         page.mouse.move(
@@ -127,6 +127,18 @@ def test_a_sample_picture_is_read_and_drawn_with_its_attention(vit_page: Page, v
     page.mouse.move(0, 0)
     expect(readout).to_contain_text("▦ 0,1 looks at")
     assert url_state(page)["pq"] == "2"
+    # each head's map of the query, side by side: a click opens that head
+    expect(page.locator(".picture-head")).to_have_count(4)
+    expect(page.locator(".picture-view figcaption")).to_have_text(
+        "Layer 0, each head's map of the query (click one to open it):"
+    )
+    page.locator(".picture-head", has_text="Head 2").click()
+    expect(page.locator("#convention")).to_have_text("encoder self-attention · Layer 0 · Head 2")
+    assert url_state(page)["head"] == "2"
+    expect(page.locator(".picture-head", has_text="Head 2")).to_have_attribute(
+        "aria-pressed", "true"
+    )
+    expect(readout).to_contain_text("▦ 0,1 looks at")  # (the kept query stays)
     # attention rollout through every layer instead of one head: the lab's answer
     page.locator("#picture-rollout").check()
     expect(page.locator("#convention")).to_contain_text(
@@ -158,7 +170,7 @@ def test_in_chinese_on_a_phone_a_picture_of_yours_fits_the_screen(browser, vit_s
     expect(page.locator("#status")).to_have_text("完成。", timeout=60_000)
     expect(page.locator("#picture-name")).to_have_text("photo.jpg · 800 × 600")
     expect(page.locator("#readout")).to_contain_text("[CLS] 关注 · 最关注 ▦")
-    frame = page.locator(".picture-frame").bounding_box()
+    frame = page.locator("#picture-main").bounding_box()
     assert frame["x"] >= 0 and frame["x"] + frame["width"] <= 390, frame
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

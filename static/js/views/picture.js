@@ -31,7 +31,6 @@ function patchAt(positions, x, y) {
 }
 
 function drawOverlay(canvas, image, row, q) {
-  const started = performance.now();
   const context = canvas.getContext("2d");
   const scale = canvas.width / image.width;
   context.clearRect(0, 0, canvas.width, canvas.height);
@@ -52,7 +51,37 @@ function drawOverlay(canvas, image, row, q) {
     context.lineWidth = Math.max(2, canvas.width / 300);
     context.strokeRect(left, upper, right - left, lower - upper);
   }
-  performance.measure("attnviz:overlay", { start: started, end: performance.now() });
+}
+
+// each head's map of the query (the layer's heads side by side, the picture under each):
+// a click opens that head
+function headStrip(ctx, block, pictureUrl, alt) {
+  const { t, state } = ctx;
+  const strip = document.createElement("div");
+  strip.className = "picture-heads";
+  strip.setAttribute("role", "group");
+  strip.setAttribute("aria-label", t("picture_heads").replace("{layer}", state.layer));
+  const canvases = [];
+  for (let h = 0; h < block.count; h++) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "picture-head";
+    button.setAttribute("aria-pressed", String(!state.avg && h === state.head));
+    const frame = document.createElement("span");
+    frame.className = "picture-frame";
+    const small = document.createElement("img");
+    small.src = pictureUrl;
+    small.alt = alt;
+    const canvas = document.createElement("canvas");
+    frame.append(small, canvas);
+    const caption = document.createElement("span");
+    caption.textContent = `${t("head")} ${h}`;
+    button.append(frame, caption);
+    button.addEventListener("click", () => ctx.update({ head: h, avg: false, roll: false }));
+    strip.append(button);
+    canvases.push(canvas);
+  }
+  return { strip, canvases };
 }
 
 // what a person reads of the row: the query, its strongest patch, and the share of its
@@ -122,13 +151,17 @@ async function draw(ctx) {
   choose.append(select, roll);
   const frame = document.createElement("div");
   frame.className = "picture-frame";
+  frame.id = "picture-main";
   const picture = document.createElement("img");
   picture.alt = t("picture_alt").replace("{w}", image.width).replace("{h}", image.height);
   picture.src = ctx.pictureUrl(image.digest);
   const canvas = document.createElement("canvas");
   canvas.setAttribute("aria-hidden", "true");
   frame.append(picture, canvas);
-  figure.append(choose, frame);
+  const heads = headStrip(ctx, block, picture.src, "");
+  const headsTitle = document.createElement("figcaption");
+  headsTitle.textContent = t("picture_heads").replace("{layer}", state.layer);
+  figure.append(choose, frame, headsTitle, heads.strip);
   elements.plot.replaceChildren(figure);
   await picture.decode().catch(() => {});
   if (ctx.stale()) return;
@@ -137,11 +170,22 @@ async function draw(ctx) {
   const shrink = Math.min(1, 1024 / longer);
   canvas.width = Math.max(1, Math.round(image.width * shrink));
   canvas.height = Math.max(1, Math.round(image.height * shrink));
+  for (const small of heads.canvases) {
+    // (a map a head: a few hundred pixels across)
+    small.width = Math.max(1, Math.round(canvas.width / 4));
+    small.height = Math.max(1, Math.round(canvas.height / 4));
+  }
 
   const show = (q) => {
+    const started = performance.now();
     const row = rowOf(block, state, q, rolled);
     drawOverlay(canvas, image, row, q);
+    heads.canvases.forEach((small, h) => {
+      const of = block.flat(h).subarray(q * block.width, (q + 1) * block.width);
+      drawOverlay(small, image, of, q);
+    });
     elements.readout.textContent = said(t, image, row, q);
+    performance.measure("attnviz:overlay", { start: started, end: performance.now() });
   };
   show(chosen);
   const pointed = (event) => {
@@ -191,6 +235,7 @@ export const view = {
     en: {
       view_picture: "Picture",
       picture_rollout: "attention rollout (every layer)",
+      picture_heads: "Layer {layer}, each head's map of the query (click one to open it):",
       picture_rollout_said:
         "attention rollout through all {n} layers (Abnar & Zuidema 2020: each layer's heads averaged, half identity for the residual, the layers multiplied)",
       picture_query_label: "Query",
@@ -207,6 +252,7 @@ export const view = {
     zh: {
       view_picture: "图片",
       picture_rollout: "注意力 rollout（所有层）",
+      picture_heads: "第 {layer} 层，每个头对这个查询的注意力图（点击打开该头）：",
       picture_rollout_said:
         "经过全部 {n} 层的注意力 rollout（Abnar 与 Zuidema，2020：每层各头取平均，加一半单位矩阵表示残差，再逐层相乘）",
       picture_query_label: "查询",
