@@ -50,10 +50,21 @@ class Row:
 
 
 def tiny(model_type: str):
-    """The architecture's config made tiny (the sizes SIZES names that it has), no dropout."""
+    """The architecture's config made tiny (the sizes SIZES names that it has, and its
+    text and vision towers' where it has them), no dropout."""
     from transformers import AutoConfig
 
     default = AutoConfig.for_model(model_type)
+    sizes = sized(default)
+    for tower in ("text_config", "vision_config"):
+        stated = getattr(default, tower, None)
+        if stated is not None and hasattr(stated, "to_dict"):
+            sizes[tower] = {**stated.to_dict(), **sized(stated)}
+    return AutoConfig.for_model(model_type, **sizes)
+
+
+def sized(default) -> dict:
+    """The sizes SIZES names that a config has, and its dropouts at 0."""
     sizes = {k: v for k, v in SIZES.items() if hasattr(default, k)}
     for name, value in list(sizes.items()):  # (sizes stated per stage, or per side)
         stated = getattr(default, name)
@@ -65,7 +76,7 @@ def tiny(model_type: str):
     for name, value in vars(default).items():
         if "dropout" in name and isinstance(value, float):
             sizes[name] = 0.0
-    return AutoConfig.for_model(model_type, **sizes)
+    return sizes
 
 
 def processor_for(model_type: str):
@@ -100,7 +111,7 @@ def compare(model_type: str) -> Row:
 
     from attnviz.model.hf.calls import reads_pixels
     from attnviz.model.hf.loading import quiet_transformers
-    from attnviz.model.hf.pictures import load_image_encoder
+    from attnviz.model.hf.pictures import load_image_encoder, vision_tower
     from attnviz.model.pretrained.backends import uses_attention_interface
 
     quiet_transformers()
@@ -113,8 +124,10 @@ def compare(model_type: str) -> Row:
         with torch.device("meta"), contextlib.redirect_stderr(io.StringIO()):
             skeleton = transformers.AutoModel.from_config(config)
         size = sum(p.numel() for p in skeleton.parameters())
-        if not reads_pixels(skeleton):
-            row.reason = "its model reads token ids beside pictures: not an image encoder alone"
+        if not reads_pixels(skeleton) and vision_tower(model_type) is None:
+            row.reason = (
+                "its model reads token ids beside pictures, and no class of its vision tower alone"
+            )
             return row
         if size > MOST_PARAMETERS:  # (sizes SIZES does not reach: not a tiny model)
             row.reason = f"its smallest config here has {size / 1e6:.0f} M parameters"
@@ -140,7 +153,8 @@ def compare(model_type: str) -> Row:
             return row
         row.served, row.positions = True, len(reading.positions)
         with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
-            eager = transformers.AutoModel.from_pretrained(folder, attn_implementation="eager")
+            reference = vision_tower(model_type) or transformers.AutoModel
+            eager = reference.from_pretrained(folder, attn_implementation="eager")
             out = eager.eval()(pixel_values=reading.pixel_values[None], output_attentions=True)
     attentions = getattr(out, "attentions", None)
     if not attentions:

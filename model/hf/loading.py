@@ -15,6 +15,7 @@ import io
 import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer
@@ -198,12 +199,14 @@ def load_model(
     architecture: str,
     placement: Placement | None = None,
     stored: torch.dtype | None = None,
+    cls: Any = None,
 ) -> HFTransformer:
     """The folder's weights in transformers' class for its architecture ("masked-lm": an encoder
     with its head), capturing, in the dtype and on the device `placement` resolves to (its
     default: the checkpoint's own dtype, the device `auto` finds): read from the
     safetensors files straight into that dtype, never through a float32 copy (`stored`:
-    the checkpoint's own dtype where the caller read it already)."""
+    the checkpoint's own dtype where the caller read it already; `cls`: transformers' class
+    to read it with, where not its architecture's auto class)."""
     placement = placement or Placement()
     register()
     quiet_transformers()
@@ -214,7 +217,7 @@ def load_model(
     quantization = placement.quantization(dtype)  # (refused off CUDA)
     try:
         with contextlib.redirect_stderr(io.StringIO()):
-            hf = model_class(architecture).from_pretrained(
+            hf = (cls or model_class(architecture)).from_pretrained(
                 folder,
                 attn_implementation=ATTENTION,
                 dtype=dtype,

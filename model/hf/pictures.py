@@ -13,14 +13,35 @@ from ..checkpoints import CheckpointError
 from ..placement import Placement
 from .calls import reads_pixels
 from .capture import register
-from .loading import load_model, quiet_transformers, wrapped
+from .loading import hf_config, load_model, quiet_transformers, wrapped
 from .memory import twin_of
 from .vision import ImageEncoder, ImageRunner
 
 
+def vision_tower(model_type: str) -> Any:
+    """The class of transformers' that reads a model type's pictures alone: its AutoModel's
+    where that reads pixels alone (ViT's), else its vision tower's (a dual encoder's or a
+    vision-language model's: CLIPVisionModel of CLIP's folder), or None."""
+    import transformers
+    from transformers.models.auto import modeling_auto as auto
+
+    base = auto.MODEL_MAPPING_NAMES.get(model_type)
+    base = base[0] if isinstance(base, list | tuple) else base
+    found = getattr(transformers, base, None) if isinstance(base, str) else None
+    if found is not None and reads_pixels(found):
+        return found
+    named = auto.MODEL_MAPPING_NAMES.get(f"{model_type}_vision_model")
+    if not isinstance(named, str) and isinstance(base, str):
+        named = base.removesuffix("Model").removesuffix("ForConditionalGeneration")
+        named = f"{named}VisionModel"
+    tower = getattr(transformers, named, None) if isinstance(named, str) else None
+    return tower if tower is not None and reads_pixels(tower) else None
+
+
 def load_image_encoder(folder: str | Path, placement: Placement | None = None) -> ImageEncoder:
-    """A folder's model (transformers' AutoModel: the encoder, without a task's head) and
-    its image processor (its PIL backend: torchvision is not installed), read offline."""
+    """A folder's model, without a task's head (transformers' AutoModel, or its vision
+    tower's class where that reads pictures alone: `vision_tower`), and its image processor
+    (its PIL backend: torchvision is not installed), read offline."""
     import transformers
 
     folder = Path(folder)
@@ -31,7 +52,8 @@ def load_image_encoder(folder: str | Path, placement: Placement | None = None) -
             )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CheckpointError(f"transformers cannot read its image processor: {exc}") from None
-    model = load_model(folder, "encoder-only", placement)
+    tower = vision_tower(hf_config(folder).model_type)
+    model = load_model(folder, "encoder-only", placement, cls=tower)
     if not model.reads_pixels:
         raise CheckpointError("its model reads token ids, not pictures")
     return ImageEncoder(model, processor)

@@ -29,7 +29,14 @@ MODELS = {
     "deit": (T.DeiTModel, T.DeiTConfig(**GRID, **SMALL),
              T.DeiTImageProcessorPil(size={"height": 40, "width": 40},
                                      crop_size={"height": 32, "width": 32})),
+    # a dual encoder's folder: its text and vision towers (read by its vision tower's class)
+    "clip": (T.CLIPModel, T.CLIPConfig(text_config=SMALL, vision_config={**GRID, **SMALL},
+                                       projection_dim=16),
+             T.CLIPImageProcessorPil(size={"shortest_edge": 32},
+                                     crop_size={"height": 32, "width": 32})),
 }  # fmt: skip
+# the class of transformers' that reads each one's pictures alone: the reference
+READS_PICTURES = {"vit": T.ViTModel, "deit": T.DeiTModel, "clip": T.CLIPVisionModel}
 
 
 def photo(width: int = 70, height: int = 50, seed: int = 0) -> Image.Image:
@@ -135,13 +142,17 @@ def test_every_heads_weights_over_a_picture_are_transformers_eager_attention(ser
     image = body["image"]
     assert (image["digest"], image["width"], image["height"]) == (digest, 70, 50)
     assert image["grid"] == [4, 4]
-    leading = ["[CLS]"] if name == "vit" else ["[CLS]", "[DIST]"]
+    leading = ["[CLS]", "[DIST]"] if name == "deit" else ["[CLS]"]
     labels = leading + [f"▦ {r},{c}" for r in range(4) for c in range(4)]
     assert body["source_tokens"] == labels == [p["label"] for p in image["positions"]]
     assert body["text"] == "" and body["target_tokens"] == []
     patch = image["positions"][len(leading) + 4 * 2 + 3]  # row 2, column 3
     if name == "vit":  # (resized to 32 x 32: each patch 8/32 of each side)
         assert patch["box"] == pytest.approx([3 * 70 / 4, 2 * 50 / 4, 70, 3 * 50 / 4])
+    elif name == "clip":  # (its shortest side to 32: 44 x 32, the centre 32 x 32 cropped)
+        assert patch["box"] == pytest.approx(
+            [(6 + 24) * 70 / 44, 16 * 50 / 32, (6 + 32) * 70 / 44, 24 * 50 / 32]
+        )
     else:  # (resized to 40 x 40, its centre 32 x 32 cropped: 4 pixels off each side)
         assert patch["box"] == pytest.approx(
             [(4 + 24) * 70 / 40, (4 + 16) * 50 / 40, (4 + 32) * 70 / 40, (4 + 24) * 50 / 40]
@@ -152,9 +163,9 @@ def test_every_heads_weights_over_a_picture_are_transformers_eager_attention(ser
     )
     assert answer.status_code == 200, answer.text
     blocks = answer.json()["blocks"]
-    cls, _, _ = MODELS[name]
     processor = T.AutoImageProcessor.from_pretrained(root / name, backend="pil")
-    reference = cls.from_pretrained(root / name, attn_implementation="eager").eval()
+    reference = READS_PICTURES[name].from_pretrained(root / name, attn_implementation="eager")
+    reference = reference.eval()
     with torch.no_grad():
         pixels = processor(images=picture, return_tensors="pt")["pixel_values"]
         expected = reference(pixel_values=pixels, output_attentions=True).attentions
