@@ -34,6 +34,7 @@ from .context import LabContext
 from .contribution import ContributionResponse, contribution
 from .distance import DistanceRequest, DistanceResponse, distance
 from .dla import DlaRequest, DlaResponse, dla
+from .flow import FlowRequest, FlowResponse, flow
 from .graph import GraphRequest, GraphResponse, graph
 from .induction import InductionRequest, InductionResponse, induction
 from .kv_cache import KVCacheRequest, KVCacheResponse, kv_cache
@@ -133,6 +134,7 @@ EXPERIMENTS: dict[str, LabRoute] = {
                    frozenset({"cached_decoding"}), runs_model=True),
         LabRoute("metrics", metrics, TextRequest, MetricsResponse),
         LabRoute("rollout", rollout, RolloutRequest, RolloutResponse, pictures=True),
+        LabRoute("flow", flow, FlowRequest, FlowResponse, pictures=True),
         LabRoute("distance", distance, DistanceRequest, DistanceResponse,
                  frozenset({"pictures"}), pictures=True),
         LabRoute("alti", alti, AltiRequest, AltiResponse, frozenset({"alti"}), runs_model=True),

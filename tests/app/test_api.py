@@ -88,7 +88,7 @@ def test_models_describe_their_attention(client):
         "kv_cache": True, "similarity": False, "word_view": False, "generation": False,
         "text": True, "pictures": False, "value_norms": True,
         "experiments": ["scaling", "positions", "masks", "kv-cache", "metrics", "rollout",
-                        "alti", "contribution", "ablation", "compare"],
+                        "flow", "alti", "contribution", "ablation", "compare"],
     }  # fmt: skip
     assert "heads" not in default and "tokens" not in default  # removed: attention, token_unit
 

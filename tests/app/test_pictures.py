@@ -125,7 +125,7 @@ def test_an_image_encoder_is_listed_as_reading_pictures(served):
     )  # fmt: skip
     assert vit["capabilities"]["pictures"] and not vit["capabilities"]["text"]
     # (the lab's other experiments read text)
-    assert vit["capabilities"]["experiments"] == ["rollout", "distance"]
+    assert vit["capabilities"]["experiments"] == ["rollout", "flow", "distance"]
     assert "reads a picture" in vit["description"]
     pronounce = infos["pronounce"]["capabilities"]
     assert pronounce["text"] and not pronounce["pictures"]
@@ -323,3 +323,34 @@ def test_a_notebook_shows_a_picture_of_a_folder_or_of_a_model_in_memory(served):
         shown.close()
     with pytest.raises(TypeError, match="one of the two"):
         attnviz.show(root / "vit")
+
+
+def test_attention_flow_is_the_max_flow_networkx_finds_on_transformers_weights(served):
+    """Attention flow (Abnar & Zuidema 2020) to [CLS] after the last layer, from each
+    input position: the maximum flow networkx computes on the layered graph built here
+    from transformers' eager attention (heads averaged, half identity, rows renormalised)."""
+    import networkx as nx
+
+    c, root = served
+    picture = photo(seed=8)
+    digest = upload(c, png(picture))["digest"]
+    answer = c.post("/api/v1/lab/flow", json={"model": "vit", "image": digest, "query": 0})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    processor = T.AutoImageProcessor.from_pretrained(root / "vit", backend="pil")
+    reference = T.ViTModel.from_pretrained(root / "vit", attn_implementation="eager").eval()
+    with torch.no_grad():
+        pixels = processor(images=picture, return_tensors="pt")["pixel_values"]
+        layers = reference(pixel_values=pixels, output_attentions=True).attentions
+    graph = nx.DiGraph()
+    for layer, weights in enumerate(layers):
+        a = 0.5 * weights[0].double().mean(0).numpy() + 0.5 * np.eye(17)
+        a = a / a.sum(-1, keepdims=True)
+        for i in range(17):
+            for j in range(17):
+                graph.add_edge((layer, j), (layer + 1, i), capacity=a[i, j])
+    expected = [nx.maximum_flow_value(graph, (0, j), (2, 0)) for j in range(17)]
+    assert np.abs(np.array(body["flow"]) - expected).max() <= 2e-5  # (to a millionth an edge)
+    assert body["tokens"][0] == "[CLS]" and body["query"] == 0
+    far = c.post("/api/v1/lab/flow", json={"model": "vit", "image": digest, "query": 17})
+    assert far.status_code == 422 and "out of range" in far.json()["detail"]

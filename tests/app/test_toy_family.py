@@ -35,7 +35,7 @@ def test_the_model_list_states_the_toy(toy):
         64,
     )
     assert info["capabilities"]["experiments"] == [
-        "scaling", "metrics", "rollout", "alti", "contribution", "ablation", "compare"
+        "scaling", "metrics", "rollout", "flow", "alti", "contribution", "ablation", "compare"
     ]  # fmt: skip
     assert models[1]["title"] == "Toy decoder-only, untrained twin"
     assert toy.get("/healthz").json()["models"] == ["toy", "toy-untrained"]
@@ -87,6 +87,9 @@ def test_the_lab_runs_what_the_toy_can_and_says_why_not_the_rest(toy):
             matrix = np.array(result["matrix"])
             assert result["tokens"] == fed and np.allclose(matrix.sum(-1), 1)
             assert np.allclose(np.triu(matrix, 1), 0)  # causal: nothing flows from the future
+        elif name == "flow":  # the first position sees itself alone: nothing else flows in
+            assert result["tokens"] == fed and result["flow"][0] > 0.99
+            assert result["flow"][1:] == [0.0] * (len(fed) - 1)
         elif name == "ablation":  # the run again with every head off: its own continuation
             assert result["ablated"] == body["ablate"] and result["cosine"] is None
             assert result["output"] == fed[len(text) + 1 :] and len(result["ablated_output"]) == 4

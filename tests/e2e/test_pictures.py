@@ -140,11 +140,11 @@ def test_a_sample_picture_is_read_and_drawn_with_its_attention(vit_page: Page, v
     )
     expect(readout).to_contain_text("▦ 0,1 looks at")  # (the kept query stays)
     # attention rollout through every layer instead of one head: the lab's answer
-    page.locator("#picture-rollout").check()
+    page.locator("#picture-map").select_option("rollout")
     expect(page.locator("#convention")).to_contain_text(
         "attention rollout through all 2 layers (Abnar & Zuidema 2020"
     )
-    assert url_state(page)["roll"] == "1"
+    assert url_state(page)["pmap"] == "rollout"
     rolled = httpx2.post(
         f"{vit_server}/api/v1/lab/rollout", json={"model": "vit", "image": state["img"]}
     ).json()
@@ -152,6 +152,18 @@ def test_a_sample_picture_is_read_and_drawn_with_its_attention(vit_page: Page, v
     best = max(range(1, len(row)), key=row.__getitem__)
     expect(readout).to_contain_text(
         f"▦ 0,1 looks at · most at {rolled['tokens'][best]} ({row[best]:.2f})"
+    )
+    # attention flow into the kept query: the lab's maximum flows
+    page.locator("#picture-map").select_option("flow")
+    expect(page.locator("#convention")).to_contain_text(
+        "attention flow into the query through all 2 layers"
+    )
+    flowed = httpx2.post(
+        f"{vit_server}/api/v1/lab/flow", json={"model": "vit", "image": state["img"], "query": 2}
+    ).json()["flow"]
+    best = max(range(1, len(flowed)), key=flowed.__getitem__)
+    expect(readout).to_contain_text(
+        f"▦ 0,1 looks at · most at {rolled['tokens'][best]} ({flowed[best]:.2f})"
     )
 
 
@@ -232,4 +244,4 @@ def test_the_labs_attention_distance_of_a_picture_reads_as_the_api_says(vit_page
     )
     # only what reads a picture is offered: the lab's text experiments are not
     options = page.locator("#lab-experiment option:not([disabled])").all_text_contents()
-    assert options == ["Attention rollout", "Attention distance"], options
+    assert options == ["Attention rollout", "Attention flow", "Attention distance"], options

@@ -11,9 +11,9 @@ function labelOf(position) {
 }
 
 // the query's row over the keys: one head's, the layer's mean (made once a block), or
-// attention rollout's through every layer (`rolled`: the lab's answer, rows of numbers)
-function rowOf(block, state, q, rolled) {
-  if (rolled) return rolled[q];
+// attention rollout's or flow's through every layer (`through(q)`: the lab's answer's row)
+function rowOf(block, state, q, through) {
+  if (through) return through(q);
   if (state.avg) {
     block.meanFlat ??= Float32Array.from(block.mean().flat());
     return block.meanFlat.subarray(q * block.width, (q + 1) * block.width);
@@ -77,7 +77,7 @@ function headStrip(ctx, block, pictureUrl, alt) {
     const caption = document.createElement("span");
     caption.textContent = `${t("head")} ${h}`;
     button.append(frame, caption);
-    button.addEventListener("click", () => ctx.update({ head: h, avg: false, roll: false }));
+    button.addEventListener("click", () => ctx.update({ head: h, avg: false, pmap: "" }));
     strip.append(button);
     canvases.push(canvas);
   }
@@ -114,16 +114,23 @@ async function draw(ctx) {
   const { state, t, elements } = ctx;
   const image = ctx.analysis.image;
   if (!image) return t("picture_no_image");
+  const chosen = Math.min(state.pq, image.positions.length - 1);
   const body = { model: state.model, ...ctx.inputBody, type: state.type };
-  const [block, rolled] = await Promise.all([
+  // through every layer: rollout's whole matrix (any query's row at once), or the flow
+  // into the chosen query (a maximum flow an input: another query is another request)
+  const through = {
+    rollout: () => ctx.lab("rollout", body).then((r) => (q) => r.matrix[q]),
+    flow: () => ctx.lab("flow", { ...body, query: chosen }).then((r) => () => r.flow),
+  }[state.pmap];
+  const [block, rowThrough] = await Promise.all([
     ctx.layerBlock(state.type, state.layer, "weights"),
-    state.roll ? ctx.lab("rollout", body).then((r) => r.matrix) : null,
+    through ? through() : null,
   ]);
   if (ctx.stale()) return;
-  const chosen = Math.min(state.pq, image.positions.length - 1);
   const who = state.avg ? t("average") : `${t("head")} ${Math.min(state.head, block.count - 1)}`;
-  elements.convention.textContent = rolled
-    ? `${t(state.type)} · ${t("picture_rollout_said").replace("{n}", ctx.modelInfo().encoder_layers)}`
+  const layers = ctx.modelInfo().encoder_layers;
+  elements.convention.textContent = through
+    ? `${t(state.type)} · ${t(`picture_${state.pmap}_said`).replace("{n}", layers)}`
     : `${t(state.type)} · ${t("layer")} ${state.layer} · ${who}`;
 
   const figure = document.createElement("figure");
@@ -140,15 +147,25 @@ async function draw(ctx) {
     select.append(option);
   });
   select.value = String(chosen);
-  const roll = document.createElement("label");
-  roll.className = "check";
-  const rollBox = document.createElement("input");
-  rollBox.type = "checkbox";
-  rollBox.id = "picture-rollout";
-  rollBox.checked = state.roll;
-  rollBox.addEventListener("change", () => ctx.update({ roll: rollBox.checked }));
-  roll.append(rollBox, ` ${t("picture_rollout")}`);
-  choose.append(select, roll);
+  // what the map is: the layer's head (or mean), or rollout or flow through every layer
+  const map = document.createElement("select");
+  map.id = "picture-map";
+  for (const [value, label] of [
+    ["", "picture_map_layer"],
+    ["rollout", "picture_rollout"],
+    ["flow", "picture_flow"],
+  ]) {
+    const option = document.createElement("option");
+    option.value = value;
+    option.textContent = t(label);
+    map.append(option);
+  }
+  map.value = state.pmap;
+  map.addEventListener("change", () => ctx.update({ pmap: map.value }));
+  const mapLabel = document.createElement("label");
+  mapLabel.className = "picture-choose";
+  mapLabel.append(`${t("picture_map")} `, map);
+  choose.append(select);
   const frame = document.createElement("div");
   frame.className = "picture-frame";
   frame.id = "picture-main";
@@ -162,6 +179,7 @@ async function draw(ctx) {
   const headsTitle = document.createElement("figcaption");
   headsTitle.textContent = t("picture_heads").replace("{layer}", state.layer);
   figure.append(choose, frame, headsTitle, heads.strip);
+  figure.insertBefore(mapLabel, frame);
   elements.plot.replaceChildren(figure);
   await picture.decode().catch(() => {});
   if (ctx.stale()) return;
@@ -178,7 +196,7 @@ async function draw(ctx) {
 
   const show = (q) => {
     const started = performance.now();
-    const row = rowOf(block, state, q, rolled);
+    const row = rowOf(block, state, q, rowThrough);
     drawOverlay(canvas, image, row, q);
     heads.canvases.forEach((small, h) => {
       const of = block.flat(h).subarray(q * block.width, (q + 1) * block.width);
@@ -194,8 +212,17 @@ async function draw(ctx) {
     const y = ((event.clientY - bounds.top) / bounds.height) * image.height;
     return patchAt(image.positions, x, y);
   };
+  // a query kept: in the URL; flow's map is asked again for it
+  const keep = (q) => {
+    if (state.pmap === "flow") ctx.update({ pq: q });
+    else {
+      ctx.note({ pq: q });
+      show(q);
+    }
+  };
   let hovered = -1;
   canvas.addEventListener("pointermove", (event) => {
+    if (state.pmap === "flow") return; // (flow into another query is another request: click)
     const q = pointed(event);
     if (q < 0 || q === hovered) return;
     hovered = q;
@@ -209,14 +236,9 @@ async function draw(ctx) {
     const q = pointed(event);
     if (q < 0) return;
     select.value = String(q);
-    ctx.note({ pq: q });
-    show(q);
+    keep(q);
   });
-  select.addEventListener("change", () => {
-    const q = Number(select.value);
-    ctx.note({ pq: q });
-    show(q);
-  });
+  select.addEventListener("change", () => keep(Number(select.value)));
   elements.explain.textContent = t("picture_explain");
 }
 
@@ -226,15 +248,22 @@ export const view = {
   controls: ["type", "layer", "head", "average"],
   arrowKeys: true,
   applies: (info) => info.capabilities.pictures === true,
-  // the query position whose attention is drawn on the picture; rollout instead of a layer
-  state: { pq: 0, roll: false },
+  // the query position whose attention is drawn on the picture; the map: the layer's, or
+  // rollout's or flow's through every layer
+  state: { pq: 0, pmap: "" },
+  choices: { pmap: ["", "rollout", "flow"] },
   clearedOn: { pq: "input" },
   draw,
   prefetch: (ctx) => ctx.layerBlock(ctx.state.type, ctx.state.layer, "weights"),
   strings: {
     en: {
       view_picture: "Picture",
+      picture_map: "Map",
+      picture_map_layer: "this layer: the head, or the heads' mean",
       picture_rollout: "attention rollout (every layer)",
+      picture_flow: "attention flow (every layer)",
+      picture_flow_said:
+        "attention flow into the query through all {n} layers (Abnar & Zuidema 2020: each patch's maximum flow through the layers' averaged attention, half identity for the residual); click a patch, or choose a query, to draw another's",
       picture_heads: "Layer {layer}, each head's map of the query (click one to open it):",
       picture_rollout_said:
         "attention rollout through all {n} layers (Abnar & Zuidema 2020: each layer's heads averaged, half identity for the residual, the layers multiplied)",
@@ -251,7 +280,12 @@ export const view = {
     },
     zh: {
       view_picture: "图片",
+      picture_map: "图",
+      picture_map_layer: "本层：这个头，或各头平均",
       picture_rollout: "注意力 rollout（所有层）",
+      picture_flow: "注意力流（所有层）",
+      picture_flow_said:
+        "经过全部 {n} 层流入查询的注意力流（Abnar 与 Zuidema，2020：每个图块经过各层平均注意力的最大流，加一半单位矩阵表示残差）；点击图块或选择查询以画出另一个的",
       picture_heads: "第 {layer} 层，每个头对这个查询的注意力图（点击打开该头）：",
       picture_rollout_said:
         "经过全部 {n} 层的注意力 rollout（Abnar 与 Zuidema，2020：每层各头取平均，加一半单位矩阵表示残差，再逐层相乘）",

@@ -19,6 +19,7 @@ const MODULES = [
   "./kv-cache.js",
   "./metrics.js",
   "./rollout.js",
+  "./flow.js",
   "./distance.js",
   "./alti.js",
   "./contribution.js",
