@@ -112,6 +112,8 @@ def read_image(
                 f"the image is animated ({frames:,} frames): a run reads one picture an "
                 "image; send the frame to read as a PNG, JPEG or WebP of its own"
             )
+        if admit is not None:  # (its price, now that its size is known and allowed)
+            admit(pixels)
         image.load()  # every pixel now: a truncated file fails here, not later
         rgb = as_rgb(upright(image))
     except (AttnvizError, MemoryError):  # (what `admit` raises too: a 429)
@@ -191,18 +193,34 @@ def limits_of(max_bytes: int, max_pixels: int) -> ImageLimits:
 
 class Pictures:
     """Decoded pictures by digest, for runs to name (`image`), least recently used dropped
-    first past `max_bytes` of pixels (3 bytes each) or `most` pictures."""
+    first past `max_bytes` (their pixels as Pillow holds RGB, 4 bytes each, and their
+    previews) or `most` pictures; each one's preview (`preview_png`) kept beside it once
+    made."""
 
     def __init__(self, max_bytes: int, most: int = 1024) -> None:
         self.max_bytes, self.most = max_bytes, most
         self._held: OrderedDict[str, Picture] = OrderedDict()
+        self._previews: dict[str, bytes] = {}
         self._bytes = 0
         self._lock = threading.Lock()
 
     @staticmethod
     def size_of(picture: Picture) -> int:
         width, height = picture.size
-        return 3 * width * height
+        return 4 * width * height
+
+    def preview(self, picture: Picture) -> bytes:
+        """Its preview PNG, made once (off the event loop: it resizes the picture)."""
+        with self._lock:
+            made = self._previews.get(picture.digest)
+        if made is not None:
+            return made
+        made = preview_png(picture)
+        with self._lock:
+            if picture.digest in self._held and picture.digest not in self._previews:
+                self._previews[picture.digest] = made
+                self._bytes += len(made)
+        return made
 
     def put(self, picture: Picture) -> bool:
         """Keep a picture; False where it alone is larger than the store (not kept)."""
@@ -217,7 +235,7 @@ class Pictures:
             self._bytes += size
             while self._bytes > self.max_bytes or len(self._held) > self.most:
                 _, old = self._held.popitem(last=False)
-                self._bytes -= self.size_of(old)
+                self._bytes -= self.size_of(old) + len(self._previews.pop(old.digest, b""))
         return True
 
     def get(self, digest: str) -> Picture | None:

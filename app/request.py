@@ -17,12 +17,13 @@ CURRENT_REQUEST: ContextVar[str | None] = ContextVar("attnviz_request", default=
 # what pays for the work of the request being served beyond its admission (a model run's,
 # priced by its tokens and layers before it runs): its client's budget (`Clients.charge`,
 # set by the edge); None outside a metered request (a test's, a background job's)
-CHARGE: ContextVar[Callable[[float, str], None] | None] = ContextVar("attnviz_charge", default=None)
+CHARGE: ContextVar[Callable[..., None] | None] = ContextVar("attnviz_charge", default=None)
 
 
-def charge(units: float, what: str) -> None:
-    """Charge the client of the request being served `units` of work for `what`, before
-    the work is done: OverClientLimit (429 with Retry-After) where its budget cannot."""
+def charge(units: float, what: str, how: str = "its tokens times its layers") -> None:
+    """Charge the client of the request being served `units` of work for `what` (priced
+    `how`), before the work is done: OverClientLimit (429 with Retry-After) where its
+    budget cannot."""
     pay = CHARGE.get()
     if pay is not None and units > 0:
-        pay(units, what)
+        pay(units, what, how)

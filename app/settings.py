@@ -281,8 +281,8 @@ class Settings(BaseSettings):
         256 * 2**20,
         ge=0,
         description="Bytes of decoded pictures the server keeps for runs to name by digest "
-        "(RGB, 3 bytes a pixel), least recently used dropped first; one dropped is asked for "
-        "again (404).",
+        "(RGB as held, 4 bytes a pixel, and their previews), least recently used dropped "
+        "first; one dropped is asked for again (404); a picture larger than this: 413.",
     )
     corpus_max_bytes: int = Field(
         4 * 2**20, ge=1024, description="Bytes of a text file a corpus run reads (upload)."

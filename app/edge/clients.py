@@ -197,7 +197,9 @@ class Clients:
             budget.tokens -= cost
         return None
 
-    def charge(self, client: str, units: float, what: str) -> None:
+    def charge(
+        self, client: str, units: float, what: str, how: str = "its tokens times its layers"
+    ) -> None:
         """Charge `client` the price of work about to be done (a model run: its tokens
         times its layers, `work_units`): paid from its work of the minute (apart from its
         requests' costs); work dearer than half a minute's budget is admitted once the
@@ -215,7 +217,7 @@ class Clients:
             left = max(budget.work, 0)
             wait = max(1, math.ceil((needed - budget.work) * 60 / per_minute))
         raise OverClientLimit(
-            f"{what} costs {units:,.0f} units of work (its tokens times its layers); this "
+            f"{what} costs {units:,.0f} units of work ({how}); this "
             f"client has {left:,.0f} of its {per_minute:,} a minute "
             f"(ATTNVIZ_CLIENT_COST_PER_MINUTE) left: retry after {wait} s",
             headers={"Retry-After": str(wait)},

@@ -21,9 +21,10 @@ class DistanceRequest(InputRequest):
 class DistanceResponse(BaseModel):
     model: str
     type: AttentionType
-    distance: list[list[float]] = Field(
+    distance: list[list[float | None]] = Field(
         description="Per layer, per head: the mean attention distance, in pixels of the "
-        "model's input (the processor's resized and cropped picture)."
+        "model's input (the processor's resized and cropped picture); null for a head whose "
+        "patches give the patches (almost) nothing (under a millionth): no distance to tell."
     )
     patch: tuple[int, int] = Field(description="A patch's height and width in those pixels.")
     grid: tuple[int, int] = Field(description="Rows and columns of the patch grid.")
@@ -67,7 +68,13 @@ def distance(ctx: LabContext, req: DistanceRequest) -> DistanceResponse:
         on_patches = rows[:, :, index]  # (H, P, P)
         kept = on_patches.sum(-1, keepdim=True)
         weighted = (on_patches / kept.clamp_min(1e-30) * apart).sum(-1)  # (H, P)
-        distances.append([round(float(v), 4) for v in weighted.mean(-1)])
+        told = kept.squeeze(-1).mean(-1) >= 1e-6  # (H,): a head that looks at the patches
+        distances.append(
+            [
+                round(float(v), 4) if ok else None
+                for v, ok in zip(weighted.mean(-1), told, strict=True)
+            ]
+        )
         elsewhere.append([round(float(v), 6) for v in (1 - kept.squeeze(-1)).mean(-1)])
     return DistanceResponse(
         model=ctx.entry.id,

@@ -106,7 +106,11 @@ def flow(ctx: LabContext, req: FlowRequest) -> FlowResponse:
             f"{edges:,} edges; at most {MOST_EDGES:,}: a shorter input, or rollout"
         )
     # a max flow a position, each over the whole graph (ViT-B/16's 197: 4.7 s here)
-    charge(size * edges / EDGE_FLOWS_A_UNIT, f"attention flow from {size:,} positions")
+    charge(
+        size * edges / EDGE_FLOWS_A_UNIT,
+        f"attention flow from {size:,} positions",
+        "a unit a million edges of its maximum flows",
+    )
     layers = [ctx.weights(ctx.result.captured, spec, i).float() for i in range(spec.layers)]
     rolled = rollout_of(layers, req.residual)[req.query]
     return FlowResponse(

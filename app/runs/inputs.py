@@ -9,12 +9,24 @@ from ..catalog.zoo import ModelEntry
 from ..errors import CannotServe
 from ..images import Picture
 
+# the positions one picture may make (a processor that keeps the picture's shape makes a
+# long thin one into tens of thousands: the capture of a run that long takes gigabytes)
+MOST_PICTURE_POSITIONS = 8192
+
 
 def tokens_read(entry: ModelEntry, text: str, picture: Picture | None) -> int:
-    """The positions a run of `text` and `picture` reads (its price, before it runs)."""
+    """The positions a run of `text` and `picture` reads (its price, before it runs); a
+    422 past MOST_PICTURE_POSITIONS for a picture."""
     if picture is None:
         return entry.runner.tokens_read(text)
-    return pictures(entry.runner).positions_read(*picture.size)
+    made = pictures(entry.runner).positions_read(*picture.size)
+    if made > MOST_PICTURE_POSITIONS:
+        width, height = picture.size
+        raise CannotServe(
+            f"{entry.id} would read this {width:,} x {height:,} picture as {made:,} positions; "
+            f"at most {MOST_PICTURE_POSITIONS:,}: send a smaller or less elongated picture"
+        )
+    return made
 
 
 def check_input(entry: ModelEntry, text: str | None, picture: Picture | None) -> None:

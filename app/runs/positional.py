@@ -14,6 +14,12 @@ from ..errors import CannotServe
 def positional_table(entry: ModelEntry, positions: int, dims: int) -> dict:
     """The table the model adds (or its rotary angles), and the positions' cosine similarity."""
     cfg = entry.config
+    if entry.runner.capabilities.pictures:  # (its encoding is a table per patch, or RoPE over
+        # rows and columns: not the text's 1-D positions this draws)
+        raise CannotServe(
+            f"{entry.id} reads pictures: its positions are a picture's patches (rows and "
+            "columns), which this table of a text's positions does not draw"
+        )
     if positions > cfg.max_seq_len:
         raise CannotServe(f"positions must be at most {cfg.max_seq_len}, this model's max_seq_len")
     model = entry.runner.model

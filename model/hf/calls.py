@@ -40,7 +40,10 @@ def hf_architecture(config) -> str:
         return "encoder-decoder"
     from transformers.models.auto import modeling_auto as auto
 
-    if config.model_type in image_model_types():
+    # (an image type that is no language model: Llama 4's, Mllama's and Perceiver's types
+    # are mapped for pictures and for text too, and read as text)
+    texts = {*auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, *auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES}
+    if config.model_type in image_model_types() and config.model_type not in texts:
         return "image-encoder"
 
     arch = (getattr(config, "architectures", None) or [""])[0]

@@ -71,13 +71,36 @@ async function call(path, options = {}) {
   return response;
 }
 
+// A picture the server does not hold (another replica, or dropped): `resend(digest)` sends
+// it again where this page has it (main.js), answering whether it did; the request is then
+// made once more.
+let resend = async () => false;
+export function onPictureGone(fn) {
+  resend = fn;
+}
+
+function pictureGone(err, digest) {
+  return err?.status === 404 && digest && String(err.detail).includes("picture");
+}
+
+async function again(request, digest) {
+  try {
+    return await request();
+  } catch (err) {
+    if (!pictureGone(err, digest) || !(await resend(digest))) throw err;
+    return request();
+  }
+}
+
 function post(path, body, headers = {}, signal = undefined) {
-  return call(path, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: JSON.stringify(body),
-    signal,
-  });
+  const request = () =>
+    call(path, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify(body),
+      signal,
+    });
+  return again(request, body?.image);
 }
 
 // Corpus runs' owner tokens, by run id, as their creation answered them (this page's runs
@@ -201,7 +224,9 @@ export const api = {
         body: file,
       })
     ).json(),
-  imageUrl: (digest) => `/api/v1/images/${digest}`,
+  // a held picture as the page draws it (a PNG at most 1,024 pixels a side), as a blob:
+  // through the page's own requests (a notebook's cell answers those, not an <img src>)
+  imageBlob: async (digest) => (await again(() => call(`/api/v1/images/${digest}`), digest)).blob(),
   exportCapture: async (model, input, prompt = {}) => {
     const response = await post("/api/v1/export", { model, ...input, ...prompt });
     const name = /filename="([^"]+)"/.exec(response.headers.get("content-disposition") || "");

@@ -76,7 +76,6 @@ const STRINGS = {
     picture_sending: "Sending the picture…",
     picture_pasted: "pasted picture",
     picture_type: "A PNG, JPEG or WebP picture only (this file is {type}).",
-    picture_bytes: "The picture is {n} bytes: at most 20,000,000.",
     picture_none_dropped: "Nothing dropped was a picture.",
     picture_gone:
       "This link's picture is not on this server (it keeps the latest pictures sent to it): choose it again.",
@@ -191,7 +190,6 @@ const STRINGS = {
     picture_sending: "正在发送图片…",
     picture_pasted: "粘贴的图片",
     picture_type: "只接受 PNG、JPEG 或 WebP 图片（这个文件是 {type}）。",
-    picture_bytes: "图片有 {n} 字节：最多 20,000,000。",
     picture_none_dropped: "拖放的内容里没有图片。",
     picture_gone: "这个链接的图片不在本服务器上（它只保留最近收到的图片）：请重新选择。",
     sample_street: "示例：街道",

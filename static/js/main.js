@@ -1,5 +1,5 @@
 // The page's controller: state from the URL, requests to the API, one view at a time.
-import { api, forgetRecorded } from "./api.js";
+import { api, forgetRecorded, onPictureGone } from "./api.js";
 import { forgetBlocks, layerBlock } from "./blocks.js";
 import { bindControls, fillSelect, makeTabs, syncControls } from "./controls.js";
 import { generate } from "./generate.js";
@@ -20,7 +20,7 @@ import {
   refused,
   t,
 } from "./page.js";
-import { bindPictures } from "./pictures.js";
+import { bindPictures, pictureSource } from "./pictures.js";
 import { LONG_CHARS, supersede, watched, watchRun } from "./run-progress.js";
 import { citation, saveView } from "./save.js";
 import { changes, currentSearch, DEFAULTS, readState, withCleared, writeState } from "./state.js";
@@ -72,18 +72,14 @@ function inputOf(state) {
   };
 }
 
-// the input's summary; a picture the server no longer holds (another replica, or dropped)
-// sent again where this page has it, and asked once more
-async function analyzed(state, input, compare, options) {
-  try {
-    return await api.analyze(state.model, input.body, compare, input.prompt, options);
-  } catch (err) {
-    const file = page.pictures.get(input.image);
-    if (!pictureGone(err) || !file) throw err;
-    await api.uploadImage(file);
-    return api.analyze(state.model, input.body, compare, input.prompt, options);
-  }
-}
+// a picture the server no longer holds (another replica, or dropped) is sent again by the
+// API's requests where this page has it (api.js); where it has not, the status says so
+onPictureGone(async (digest) => {
+  const file = page.pictures.get(digest);
+  if (!file) return false;
+  await api.uploadImage(file);
+  return true;
+});
 
 // a 404 for the input's picture: the server does not hold it
 function pictureGone(err) {
@@ -128,7 +124,7 @@ async function render() {
     positional: (positions, dims) => api.positional(state.model, positions, dims),
     promptOptions: input.prompt, // a continuing model's chat and continuation, for requests
     inputBody: input.body, // the run's input as the API takes it (text, image)
-    pictureUrl: (digest) => api.imageUrl(digest),
+    pictureUrl: (digest) => pictureSource(digest),
     lab: (route, body) => api.lab(route, { ...body, ...input.prompt }),
     headView: (route, body) => api.headView(route, { ...body, ...input.prompt }),
     api,
@@ -182,7 +178,7 @@ async function render() {
         // whole, and the summary reads every head (a long input's cached capture
         // recomputes them). A run that may be long is the summary's alone, so that
         // Cancel stops it.
-        summary = analyzed(state, input, compare, watch?.options);
+        summary = api.analyze(state.model, input.body, compare, input.prompt, watch?.options);
         if (watch) watched.pending = { key, summary, watch };
         else {
           viewOf(state.view)

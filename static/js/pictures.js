@@ -7,7 +7,6 @@ import { showError } from "./output.js";
 import { elements, page, readsPictures, setStatus, t } from "./page.js";
 
 const TYPES = ["image/png", "image/jpeg", "image/webp"];
-const MOST_BYTES = 20_000_000; // (the server's default ATTNVIZ_IMAGE_MAX_BYTES)
 // pictures the project makes itself (harness/samples.py), its own licence
 export const SAMPLES = [
   { file: "street.png", label: "sample_street" },
@@ -20,10 +19,6 @@ export async function choosePicture(file, name = file.name) {
     setStatus(t("picture_type").replace("{type}", file.type || "?"), "error");
     return;
   }
-  if (file.size > MOST_BYTES) {
-    setStatus(t("picture_bytes").replace("{n}", file.size.toLocaleString()), "error");
-    return;
-  }
   setStatus(t("picture_sending"), "busy");
   try {
     const stored = await api.uploadImage(file);
@@ -33,6 +28,17 @@ export async function choosePicture(file, name = file.name) {
   } catch (err) {
     showError(err);
   }
+}
+
+// a held picture's object URL, fetched once a digest (the page's views draw it)
+const sources = new Map();
+export function pictureSource(digest) {
+  if (!sources.has(digest)) {
+    const made = api.imageBlob(digest).then((blob) => URL.createObjectURL(blob));
+    sources.set(digest, made);
+    made.catch(() => sources.delete(digest));
+  }
+  return sources.get(digest);
 }
 
 // the samples as buttons (the examples' row of a model of pictures)

@@ -179,8 +179,10 @@ MODEL_DEPENDENT = (
     "image cannot be read",  # images: a broken file
     "data is not base64",  # images: contentEncoding is a note in JSON Schema, not a rule
     "reads text, not pictures",  # a picture for a model of text
-    "reads pictures",  # a text for a model of pictures
+    "reads pictures, not text",  # a text for a model of pictures
+    "reads pictures: send one as image",
     "reads a picture alone",
+    "reads no picture, and this measures",  # lab: attention distance on a model of text
     "edges are above",  # lab/graph: a text whose graph has more edges than are sent
 )
 # The 503s a valid request may get, each documented and with Retry-After: a full queue of

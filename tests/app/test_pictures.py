@@ -197,9 +197,13 @@ def test_routes_of_text_refuse_a_model_of_pictures_and_the_other_way_round(serve
         ("/api/v1/neuron", {"model": "vit", "text": "a cat", "layer": 0, "head": 0,
                             "query": 0}, 422, "reads pictures, and this reads a text"),
         ("/api/v1/export", {"model": "vit", "text": "a cat"}, 422, "reads pictures"),
+        ("/api/v1/models/vit/positional-encoding?positions=8", None, 422,
+         "vit reads pictures: its positions are a picture's patches"),
+        ("/api/v1/corpus-runs", {"model": "vit", "sentences": ["a cat"]}, 422,
+         "vit reads pictures, and a corpus run reads sentences"),
     ]  # fmt: skip
     for path, body, status, said in cases:
-        answer = c.post(path, json=body)
+        answer = c.get(path) if body is None else c.post(path, json=body)
         assert answer.status_code == status, (path, body, answer.text)
         assert said in str(answer.json()["detail"]), (path, answer.text)
 
@@ -354,3 +358,32 @@ def test_attention_flow_is_the_max_flow_networkx_finds_on_transformers_weights(s
     assert body["tokens"][0] == "[CLS]" and body["query"] == 0
     far = c.post("/api/v1/lab/flow", json={"model": "vit", "image": digest, "query": 17})
     assert far.status_code == 422 and "out of range" in far.json()["detail"]
+
+
+def test_a_client_pays_for_the_pixels_it_sends_and_a_picture_past_the_store_is_a_413():
+    """A picture's price is a unit of work a megapixel, charged once its header is read
+    (before its pixels are decoded): of a budget of 40 units a minute, work dearer than
+    half of it waits for half to be there, so the third 20-megapixel picture waits; and a
+    picture larger than the server keeps is refused, not kept in vain."""
+    big = png(Image.new("RGB", (5000, 4000), (20, 120, 200)))
+    settings = Settings(zoo=["pronounce"], torch_threads=1, client_cost_per_minute=40)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        for _ in range(2):
+            sent = c.post("/api/v1/images", content=big, headers={"content-type": "image/png"})
+            assert sent.status_code == 200, sent.text
+        third = c.post("/api/v1/images", content=big, headers={"content-type": "image/png"})
+        assert third.status_code == 429, third.text
+        assert third.json()["detail"].startswith(
+            "a picture of 20,000,000 pixels costs 20 units of work (a unit a megapixel)"
+        )
+    small_store = Settings(zoo=["pronounce"], torch_threads=1, images_bytes=1_000_000)
+    with TestClient(create_app(small_store), raise_server_exceptions=False) as c:
+        kept = c.post("/api/v1/images", content=png(photo()), headers={"content-type": "image/png"})
+        assert kept.status_code == 200
+        refused = c.post(
+            "/api/v1/images",
+            content=png(Image.new("RGB", (1000, 1000))),
+            headers={"content-type": "image/png"},
+        )
+        assert refused.status_code == 413
+        assert "4,000,000 bytes decoded, more than this server keeps" in refused.json()["detail"]

@@ -40,10 +40,13 @@ def vit_server(tmp_path_factory):
                 p.normal_(0, 0.3)
     model.save_pretrained(folder)
     T.ViTImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(folder)
+    # pictures kept: about two and a half megabytes (4 bytes a pixel), so that a larger
+    # one drops the samples (the page sends a dropped one again)
     proc, base = start_server(
-        {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_LEVEL": "warning"},
+        {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_LEVEL": "warning",
+         "ATTNVIZ_IMAGES_BYTES": "2600000"},
         args=["--model", f"vit={folder}"],
-    )
+    )  # fmt: skip
     yield base
     proc.terminate()
     proc.wait(timeout=30)
@@ -245,3 +248,30 @@ def test_the_labs_attention_distance_of_a_picture_reads_as_the_api_says(vit_page
     # only what reads a picture is offered: the lab's text experiments are not
     options = page.locator("#lab-experiment option:not([disabled])").all_text_contents()
     assert options == ["Attention rollout", "Attention flow", "Attention distance"], options
+
+
+def test_a_picture_the_server_dropped_is_sent_again_by_the_page(vit_page: Page):
+    page = vit_page
+    page.goto("/?model=vit&lang=en")
+    expect(page.locator("#status")).to_contain_text("Choose a picture first", timeout=60_000)
+    page.get_by_role("button", name="Sample: a street").click()
+    ready(page)
+    street = url_state(page)["img"]
+    x = np.linspace(0, 255, 760, dtype=np.uint8)
+    gradient = Image.fromarray(np.stack([np.tile(x, (760, 1))] * 3, axis=-1))
+    out = io.BytesIO()
+    gradient.save(out, format="PNG")
+    page.locator("#picture").set_input_files(
+        {"name": "gradient.png", "mimeType": "image/png", "buffer": out.getvalue()}
+    )
+    expect(page.locator("#picture-name")).to_have_text("gradient.png · 760 × 760")
+    ready(page)
+    assert url_state(page)["img"] != street
+    # the server kept the larger one and dropped the street: back to it, the page sends it
+    gone = httpx2.get(f"{page.url.split('/?')[0]}/api/v1/images/{street}")
+    assert gone.status_code == 404
+    page.go_back()
+    ready(page)
+    assert url_state(page)["img"] == street
+    expect(page.locator("#readout")).to_contain_text("[CLS] looks at")
+    expect(page.locator("#picture-main img")).to_be_visible()

@@ -111,6 +111,12 @@ def start(
     request: Request, inference, model, sentences, origin, limit, vectors
 ) -> s.CorpusRunStarted:
     entry = inference.entry(model)
+    if not entry.runner.capabilities.text:
+        raise HTTPException(
+            422,
+            f"{entry.id} reads pictures, and a corpus run reads sentences: choose a model "
+            "that reads text",
+        )
     settings = inference.settings
     if limit is not None:
         sentences = sentences[:limit]

@@ -13,11 +13,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Request, Response
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import UploadFile
-from starlette.formparsers import MultiPartException
 
 from ...errors import Busy, CannotServe, TooLarge
-from ...images import Picture, limits_of, preview_png, read_image
+from ...images import Picture, limits_of, read_image
 from ...payloads.schemas import ErrorMessage, ImageStored
 from ...request import charge
 from ...settings import Settings
@@ -95,19 +93,57 @@ def from_json(body: bytes, max_bytes: int) -> bytes:
         raise CannotServe(f"data is not base64: {exc}") from None
 
 
-async def from_form(request: Request) -> bytes:
-    """The picture of a multipart form's one file field, `image`."""
+def from_form(body: bytes, content_type: str) -> bytes:
+    """The picture of a multipart form's one field, the file `image` (parsed off the event
+    loop, from the body already read: Starlette's parser writes a file's parts to a
+    temporary file on the loop, 50 ms for 20 MB)."""
+    from python_multipart import MultipartParser
+    from python_multipart.exceptions import MultipartParseError
+    from python_multipart.multipart import parse_options_header
+
+    _, options = parse_options_header(content_type)
+    boundary = options.get(b"boundary")
+    if not boundary:
+        raise CannotServe("the multipart form names no boundary")
+    parts: list[dict] = []
+    header: list[bytes] = [b"", b""]
+
+    def begin() -> None:
+        parts.append({"headers": {}, "data": []})
+
+    def field(data: bytes, start: int, end: int) -> None:
+        header[0] += data[start:end]
+
+    def value(data: bytes, start: int, end: int) -> None:
+        header[1] += data[start:end]
+
+    def header_end() -> None:
+        parts[-1]["headers"][header[0].lower()] = header[1]
+        header[0] = header[1] = b""
+
+    def data(chunk: bytes, start: int, end: int) -> None:
+        parts[-1]["data"].append(chunk[start:end])
+
+    callbacks = {
+        "on_part_begin": begin,
+        "on_header_field": field,
+        "on_header_value": value,
+        "on_header_end": header_end,
+        "on_part_data": data,
+    }
     try:
-        form = await request.form(max_files=1, max_fields=4, max_part_size=64 * 1024)
-    except (MultiPartException, AssertionError, ValueError) as exc:
+        parser = MultipartParser(boundary, callbacks)  # type: ignore[arg-type]
+        parser.write(body)
+        parser.finalize()
+    except (MultipartParseError, ValueError) as exc:
         raise CannotServe(f"the multipart form cannot be read: {exc}") from None
-    try:
-        part = form.get("image")
-        if not isinstance(part, UploadFile) or len(form) != 1:
-            raise CannotServe('send the picture as the form\'s one field, the file "image"')
-        return await part.read()
-    finally:
-        await form.close()
+    named = []
+    for part in parts:
+        _, said = parse_options_header(part["headers"].get(b"content-disposition", b""))
+        named.append((said.get(b"name"), b"filename" in said, part))
+    if len(named) != 1 or named[0][0] != b"image" or not named[0][1]:
+        raise CannotServe('send the picture as the form\'s one field, the file "image"')
+    return b"".join(named[0][2]["data"])
 
 
 def kind_of(request: Request) -> str:
@@ -166,24 +202,28 @@ async def upload(request: Request, inference: InferenceDep) -> ImageStored:
             "send the picture as its file's bytes (Content-Type: image/png, image/jpeg or "
             'image/webp), as JSON {"data": base64}, or as a multipart form\'s file "image"',
         )
-    if kind == "multipart/form-data":
-        data: bytes | None = await from_form(request)
-        body = b""
-    else:
-        data, body = None, await request.body()
+    body = await request.body()
+    content_type = request.headers.get("content-type", "")
 
     def read() -> Picture:
-        sent = data if data is not None else body
+        sent = body
         if kind == "application/json":
             sent = from_json(body, limits.max_bytes)
+        elif kind == "multipart/form-data":
+            sent = from_form(body, content_type)
         return read_image(sent, limits, admit=paid)
 
     def paid(pixels: int) -> None:
-        charge(pixels / PIXELS_A_UNIT, f"a picture of {pixels:,} pixels")
+        charge(pixels / PIXELS_A_UNIT, f"a picture of {pixels:,} pixels", "a unit a megapixel")
 
     async with gate_of(request).slot():
         picture = await run_in_threadpool(read)
-    inference.pictures.put(picture)
+    if not inference.pictures.put(picture):
+        raise TooLarge(
+            f"the picture's {picture.size[0]:,} x {picture.size[1]:,} pixels take "
+            f"{inference.pictures.size_of(picture):,} bytes decoded, more than this server "
+            f"keeps for pictures ({inference.pictures.max_bytes:,}: ATTNVIZ_IMAGES_BYTES)"
+        )
     width, height = picture.size
     return ImageStored(
         digest=picture.digest,
@@ -205,12 +245,14 @@ Digest = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$", description="Its digest.
     },
     response_class=Response,
 )
-async def preview(digest: Digest, inference: InferenceDep) -> Response:
+async def preview(digest: Digest, request: Request, inference: InferenceDep) -> Response:
     """A held picture as a PNG whose longer side is at most 1,024 pixels (upright), for
-    the page to draw attention over; its patch boxes are in the picture's own pixels."""
+    the page to draw attention over; its patch boxes are in the picture's own pixels.
+    Made once a picture, as many at once as pictures are read."""
     picture = inference.picture(digest)
     assert picture is not None
-    png = await run_in_threadpool(preview_png, picture)
+    async with gate_of(request).slot():
+        png = await run_in_threadpool(inference.pictures.preview, picture)
     return Response(
         png,
         media_type="image/png",

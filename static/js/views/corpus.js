@@ -387,6 +387,8 @@ function downloads(t, run) {
 
 export const view = {
   id: "corpus",
+  // a model of text (a corpus run reads sentences)
+  applies: (info) => info.capabilities.text !== false,
   state: { cr: "", cs: "", cp: "" }, // the run's id; the statistic shown; the head search
   long: true,
   label: "view_corpus",

@@ -219,6 +219,8 @@ async function bars(ctx, body, side, shown) {
 
 export const view = {
   id: "neuron",
+  // a model of text (its query and keys are read from a text's run)
+  applies: (info) => info.capabilities.text !== false,
   // the window; the query row ("": the most spread); "before" (RoPE), "sorted"
   state: { win: "", q: "", nv: "" },
   clearedOn: { win: "input" },

@@ -171,7 +171,9 @@ async function draw(ctx) {
   frame.id = "picture-main";
   const picture = document.createElement("img");
   picture.alt = t("picture_alt").replace("{w}", image.width).replace("{h}", image.height);
-  picture.src = ctx.pictureUrl(image.digest);
+  const source = await ctx.pictureUrl(image.digest);
+  if (ctx.stale()) return;
+  picture.src = source;
   const canvas = document.createElement("canvas");
   canvas.setAttribute("aria-hidden", "true");
   frame.append(picture, canvas);

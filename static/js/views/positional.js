@@ -140,6 +140,8 @@ const STRINGS = {
 
 export const view = {
   id: "positional",
+  // a model of text (a picture's positions are 2-D: this view draws a text's 1-D positions)
+  applies: (info) => info.capabilities.text !== false,
   long: true,
   label: "view_positional",
   controls: [],

@@ -298,6 +298,8 @@ function controls(ctx, chosen) {
 
 export const view = {
   id: "qk",
+  // a model of text (its further sentences are texts)
+  applies: (info) => info.capabilities.text !== false,
   // the projection.dims.colour, e.g. "pca.2.position"; further sentences, one a line; a
   // corpus run to read
   state: { qk: "", more: "", cr: "" },

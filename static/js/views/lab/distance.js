@@ -9,7 +9,12 @@ async function draw({ ctx, t, out, base }) {
   if (ctx.stale()) return;
   const layers = r.distance.length;
   const wide = r.grid[1] * r.patch[1];
-  const range = (row) => [Math.min(...row), Math.max(...row)].map((v) => v.toFixed(1));
+  // (a head that gives the patches nothing has no distance: null, not drawn)
+  const told = (row) => row.filter((v) => v !== null);
+  const range = (row) =>
+    told(row).length
+      ? [Math.min(...told(row)), Math.max(...told(row))].map((v) => v.toFixed(1))
+      : ["—", "—"];
   const [firstLow, firstHigh] = range(r.distance[0]);
   const [lastLow, lastHigh] = range(r.distance[layers - 1]);
   summary(
@@ -24,9 +29,11 @@ async function draw({ ctx, t, out, base }) {
       .replace("{patch}", `${r.patch[0]} × ${r.patch[1]}`),
     { id: "lab-distance-said" },
   );
-  const points = r.distance.flatMap((row, layer) =>
-    row.map((d, head) => ({ layer, head, d, elsewhere: r.elsewhere[layer][head] })),
-  );
+  const points = r.distance
+    .flatMap((row, layer) =>
+      row.map((d, head) => ({ layer, head, d, elsewhere: r.elsewhere[layer][head] })),
+    )
+    .filter((p) => p.d !== null);
   const box = el("div", { className: "plot", id: "lab-distance-plot" });
   out.append(box);
   const Plotly = await plotly;
