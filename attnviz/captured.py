@@ -167,7 +167,9 @@ def capture_image(model: Any, image: Any, processor: Any = None) -> Captured:
     """Run an image encoder on a picture with every hook captured: `model` a folder (with
     its image processor's preprocessor_config.json) or a transformers model in memory with
     its `processor`."""
+    from .app.images import digest
     from .model.hf.pictures import image_encoder_of, load_image_encoder
+    from .model.hf.vision import ImageRunner
 
     if isinstance(model, str | Path):
         if processor is not None:
@@ -177,20 +179,21 @@ def capture_image(model: Any, image: Any, processor: Any = None) -> Captured:
         if processor is None:
             raise TypeError("a model in memory reads a picture with its image processor=")
         encoder, name = image_encoder_of(model, processor), memory_name(model)
-    reading = encoder.read(picture_of(image))
-    labels = [p.label for p in reading.positions]
+    rgb = picture_of(image)
+    result = ImageRunner(encoder).read_picture(rgb, digest(rgb))
+    assert result.image is not None
     return Captured(
         model=name,
-        text="",
-        source_tokens=labels,
-        target_tokens=[],
-        output_tokens=[],
-        truncated=False,
-        source_length=len(labels),
+        text=result.text,
+        source_tokens=result.source_tokens,
+        target_tokens=result.target_tokens,
+        output_tokens=result.output_tokens,
+        truncated=result.truncated,
+        source_length=result.source_length,
         types=types_of(encoder.attention),
         _runner=encoder,
-        _result=reading,
-        positions=reading.positions,
+        _result=result,
+        positions=result.image.positions,
     )
 
 

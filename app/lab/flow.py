@@ -8,17 +8,18 @@ path carry at most its narrowest edge."""
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, Field, StrictFloat
+from pydantic import BaseModel, Field
 from scipy.sparse import csr_array
 from scipy.sparse.csgraph import maximum_flow
 
 from attnviz.model.methods.analysis import rollout as rollout_of
 
 from ..errors import CannotServe
-from ..payloads.schemas import AttentionType, InputRequest, Position
+from ..payloads.schemas import AttentionType, Position
 from ..request import charge
 from ..runs.inference import stop_if_cancelled
 from .context import LabContext
+from .rollout import RolloutRequest
 
 # the graph's edges at most (layers x positions x positions): a 197-position ViT-B/16 of
 # 12 layers has 466,000; past this a 422 names the input's
@@ -27,12 +28,8 @@ SCALE = 1_000_000  # capacities as integers (scipy's maximum flow): a millionth 
 EDGE_FLOWS_A_UNIT = 1_000_000  # its price: a unit of work a million edges of the flows
 
 
-class FlowRequest(InputRequest):
-    type: AttentionType | None = Field(None, description="A self-attention type.")
+class FlowRequest(RolloutRequest):  # (its type and residual, as rollout mixes them)
     query: Position = Field(0, description="The output position whose inflow is measured.")
-    residual: StrictFloat = Field(
-        0.5, ge=0, le=1, allow_inf_nan=False, description="Weight of the identity (residual)."
-    )
 
 
 class FlowResponse(BaseModel):

@@ -161,3 +161,24 @@ def test_attention_vs_contribution_says_where_weights_mislead(page: Page):
     assert ticks(page, "y", "#lab-out .plot") == [f"L{i}" for i in range(6)]
     page.click("#lang-zh")
     expect(page.locator("#lab-out .lab-summary")).to_contain_text("总变差距离")
+
+
+def test_attention_flow_into_a_chosen_token_reads_as_the_api_says(page: Page, server):
+    import httpx2
+
+    text = "The cat sat on the mat."
+    lab(page, "flow", f"&model=minilm&text={text}")
+    page.select_option("#lab-flow-query", "2")  # "cat"
+    ready(page)
+    assert url_state(page)["fq"] == "2"
+    r = httpx2.post(
+        f"{server}/api/v1/lab/flow",
+        json={"model": "minilm", "text": text, "type": "encoder.self", "query": 2},
+        timeout=60,
+    ).json()
+    best = max(range(len(r["flow"])), key=r["flow"].__getitem__)
+    said = page.locator("#lab-flow-said")
+    expect(said).to_contain_text(
+        f"“cat” receives most flow from “{r['tokens'][best]}” ({r['flow'][best]:.3f})"
+    )
+    assert page.locator("#lab-flow-plot .point").count() == 2 * len(r["tokens"])

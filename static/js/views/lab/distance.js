@@ -1,7 +1,6 @@
 // Each head's mean attention distance against depth (the ViT paper's figure 7): a picture's
 // heads, one point each, how far (in the model's pixels) their patches look.
-import { configFor, plotly, themed } from "../../plots.js";
-import { ask, el, selfType, summary } from "./shared.js";
+import { ask, chart, selfType, summary } from "./shared.js";
 
 async function draw({ ctx, t, out, base }) {
   const type = selfType(ctx);
@@ -34,11 +33,9 @@ async function draw({ ctx, t, out, base }) {
       row.map((d, head) => ({ layer, head, d, elsewhere: r.elsewhere[layer][head] })),
     )
     .filter((p) => p.d !== null);
-  const box = el("div", { className: "plot", id: "lab-distance-plot" });
-  out.append(box);
-  const Plotly = await plotly;
-  await Plotly.react(
-    box,
+  await chart(
+    out,
+    "lab-distance-plot",
     [
       {
         type: "scatter",
@@ -52,15 +49,12 @@ async function draw({ ctx, t, out, base }) {
       },
     ],
     {
-      ...themed(),
       title: { text: `${t("lab_distance")} · ${t(r.type)}` },
       xaxis: { title: { text: t("layer") }, dtick: 1 },
       yaxis: { title: { text: t("lab_distance_axis") }, rangemode: "tozero" },
-      margin: { t: 50, r: 20, b: 50, l: 60 },
-      height: 380,
       showlegend: false,
     },
-    configFor(`attnviz-${ctx.state.model}-distance`),
+    `attnviz-${ctx.state.model}-distance`,
   );
   summary(out, t("lab_distance_assumes"));
 }

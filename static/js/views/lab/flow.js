@@ -1,7 +1,6 @@
 // Attention flow: how much can flow from each input token to one token after the last
 // layer (a maximum flow through the layers' attention graph), beside rollout's row.
-import { configFor, plotly, themed } from "../../plots.js";
-import { ask, el, labelled, selfType, summary } from "./shared.js";
+import { ask, chart, el, labelled, selfType, summary } from "./shared.js";
 
 async function draw({ ctx, t, out, base }) {
   const { state } = ctx;
@@ -30,25 +29,21 @@ async function draw({ ctx, t, out, base }) {
       .replace("{rollout}", r.rollout[byRollout].toFixed(3)),
     { id: "lab-flow-said" },
   );
-  const box = el("div", { className: "plot", id: "lab-flow-plot" });
-  out.append(box);
   const x = r.tokens.map((token, i) => `${i}: ${token}`);
-  const Plotly = await plotly;
-  await Plotly.react(
-    box,
+  await chart(
+    out,
+    "lab-flow-plot",
     [
       { type: "bar", name: t("lab_flow"), x, y: r.flow },
       { type: "bar", name: t("lab_rollout"), x, y: r.rollout },
     ],
     {
-      ...themed(),
       barmode: "group",
       title: { text: `${t("lab_flow")} → ${r.tokens[r.query]} · ${t(r.type)}` },
       yaxis: { title: { text: t("lab_flow_axis") }, rangemode: "tozero" },
       margin: { t: 50, r: 20, b: 90, l: 60 },
-      height: 380,
     },
-    configFor(`attnviz-${state.model}-flow`),
+    `attnviz-${state.model}-flow`,
   );
   summary(out, t("lab_flow_assumes"));
 }

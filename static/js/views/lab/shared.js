@@ -1,5 +1,5 @@
 // What the lab's experiments share: their answers kept per request, and small DOM helpers.
-import { heatmap } from "../../plots.js";
+import { configFor, heatmap, plotly, themed } from "../../plots.js";
 import { rowLabels } from "../head.js";
 
 const answers = new Map(); // (route, request) -> promise of the answer
@@ -167,4 +167,15 @@ export function selfType(ctx) {
     .attention.filter((a) => a.rows === a.columns)
     .map((a) => a.type);
   return types.includes(ctx.state.type) ? ctx.state.type : types[0];
+}
+
+// a plot of the lab's own that is no heatmap (points, bars): plotly's traces in a box of
+// `id` appended to `out`, in the page's colours
+export async function chart(out, id, traces, layout, filename) {
+  const box = el("div", { className: "plot", id });
+  out.append(box);
+  const Plotly = await plotly;
+  const base = { ...themed(), margin: { t: 50, r: 20, b: 50, l: 60 }, height: 380 };
+  await Plotly.react(box, traces, { ...base, ...layout }, configFor(filename));
+  return box;
 }
