@@ -135,7 +135,8 @@ def from_form(body: bytes, content_type: str) -> bytes:
         parser = MultipartParser(boundary, callbacks)  # type: ignore[arg-type]
         parser.write(body)
         parser.finalize()
-    except (MultipartParseError, ValueError) as exc:
+    except (MultipartParseError, ValueError, IndexError, KeyError) as exc:
+        # (a part's data or headers before any part began: IndexError)
         raise CannotServe(f"the multipart form cannot be read: {exc}") from None
     named = []
     for part in parts:
