@@ -123,6 +123,7 @@ def test_a_sample_picture_is_read_and_drawn_with_its_attention(vit_page: Page, v
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=ARTIFACTS / "pictures-desktop.png", full_page=True)
     worst = overlay_worst_ms(page)
+    print(f"the overlay's worst redraw: {worst:.1f} ms")  # (the figure the issue asks)
     assert 0 < worst <= HOVER_MS, f"the overlay took {worst:.1f} ms"
     # a click keeps it (in the URL); leaving the picture goes back to the kept query
     page.mouse.click(box["x"] + box["width"] * 0.375, box["y"] + box["height"] * 0.125)
