@@ -145,8 +145,8 @@ async function render() {
   elements.grid.hidden = true;
   elements.readout.textContent = "";
   elements.convention.textContent = "";
-  const missing = readsText() ? !state.text.trim() : !state.img;
-  if (missing || (readsPictures() && !readsText() && !state.img)) {
+  // nothing to read yet: a model of text's sentence, a model of pictures' picture
+  if (readsText() ? !state.text.trim() : !state.img) {
     supersede();
     page.analysis = null;
     clearOutput();
