@@ -85,7 +85,9 @@ def test_smollm2s_tokens_read_as_text_streamed_on_the_axes_and_with_their_piece_
         page.click("#run")
         ready(page)
         lines = page.evaluate("window.lines")
-        assert lines and lines[0] == " Paris", lines  # the streamed line: text, no marker
+        # the streamed line: text, no marker (a busy browser may batch the first steps'
+        # mutations into one observation: " Paris." first, as in one run of make test)
+        assert lines and lines[0].startswith(" Paris"), lines
         assert not any("Ġ" in line for line in lines), lines
         labels = ticks(page, "y") + ticks(page, "x")
         assert labels[:2] == ["The", "␣capital"] and not any("Ġ" in x for x in labels), labels
