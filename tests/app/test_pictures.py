@@ -67,6 +67,16 @@ def served(tmp_path_factory):
         yield c, root
 
 
+def eager_attentions(root, name: str, picture: Image.Image) -> tuple:
+    """Every layer's weights of transformers' own eager attention on the picture, as the
+    folder's processor prepares it (the independent reference)."""
+    processor = T.AutoImageProcessor.from_pretrained(root / name, backend="pil")
+    reference = READS_PICTURES[name].from_pretrained(root / name, attn_implementation="eager")
+    with torch.no_grad():
+        pixels = processor(images=picture, return_tensors="pt")["pixel_values"]
+        return reference.eval()(pixel_values=pixels, output_attentions=True).attentions
+
+
 def upload(c, data: bytes) -> dict:
     answer = c.post("/api/v1/images", content=data, headers={"content-type": "image/png"})
     assert answer.status_code == 200, answer.text
@@ -163,12 +173,7 @@ def test_every_heads_weights_over_a_picture_are_transformers_eager_attention(ser
     )
     assert answer.status_code == 200, answer.text
     blocks = answer.json()["blocks"]
-    processor = T.AutoImageProcessor.from_pretrained(root / name, backend="pil")
-    reference = READS_PICTURES[name].from_pretrained(root / name, attn_implementation="eager")
-    reference = reference.eval()
-    with torch.no_grad():
-        pixels = processor(images=picture, return_tensors="pt")["pixel_values"]
-        expected = reference(pixel_values=pixels, output_attentions=True).attentions
+    expected = eager_attentions(root, name, picture)
     assert [b["layer"] for b in blocks] == [0, 1]
     for block in blocks:
         assert block["rows"] is None or block["rows"] == labels
@@ -248,11 +253,7 @@ def test_rollout_over_a_picture_is_its_definition_on_transformers_weights(served
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert body["tokens"][:2] == ["[CLS]", "▦ 0,0"]
-    processor = T.AutoImageProcessor.from_pretrained(root / "vit", backend="pil")
-    reference = T.ViTModel.from_pretrained(root / "vit", attn_implementation="eager").eval()
-    with torch.no_grad():
-        pixels = processor(images=picture, return_tensors="pt")["pixel_values"]
-        layers = reference(pixel_values=pixels, output_attentions=True).attentions
+    layers = eager_attentions(root, "vit", picture)
     rolled = torch.eye(17, dtype=torch.float64)
     for weights in layers:
         mixed = 0.5 * weights[0].double().mean(0) + 0.5 * torch.eye(17, dtype=torch.float64)
@@ -271,11 +272,7 @@ def test_attention_distance_is_its_definition_on_transformers_weights(served):
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert (body["patch"], body["grid"]) == ([8, 8], [4, 4])
-    processor = T.AutoImageProcessor.from_pretrained(root / "deit", backend="pil")
-    reference = T.DeiTModel.from_pretrained(root / "deit", attn_implementation="eager").eval()
-    with torch.no_grad():
-        pixels = processor(images=picture, return_tensors="pt")["pixel_values"]
-        layers = reference(pixel_values=pixels, output_attentions=True).attentions
+    layers = eager_attentions(root, "deit", picture)
     centres = [(8 * (r + 0.5), 8 * (c + 0.5)) for r in range(4) for c in range(4)]
     apart = np.array([[np.hypot(a[0] - b[0], a[1] - b[1]) for b in centres] for a in centres])
     for layer, weights in enumerate(layers):
@@ -341,11 +338,7 @@ def test_attention_flow_is_the_max_flow_networkx_finds_on_transformers_weights(s
     answer = c.post("/api/v1/lab/flow", json={"model": "vit", "image": digest, "query": 0})
     assert answer.status_code == 200, answer.text
     body = answer.json()
-    processor = T.AutoImageProcessor.from_pretrained(root / "vit", backend="pil")
-    reference = T.ViTModel.from_pretrained(root / "vit", attn_implementation="eager").eval()
-    with torch.no_grad():
-        pixels = processor(images=picture, return_tensors="pt")["pixel_values"]
-        layers = reference(pixel_values=pixels, output_attentions=True).attentions
+    layers = eager_attentions(root, "vit", picture)
     graph = nx.DiGraph()
     for layer, weights in enumerate(layers):
         a = 0.5 * weights[0].double().mean(0).numpy() + 0.5 * np.eye(17)

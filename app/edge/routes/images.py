@@ -19,7 +19,7 @@ from ...images import Picture, limits_of, read_image
 from ...payloads.schemas import ErrorMessage, ImageStored
 from ...request import charge
 from ...settings import Settings
-from .deps import BODY_ERRORS, InferenceDep
+from .deps import BODY_ERRORS, InferenceDep, _error
 
 router = APIRouter(prefix="/api/v1", tags=["images"])
 
@@ -28,10 +28,6 @@ IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp", "application/octet-strea
 # and a 50-megapixel picture's 150 MB of pixels)
 DECODING, WAITING = 2, 8
 PIXELS_A_UNIT = 1_000_000  # a picture's price: a unit of work a megapixel decoded
-
-
-def _error(description: str) -> dict:
-    return {"model": ErrorMessage, "description": description}
 
 
 def body_limit(settings: Settings) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from fastapi import APIRouter, HTTPException, Response
 
 from attnviz.model.long import LongCapture
@@ -112,12 +114,7 @@ def picture_info(result: RunResult) -> PictureInfo | None:
         width=width,
         height=height,
         grid=result.image.grid,
-        positions=[
-            ImagePositionInfo(
-                kind=p.kind, label=p.label, image=p.image, row=p.row, column=p.column, box=p.box
-            )
-            for p in result.image.positions
-        ],
+        positions=[ImagePositionInfo(**dataclasses.asdict(p)) for p in result.image.positions],
     )
 
 
