@@ -224,3 +224,48 @@ def saved_masked_lm(folder, tie: bool = True):
     theirs.save_pretrained(folder)
     made.save(str(folder / "tokenizer.json"))
     return theirs
+
+
+def saved_llava(folder, image_size: int = 32, patch_size: int = 8, strategy: str = "default"):
+    """A tiny seeded random LLaVA (a Llama language model over a CLIP vision tower) saved
+    with its processor: CLIP's image processor (its shortest side to `image_size`, the
+    centre cropped square) and the byte-level BPE tokenizer with an "<image>" token, which
+    the processor repeats once per patch of the vision tower's grid. Returns the folder."""
+    import transformers
+
+    made = tokenizer(("<|endoftext|>", "<image>"))
+    text = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        eos_token_id=0, bos_token_id=0,
+    )  # fmt: skip
+    vision = transformers.CLIPVisionConfig(
+        image_size=image_size, patch_size=patch_size, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64,
+    )  # fmt: skip
+    config = transformers.LlavaConfig(
+        vision_config=vision, text_config=text, image_token_index=made.token_to_id("<image>"),
+        vision_feature_layer=-1, vision_feature_select_strategy=strategy,
+        attn_implementation="eager",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.LlavaForConditionalGeneration(config).eval()
+    with torch.no_grad():  # (away from the initialisation's near-uniform attention)
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0, 0.15)
+    processor = transformers.LlavaProcessor(
+        image_processor=transformers.CLIPImageProcessorPil(
+            size={"shortest_edge": image_size},
+            crop_size={"height": image_size, "width": image_size},
+        ),
+        tokenizer=transformers.PreTrainedTokenizerFast(
+            tokenizer_object=made, eos_token="<|endoftext|>", bos_token="<|endoftext|>"
+        ),
+        patch_size=patch_size, vision_feature_select_strategy=strategy, image_token="<image>",
+        num_additional_image_tokens=1,
+    )  # fmt: skip
+    model.generation_config.pad_token_id = 0
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder

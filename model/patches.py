@@ -8,7 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-PositionKind = Literal["cls", "distillation", "register", "detection", "patch", "extra"]
+# (a vision-language model's run: its text tokens too, beside the picture's patches)
+PositionKind = Literal[
+    "cls", "distillation", "register", "detection", "patch", "extra", "text"
+]
 PATCH = "▦"  # a patch's label: "▦ 3,5" (row 3, column 5)
 
 
@@ -17,7 +20,7 @@ class ImagePosition:
     """What one position of an image encoder's run is."""
 
     kind: PositionKind
-    label: str  # "[CLS]", "[DIST]", "[REG 2]", "▦ 3,5"
+    label: str  # "[CLS]", "[DIST]", "[REG 2]", "▦ 3,5"; a text token as shown
     image: int = 0  # which picture of the run
     row: int | None = None  # a patch's row and column in its picture's patch grid
     column: int | None = None

@@ -22,6 +22,7 @@ from attnviz.model.config import ModelConfig
 from attnviz.model.hf.encoders import HFEncoder, HFMaskedLM
 from attnviz.model.hf.loading import HFSeq2Seq, parameter_bytes, peek_unit
 from attnviz.model.hf.vision import ImageRunner
+from attnviz.model.hf.vlm import VisionLanguageLM
 from attnviz.model.long.reading import longest_prompt
 from attnviz.model.outputs import output_of
 from attnviz.model.placement import DTYPES, Placement, device_memory, element_bytes
@@ -54,7 +55,7 @@ MAX_REASON_CHARS = 2000  # a refusal's reason as listed (one naming 180,000 tens
 RUNNER_CLASSES: dict[str, type[RunnerBase]] = {
     "bert": BertRunner, "masked-lm": MaskedLM, "hf-encoder-only": HFEncoder,
     "hf-masked-lm": HFMaskedLM, "hf-encoder-decoder": HFSeq2Seq,
-    "hf-image-encoder": ImageRunner,
+    "hf-image-encoder": ImageRunner, "hf-vision-language": VisionLanguageLM,
 }  # else CausalLM  # fmt: skip
 
 

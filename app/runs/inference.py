@@ -319,6 +319,11 @@ class Inference:
         generated after it (`continuation`)."""
         stop_if_cancelled()
         check_input(entry, text, picture)
+        if picture is not None and (chat or continuation):
+            raise CannotServe(
+                "a run of a picture reads its prompt as written: no chat turn or "
+                "continuation is read with one yet"
+            )
         text = "" if text is None else read_text(text, text_limit(self.settings, entry.runner))
         prompt = self.prompt_options(entry, chat, continuation)
         key = self.run_key(entry, text, chat, continuation, picture)

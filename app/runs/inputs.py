@@ -20,6 +20,8 @@ def tokens_read(entry: ModelEntry, text: str, picture: Picture | None) -> int:
     if picture is None:
         return entry.runner.tokens_read(text)
     made = pictures(entry.runner).positions_read(*picture.size)
+    if entry.runner.capabilities.text:  # (a vision-language model reads the text beside it)
+        made += entry.runner.tokens_read(text)
     if made > MOST_PICTURE_POSITIONS:
         width, height = picture.size
         raise CannotServe(
@@ -45,5 +47,5 @@ def check_input(entry: ModelEntry, text: str | None, picture: Picture | None) ->
             )
         if text is not None:
             raise CannotServe(f"{entry.id} reads a picture alone: leave text out")
-    elif text is None:
+    elif text is None and picture is None:
         raise CannotServe(f"{entry.id} reads text: text is missing")

@@ -33,9 +33,17 @@ def image_model_types() -> frozenset[str]:
     return frozenset(found)
 
 
+@functools.cache
+def vision_language_types() -> frozenset[str]:
+    """The model types of vision-language models: transformers' image-text-to-text mapping."""
+    from transformers.models.auto import modeling_auto as auto
+
+    return frozenset(getattr(auto, "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", {}))
+
+
 def hf_architecture(config) -> str:
-    """decoder-only, encoder-only, encoder-decoder or image-encoder (it reads pictures),
-    from a transformers config."""
+    """decoder-only, encoder-only, encoder-decoder, image-encoder (it reads pictures) or
+    vision-language (a decoder that reads pictures and text), from a transformers config."""
     if getattr(config, "is_encoder_decoder", False):
         return "encoder-decoder"
     from transformers.models.auto import modeling_auto as auto
@@ -45,6 +53,8 @@ def hf_architecture(config) -> str:
     texts = {*auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, *auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES}
     if config.model_type in image_model_types() and config.model_type not in texts:
         return "image-encoder"
+    if config.model_type in vision_language_types() and config.model_type not in texts:
+        return "vision-language"
 
     arch = (getattr(config, "architectures", None) or [""])[0]
     masked = set(auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES.values())

@@ -151,7 +151,11 @@ def model_class(architecture: str):
         "masked-lm": transformers.AutoModelForMaskedLM,
         "encoder-decoder": transformers.AutoModelForSeq2SeqLM,
         "image-encoder": transformers.AutoModel,
+        "vision-language": transformers.AutoModelForImageTextToText,
     }[architecture]
+
+
+PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
 
 
 def peek_transformers(folder: Path) -> tuple[ModelConfig, str, list[AttentionSpec]]:
@@ -172,6 +176,14 @@ def peek_transformers(folder: Path) -> tuple[ModelConfig, str, list[AttentionSpe
         return stated_config(config, "encoder-only", specs), architecture, specs
     if not (folder / "tokenizer.json").exists():
         raise CheckpointError(f"{folder} has no tokenizer.json: its text cannot be read")
+    if architecture == "vision-language":  # (a decoder that reads pictures too)
+        if not any((folder / n).exists() for n in PROCESSOR_FILES):
+            raise CheckpointError(
+                f"{folder} has no processor_config.json or preprocessor_config.json: its "
+                "pictures cannot be prepared"
+            )
+        specs = stated_specs(config, "decoder-only")
+        return stated_config(config, "decoder-only", specs), architecture, specs
     specs = stated_specs(config, architecture)
     summary_ = stated_config(config, architecture, specs)
     if architecture == "encoder-only" and has_masked_lm_head(config):
@@ -278,11 +290,17 @@ def load_transformers(
     placement: Placement | None = None,
     stored: torch.dtype | None = None,
 ) -> CausalLM | HFEncoder | HFSeq2Seq:
-    """A folder as a runner over transformers' code, checked on the way in (`stored`: its
+    """A folder as a runner over transformers' code (a vision-language model's: a
+    `VisionLanguageLM`, a CausalLM that reads pictures too), checked on the way in (`stored`: its
     checkpoint's dtype, where the caller read it already)."""
     _, architecture, _ = peek_transformers(folder)
     model = load_model(folder, architecture, placement, stored)
     tokenizer, vocabulary, specials = tokenizer_of(folder, model.config.target_vocab_size)
+    if architecture == "vision-language":
+        from .vlm import VisionLanguageLM, load_processor
+
+        runner = causal_runner(folder, model, tokenizer, vocabulary, specials, name)
+        return VisionLanguageLM.of(runner, load_processor(folder))
     if architecture == "decoder-only":
         return causal_runner(folder, model, tokenizer, vocabulary, specials, name)
     return encoding_runner(model, architecture, tokenizer, vocabulary, specials)

@@ -50,8 +50,9 @@ class HFTransformer(ServedModel):
     def __init__(self, hf: Any, architecture: str | None = None) -> None:
         super().__init__()
         self.hf: Any = hf.eval()  # (a transformers model: any architecture's methods)
-        found = architecture or hf_architecture(hf.config)  # (an image encoder: pixels in)
-        self.architecture = "encoder-only" if found == "image-encoder" else found
+        found = architecture or hf_architecture(hf.config)
+        self.architecture = {"image-encoder": "encoder-only",  # (pixels in)
+                             "vision-language": "decoder-only"}.get(found, found)  # fmt: skip
         by_type = trace(self.hf, self.architecture)
         self._traced = [c for calls in by_type.values() for c in calls]
         # a model whose matrices bitsandbytes stores in 4 or 8 bits: what reads them is refused

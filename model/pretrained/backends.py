@@ -63,9 +63,31 @@ def modeling_source(model_type: str) -> str | None:
     return path.read_text(encoding="utf-8") if path.exists() else None
 
 
+@functools.cache
 def uses_attention_interface(model_type: str) -> bool:
+    """Whether an architecture's attention goes through the attention interface: its own
+    modeling code's, or (a model made of towers, as a vision-language model is: its
+    modeling code builds them with AutoModel) its default config's text and vision towers'."""
     source = modeling_source(model_type)
-    return source is not None and "ALL_ATTENTION_FUNCTIONS" in source
+    if source is None:
+        return False
+    if "ALL_ATTENTION_FUNCTIONS" in source:
+        return True
+    towers = towers_of(model_type) if "AutoModel.from_config" in source else []
+    return bool(towers) and all(uses_attention_interface(t) for t in towers)
+
+
+def towers_of(model_type: str) -> list[str]:
+    """The model types of a config's text and vision towers (its default config's)."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.for_model(model_type)
+    except (ValueError, KeyError, TypeError, ImportError):
+        return []
+    found = [getattr(getattr(config, n, None), "model_type", None)
+             for n in ("text_config", "vision_config")]  # fmt: skip
+    return [t for t in found if isinstance(t, str) and t != model_type]
 
 
 def choose(model_type: str, forced: Backend | None = None) -> Choice:

@@ -1,0 +1,181 @@
+"""Vision-language models on transformers' own code (LLaVA and the models whose processor
+puts one image token per patch of its vision tower's grid in the prompt): a folder's model
+with its processor, read offline; a picture and a text read in one captured pass of the
+language model, whose sequence holds the picture's patches as tokens.
+
+Every position of that sequence says what it is (`ImagePosition`): a text token, or a patch
+of the picture (its row and column in the vision tower's grid, its box in the picture's own
+pixels, the processor's resizing and crop undone: model/hf/vision.py's `geometry`), so that
+a text token's attention is drawn over the picture. The language model's attention is
+captured, as a decoder's is; the vision tower's calls run through the same attention
+function, uncaptured (its own view is not served yet)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..checkpoints import CheckpointError
+from ..hooks import NamesFilter
+from ..long.reading import too_long
+from ..patches import PATCH, ImageMap, ImagePosition
+from ..pretrained.causal import CausalLM, but_logits
+from ..runner import Capabilities, RunResult
+from ..served import ServedModel
+from .calls import BackendError
+from .vision import geometry
+
+
+def load_processor(folder: str | Path) -> Any:
+    """A folder's processor (its image processor's PIL backend: torchvision is not
+    installed), read offline."""
+    import transformers
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return transformers.AutoProcessor.from_pretrained(
+                folder, backend="pil", local_files_only=True, trust_remote_code=False
+            )
+    except (OSError, ValueError, KeyError, TypeError, ImportError) as exc:
+        raise CheckpointError(f"transformers cannot read its processor: {exc}") from None
+
+
+def image_token_of(config: Any, processor: Any) -> tuple[str, int]:
+    """The image token (its text and id) a processor writes where a picture goes."""
+    token = getattr(processor, "image_token", None)
+    token_id = getattr(processor, "image_token_id", None)
+    if token_id is None:
+        token_id = getattr(config, "image_token_id", None)
+        token_id = getattr(config, "image_token_index", None) if token_id is None else token_id
+    if not isinstance(token, str) or not isinstance(token_id, int):
+        raise CheckpointError(
+            f"its processor ({type(processor).__name__}) names no image token: where a "
+            "picture's patches lie in the prompt is unknown"
+        )
+    return token, token_id
+
+
+class PatchTokens:
+    """Where a processor of one image token per patch puts a picture's patches: its
+    vision tower's grid over the processor's pixels, and whether the class token is kept
+    in front of them (LLaVA's `vision_feature_select_strategy` "full")."""
+
+    def __init__(self, config: Any, processor: Any) -> None:
+        self.image_processor = getattr(processor, "image_processor", None)
+        vision = getattr(config, "vision_config", None)
+        patch = getattr(vision, "patch_size", None)
+        if self.image_processor is None or not isinstance(patch, int):
+            raise CheckpointError(
+                "its processor has no image processor, or its vision tower states no patch "
+                "size: its picture's patches cannot be placed"
+            )
+        strategy = getattr(config, "vision_feature_select_strategy", "default")
+        if type(processor).__name__ != "LlavaProcessor" or strategy not in ("default", "full"):
+            raise CheckpointError(
+                f"its processor ({type(processor).__name__}) tiles or resamples the picture: "
+                "only one image token per patch of the vision tower's grid (LLaVA's) is placed"
+            )
+        self.patch = patch
+        self.cls_kept = strategy == "full"
+
+    def grid(self, width: int, height: int) -> tuple[Any, int, int]:
+        """(the geometry, rows, columns) of a picture of this size."""
+        place = geometry(self.image_processor, width, height)
+        return place, place.size[1] // self.patch, place.size[0] // self.patch
+
+    def count(self, width: int, height: int) -> int:
+        """The image tokens a picture of this size becomes."""
+        _, rows, columns = self.grid(width, height)
+        return rows * columns + int(self.cls_kept)
+
+    def positions(self, width: int, height: int) -> list[ImagePosition]:
+        """What each image token of a picture is, in the prompt's order."""
+        place, rows, columns = self.grid(width, height)
+        found = [ImagePosition("cls", "[CLS]")] if self.cls_kept else []
+        p = self.patch
+        for r in range(rows):
+            for c in range(columns):
+                box = place.box(c * p, r * p, (c + 1) * p, (r + 1) * p)
+                found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
+        return found
+
+
+class VisionLanguageLM(CausalLM):
+    """A vision-language model served: a run reads a picture and a text (the prompt: the
+    image token, a line break and the text; or the text as written where it names the
+    image token itself), the language model's pass over both captured; without a
+    picture, its language model reads text as any decoder does."""
+
+    capabilities = Capabilities(generation=True, pictures=True)
+    processor: Any  # the folder's processor (AutoProcessor's)
+    image_token: str  # what the processor writes where a picture goes, and its id
+    image_token_id: int
+    patches: PatchTokens
+
+    @classmethod
+    def of(cls, runner: CausalLM, processor: Any) -> VisionLanguageLM:
+        """A decoder's runner (its tokenizer, stops, chat template) with its processor."""
+        made = cls.__new__(cls)
+        made.__dict__.update(runner.__dict__)
+        made.processor = processor
+        hf: Any = getattr(runner.model, "hf", None)  # (an HFTransformer's)
+        made.image_token, made.image_token_id = image_token_of(hf.config, processor)
+        made.patches = PatchTokens(hf.config, processor)
+        made.special_tokens = runner.special_tokens | {made.image_token}
+        return made
+
+    def with_model(self, model: ServedModel) -> VisionLanguageLM:
+        twin = super().with_model(model)
+        return VisionLanguageLM.of(twin, self.processor)
+
+    def read_long(self, max_capture_bytes: int) -> VisionLanguageLM:
+        return VisionLanguageLM.of(super().read_long(max_capture_bytes), self.processor)
+
+    def picture_prompt(self, text: str | None) -> str:
+        """The prompt a picture and a text make (see the class)."""
+        text = text or ""
+        return text if self.image_token in text else f"{self.image_token}\n{text}"
+
+    def positions_read(self, width: int, height: int) -> int:
+        return self.patches.count(width, height)
+
+    @torch.no_grad()
+    def read_picture(
+        self, picture: Any, digest: str, text: str | None = None, names_filter: NamesFilter = None
+    ) -> RunResult:
+        """One pass of the language model over the prompt a picture and a text make."""
+        prompt = self.picture_prompt(text)
+        made = self.processor(images=picture, text=prompt, return_tensors="pt")
+        ids: list[int] = made["input_ids"][0].tolist()
+        if len(ids) > min(self.max_tokens, 512):
+            raise too_long(len(ids), min(self.max_tokens, 512), self.model.config.max_seq_len)
+        width, height = picture.size
+        placed = self.patches.positions(width, height)
+        at = [i for i, t in enumerate(ids) if t == self.image_token_id]
+        if len(at) != len(placed):
+            raise BackendError(
+                f"its processor put {len(at)} image tokens in the prompt where its vision "
+                f"tower's grid has {len(placed)}: its patches cannot be placed"
+            )
+        model: Any = self.model  # (an HFTransformer)
+        extras = {
+            k: v.to(model.input_device, model.hf.dtype if v.is_floating_point() else v.dtype)
+            for k, v in made.items()
+            if k not in ("input_ids", "attention_mask") and isinstance(v, torch.Tensor)
+        }
+        names = but_logits if names_filter is None else names_filter
+        logits, capture = model.run_with_capture(torch.tensor([ids]), names_filter=names, **extras)
+        predicted = logits[0].argmax(-1).tolist()
+        result = self._result(prompt, ids, [], capture, predicted, logits[0, -1:], False, None)
+        shown = list(result.source_tokens)
+        positions = [ImagePosition("text", token) for token in shown]
+        for i, position in zip(at, placed, strict=True):
+            positions[i] = position
+            shown[i] = position.label
+        result.source_tokens = result.target_tokens = shown
+        result.image = ImageMap(digest, picture.size, positions, (self.patches.patch,) * 2)
+        return result

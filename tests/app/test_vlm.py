@@ -1,0 +1,159 @@
+"""A vision-language model of yours (a tiny seeded LLaVA: a Llama over a CLIP vision tower,
+saved with its processor) served: a picture and a text read in one pass of its language
+model, each position a text token or a patch placed on the picture, every head's weights
+transformers' own eager attention on the processor's input; without a picture it reads
+text as any decoder does, and continues it as transformers' `generate` does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import transformers as T
+from fastapi.testclient import TestClient
+from PIL import Image, ImageDraw
+
+from attnviz.app.main import create_app
+from attnviz.app.settings import Settings
+from harness.checkpoints import saved_llava
+from tests.app.test_api import decode
+from tests.app.test_pictures import photo, png, upload
+
+TEXT = "What is in the picture?"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vlm")
+    saved_llava(root / "llava")
+    saved_llava(root / "llava-full", strategy="full")
+    settings = Settings(
+        zoo=["pronounce"], torch_threads=1, client_cost_per_minute=0,
+        models={"llava": root / "llava", "llava-full": root / "llava-full"},
+    )  # fmt: skip
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        yield c, root
+
+
+def reference(root, name: str):
+    """transformers' own model (eager attention) and processor of the folder."""
+    model = T.AutoModelForImageTextToText.from_pretrained(
+        root / name, attn_implementation="eager"
+    ).eval()
+    return model, T.AutoProcessor.from_pretrained(root / name, backend="pil")
+
+
+def test_a_vision_language_model_is_listed_as_reading_text_and_pictures(served):
+    c, _ = served
+    info = {m["id"]: m for m in c.get("/api/v1/models").json()}["llava"]
+    assert info["status"] == "served", info
+    assert info["architecture"] == "decoder-only"
+    can = info["capabilities"]
+    assert can["text"] and can["pictures"] and can["generation"]
+
+
+@pytest.mark.parametrize("name", ["llava", "llava-full"])
+def test_a_picture_and_a_text_are_one_pass_whose_heads_are_transformers_eager(served, name):
+    c, root = served
+    picture = photo()
+    digest = upload(c, png(picture))["digest"]
+    analysis = c.post("/api/v1/analyze", json={"model": name, "image": digest, "text": TEXT})
+    assert analysis.status_code == 200, analysis.text
+    body = analysis.json()
+    model, processor = reference(root, name)
+    inputs = processor(images=picture, text=f"<image>\n{TEXT}", return_tensors="pt")
+    ids = inputs["input_ids"][0].tolist()
+    # the prompt: the picture's 16 patches (and the class token, kept by "full"), then the text
+    leading = ["[CLS]"] if name == "llava-full" else []
+    patches = leading + [f"▦ {r},{c}" for r in range(4) for c in range(4)]
+    tokens = body["source_tokens"]
+    assert tokens[: len(patches)] == patches
+    assert "".join(tokens[len(patches) :]) == "↵" + TEXT.replace(" ", "␣")
+    assert len(tokens) == len(ids)
+    image = body["image"]
+    assert image["grid"] == [4, 4] and (image["width"], image["height"]) == (70, 50)
+    kinds = [p["kind"] for p in image["positions"]]
+    assert kinds == [*(["cls"] if leading else []), *["patch"] * 16,
+                     *["text"] * (len(ids) - len(patches))]  # fmt: skip
+    assert [p["label"] for p in image["positions"]] == tokens
+    # CLIP's processor: its shortest side to 32 (44 x 32), the centre 32 x 32 cropped
+    box = image["positions"][len(leading) + 4 * 2 + 3]["box"]  # row 2, column 3
+    expected = [(6 + 24) * 70 / 44, 16 * 50 / 32, (6 + 32) * 70 / 44, 24 * 50 / 32]
+    assert box == pytest.approx(expected)
+    with torch.no_grad():
+        out = model(**inputs, output_attentions=True)
+    answer = c.post(
+        "/api/v1/attention",
+        json={"model": name, "image": digest, "text": TEXT, "encoding": "f4", "kinds": ["weights"]},
+    )
+    assert answer.status_code == 200, answer.text
+    blocks = answer.json()["blocks"]
+    assert [b["layer"] for b in blocks] == [0, 1]
+    for block in blocks:
+        got = decode(block["data"])
+        assert got.shape == out.attentions[block["layer"]][0].shape
+        assert np.abs(got - out.attentions[block["layer"]][0].numpy()).max() <= 1e-5
+    # the next token the pass predicts is transformers' own
+    (last,) = [n for n in body["next_tokens"] if n["position"] == len(ids) - 1]
+    assert last["top"][0]["id"] == int(out.logits[0, -1].argmax())
+    assert body["output"] == [last["top"][0]["token"]]
+
+
+def test_each_patches_box_lies_over_the_mark_drawn_on_it(served):
+    """A mark drawn over the box the map gives one patch lands in that patch of the
+    processor's pixels, and in no other."""
+    c, root = served
+    _, processor = reference(root, "llava")
+    blank = Image.new("RGB", (90, 60), (128, 128, 128))
+    digest = upload(c, png(blank))["digest"]
+    body = c.post("/api/v1/analyze", json={"model": "llava", "image": digest, "text": "hi"}).json()
+    patches = [p for p in body["image"]["positions"] if p["kind"] == "patch"]
+    plain = processor.image_processor(images=blank, return_tensors="pt")["pixel_values"][0]
+    for target in (patches[0], patches[6], patches[15]):
+        left, top, right, bottom = target["box"]
+        marked = blank.copy()
+        inset = (right - left) / 4, (bottom - top) / 4  # (a pixel's rounding from its edges)
+        ImageDraw.Draw(marked).rectangle(
+            [left + inset[0], top + inset[1], right - inset[0], bottom - inset[1]], fill=(255, 0, 0)
+        )
+        pixels = processor.image_processor(images=marked, return_tensors="pt")["pixel_values"][0]
+        changed = (pixels - plain).abs().sum(0) > 0.5  # (H, W) of the processor's picture
+        cells = changed.reshape(4, 8, 4, 8).any(-1).any(1)  # (rows, columns) of patches
+        assert cells.nonzero().tolist() == [[target["row"], target["column"]]], target
+
+
+def test_without_a_picture_it_reads_and_continues_text_as_transformers_does(served):
+    c, root = served
+    model, processor = reference(root, "llava")
+    ids = processor.tokenizer("The quick brown fox", return_tensors="pt")["input_ids"]
+    made = model.generate(ids, max_new_tokens=8, do_sample=False)[0, ids.shape[1] :].tolist()
+    answer = c.post(
+        "/api/v1/generate", json={"model": "llava", "text": "The quick brown fox",
+                                  "max_new_tokens": 8},
+    )  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    # transformers' greedy continuation, to its end token (kept) or 8 tokens
+    assert body["continuation"] == made, (body["continuation"], made)
+    asked = {
+        "model": "llava",
+        "text": "The quick brown fox",
+        "encoding": "f4",
+        "kinds": ["weights"],
+    }
+    weights = c.post("/api/v1/attention", json=asked)
+    with torch.no_grad():
+        out = model(input_ids=ids, output_attentions=True)
+    for block in weights.json()["blocks"]:
+        expected = out.attentions[block["layer"]][0].numpy()
+        assert np.abs(decode(block["data"]) - expected).max() <= 1e-5
+
+
+def test_a_picture_read_as_a_chat_turn_is_refused_with_its_reason(served):
+    c, _ = served
+    digest = upload(c, png(photo(seed=3)))["digest"]
+    answer = c.post(
+        "/api/v1/analyze", json={"model": "llava", "image": digest, "text": "hi", "chat": True}
+    )
+    assert answer.status_code == 422
+    assert "no chat turn or continuation" in answer.json()["detail"]
