@@ -6,12 +6,10 @@ box in the picture's own pixels; and where a processor's pixels lie in the pictu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 # (a vision-language model's run: its text tokens too, beside the picture's patches)
-PositionKind = Literal[
-    "cls", "distillation", "register", "detection", "patch", "extra", "text"
-]
+PositionKind = Literal["cls", "distillation", "register", "detection", "patch", "extra", "text"]
 PATCH = "▦"  # a patch's label: "▦ 3,5" (row 3, column 5)
 
 
@@ -74,3 +72,20 @@ class ImageMap:
             max(p.row or 0 for p in patches) + 1,
             max(p.column or 0 for p in patches) + 1,
         )
+
+
+@dataclass
+class PicturePrompt:
+    """A picture and a text as a vision-language model's processor makes them."""
+
+    prompt: str  # the prompt's text (the image token where the picture goes)
+    ids: list[int]  # its ids, the image token repeated once per position of the picture
+    inputs: dict[str, Any]  # the tensors the model reads besides them (pixel_values, ...)
+    positions: list[ImagePosition]  # what each of the ids is: a text token, or a patch
+
+    def shown(self, tokens: list[str]) -> list[str]:
+        """A sequence's tokens as shown (the prompt's and any after it), each image token
+        named by its position in the picture ("▦ 3,5")."""
+        named = [p.label if p.kind != "text" else t
+                 for p, t in zip(self.positions, tokens, strict=False)]  # fmt: skip
+        return named + tokens[len(named) :]

@@ -15,7 +15,7 @@ from .attention_types import AttentionSpec, Side, attention_specs
 from .config import ModelConfig
 from .hooks import Capture, NamesFilter
 from .outputs import OutputKind, output_of
-from .patches import ImageMap
+from .patches import ImageMap, PicturePrompt
 from .served import ServedModel
 from .transformer import Pieces, Transformer
 
@@ -262,8 +262,10 @@ class GeneratingRunner(Runner, Protocol):
         rows: bool = False,
         stop: bool = True,
         record: Recording | None = None,
+        inputs: Mapping[str, Tensor] | None = None,
     ) -> Iterator[Step]:
-        """The prompt continued, a step at a time (its passes kept in `record`)."""
+        """The prompt continued, a step at a time (its passes kept in `record`; `inputs`:
+        what the prompt's pass reads besides its ids, a picture's pixels)."""
         ...
 
     def recording(self, prompt: list[int], generated: list[int], most: int) -> Recording | None:
@@ -299,14 +301,30 @@ class PictureRunner(Runner, Protocol):
     `text` too, a text beside it)."""
 
     def read_picture(
-        self, picture: Any, digest: str, text: str | None = None, names_filter: NamesFilter = None
+        self,
+        picture: Any,
+        digest: str,
+        text: str | None = None,
+        names_filter: NamesFilter = None,
+        continuation: list[int] | tuple[int, ...] = (),
     ) -> RunResult:
         """A picture (an RGB, upright PIL image; `digest` its key, app/images.py's) read
-        with every hook captured; the run's `image` says what each position is."""
+        with every hook captured (a model that continues a prompt: with the tokens it
+        generated after it, `continuation`); the run's `image` says what each position is."""
         ...
 
     def positions_read(self, width: int, height: int) -> int:
         """The positions a picture of this size makes (its price, before it runs)."""
+        ...
+
+
+@runtime_checkable
+class PictureGeneratingRunner(GeneratingRunner, PictureRunner, Protocol):
+    """A runner with both `generation` and `pictures`: it continues a prompt that holds a
+    picture (a vision-language model)."""
+
+    def read_prompt(self, picture: Any, text: str | None) -> PicturePrompt:
+        """A picture and a text as its processor makes them into a prompt."""
         ...
 
 

@@ -106,6 +106,9 @@ class DecoderCache:
         # a transformers model's own cache (model/hf), and whether it keeps none
         self.hf: Any = None
         self.stateless = False
+        # what the first pass reads besides the ids (a vision-language model's picture's
+        # pixels: transformers' model reads them where the prompt's image tokens are)
+        self.inputs: dict[str, Tensor] = {}
 
     @property
     def length(self) -> int:

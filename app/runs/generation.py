@@ -8,26 +8,28 @@ import itertools
 import logging
 import threading
 from collections.abc import Generator
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel, Field, StrictFloat
 
 from attnviz.model.outputs import output_of
+from attnviz.model.patches import PicturePrompt
 from attnviz.model.pretrained.causal import Sampling, Step
-from attnviz.model.runner import generating
+from attnviz.model.runner import PictureGeneratingRunner, generating
 
 from ..catalog.zoo import ModelEntry
 from ..errors import CannotServe
-from ..payloads.schemas import Alternative, NewTokens, TextRequest, Whole
+from ..payloads.schemas import Alternative, InputRequest, NewTokens, Whole
 from ..request import charge
 from .answers import raw_piece
 from .inference import Inference, stop_if_cancelled, work_units
+from .inputs import check_input
 from .reading import read_text, text_limit
 
 log = logging.getLogger("attnviz.generate")
 
 
-class GenerateRequest(TextRequest):
+class GenerateRequest(InputRequest):
     max_new_tokens: NewTokens | None = Field(
         None,
         description="Tokens to add at most (it stops earlier at the end-of-turn token); "
@@ -103,17 +105,36 @@ class Generation:
                 f"max_new_tokens is {self.max_new_tokens}; the limit is {limit} "
                 "(ATTNVIZ_MAX_NEW_TOKENS)",
             )
-        self.text = text = read_text(req.text, text_limit(inference.settings, self.entry.runner))
+        picture = inference.picture(req.image)
+        check_input(self.entry, req.text, picture)
+        limit_ = text_limit(inference.settings, self.entry.runner)
+        self.text = text = "" if req.text is None else read_text(req.text, limit_)
         self.chat = req.chat
         inference.prompt_options(self.entry, req.chat, req.continuation)  # checked
+        if picture is not None and req.chat:
+            raise CannotServe(
+                "a prompt with a picture is read as written: no chat turn is read with one yet"
+            )
         if self.max_new_tokens < 1 or len(req.continuation) + self.max_new_tokens > limit:
             raise CannotServe(
                 f"continuation ({len(req.continuation)}) and max_new_tokens "
                 f"({self.max_new_tokens}) add up to more than the limit of {limit} "
                 "(ATTNVIZ_MAX_NEW_TOKENS): the answer's continuation could not be sent back",
             )
+        # a picture's prompt (a vision-language model's): its ids and the pixels its
+        # first pass reads beside them
+        self.read: PicturePrompt | None = None
         try:
-            self.prompt, self.ids, self.truncated, self.length = generator.prompt(text, req.chat)
+            if picture is None:
+                self.prompt, self.ids, self.truncated, self.length = generator.prompt(
+                    text, req.chat
+                )
+            else:
+                self.read = cast(PictureGeneratingRunner, generator).read_prompt(
+                    picture.pixels, req.text
+                )
+                self.prompt, self.ids = self.read.prompt, self.read.ids
+                self.truncated, self.length = False, len(self.ids)
         except ValueError as exc:
             raise CannotServe(f"text cannot be read: {exc}") from exc
         self.runner = generator
@@ -136,7 +157,10 @@ class Generation:
         """The runner's steps (each one model call), recording the tokens and the stop."""
         start = [*self.ids, *self.before]
         context = self.entry.config.max_seq_len
-        made = self.runner.generate(start, self.max_new_tokens, self.sampling, record=self.record)
+        made = self.runner.generate(
+            start, self.max_new_tokens, self.sampling, record=self.record,
+            inputs=self.read.inputs if self.read is not None else None,
+        )  # fmt: skip
         # the prompt's pass (a long prompt's takes seconds): its progress by layer, and a
         # stop at the next layer if its client goes away
         with self.progress.watching(self.runner.model, stop_if_cancelled):
@@ -194,6 +218,8 @@ class Generation:
 
     def answer(self, steps: list[GeneratedStep]) -> GenerateResponse:
         shown = self.runner.shown([*self.ids, *self.before, *self.new])
+        if self.read is not None:  # (its image tokens named by their patches: "▦ 3,5")
+            shown = self.read.shown(shown)
         return GenerateResponse(
             model=self.entry.id,
             prompt=self.prompt,

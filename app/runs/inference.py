@@ -319,10 +319,9 @@ class Inference:
         generated after it (`continuation`)."""
         stop_if_cancelled()
         check_input(entry, text, picture)
-        if picture is not None and (chat or continuation):
+        if picture is not None and chat:
             raise CannotServe(
-                "a run of a picture reads its prompt as written: no chat turn or "
-                "continuation is read with one yet"
+                "a run of a picture reads its prompt as written: no chat turn is read with one yet"
             )
         text = "" if text is None else read_text(text, text_limit(self.settings, entry.runner))
         prompt = self.prompt_options(entry, chat, continuation)
@@ -368,8 +367,9 @@ class Inference:
                             result = runner.run(text, **prompt)
                         else:
                             result = pictures(runner).read_picture(
-                                picture.pixels, picture.digest, text or None
-                            )
+                                picture.pixels, picture.digest, text or None,
+                                continuation=list(continuation),
+                            )  # fmt: skip
                     # one line per model run: an operator (and a test) sees what was read
                     log.info(
                         "%s read %d %s in %.2f s",

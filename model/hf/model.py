@@ -340,6 +340,8 @@ class HFTransformer(ServedModel):
                 cache.ids = ids
                 return self.hook_logits(out.logits[:, -target.size(1) :]).cpu()
             else:
+                if cache.ids is None:  # the prompt's pass: what it reads besides its ids
+                    inputs.update(cache.inputs)
                 if self._positions_given:  # (a hybrid whose first layer keeps no keys
                     # counts its cache's length wrong: transformers' generate says them too)
                     past = 0 if cache.ids is None else cache.ids.size(1)

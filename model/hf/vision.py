@@ -192,9 +192,14 @@ class ImageRunner(RunnerBase):
         return (place.size[1] // ph) * (place.size[0] // pw) + len(self._specials)
 
     def read_picture(
-        self, picture: Any, digest: str, text: str | None = None, names_filter: NamesFilter = None
+        self,
+        picture: Any,
+        digest: str,
+        text: str | None = None,
+        names_filter: NamesFilter = None,
+        continuation: list[int] | tuple[int, ...] = (),
     ) -> RunResult:
-        if text:
+        if text or continuation:
             raise ValueError("an image encoder reads a picture alone: it reads no text")
         reading = self.encoder.read(picture, names_filter)
         labels = [p.label for p in reading.positions]

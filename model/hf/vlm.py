@@ -21,8 +21,8 @@ import torch
 
 from ..checkpoints import CheckpointError
 from ..hooks import NamesFilter
-from ..long.reading import too_long
-from ..patches import PATCH, ImageMap, ImagePosition
+from ..long.reading import LONG_FROM, too_long
+from ..patches import PATCH, ImageMap, ImagePosition, PicturePrompt
 from ..pretrained.causal import CausalLM, but_logits
 from ..runner import Capabilities, RunResult
 from ..served import ServedModel
@@ -143,18 +143,16 @@ class VisionLanguageLM(CausalLM):
     def positions_read(self, width: int, height: int) -> int:
         return self.patches.count(width, height)
 
-    @torch.no_grad()
-    def read_picture(
-        self, picture: Any, digest: str, text: str | None = None, names_filter: NamesFilter = None
-    ) -> RunResult:
-        """One pass of the language model over the prompt a picture and a text make."""
+    def read_prompt(self, picture: Any, text: str | None) -> PicturePrompt:
+        """A picture and a text as the processor makes them: the prompt, its ids, what
+        the model reads besides them (the picture's pixels), and what each position is."""
         prompt = self.picture_prompt(text)
         made = self.processor(images=picture, text=prompt, return_tensors="pt")
         ids: list[int] = made["input_ids"][0].tolist()
-        if len(ids) > min(self.max_tokens, 512):
-            raise too_long(len(ids), min(self.max_tokens, 512), self.model.config.max_seq_len)
-        width, height = picture.size
-        placed = self.patches.positions(width, height)
+        most = min(self.max_tokens, LONG_FROM)
+        if len(ids) > most:
+            raise too_long(len(ids), most, self.model.config.max_seq_len)
+        placed = self.patches.positions(*picture.size)
         at = [i for i, t in enumerate(ids) if t == self.image_token_id]
         if len(at) != len(placed):
             raise BackendError(
@@ -162,20 +160,42 @@ class VisionLanguageLM(CausalLM):
                 f"tower's grid has {len(placed)}: its patches cannot be placed"
             )
         model: Any = self.model  # (an HFTransformer)
-        extras = {
+        inputs = {
             k: v.to(model.input_device, model.hf.dtype if v.is_floating_point() else v.dtype)
             for k, v in made.items()
             if k not in ("input_ids", "attention_mask") and isinstance(v, torch.Tensor)
         }
-        names = but_logits if names_filter is None else names_filter
-        logits, capture = model.run_with_capture(torch.tensor([ids]), names_filter=names, **extras)
-        predicted = logits[0].argmax(-1).tolist()
-        result = self._result(prompt, ids, [], capture, predicted, logits[0, -1:], False, None)
-        shown = list(result.source_tokens)
-        positions = [ImagePosition("text", token) for token in shown]
+        positions = [ImagePosition("text", token) for token in self.shown(ids)]
         for i, position in zip(at, placed, strict=True):
             positions[i] = position
-            shown[i] = position.label
+        return PicturePrompt(prompt, ids, inputs, positions)
+
+    @torch.no_grad()
+    def read_picture(
+        self,
+        picture: Any,
+        digest: str,
+        text: str | None = None,
+        names_filter: NamesFilter = None,
+        continuation: list[int] | tuple[int, ...] = (),
+    ) -> RunResult:
+        """One pass of the language model over the prompt a picture and a text make, and
+        the tokens generated after it (`continuation`)."""
+        read = self.read_prompt(picture, text)
+        ids, generated = read.ids, list(continuation)
+        context = self.model.config.max_seq_len
+        if len(ids) + len(generated) > context:
+            raise too_long(len(ids) + len(generated), context, context)
+        names = but_logits if names_filter is None else names_filter
+        model: Any = self.model
+        logits, capture = model.run_with_capture(
+            torch.tensor([[*ids, *generated]]), names_filter=names, **read.inputs
+        )
+        predicted = logits[0].argmax(-1).tolist()
+        last = logits[0, len(ids) - 1 :]
+        result = self._result(read.prompt, ids, generated, capture, predicted, last, False, None)
+        shown = read.shown(result.source_tokens)
         result.source_tokens = result.target_tokens = shown
+        positions = read.positions + [ImagePosition("text", t) for t in shown[len(ids) :]]
         result.image = ImageMap(digest, picture.size, positions, (self.patches.patch,) * 2)
         return result

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -365,13 +365,15 @@ class CausalLM(RunnerBase):
         rows: bool = False,
         stop: bool = True,
         record: Recording | None = None,
+        inputs: Mapping[str, torch.Tensor] | None = None,
     ) -> Iterator[Step]:
         """Continue a prompt token by token through the KV cache, until a stop token (unless
         `stop` is False: benchmarks run a fixed length) or `max_new_tokens`; with `rows`,
         each step carries every layer's new attention row; with `record` (`recording`),
-        its passes are kept as the sequence's run (decoding.generate)."""
+        its passes are kept as the sequence's run (decoding.generate); `inputs`: what the
+        prompt's pass reads besides its ids (a vision-language model's picture)."""
         return generate(
-            self.model, self.stop_ids, prompt, max_new_tokens, sampling, rows, stop, record
+            self.model, self.stop_ids, prompt, max_new_tokens, sampling, rows, stop, record, inputs
         )
 
 

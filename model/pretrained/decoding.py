@@ -5,7 +5,7 @@ attention row). `CausalLM.generate` runs it on its model."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -151,6 +151,7 @@ def generate(
     rows: bool = False,
     stop: bool = True,
     record: Recording | None = None,
+    inputs: Mapping[str, Tensor] | None = None,
 ) -> Iterator[Step]:
     """Continue a prompt token by token through the model's KV cache, until one of
     `stop_ids` (unless `stop` is False: benchmarks run a fixed length) or
@@ -163,6 +164,7 @@ def generate(
     if not sampling.greedy:
         generator = torch.Generator().manual_seed(sampling.seed)
     cache = DecoderCache(cfg.decoder_layers)
+    cache.inputs = dict(inputs or {})  # (read by the prompt's pass: model/hf/model.py)
     if record is not None:
         if not model.records_generation:
             raise ValueError("a generation is recorded on our model code only")

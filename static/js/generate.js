@@ -3,7 +3,7 @@
 import { api } from "./api.js";
 import { forgetBlocks } from "./blocks.js";
 import { clearOutput, clearPlots, setStatus, showError, showStreamed } from "./output.js";
-import { elements, modelInfo, page, t } from "./page.js";
+import { elements, inputBody, modelInfo, page, t } from "./page.js";
 import { LONG_CHARS, newId, supersede, watchRun } from "./run-progress.js";
 import { writeState } from "./state.js";
 
@@ -71,7 +71,8 @@ export async function generate() {
   const made = [];
   const body = {
     model,
-    text,
+    ...inputBody(),
+    text, // (a vision-language model: its picture too, inputBody's image)
     chat,
     max_new_tokens: Math.min(
       Number(elements.newTokens.value) || 24,

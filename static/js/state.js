@@ -97,7 +97,9 @@ export function readState(defaults) {
     const value = params.get(key);
     if (key in CHOICES && !CHOICES[key].includes(value)) continue;
     if (key in PATTERNS && !PATTERNS[key].test(value)) continue;
-    state[key] = NUMBERS.has(key) ? Math.max(0, Number.parseInt(value, 10) || 0) : value;
+    // (a number is 0 or more, or its default where that is below: a view's "none kept")
+    const least = Math.min(0, DEFAULTS[key]);
+    state[key] = NUMBERS.has(key) ? Math.max(least, Number.parseInt(value, 10) || 0) : value;
   }
   for (const flag of FLAGS) state[flag] = state[flag] === "1" || state[flag] === true;
   return state;

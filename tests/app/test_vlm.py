@@ -156,4 +156,41 @@ def test_a_picture_read_as_a_chat_turn_is_refused_with_its_reason(served):
         "/api/v1/analyze", json={"model": "llava", "image": digest, "text": "hi", "chat": True}
     )
     assert answer.status_code == 422
-    assert "no chat turn or continuation" in answer.json()["detail"]
+    assert "no chat turn is read" in answer.json()["detail"]
+
+
+def test_a_picture_is_continued_as_transformers_does_and_each_new_token_looks_at_it(served):
+    """Generation after a picture and a text: transformers' greedy continuation; the run
+    of the prompt and what was generated, each new token's row over the picture's patches
+    transformers' eager weights on the whole sequence."""
+    c, root = served
+    model, processor = reference(root, "llava")
+    picture = photo(seed=5)
+    digest = upload(c, png(picture))["digest"]
+    inputs = processor(images=picture, text=f"<image>\n{TEXT}", return_tensors="pt")
+    prompt = inputs["input_ids"].shape[1]
+    made = model.generate(**inputs, max_new_tokens=8, do_sample=False)[0, prompt:].tolist()
+    asked = {"model": "llava", "image": digest, "text": TEXT, "max_new_tokens": 8}
+    answer = c.post("/api/v1/generate", json=asked)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["continuation"] == made
+    patches = [f"▦ {r},{c}" for r in range(4) for c in range(4)]
+    assert body["prompt_tokens"][:16] == patches and len(body["prompt_tokens"]) == prompt
+    assert "<image>" not in body["prompt_tokens"]
+    # the whole sequence's run: the prompt's pass with what was generated after it
+    full = {"model": "llava", "image": digest, "text": TEXT, "continuation": made}
+    body = c.post("/api/v1/analyze", json=full).json()
+    assert len(body["source_tokens"]) == prompt + len(made)
+    assert [p["kind"] for p in body["image"]["positions"]][prompt:] == ["text"] * len(made)
+    weights = c.post("/api/v1/attention", json={**full, "encoding": "f4", "kinds": ["weights"]})
+    assert weights.status_code == 200, weights.text
+    sequence = torch.tensor([[*inputs["input_ids"][0].tolist(), *made]])
+    with torch.no_grad():
+        out = model(input_ids=sequence, pixel_values=inputs["pixel_values"], output_attentions=True)
+    for block in weights.json()["blocks"]:
+        got = decode(block["data"])
+        expected = out.attentions[block["layer"]][0].numpy()
+        assert np.abs(got - expected).max() <= 1e-5
+        # each generated token gives the picture's patches a share of its attention
+        assert (got[:, prompt:, :16].sum(-1) > 0).all()

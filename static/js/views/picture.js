@@ -3,6 +3,8 @@
 // for one head or the mean of a layer's heads. Each patch is placed by its box in the
 // picture's own pixels (analyze's `image`: the processor's resizing and cropping undone).
 
+import { attentionOf } from "../model-info.js";
+
 const TINT = [230, 60, 20]; // the weight's colour, its opacity the weight over the row's largest
 const QUERY = "#00b5d8"; // the query patch's outline
 
@@ -85,7 +87,8 @@ function headStrip(ctx, block, pictureUrl, alt) {
 }
 
 // what a person reads of the row: the query, its strongest patch, and the share of its
-// attention that goes to positions that are no patch (not drawn on the picture)
+// attention that goes to positions that are no patch (not drawn on the picture): named
+// (a class or register token), or, a vision-language model's, the text's tokens together
 function said(t, image, row, q) {
   let best = -1;
   let elsewhere = 0;
@@ -93,7 +96,8 @@ function said(t, image, row, q) {
     if (!p.box) elsewhere += row[j];
     else if (best < 0 || row[j] > row[best]) best = j;
   });
-  const named = image.positions.filter((p) => !p.box).map(labelOf);
+  const named = image.positions.filter((p) => !p.box && p.kind !== "text").map(labelOf);
+  if (image.positions.some((p) => p.kind === "text")) named.push(t("picture_text"));
   const parts = [
     t("picture_query").replace("{q}", labelOf(image.positions[q])),
     best >= 0
@@ -114,23 +118,30 @@ async function draw(ctx) {
   const { state, t, elements } = ctx;
   const image = ctx.analysis.image;
   if (!image) return t("picture_no_image");
-  const chosen = Math.min(state.pq, image.positions.length - 1);
+  // the query: the one kept, else a vision-language model's last position (the one that
+  // predicts what comes next), an image encoder's first (its class token)
+  const last = image.positions.length - 1;
+  const reads = image.positions.some((p) => p.kind === "text");
+  const chosen = state.pq < 0 ? (reads ? last : 0) : Math.min(state.pq, last);
   const body = { model: state.model, ...ctx.inputBody, type: state.type };
+  // (rollout and flow where the model's lab runs them)
+  const runs = ctx.modelInfo().capabilities.experiments ?? [];
+  const pmap = runs.includes(state.pmap) ? state.pmap : "";
   // through every layer: rollout's whole matrix (any query's row at once), or the flow
   // into the chosen query (a maximum flow an input: another query is another request)
   const through = {
     rollout: () => ctx.lab("rollout", body).then((r) => (q) => r.matrix[q]),
     flow: () => ctx.lab("flow", { ...body, query: chosen }).then((r) => () => r.flow),
-  }[state.pmap];
+  }[pmap];
   const [block, rowThrough] = await Promise.all([
     ctx.layerBlock(state.type, state.layer, "weights"),
     through ? through() : null,
   ]);
   if (ctx.stale()) return;
   const who = state.avg ? t("average") : `${t("head")} ${Math.min(state.head, block.count - 1)}`;
-  const layers = ctx.modelInfo().encoder_layers;
+  const layers = attentionOf(ctx.modelInfo(), state.type).layers;
   elements.convention.textContent = through
-    ? `${t(state.type)} · ${t(`picture_${state.pmap}_said`).replace("{n}", layers)}`
+    ? `${t(state.type)} · ${t(`picture_${pmap}_said`).replace("{n}", layers)}`
     : `${t(state.type)} · ${t("layer")} ${state.layer} · ${who}`;
 
   const figure = document.createElement("figure");
@@ -154,13 +165,13 @@ async function draw(ctx) {
     ["", "picture_map_layer"],
     ["rollout", "picture_rollout"],
     ["flow", "picture_flow"],
-  ]) {
+  ].filter(([value]) => !value || runs.includes(value))) {
     const option = document.createElement("option");
     option.value = value;
     option.textContent = t(label);
     map.append(option);
   }
-  map.value = state.pmap;
+  map.value = pmap;
   map.addEventListener("change", () => ctx.update({ pmap: map.value }));
   const mapLabel = document.createElement("label");
   mapLabel.className = "picture-choose";
@@ -216,7 +227,7 @@ async function draw(ctx) {
   };
   // a query kept: in the URL; flow's map is asked again for it
   const keep = (q) => {
-    if (state.pmap === "flow") ctx.update({ pq: q });
+    if (pmap === "flow") ctx.update({ pq: q });
     else {
       ctx.note({ pq: q });
       show(q);
@@ -224,7 +235,7 @@ async function draw(ctx) {
   };
   let hovered = -1;
   canvas.addEventListener("pointermove", (event) => {
-    if (state.pmap === "flow") return; // (flow into another query is another request: click)
+    if (pmap === "flow") return; // (flow into another query is another request: click)
     const q = pointed(event);
     if (q < 0 || q === hovered) return;
     hovered = q;
@@ -252,7 +263,7 @@ export const view = {
   applies: (info) => info.capabilities.pictures === true,
   // the query position whose attention is drawn on the picture; the map: the layer's, or
   // rollout's or flow's through every layer
-  state: { pq: 0, pmap: "" },
+  state: { pq: -1, pmap: "" },
   choices: { pmap: ["", "rollout", "flow"] },
   clearedOn: { pq: "input" },
   draw,
@@ -273,6 +284,7 @@ export const view = {
       picture_query: "{q} looks at",
       picture_strongest: "most at {p} ({w})",
       picture_elsewhere: "{share}% to {names} (no patch: not drawn)",
+      picture_text: "the text",
       picture_alt:
         "The picture read ({w} × {h} pixels), its patches tinted by the query's attention",
       picture_no_image:
@@ -295,6 +307,7 @@ export const view = {
       picture_query: "{q} 关注",
       picture_strongest: "最关注 {p}（{w}）",
       picture_elsewhere: "{share}% 给 {names}（不是图块：未画出）",
+      picture_text: "文本",
       picture_alt: "读入的图片（{w} × {h} 像素），图块按查询的注意力着色",
       picture_no_image: "这次运行没有读图片：图片视图只用于读图片的模型。",
       picture_explain:

@@ -1,0 +1,122 @@
+"""A vision-language model in the page: a tiny seeded LLaVA of yours (transformers' code,
+its processor saved beside it) served with `attnviz serve --model llava=PATH`. The page
+offers the text box and the picture chooser together; a sample picture and a prompt are
+continued (Generate), and the picture view draws the last token's attention over the
+picture's patches, which the readout names as the API's own weights say, with the share
+that stays on the text; in Chinese on a phone it reads the same and fits the screen."""
+
+from __future__ import annotations
+
+import re
+
+import httpx2
+import pytest
+from playwright.sync_api import Page, expect
+
+from harness.checkpoints import saved_llava
+from harness.serving import start_server
+from tests.app.test_api import decode
+
+from .conftest import ARTIFACTS, page_of
+from .test_page import ready, url_state
+
+PROMPT = "What is in the picture?"
+
+
+@pytest.fixture(scope="module")
+def llava_server(tmp_path_factory):
+    folder = saved_llava(tmp_path_factory.mktemp("vlm") / "llava")
+    proc, base = start_server(
+        {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_LEVEL": "warning"},
+        args=["--model", f"llava={folder}"],
+    )  # fmt: skip
+    yield base
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def last_row(base: str, digest: str, continuation: list[int], head: int) -> tuple[list, list]:
+    """The sequence's labels and its last position's weights (layer 0, one head), as the
+    API sends them in float32."""
+    asked = {"model": "llava", "image": digest, "text": PROMPT, "continuation": continuation,
+             "layers": [0], "encoding": "f4"}  # fmt: skip
+    block = httpx2.post(f"{base}/api/v1/attention", json=asked, timeout=60).json()["blocks"][0]
+    return block["columns"], decode(block["data"])[head, -1].tolist()
+
+
+def generated(base: str, digest: str) -> list[int]:
+    asked = {"model": "llava", "image": digest, "text": PROMPT, "max_new_tokens": 24}
+    return httpx2.post(f"{base}/api/v1/generate", json=asked, timeout=60).json()["continuation"]
+
+
+def read_the_street(page: Page) -> dict:
+    """The street sample and the prompt, continued: the state the page ends in."""
+    expect(page.locator("#text")).to_be_visible(timeout=60_000)
+    page.locator("button.sample").first.click()
+    expect(page).to_have_url(re.compile(r"[?&]img=[0-9a-f]{64}"), timeout=60_000)  # (sent)
+    page.fill("#text", PROMPT)
+    page.press("#text", "Enter")  # (Generate: a model that continues a prompt)
+    expect(page).to_have_url(re.compile(r"[?&]cont=\d"), timeout=60_000)
+    expect(page.locator("#picture-main img")).to_be_visible(timeout=60_000)
+    ready(page)
+    return url_state(page)
+
+
+@pytest.mark.parametrize("where", ["desktop-en", "phone-zh"])
+def test_a_prompt_with_a_picture_is_continued_and_its_last_token_drawn_on_it(
+    browser, llava_server, outside_requests, where
+):
+    context, page, errors = page_of(browser, llava_server, outside_requests)
+    phone = where == "phone-zh"
+    if phone:
+        page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"/?model=llava&lang={'zh' if phone else 'en'}")
+    expect(page.locator("label[for=picture]")).to_be_visible(timeout=60_000)
+    state = read_the_street(page)
+    assert state["view"] == "picture" and len(state["img"]) == 64
+    continuation = [int(i) for i in state["cont"].split(",")]
+    assert continuation == generated(llava_server, state["img"])
+    # the prompt's tokens: the picture's patches by place, never "<image>" repeated
+    tokens = page.locator("#source-tokens")
+    expect(tokens).to_contain_text("▦ 3,3")
+    assert "<image>" not in tokens.inner_text()
+    # the query: the sequence's last token, which predicts what comes next
+    head = int(state.get("head", 0))
+    columns, row = last_row(llava_server, state["img"], continuation, head)
+    query = page.locator("#picture-query")
+    assert query.input_value() == str(len(columns) - 1)
+    patches = {label: w for label, w in zip(columns, row, strict=True) if label.startswith("▦")}
+    best = max(patches, key=patches.__getitem__)
+    text_share = 100 * sum(w for label, w in zip(columns, row, strict=True)
+                           if not label.startswith("▦"))  # fmt: skip
+    readout = page.locator("#readout")
+    looks, most, to = ("关注", "最关注", "给") if phone else ("looks at", "most at", "to")
+    expect(readout).to_contain_text(f"{looks} · {most} ▦")
+    shown = readout.inner_text()
+    named = re.search(r"(▦ \d+,\d+)[ （(]+(0\.\d\d)", shown)
+    assert named, shown
+    assert patches[named.group(1)] >= patches[best] - 1 / 255, (named.group(1), best)
+    assert abs(float(named.group(2)) - patches[named.group(1)]) <= 0.005 + 1 / 510
+    share = re.search(rf"(\d+\.\d)% {to} ([^（(]+)", shown)
+    assert share, shown
+    assert share.group(2).strip() == ("文本" if phone else "the text")
+    assert abs(float(share.group(1)) - text_share) <= 0.05 + 100 / 255, (shown, text_share)
+    # attention rollout through the language model's layers, as the lab's answer has it
+    page.locator("#picture-map").select_option("rollout")
+    expect(page.locator("#convention")).to_contain_text(
+        "Abnar 与 Zuidema" if phone else "attention rollout through all 2 layers"
+    )
+    asked = {"model": "llava", "image": state["img"], "text": PROMPT, "continuation": continuation}
+    rolled = httpx2.post(f"{llava_server}/api/v1/lab/rollout", json=asked, timeout=60).json()
+    row = rolled["matrix"][-1]
+    best = max((j for j, label in enumerate(rolled["tokens"]) if label.startswith("▦")),
+               key=row.__getitem__)  # fmt: skip
+    expect(readout).to_contain_text(f"{most} {rolled['tokens'][best]}")
+    frame = page.locator("#picture-main").bounding_box()
+    width = 390 if phone else page.viewport_size["width"]
+    assert frame["x"] >= 0 and frame["x"] + frame["width"] <= width, frame
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=ARTIFACTS / f"vlm-{where}.png", full_page=True)
+    assert errors == [], errors
+    context.close()
