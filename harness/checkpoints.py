@@ -269,3 +269,50 @@ def saved_llava(folder, image_size: int = 32, patch_size: int = 8, strategy: str
     model.save_pretrained(folder)
     processor.save_pretrained(folder)
     return folder
+
+
+IDEFICS3_SPECIALS = (
+    "<|endoftext|>", "<image>", "<fake_token_around_image>", "<global-img>",
+    *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)),
+)  # fmt: skip
+
+
+def saved_idefics3(folder, tile: int = 32, patch_size: int = 8, scale: int = 2, size: int = 64):
+    """A tiny seeded random Idefics3 (a Llama language model over a SigLIP vision tower,
+    each tile's patches merged `scale` x `scale` into one token) saved with its processor:
+    the picture's longest side resized to `size`, cut into `tile` x `tile` tiles, and the
+    whole picture as one more tile. Returns the folder."""
+    import transformers
+
+    made = tokenizer(IDEFICS3_SPECIALS)
+    config = transformers.Idefics3Config(
+        text_config=dict(
+            model_type="llama", vocab_size=VOCAB + len(IDEFICS3_SPECIALS), hidden_size=64,
+            intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=512, eos_token_id=0, bos_token_id=0,
+        ),
+        vision_config=dict(image_size=tile, patch_size=patch_size, hidden_size=32,
+                           num_hidden_layers=2, num_attention_heads=4, intermediate_size=64),
+        scale_factor=scale, image_token_id=made.token_to_id("<image>"),
+        attn_implementation="eager",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.Idefics3ForConditionalGeneration(config).eval()
+    with torch.no_grad():  # (away from the initialisation's near-uniform attention)
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0, 0.15)
+    processor = transformers.Idefics3Processor(
+        image_processor=transformers.Idefics3ImageProcessorPil(
+            size={"longest_edge": size}, max_image_size={"longest_edge": tile},
+            do_image_splitting=True,
+        ),
+        tokenizer=transformers.PreTrainedTokenizerFast(
+            tokenizer_object=made, eos_token="<|endoftext|>", pad_token="<|endoftext|>"
+        ),
+        image_seq_len=(tile // patch_size // scale) ** 2,
+    )  # fmt: skip
+    model.generation_config.pad_token_id = 0
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder

@@ -9,8 +9,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 # (a vision-language model's run: its text tokens too, beside the picture's patches)
-PositionKind = Literal["cls", "distillation", "register", "detection", "patch", "extra", "text"]
+PositionKind = Literal[
+    "cls", "distillation", "register", "detection", "patch", "thumbnail", "extra", "text"
+]
 PATCH = "▦"  # a patch's label: "▦ 3,5" (row 3, column 5)
+# a token of the whole picture read again small beside its tiles (Idefics3's): "▣ 1,0"
+THUMBNAIL = "▣"
 
 
 @dataclass(frozen=True)

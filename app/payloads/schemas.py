@@ -238,12 +238,17 @@ class Piece(BaseModel):
 class ImagePositionInfo(BaseModel):
     """What one position of a picture's run is."""
 
-    kind: Literal["cls", "distillation", "register", "detection", "patch", "extra", "text"] = Field(
-        description="What it is: a class, distillation, register or detection token, a patch, "
-        "another position of the encoder's, or (a vision-language model's run) a text token."
+    kind: Literal[
+        "cls", "distillation", "register", "detection", "patch", "thumbnail", "extra", "text"
+    ] = Field(
+        description="What it is: a class, distillation, register or detection token, a patch "
+        "(a tiled picture's: a token of one tile), a token of the whole picture's thumbnail "
+        "read beside its tiles, another position of the encoder's, or (a vision-language "
+        "model's run) a text token."
     )
     label: str = Field(
-        description='As the views name it: "[CLS]", "[REG 2]", "▦ 3,5", a text token as shown.'
+        description='As the views name it: "[CLS]", "[REG 2]", "▦ 3,5", a thumbnail\'s '
+        '"▣ 1,0", a text token as shown.'
     )
     image: int = Field(0, description="Which picture of the run (0: the first).")
     row: int | None = Field(None, description="A patch's row in its picture's patch grid.")

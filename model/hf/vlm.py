@@ -15,14 +15,22 @@ from __future__ import annotations
 import contextlib
 import io
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from ..checkpoints import CheckpointError
 from ..hooks import NamesFilter
 from ..long.reading import LONG_FROM, too_long
-from ..patches import PATCH, ImageMap, ImagePosition, PicturePrompt
+from ..patches import (
+    PATCH,
+    THUMBNAIL,
+    Geometry,
+    ImageMap,
+    ImagePosition,
+    PicturePrompt,
+    PositionKind,
+)
 from ..pretrained.causal import CausalLM, but_logits
 from ..runner import Capabilities, RunResult
 from ..served import ServedModel
@@ -59,28 +67,54 @@ def image_token_of(config: Any, processor: Any) -> tuple[str, int]:
     return token, token_id
 
 
-class PatchTokens:
-    """Where a processor of one image token per patch puts a picture's patches: its
-    vision tower's grid over the processor's pixels, and whether the class token is kept
-    in front of them (LLaVA's `vision_feature_select_strategy` "full")."""
+class ImageTokens(Protocol):
+    """Where a processor puts a picture's image tokens in the prompt, and what each is."""
 
-    def __init__(self, config: Any, processor: Any) -> None:
-        self.image_processor = getattr(processor, "image_processor", None)
-        vision = getattr(config, "vision_config", None)
-        patch = getattr(vision, "patch_size", None)
-        if self.image_processor is None or not isinstance(patch, int):
-            raise CheckpointError(
-                "its processor has no image processor, or its vision tower states no patch "
-                "size: its picture's patches cannot be placed"
-            )
+    # a token's height and width in the pixels the model reads (a patch, or a block of
+    # them merged into one token)
+    patch: int
+
+    def count(self, width: int, height: int) -> int:
+        """The image tokens a picture of this size becomes."""
+        ...
+
+    def positions(self, width: int, height: int) -> list[ImagePosition]:
+        """What each image token of a picture is, in the prompt's order."""
+        ...
+
+
+def image_tokens(config: Any, processor: Any) -> ImageTokens:
+    """How the folder's processor places a picture's tokens: one token per patch of the
+    vision tower's grid (LLaVA's), or tiles of merged patches and the whole picture's
+    thumbnail (Idefics3's); a CheckpointError naming why for any other."""
+    vision = getattr(config, "vision_config", None)
+    patch = getattr(vision, "patch_size", None)
+    image_processor = getattr(processor, "image_processor", None)
+    if image_processor is None or not isinstance(patch, int):
+        raise CheckpointError(
+            "its processor has no image processor, or its vision tower states no patch "
+            "size: its picture's patches cannot be placed"
+        )
+    named = type(processor).__name__
+    if named == "LlavaProcessor":
         strategy = getattr(config, "vision_feature_select_strategy", "default")
-        if type(processor).__name__ != "LlavaProcessor" or strategy not in ("default", "full"):
-            raise CheckpointError(
-                f"its processor ({type(processor).__name__}) tiles or resamples the picture: "
-                "only one image token per patch of the vision tower's grid (LLaVA's) is placed"
-            )
-        self.patch = patch
-        self.cls_kept = strategy == "full"
+        if strategy in ("default", "full"):
+            return PatchTokens(image_processor, patch, cls_kept=strategy == "full")
+    if named == "Idefics3Processor":
+        return TiledTokens(image_processor, patch, int(getattr(config, "scale_factor", 1)))
+    raise CheckpointError(
+        f"its processor ({named}) places a picture's tokens in a way not mapped yet: "
+        "LLaVA's (a token per patch) and Idefics3's (tiles and a thumbnail) are"
+    )
+
+
+class PatchTokens:
+    """One image token per patch of the vision tower's grid over the processor's pixels
+    (its resize and centre crop: `geometry`), the class token first where it is kept
+    (LLaVA's `vision_feature_select_strategy` "full")."""
+
+    def __init__(self, image_processor: Any, patch: int, cls_kept: bool) -> None:
+        self.image_processor, self.patch, self.cls_kept = image_processor, patch, cls_kept
 
     def grid(self, width: int, height: int) -> tuple[Any, int, int]:
         """(the geometry, rows, columns) of a picture of this size."""
@@ -88,12 +122,10 @@ class PatchTokens:
         return place, place.size[1] // self.patch, place.size[0] // self.patch
 
     def count(self, width: int, height: int) -> int:
-        """The image tokens a picture of this size becomes."""
         _, rows, columns = self.grid(width, height)
         return rows * columns + int(self.cls_kept)
 
     def positions(self, width: int, height: int) -> list[ImagePosition]:
-        """What each image token of a picture is, in the prompt's order."""
         place, rows, columns = self.grid(width, height)
         found = [ImagePosition("cls", "[CLS]")] if self.cls_kept else []
         p = self.patch
@@ -101,6 +133,54 @@ class PatchTokens:
             for c in range(columns):
                 box = place.box(c * p, r * p, (c + 1) * p, (r + 1) * p)
                 found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
+        return found
+
+
+class TiledTokens:
+    """Idefics3's tiles (SmolVLM's too): the picture resized (its longest side to
+    `size`, then each side up to a multiple of the tile), cut into tiles row by row, each
+    tile's patches merged `scale` x `scale` into one token (its pixel shuffle), row by
+    row; then the whole picture as one more tile (its thumbnail). A tile's token is
+    named by its place in the grid over the whole picture ("▦ 3,5"), a thumbnail's by its
+    place in the thumbnail's grid ("▣ 1,0")."""
+
+    def __init__(self, image_processor: Any, patch: int, scale: int) -> None:
+        self.image_processor = image_processor
+        self.tile = int(image_processor.max_image_size["longest_edge"])
+        self.side = self.tile // patch // max(scale, 1)  # tokens a tile's side
+        self.patch = self.tile // self.side
+
+    def tiles(self, width: int, height: int) -> tuple[int, int, tuple[int, int]]:
+        """(rows, columns) of tiles of a picture of this size (0, 0: one tile, no
+        thumbnail), and the size (width, height) the tiles cover, as the processor's own
+        count has them."""
+        _, rows, columns = self.image_processor.get_number_of_image_patches(height, width)
+        return rows, columns, (columns * self.tile, rows * self.tile)
+
+    def count(self, width: int, height: int) -> int:
+        rows, columns, _ = self.tiles(width, height)
+        return (rows * columns + 1) * self.side**2
+
+    def positions(self, width: int, height: int) -> list[ImagePosition]:
+        rows, columns, covered = self.tiles(width, height)
+        found: list[ImagePosition] = []
+        n, t = self.side, self.patch
+        if rows * columns:
+            place = Geometry((width, height), covered, (0, 0), covered)
+            for tr in range(rows):
+                for tc in range(columns):
+                    for i in range(n):
+                        for j in range(n):
+                            r, c = tr * n + i, tc * n + j
+                            box = place.box(c * t, r * t, (c + 1) * t, (r + 1) * t)
+                            found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
+        whole = Geometry((width, height), (self.tile, self.tile), (0, 0), (self.tile, self.tile))
+        kind: PositionKind = "thumbnail" if rows * columns else "patch"
+        mark = THUMBNAIL if rows * columns else PATCH
+        for i in range(n):
+            for j in range(n):
+                box = whole.box(j * t, i * t, (j + 1) * t, (i + 1) * t)
+                found.append(ImagePosition(kind, f"{mark} {i},{j}", 0, i, j, box))
         return found
 
 
@@ -114,7 +194,7 @@ class VisionLanguageLM(CausalLM):
     processor: Any  # the folder's processor (AutoProcessor's)
     image_token: str  # what the processor writes where a picture goes, and its id
     image_token_id: int
-    patches: PatchTokens
+    patches: ImageTokens
 
     @classmethod
     def of(cls, runner: CausalLM, processor: Any) -> VisionLanguageLM:
@@ -124,7 +204,7 @@ class VisionLanguageLM(CausalLM):
         made.processor = processor
         hf: Any = getattr(runner.model, "hf", None)  # (an HFTransformer's)
         made.image_token, made.image_token_id = image_token_of(hf.config, processor)
-        made.patches = PatchTokens(hf.config, processor)
+        made.patches = image_tokens(hf.config, processor)
         made.special_tokens = runner.special_tokens | {made.image_token}
         return made
 

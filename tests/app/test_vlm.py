@@ -1,5 +1,6 @@
-"""A vision-language model of yours (a tiny seeded LLaVA: a Llama over a CLIP vision tower,
-saved with its processor) served: a picture and a text read in one pass of its language
+"""A vision-language model of yours (a tiny seeded LLaVA: a Llama over a CLIP vision tower;
+and an Idefics3, whose processor cuts the picture into tiles; each saved with its
+processor) served: a picture and a text read in one pass of its language
 model, each position a text token or a patch placed on the picture, every head's weights
 transformers' own eager attention on the processor's input; without a picture it reads
 text as any decoder does, and continues it as transformers' `generate` does."""
@@ -15,7 +16,7 @@ from PIL import Image, ImageDraw
 
 from attnviz.app.main import create_app
 from attnviz.app.settings import Settings
-from harness.checkpoints import saved_llava
+from harness.checkpoints import saved_idefics3, saved_llava
 from tests.app.test_api import decode
 from tests.app.test_pictures import photo, png, upload
 
@@ -27,9 +28,10 @@ def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("vlm")
     saved_llava(root / "llava")
     saved_llava(root / "llava-full", strategy="full")
+    saved_idefics3(root / "idefics3")
     settings = Settings(
         zoo=["pronounce"], torch_threads=1, client_cost_per_minute=0,
-        models={"llava": root / "llava", "llava-full": root / "llava-full"},
+        models={name: root / name for name in ("llava", "llava-full", "idefics3")},
     )  # fmt: skip
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         yield c, root
@@ -194,3 +196,86 @@ def test_a_picture_is_continued_as_transformers_does_and_each_new_token_looks_at
         assert np.abs(got - expected).max() <= 1e-5
         # each generated token gives the picture's patches a share of its attention
         assert (got[:, prompt:, :16].sum(-1) > 0).all()
+
+
+def changed_cells(before, after, side: int) -> set[tuple[int, int, int]]:
+    """(tile, row, column) of each token's block of the processor's pixels (tiles, C, H, W)
+    that a mark changed."""
+    moved = (after - before).abs().sum(1) > 0.5  # (tiles, H, W)
+    tiles, height, width = moved.shape
+    blocks = moved.reshape(tiles, side, height // side, side, width // side).any(-1).any(2)
+    return {tuple(cell) for cell in blocks.nonzero().tolist()}
+
+
+def tokens_of(model, tile) -> torch.Tensor:
+    """A tile's tokens (tokens, features) before its vision tower's attention mixes them:
+    its patch embeddings merged by the model's own pixel shuffle."""
+    inner = model.model
+    with torch.no_grad():
+        patches = torch.ones(1, *(s // 8 for s in tile.shape[-2:]), dtype=torch.bool)
+        embedded = inner.vision_model.embeddings(tile[None], patch_attention_mask=patches)
+        embedded = embedded.contiguous()
+        return inner.connector.pixel_shuffle(embedded, model.config.scale_factor)[0]
+
+
+def test_a_tiled_pictures_tokens_are_idefics3s_and_each_lies_over_its_mark(served):
+    """Idefics3: the picture cut into tiles (each tile's patches merged 2 x 2 into a
+    token) and read again whole as a thumbnail; every head transformers' eager attention;
+    a mark drawn in any token's box lands in that token's block of its tile, and nowhere
+    else among the tiles, and moves that token alone of the model's own merged patches."""
+    c, root = served
+    model, processor = reference(root, "idefics3")
+    picture = photo()  # 70 x 50: its longest side to 64, then 64 x 64: 2 x 2 tiles
+    digest = upload(c, png(picture))["digest"]
+    body = c.post("/api/v1/analyze", json={"model": "idefics3", "image": digest, "text": TEXT})
+    assert body.status_code == 200, body.text
+    body = body.json()
+    positions = body["image"]["positions"]
+    tiles = [p for p in positions if p["kind"] == "patch"]
+    thumbnail = [p for p in positions if p["kind"] == "thumbnail"]
+    assert body["image"]["grid"] == [4, 4]  # (2 x 2 tiles of 2 x 2 tokens)
+    assert [p["label"] for p in tiles[:8]] == [
+        "▦ 0,0", "▦ 0,1", "▦ 1,0", "▦ 1,1", "▦ 0,2", "▦ 0,3", "▦ 1,2", "▦ 1,3"
+    ]  # fmt: skip
+    assert [p["label"] for p in thumbnail] == ["▣ 0,0", "▣ 0,1", "▣ 1,0", "▣ 1,1"]
+    assert thumbnail[3]["box"] == pytest.approx([35, 25, 70, 50])
+    assert "<image>" not in body["source_tokens"]
+    inputs = processor(images=[picture], text=f"<image>\n{TEXT}", return_tensors="pt")
+    assert len(body["source_tokens"]) == inputs["input_ids"].shape[1]
+    with torch.no_grad():
+        out = model(**inputs, output_attentions=True)
+    asked = {"model": "idefics3", "image": digest, "text": TEXT, "encoding": "f4"}
+    blocks = c.post("/api/v1/attention", json={**asked, "kinds": ["weights"]}).json()["blocks"]
+    for block in blocks:
+        expected = out.attentions[block["layer"]][0].numpy()
+        assert np.abs(decode(block["data"]) - expected).max() <= 1e-5
+    # the marks: on a 100 x 40 picture (1 x 2 tiles), in a tile token's box and in a
+    # thumbnail token's
+    blank = Image.new("RGB", (100, 40), (128, 128, 128))
+    digest = upload(c, png(blank))["digest"]
+    body = c.post("/api/v1/analyze", json={"model": "idefics3", "image": digest, "text": "hi"})
+    positions = body.json()["image"]["positions"]
+    placed = [p for p in positions if p["kind"] in ("patch", "thumbnail")]
+    assert [p["kind"] for p in placed].count("patch") == 8  # (2 tiles)
+    plain = processor.image_processor(images=[[blank]], return_tensors="pt")["pixel_values"][0]
+    for index, target in enumerate(placed):
+        left, top, right, bottom = target["box"]
+        inset = (right - left) / 4, (bottom - top) / 4
+        marked = blank.copy()
+        ImageDraw.Draw(marked).rectangle(
+            [left + inset[0], top + inset[1], right - inset[0], bottom - inset[1]], fill=(255, 0, 0)
+        )
+        pixels = processor.image_processor(images=[[marked]], return_tensors="pt")["pixel_values"]
+        cells = changed_cells(plain, pixels[0], 2)
+        whole = len(pixels[0]) - 1  # (the thumbnail: the last tile)
+        # the model's own order of a tile's tokens: its patch embeddings through its
+        # connector's pixel shuffle; the mark moves the token of the map's order only
+        tile, k = divmod(index, 4) if target["kind"] == "patch" else (whole, index - 8)
+        moved = tokens_of(model, pixels[0][tile]) - tokens_of(model, plain[tile])
+        assert (moved.abs().sum(-1) > 1e-6).nonzero().flatten().tolist() == [k], target
+        if target["kind"] == "patch":
+            assert {cell for cell in cells if cell[0] != whole} == {(tile, *divmod(k, 2))}
+        else:
+            assert {cell for cell in cells if cell[0] == whole} == {
+                (whole, target["row"], target["column"])
+            }, target

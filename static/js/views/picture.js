@@ -12,6 +12,12 @@ function labelOf(position) {
   return position.label;
 }
 
+// whether a position is drawn on the picture: a patch (a thumbnail's token covers what
+// the tiles' cover, read again small: counted beside them, not drawn over them)
+function drawn(position) {
+  return position.box && position.kind !== "thumbnail";
+}
+
 // the query's row over the keys: one head's, the layer's mean (made once a block), or
 // attention rollout's or flow's through every layer (`through(q)`: the lab's answer's row)
 function rowOf(block, state, q, through) {
@@ -28,7 +34,7 @@ function rowOf(block, state, q, through) {
 // the position whose box holds the picture's point (x, y), or -1
 function patchAt(positions, x, y) {
   return positions.findIndex(
-    (p) => p.box && x >= p.box[0] && x < p.box[2] && y >= p.box[1] && y < p.box[3],
+    (p) => drawn(p) && x >= p.box[0] && x < p.box[2] && y >= p.box[1] && y < p.box[3],
   );
 }
 
@@ -38,16 +44,16 @@ function drawOverlay(canvas, image, row, q) {
   context.clearRect(0, 0, canvas.width, canvas.height);
   let top = 0;
   image.positions.forEach((p, j) => {
-    if (p.box) top = Math.max(top, row[j]);
+    if (drawn(p)) top = Math.max(top, row[j]);
   });
   image.positions.forEach((p, j) => {
-    if (!p.box || top <= 0) return;
+    if (!drawn(p) || top <= 0) return;
     const [left, upper, right, lower] = p.box.map((v) => v * scale);
     context.fillStyle = `rgba(${TINT.join(",")},${((0.85 * row[j]) / top).toFixed(3)})`;
     context.fillRect(left, upper, right - left, lower - upper);
   });
   const query = image.positions[q];
-  if (query?.box) {
+  if (query && drawn(query)) {
     const [left, upper, right, lower] = query.box.map((v) => v * scale);
     context.strokeStyle = QUERY;
     context.lineWidth = Math.max(2, canvas.width / 300);
@@ -93,11 +99,13 @@ function said(t, image, row, q) {
   let best = -1;
   let elsewhere = 0;
   image.positions.forEach((p, j) => {
-    if (!p.box) elsewhere += row[j];
+    if (!drawn(p)) elsewhere += row[j];
     else if (best < 0 || row[j] > row[best]) best = j;
   });
+  const kinds = new Set(image.positions.map((p) => p.kind));
   const named = image.positions.filter((p) => !p.box && p.kind !== "text").map(labelOf);
-  if (image.positions.some((p) => p.kind === "text")) named.push(t("picture_text"));
+  if (kinds.has("thumbnail")) named.push(t("picture_thumbnail"));
+  if (kinds.has("text")) named.push(t("picture_text"));
   const parts = [
     t("picture_query").replace("{q}", labelOf(image.positions[q])),
     best >= 0
@@ -285,6 +293,7 @@ export const view = {
       picture_strongest: "most at {p} ({w})",
       picture_elsewhere: "{share}% to {names} (no patch: not drawn)",
       picture_text: "the text",
+      picture_thumbnail: "the whole picture's thumbnail (▣)",
       picture_alt:
         "The picture read ({w} × {h} pixels), its patches tinted by the query's attention",
       picture_no_image:
@@ -308,6 +317,7 @@ export const view = {
       picture_strongest: "最关注 {p}（{w}）",
       picture_elsewhere: "{share}% 给 {names}（不是图块：未画出）",
       picture_text: "文本",
+      picture_thumbnail: "整张图片的缩略图（▣）",
       picture_alt: "读入的图片（{w} × {h} 像素），图块按查询的注意力着色",
       picture_no_image: "这次运行没有读图片：图片视图只用于读图片的模型。",
       picture_explain:
