@@ -316,3 +316,55 @@ def saved_idefics3(folder, tile: int = 32, patch_size: int = 8, scale: int = 2, 
     model.save_pretrained(folder)
     processor.save_pretrained(folder)
     return folder
+
+
+QWEN2_VL_SPECIALS = (
+    "<|endoftext|>", "<|vision_start|>", "<|image_pad|>", "<|vision_end|>", "<|video_pad|>",
+)  # fmt: skip
+
+
+def saved_qwen2_vl(folder, patch_size: int = 14, merge: int = 2, most_tokens: int = 16):
+    """A tiny seeded random Qwen2-VL (its own language model with rotary positions over
+    the picture's rows and columns, its own vision tower) saved as a Qwen2-VL folder is:
+    its image processor (each picture resized to its own multiple of a merged token's
+    side, at least 4 and at most `most_tokens` tokens) and tokenizer, and a
+    processor_config.json naming Qwen2VLProcessor. Returns the folder."""
+    import transformers
+
+    made = tokenizer(QWEN2_VL_SPECIALS)
+    ids = {t: made.token_to_id(t) for t in QWEN2_VL_SPECIALS}
+    config = transformers.Qwen2VLConfig(
+        text_config=dict(
+            vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+            eos_token_id=0, bos_token_id=0,
+            rope_parameters={"rope_type": "default", "mrope_section": [2, 3, 3],
+                             "rope_theta": 10000.0},
+        ),
+        vision_config=dict(depth=2, embed_dim=32, hidden_size=64, num_heads=4, mlp_ratio=2,
+                           patch_size=patch_size, spatial_merge_size=merge,
+                           temporal_patch_size=2, in_channels=3),
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        attn_implementation="eager",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.Qwen2VLForConditionalGeneration(config).eval()
+    with torch.no_grad():  # (away from the initialisation's near-uniform attention)
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0, 0.15)
+    side = patch_size * merge
+    transformers.Qwen2VLImageProcessorPil(
+        min_pixels=side * side * 4, max_pixels=side * side * most_tokens,
+        patch_size=patch_size, merge_size=merge, temporal_patch_size=2,
+    ).save_pretrained(folder)  # fmt: skip
+    model.generation_config.pad_token_id = 0
+    model.save_pretrained(folder)
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_object=made, eos_token="<|endoftext|>"
+    ).save_pretrained(folder)
+    (folder / "processor_config.json").write_text(
+        json.dumps({"processor_class": "Qwen2VLProcessor"}), encoding="utf-8"
+    )
+    return folder

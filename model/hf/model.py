@@ -71,7 +71,9 @@ class HFTransformer(ServedModel):
         # and its positions are 2-D (a table per patch, or RoPE over rows and columns), not
         # the text's 1-D positions the positional view reads
         self.reads_pixels = reads_pixels(self.hf)
-        positions = None if self.reads_pixels else positions_of(self.hf)
+        # (a vision-language model's: its language model's, not its vision tower's)
+        text = self.hf.get_decoder() if found == "vision-language" else self.hf
+        positions = None if self.reads_pixels else positions_of(text)
         # transformers' usual RoPE pairs dim i with i + d/2 (rotate_half); where a family
         # pairs them otherwise (Cohere, GLM, DeepSeek's MLA), the neuron view shows no
         # "before" rather than a wrong one
@@ -90,7 +92,13 @@ class HFTransformer(ServedModel):
                     raise BackendError("one attention module serves two attention types")
         self._types = types
         parameters = inspect.signature(self.hf.forward).parameters
-        self._positions_given = self.architecture == "decoder-only" and "position_ids" in parameters
+        # (a vision-language model's positions are its own: Qwen2-VL's run over the
+        # picture's rows and columns, computed by its forward from the prompt's pass)
+        self._positions_given = (
+            self.architecture == "decoder-only"
+            and "position_ids" in parameters
+            and found != "vision-language"
+        )
         self._keeps_logits = "logits_to_keep" in parameters
         modules: dict[str, list[str]] = {}
         for spec in self.specs:
@@ -144,6 +152,8 @@ class HFTransformer(ServedModel):
             if not active() or not (isinstance(out, tuple) and len(out) == 2):
                 return out  # (Llama 4's complex frequencies are not shown)
             cos, sin = out
+            if cos.dim() != 3:  # (B, T, d) only: not a multimodal RoPE's sections
+                return out
             half = cos.shape[-1] // 2
             angles = torch.atan2(sin[0, :, :half], cos[0, :, :half]).float()  # (T, d_rot/2)
             seen = point(angles)

@@ -1,23 +1,29 @@
-"""Vision-language models on transformers' own code (LLaVA and the models whose processor
-puts one image token per patch of its vision tower's grid in the prompt): a folder's model
-with its processor, read offline; a picture and a text read in one captured pass of the
-language model, whose sequence holds the picture's patches as tokens.
+"""Vision-language models on transformers' own code: a folder's model with its processor,
+read offline; a picture and a text read in one captured pass of the language model, whose
+sequence holds the picture's tokens.
 
-Every position of that sequence says what it is (`ImagePosition`): a text token, or a patch
-of the picture (its row and column in the vision tower's grid, its box in the picture's own
-pixels, the processor's resizing and crop undone: model/hf/vision.py's `geometry`), so that
-a text token's attention is drawn over the picture. The language model's attention is
-captured, as a decoder's is; the vision tower's calls run through the same attention
-function, uncaptured (its own view is not served yet)."""
+Every position of that sequence says what it is (`ImagePosition`): a text token, or a
+token of the picture with its place and its box in the picture's own pixels, by how the
+folder's processor makes them (`ImageTokens`): one per patch of the vision tower's grid
+after the processor's resize and crop (LLaVA), tiles of merged patches and the whole
+picture's thumbnail (Idefics3, SmolVLM's shape), or the picture at its own resolution,
+2 x 2 patches a token (Qwen2-VL). A text token's attention is drawn over the picture by
+these boxes. The language model's attention is captured, as a decoder's is; the vision
+tower's calls run through the same attention function, uncaptured (its own view is not
+served yet)."""
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
+import json
+import sys
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+import torch.nn.functional as F
 
 from ..checkpoints import CheckpointError
 from ..hooks import NamesFilter
@@ -40,7 +46,8 @@ from .vision import geometry
 
 def load_processor(folder: str | Path) -> Any:
     """A folder's processor (its image processor's PIL backend: torchvision is not
-    installed), read offline."""
+    installed), read offline; where its class also reads videos, which need torchvision,
+    its pictures' half (`pictures_half`)."""
     import transformers
 
     try:
@@ -48,8 +55,43 @@ def load_processor(folder: str | Path) -> Any:
             return transformers.AutoProcessor.from_pretrained(
                 folder, backend="pil", local_files_only=True, trust_remote_code=False
             )
-    except (OSError, ValueError, KeyError, TypeError, ImportError) as exc:
+    except ImportError as exc:
+        half = pictures_half(Path(folder))
+        if half is None:
+            raise CheckpointError(f"transformers cannot read its processor: {exc}") from None
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                return half.from_pretrained(
+                    folder, backend="pil", local_files_only=True, trust_remote_code=False
+                )
+        except (OSError, ValueError, KeyError, TypeError, ImportError) as again:
+            raise CheckpointError(f"transformers cannot read its processor: {again}") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CheckpointError(f"transformers cannot read its processor: {exc}") from None
+
+
+def pictures_half(folder: Path) -> Any:
+    """The folder's processor class without its video processor (which needs torchvision):
+    transformers' own class, its pictures read by its own code; None where the class
+    named takes no video processor."""
+    import transformers
+
+    named = None
+    for file in ("processor_config.json", "preprocessor_config.json"):
+        try:
+            named = json.loads((folder / file).read_text(encoding="utf-8")).get("processor_class")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(named, str):
+            break
+    cls = getattr(transformers, named, None) if isinstance(named, str) else None
+    if cls is None or "video_processor" not in inspect.signature(cls.__init__).parameters:
+        return None
+
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+        cls.__init__(self, image_processor, tokenizer, chat_template=chat_template, **kwargs)
+
+    return type(f"{cls.__name__}Pictures", (cls,), {"__init__": __init__})
 
 
 def image_token_of(config: Any, processor: Any) -> tuple[str, int]:
@@ -65,6 +107,18 @@ def image_token_of(config: Any, processor: Any) -> tuple[str, int]:
             "picture's patches lie in the prompt is unknown"
         )
     return token, token_id
+
+
+def around_image(config: Any, processor: Any) -> tuple[str, str]:
+    """The tokens a model's prompts write before and after a picture's image token, where
+    its config names them (Qwen2-VL's <|vision_start|> and <|vision_end|>, which its
+    positions over the picture are found by); else none."""
+    ids = [getattr(config, f"vision_{edge}_token_id", None) for edge in ("start", "end")]
+    tokenizer = getattr(processor, "tokenizer", None)
+    if tokenizer is None or not all(isinstance(i, int) for i in ids):
+        return "", ""
+    before, after = tokenizer.convert_ids_to_tokens(ids)
+    return str(before or ""), str(after or "")
 
 
 class ImageTokens(Protocol):
@@ -96,15 +150,19 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
             "size: its picture's patches cannot be placed"
         )
     named = type(processor).__name__
-    if named == "LlavaProcessor":
+    kinds = {c.__name__ for c in type(processor).__mro__}  # (a pictures-only half: its own)
+    if "LlavaProcessor" in kinds:
         strategy = getattr(config, "vision_feature_select_strategy", "default")
         if strategy in ("default", "full"):
             return PatchTokens(image_processor, patch, cls_kept=strategy == "full")
-    if named == "Idefics3Processor":
+    if "Idefics3Processor" in kinds:
         return TiledTokens(image_processor, patch, int(getattr(config, "scale_factor", 1)))
+    if "Qwen2VLProcessor" in kinds:
+        return DynamicTokens(image_processor)
     raise CheckpointError(
         f"its processor ({named}) places a picture's tokens in a way not mapped yet: "
-        "LLaVA's (a token per patch) and Idefics3's (tiles and a thumbnail) are"
+        "LLaVA's (a token per patch), Idefics3's (tiles and a thumbnail) and Qwen2-VL's "
+        "(its own resolution, patches merged) are"
     )
 
 
@@ -184,17 +242,58 @@ class TiledTokens:
         return found
 
 
+class DynamicTokens:
+    """Qwen2-VL's own resolution: the picture resized to the nearest multiple of a
+    merged token's side whose pixels lie within the processor's bounds (its
+    `smart_resize`, no crop), its patches merged `merge` x `merge` into one token, the
+    tokens row by row."""
+
+    def __init__(self, image_processor: Any) -> None:
+        self.image_processor = image_processor
+        self.merge = int(image_processor.merge_size)
+        self.patch = int(image_processor.patch_size) * self.merge
+        module = sys.modules[type(image_processor).__module__]
+        self._resize: Any = getattr(module, "smart_resize", None)
+        if self._resize is None:
+            raise CheckpointError(
+                f"its image processor ({type(image_processor).__name__}) states no resize "
+                "rule: its picture's patches cannot be placed"
+            )
+
+    def place(self, width: int, height: int) -> Geometry:
+        """Where the processor's pixels lie in a picture of this size."""
+        size = self.image_processor.size
+        h, w = self._resize(height, width, self.patch, min_pixels=size["shortest_edge"],
+                            max_pixels=size["longest_edge"])  # fmt: skip
+        return Geometry((width, height), (w, h), (0, 0), (w, h))
+
+    def count(self, width: int, height: int) -> int:
+        w, h = self.place(width, height).size
+        return (w // self.patch) * (h // self.patch)
+
+    def positions(self, width: int, height: int) -> list[ImagePosition]:
+        place, t = self.place(width, height), self.patch
+        found = []
+        for r in range(place.size[1] // t):
+            for c in range(place.size[0] // t):
+                box = place.box(c * t, r * t, (c + 1) * t, (r + 1) * t)
+                found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
+        return found
+
+
 class VisionLanguageLM(CausalLM):
     """A vision-language model served: a run reads a picture and a text (the prompt: the
-    image token, a line break and the text; or the text as written where it names the
-    image token itself), the language model's pass over both captured; without a
-    picture, its language model reads text as any decoder does."""
+    picture's token, between the tokens the model writes around one, a line break and the
+    text; or the text as written where it names the picture's token itself), the language
+    model's pass over both captured; without a picture, its language model reads text as
+    any decoder does."""
 
     capabilities = Capabilities(generation=True, pictures=True)
     processor: Any  # the folder's processor (AutoProcessor's)
     image_token: str  # what the processor writes where a picture goes, and its id
     image_token_id: int
     patches: ImageTokens
+    around: tuple[str, str]  # what the model's prompts write before and after a picture
 
     @classmethod
     def of(cls, runner: CausalLM, processor: Any) -> VisionLanguageLM:
@@ -206,6 +305,7 @@ class VisionLanguageLM(CausalLM):
         made.image_token, made.image_token_id = image_token_of(hf.config, processor)
         made.patches = image_tokens(hf.config, processor)
         made.special_tokens = runner.special_tokens | {made.image_token}
+        made.around = around_image(hf.config, processor)
         return made
 
     def with_model(self, model: ServedModel) -> VisionLanguageLM:
@@ -218,7 +318,10 @@ class VisionLanguageLM(CausalLM):
     def picture_prompt(self, text: str | None) -> str:
         """The prompt a picture and a text make (see the class)."""
         text = text or ""
-        return text if self.image_token in text else f"{self.image_token}\n{text}"
+        if self.image_token in text:
+            return text
+        before, after = self.around
+        return f"{before}{self.image_token}{after}\n{text}"
 
     def positions_read(self, width: int, height: int) -> int:
         return self.patches.count(width, height)
@@ -268,8 +371,14 @@ class VisionLanguageLM(CausalLM):
             raise too_long(len(ids) + len(generated), context, context)
         names = but_logits if names_filter is None else names_filter
         model: Any = self.model
+        # what the processor gives per token (Qwen2-VL's token types: 0 for text) runs on
+        # over the generated tokens
+        inputs = {
+            k: F.pad(v, (0, len(generated))) if v.dim() == 2 and v.shape[-1] == len(ids) else v
+            for k, v in read.inputs.items()
+        }
         logits, capture = model.run_with_capture(
-            torch.tensor([[*ids, *generated]]), names_filter=names, **read.inputs
+            torch.tensor([[*ids, *generated]]), names_filter=names, **inputs
         )
         predicted = logits[0].argmax(-1).tolist()
         last = logits[0, len(ids) - 1 :]

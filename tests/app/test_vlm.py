@@ -1,9 +1,10 @@
-"""A vision-language model of yours (a tiny seeded LLaVA: a Llama over a CLIP vision tower;
-and an Idefics3, whose processor cuts the picture into tiles; each saved with its
-processor) served: a picture and a text read in one pass of its language
-model, each position a text token or a patch placed on the picture, every head's weights
-transformers' own eager attention on the processor's input; without a picture it reads
-text as any decoder does, and continues it as transformers' `generate` does."""
+"""A vision-language model of yours served: a tiny seeded LLaVA (a Llama over a CLIP vision
+tower), an Idefics3 (whose processor cuts the picture into tiles) and a Qwen2-VL (which
+reads it at its own resolution), each saved with its processor. A picture and a text are
+read in one pass of the language model, each position a text token or a patch placed on
+the picture, every head's weights transformers' own eager attention on the processor's
+input; a picture is continued as transformers' `generate` continues it; without a
+picture the model reads and continues text as any decoder does."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from PIL import Image, ImageDraw
 
 from attnviz.app.main import create_app
 from attnviz.app.settings import Settings
-from harness.checkpoints import saved_idefics3, saved_llava
+from harness.checkpoints import saved_idefics3, saved_llava, saved_qwen2_vl
 from tests.app.test_api import decode
 from tests.app.test_pictures import photo, png, upload
 
@@ -29,9 +30,10 @@ def served(tmp_path_factory):
     saved_llava(root / "llava")
     saved_llava(root / "llava-full", strategy="full")
     saved_idefics3(root / "idefics3")
+    saved_qwen2_vl(root / "qwen2-vl")
     settings = Settings(
         zoo=["pronounce"], torch_threads=1, client_cost_per_minute=0,
-        models={name: root / name for name in ("llava", "llava-full", "idefics3")},
+        models={name: root / name for name in ("llava", "llava-full", "idefics3", "qwen2-vl")},
     )  # fmt: skip
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         yield c, root
@@ -279,3 +281,83 @@ def test_a_tiled_pictures_tokens_are_idefics3s_and_each_lies_over_its_mark(serve
             assert {cell for cell in cells if cell[0] == whole} == {
                 (whole, target["row"], target["column"])
             }, target
+
+
+def qwen_reference(root, picture, text: str) -> dict:
+    """Qwen2-VL's input for a picture and a text, made in the test from its definition:
+    transformers' image processor's pixels and grid, and the prompt's image token
+    repeated once per merged token (its processor's own class needs torchvision here)."""
+    images = T.Qwen2VLImageProcessorPil.from_pretrained(root / "qwen2-vl")
+    tokenizer = T.PreTrainedTokenizerFast.from_pretrained(root / "qwen2-vl")
+    made = images(images=picture, return_tensors="pt")
+    tokens = int(made["image_grid_thw"].prod()) // 4
+    prompt = "<|vision_start|>" + "<|image_pad|>" * tokens + f"<|vision_end|>\n{text}"
+    ids = tokenizer(prompt, return_tensors="pt")
+    # (its token types: 1 for the picture's, 0 for the text's)
+    types = (ids["input_ids"] == tokenizer.convert_tokens_to_ids("<|image_pad|>")).long()
+    return {**ids, **made, "mm_token_type_ids": types}
+
+
+def test_a_picture_at_its_own_resolution_is_qwen2_vls_and_continued_as_it_does(served):
+    """Qwen2-VL: the picture resized to its own multiple of a merged token (no crop),
+    2 x 2 patches a token; every head transformers' eager attention, its greedy
+    continuation of the picture transformers' `generate` (its positions over the
+    picture's rows and columns kept through the cache); a mark in any token's box moves
+    exactly that token's four patches of the processor's pixels."""
+    c, root = served
+    model = T.AutoModelForImageTextToText.from_pretrained(
+        root / "qwen2-vl", attn_implementation="eager"
+    ).eval()
+    picture = photo(width=120, height=60, seed=2)
+    digest = upload(c, png(picture))["digest"]
+    inputs = qwen_reference(root, picture, TEXT)
+    rows, columns = (int(n) // 2 for n in inputs["image_grid_thw"][0, 1:])
+    assert (rows, columns) == (2, 4)  # (120 x 60: 112 x 56 pixels, 4 x 8 patches)
+    body = c.post("/api/v1/analyze", json={"model": "qwen2-vl", "image": digest, "text": TEXT})
+    assert body.status_code == 200, body.text
+    body = body.json()
+    assert body["image"]["grid"] == [rows, columns]
+    labels = [f"▦ {r},{k}" for r in range(rows) for k in range(columns)]
+    assert body["source_tokens"][1 : 1 + rows * columns] == labels
+    assert len(body["source_tokens"]) == inputs["input_ids"].shape[1]
+    with torch.no_grad():
+        out = model(**inputs, output_attentions=True)
+    asked = {"model": "qwen2-vl", "image": digest, "text": TEXT, "encoding": "f4"}
+    blocks = c.post("/api/v1/attention", json={**asked, "kinds": ["weights"]}).json()["blocks"]
+    for block in blocks:
+        expected = out.attentions[block["layer"]][0].numpy()
+        assert np.abs(decode(block["data"]) - expected).max() <= 1e-5
+    prompt = inputs["input_ids"].shape[1]
+    made = model.generate(**inputs, max_new_tokens=8, do_sample=False)[0, prompt:].tolist()
+    asked = {"model": "qwen2-vl", "image": digest, "text": TEXT, "max_new_tokens": 8}
+    answer = c.post("/api/v1/generate", json=asked)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["continuation"] == made
+    # the sequence's run: the generated tokens read as text after the picture
+    asked = {**asked, "continuation": made, "encoding": "f4", "kinds": ["weights"]}
+    del asked["max_new_tokens"]
+    blocks = c.post("/api/v1/attention", json=asked).json()["blocks"]
+    whole = {**inputs, "input_ids": torch.tensor([[*inputs["input_ids"][0].tolist(), *made]])}
+    whole["mm_token_type_ids"] = torch.nn.functional.pad(inputs["mm_token_type_ids"], (0, 8))
+    with torch.no_grad():
+        out = model(**{k: v for k, v in whole.items() if k != "attention_mask"},
+                    output_attentions=True)  # fmt: skip
+    for block in blocks:
+        expected = out.attentions[block["layer"]][0].numpy()
+        assert np.abs(decode(block["data"]) - expected).max() <= 1e-5
+    # the marks, on a blank picture of the same size
+    blank = Image.new("RGB", (120, 60), (128, 128, 128))
+    digest = upload(c, png(blank))["digest"]
+    body = c.post("/api/v1/analyze", json={"model": "qwen2-vl", "image": digest, "text": "hi"})
+    placed = [p for p in body.json()["image"]["positions"] if p["kind"] == "patch"]
+    plain = qwen_reference(root, blank, "hi")["pixel_values"]
+    for k, target in enumerate(placed):
+        left, top, right, bottom = target["box"]
+        inset = (right - left) / 4, (bottom - top) / 4
+        marked = blank.copy()
+        ImageDraw.Draw(marked).rectangle(
+            [left + inset[0], top + inset[1], right - inset[0], bottom - inset[1]], fill=(255, 0, 0)
+        )
+        pixels = qwen_reference(root, marked, "hi")["pixel_values"]
+        moved = ((pixels - plain).abs().sum(-1) > 0.5).nonzero().flatten().tolist()
+        assert moved == [4 * k, 4 * k + 1, 4 * k + 2, 4 * k + 3], target

@@ -141,7 +141,8 @@ const STRINGS = {
 export const view = {
   id: "positional",
   // a model of text (a picture's positions are 2-D: this view draws a text's 1-D positions)
-  applies: (info) => info.capabilities.text !== false,
+  // (a model of pictures: its positions are a picture's rows and columns, not a text's)
+  applies: (info) => info.capabilities.text !== false && info.capabilities.pictures !== true,
   long: true,
   label: "view_positional",
   controls: [],
