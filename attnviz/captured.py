@@ -197,6 +197,38 @@ def capture_image(model: Any, image: Any, processor: Any = None) -> Captured:
     )
 
 
+def capture_both(model: Any, text: str, image: Any, given: Any = None) -> Captured:
+    """A vision-language model's folder run on a picture and a text, every hook of its
+    language model captured; its positions say which are text and which the picture's."""
+    from .app.images import digest
+    from .model.runner import pictures
+
+    if not isinstance(model, str | Path) or given is not None:
+        raise TypeError(
+            "a picture and a text are read together by a vision-language model's folder "
+            "(its processor saved in it); a model in memory reads one or the other"
+        )
+    runner, name = load(model)
+    if not (runner.capabilities.pictures and runner.capabilities.text):
+        raise TypeError(f"{name} does not read a picture and a text together")
+    rgb = picture_of(image)
+    result = pictures(runner).read_picture(rgb, digest(rgb), text)
+    assert result.image is not None
+    return Captured(
+        model=name,
+        text=result.text,
+        source_tokens=list(result.source_tokens),
+        target_tokens=list(result.target_tokens),
+        output_tokens=list(result.output_tokens),
+        truncated=result.truncated,
+        source_length=result.source_length,
+        types=types_of(runner.attention),
+        _runner=runner,
+        _result=result,
+        positions=result.image.positions,
+    )
+
+
 def capture(
     model: Any,
     text: str | None = None,
@@ -207,9 +239,12 @@ def capture(
 ) -> Captured:
     """Run `model` on `text` with every hook captured (see the module's docstring); an
     image encoder (ViT, DeiT, DINOv2, SigLIP's or CLIP's vision tower) on `image`
-    instead: a path, a PIL image or an array; its positions say which patch each is."""
+    instead: a path, a PIL image or an array; its positions say which patch each is. A
+    vision-language model's folder reads `image` and `text` together."""
+    if image is not None and text is not None:
+        return capture_both(model, text, image, tokenizer or processor)
     if image is not None:
-        if text is not None or tokenizer is not None:
+        if tokenizer is not None:
             raise TypeError("an image encoder reads a picture alone: image= without text")
         return capture_image(model, image, processor)
     if text is None:

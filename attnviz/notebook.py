@@ -256,11 +256,13 @@ def show(
 ) -> View:
     """The page's `view` of `model` on `text` in this cell (see the module's docstring);
     an image encoder's on `image` instead (a path, a PIL image or an array; a model in
-    memory with its `processor=`), opened on its picture. `choices` are the page's other
-    URL keys: layer, head, type ("encoder.self", ...), kind ("weights", "scores", "mask",
-    "norms"), lang ("en", "zh"), and a view's own."""
-    if (text is None) == (image is None):
-        raise TypeError("show(model, text) or show(model, image=...): one of the two")
+    memory with its `processor=`), opened on its picture; a vision-language model's
+    folder on both. `choices` are the page's other URL keys: layer, head, type
+    ("encoder.self", ...), kind ("weights", "scores", "mask", "norms"), lang ("en", "zh"),
+    and a view's own."""
+    if text is None and image is None:
+        raise TypeError("show(model, text), show(model, image=...) or, a vision-language "
+                        "model, show(model, text, image=...)")  # fmt: skip
     if processor is not None and tokenizer is not None:
         raise TypeError("processor= (a model of pictures) or tokenizer= (of text), not both")
     view = view or ("picture" if image is not None else "head")
@@ -275,7 +277,7 @@ def show(
         picture = picture_of_pixels(picture_of(image))
         server.app.state.inference.pictures.put(picture)
         state["img"] = picture.digest
-    else:
+    if text is not None:
         state["text"] = text
     # (the page's flags read "1" for on and nothing for off: static/js/state.js)
     shown = {k: "1" if v is True else str(v) for k, v in state.items() if v not in (None, False)}

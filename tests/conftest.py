@@ -39,6 +39,7 @@ TIERS: tuple[tuple[str, str], ...] = (
     ("model/test_bench_llm_smoke.py", "ops"),
     ("model/test_families.py", "reference"),
     ("model/test_vision_matrix.py", "reference"),
+    ("model/test_vlm_matrix.py", "reference"),
     ("model/test_lens.py", "reference"),
     ("app/test_shares.py", "core"),
     ("app/test_images.py", "core"),

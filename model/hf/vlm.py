@@ -157,7 +157,8 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
             return PatchTokens(image_processor, patch, cls_kept=strategy == "full")
     if "Idefics3Processor" in kinds:
         return TiledTokens(image_processor, patch, int(getattr(config, "scale_factor", 1)))
-    if "Qwen2VLProcessor" in kinds:
+    # (Qwen2-VL's image processor, which Qwen2.5-VL's and Qwen3-VL's processors use too)
+    if {"merge_size", "temporal_patch_size"} <= set(vars(image_processor)):
         return DynamicTokens(image_processor)
     raise CheckpointError(
         f"its processor ({named}) places a picture's tokens in a way not mapped yet: "

@@ -322,7 +322,7 @@ def test_a_notebook_shows_a_picture_of_a_folder_or_of_a_model_in_memory(served):
         assert (body["image"]["width"], body["image"]["height"]) == (70, 50)
         assert body["source_tokens"][:2] == ["[CLS]", "▦ 0,0"]
         shown.close()
-    with pytest.raises(TypeError, match="one of the two"):
+    with pytest.raises(TypeError, match=r"show\(model, text\), show\(model, image=...\)"):
         attnviz.show(root / "vit")
 
 

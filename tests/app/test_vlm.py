@@ -361,3 +361,26 @@ def test_a_picture_at_its_own_resolution_is_qwen2_vls_and_continued_as_it_does(s
         pixels = qwen_reference(root, marked, "hi")["pixel_values"]
         moved = ((pixels - plain).abs().sum(-1) > 0.5).nonzero().flatten().tolist()
         assert moved == [4 * k, 4 * k + 1, 4 * k + 2, 4 * k + 3], target
+
+
+def test_a_notebook_captures_and_shows_a_picture_and_a_text_of_a_vlm_folder(served):
+    """attnviz.capture(folder, text, image=...) and attnviz.show(folder, text, image=...):
+    the run the server makes, each position named; the view's link holds both."""
+    from urllib.parse import parse_qs
+
+    import attnviz
+
+    c, root = served
+    picture = photo(seed=9)
+    captured = attnviz.capture(root / "llava", TEXT, image=np.asarray(picture))
+    digest = upload(c, png(picture))["digest"]
+    body = c.post("/api/v1/analyze", json={"model": "llava", "image": digest, "text": TEXT})
+    assert captured.source_tokens == body.json()["source_tokens"]
+    assert [p.kind for p in captured.positions][:16] == ["patch"] * 16
+    shown = attnviz.show(root / "llava", TEXT, image=picture)
+    query = {k: v[0] for k, v in parse_qs(shown.search.lstrip("?")).items()}
+    assert query["view"] == "picture" and query["text"] == TEXT and len(query["img"]) == 64
+    shown.close()
+    with pytest.raises(TypeError, match="a model in memory reads one or the other"):
+        attnviz.capture(T.LlavaForConditionalGeneration.from_pretrained(root / "llava"), TEXT,
+                        image=picture)  # fmt: skip

@@ -1,0 +1,304 @@
+"""The vision-language half of the architecture matrix: every vision-language architecture
+the installed transformers has (its image-text-to-text mapping, not a hand list). Those
+whose processor places a picture's tokens in a way model/hf/vlm.py maps (LLaVA's token a
+patch, Idefics3's tiles, Qwen2-VL's own resolution) are made as a tiny seeded random model
+saved with its processor, read back as attnviz reads a folder, and run on a picture and a
+text: every layer's weights against transformers' eager attention with
+`output_attentions`, and the greedy continuation of 8 tokens against its `generate`. Each
+row is equal, or says why it is not served."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from harness.checkpoints import VOCAB, tokenizer
+
+TEXT = dict(
+    vocab_size=VOCAB + 64, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+    eos_token_id=0, bos_token_id=0, pad_token_id=0,
+)  # fmt: skip
+VISION = dict(
+    image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+    intermediate_size=64, depth=2, embed_dim=32, num_heads=4, mlp_ratio=2, out_hidden_size=64,
+    spatial_merge_size=2, temporal_patch_size=2, fullatt_block_indexes=[1], window_size=56,
+    deepstack_visual_indexes=[1],
+)  # fmt: skip
+IMAGE = "<image>"
+PAD = "<|image_pad|>"  # (the picture's token of Qwen2-VL's processors)
+SPECIALS = (
+    "<|endoftext|>", IMAGE, PAD, "<fake_token_around_image>", "<global-img>", "<|vision_start|>",
+    "<|vision_end|>", "<|video_pad|>", *(f"<row_{i}_col_{j}>" for i in range(1, 7)
+                                         for j in range(1, 7)),
+)  # fmt: skip
+FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles"}
+
+
+@dataclass
+class Row:
+    model_type: str
+    family: str = ""
+    served: bool = False
+    weights: float = float("inf")  # the largest difference of any head's weights
+    continued: bool = False  # its greedy continuation of the picture is transformers'
+    tokens: int = 0  # the picture's tokens in the prompt
+    reason: str = ""
+
+    @property
+    def equal(self) -> bool:
+        return self.served and self.weights <= 1e-5 and self.continued
+
+
+def vision_language_architectures() -> list[str]:
+    from attnviz.model.hf.calls import vision_language_types
+
+    return sorted(vision_language_types())
+
+
+def family_of(model_type: str) -> tuple[str, str]:
+    """(the family of the architecture's processor: "llava", "tiles", "dynamic", or "",
+    its processor's class name or why none is read)."""
+    import transformers
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    named = PROCESSOR_MAPPING_NAMES.get(model_type)
+    if not isinstance(named, str):
+        return "", "transformers names no processor for it"
+    try:
+        cls = getattr(transformers, named)
+        kinds = {c.__name__ for c in cls.__mro__}
+    except (ImportError, AttributeError) as exc:
+        said = "needs torchvision" if "orchvision" in str(exc) else f"{type(exc).__name__}"
+        return "", f"its processor class ({named}) {said}, which is not installed here"
+    for kind, family in FAMILIES.items():
+        if kind in kinds:
+            return family, named
+    images = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type)
+    names = list(images.values()) if isinstance(images, dict) else list(images or ())
+    for name in [n for n in names if n]:
+        pil = getattr(transformers, f"{name.removesuffix('Fast')}Pil", None)
+        if pil is not None and {"merge_size", "temporal_patch_size"} <= set(vars(pil())):
+            return "dynamic", named
+    return "", (
+        f"its processor ({named}) places a picture's tokens in a way not mapped yet (LLaVA's "
+        "token a patch, Idefics3's tiles and Qwen2-VL's own resolution are)"
+    )
+
+
+def sized(default: Any, sizes: dict) -> dict:
+    """A sub-config's dict with the sizes it has set tiny, its dropouts at 0."""
+    found = default.to_dict()
+    for name, value in sizes.items():
+        if name in found:
+            found[name] = value
+    for name, value in list(found.items()):
+        if "dropout" in name and isinstance(value, float):
+            found[name] = 0.0
+    layers = found.get("num_hidden_layers")
+    if isinstance(found.get("layer_types"), list) and isinstance(layers, int):
+        # (one per layer: the last ones, where a hybrid puts its full attention)
+        found["layer_types"] = found["layer_types"][-layers:]
+    return found
+
+
+def tiny(model_type: str, family: str, ids: dict[str, int]):
+    """The architecture's config made tiny, its picture's tokens named by `ids`."""
+    from transformers import AutoConfig
+
+    default = AutoConfig.for_model(model_type)
+    vision = sized(default.vision_config, VISION)
+    if family == "llava":
+        vision = sized(AutoConfig.for_model("clip_vision_model"), VISION)
+    extra: dict = {}
+    token = ids[PAD if family == "dynamic" else IMAGE]
+    for name in ("image_token_id", "image_token_index"):
+        if hasattr(default, name):
+            extra[name] = token
+    if family == "llava":
+        extra |= {"vision_feature_layer": -1, "vision_feature_select_strategy": "default"}
+        if hasattr(default, "vision_feature_layers"):
+            extra = {"vision_feature_layers": [-2, -1], "image_token_index": ids[IMAGE]}
+    if family == "tiles":
+        extra["scale_factor"] = 2
+    if family == "dynamic":
+        extra |= {"vision_start_token_id": ids["<|vision_start|>"],
+                  "vision_end_token_id": ids["<|vision_end|>"],
+                  "video_token_id": ids["<|video_pad|>"]}  # fmt: skip
+        vision["patch_size"] = 14
+        if "embed_dim" in vision:  # (Qwen2-VL's: its hidden_size is what its merger gives)
+            vision["hidden_size"] = TEXT["hidden_size"]
+    text = sized(default.text_config, TEXT)
+    if family == "dynamic":  # (rotary positions over time, rows and columns: 8 pairs a head)
+        rope = text.get("rope_parameters") or {}
+        text["rope_parameters"] = {**rope, "mrope_section": [2, 3, 3]}
+    return AutoConfig.for_model(model_type, text_config=text, vision_config=vision, **extra)
+
+
+def save_processor(folder: Path, model_type: str, family: str, named: str, made) -> None:
+    """The processor a folder of the architecture holds, as its family's is written."""
+    import transformers
+
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=made, eos_token="<|endoftext|>", pad_token="<|endoftext|>"
+    )
+    if family == "llava":
+        transformers.LlavaProcessor(
+            image_processor=transformers.CLIPImageProcessorPil(
+                size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
+            ),
+            tokenizer=fast, patch_size=8, vision_feature_select_strategy="default",
+            image_token=IMAGE, num_additional_image_tokens=1,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "tiles":
+        transformers.Idefics3Processor(
+            image_processor=transformers.Idefics3ImageProcessorPil(
+                size={"longest_edge": 64}, max_image_size={"longest_edge": 32}
+            ),
+            tokenizer=fast, image_seq_len=4,
+        ).save_pretrained(folder)  # fmt: skip
+    else:  # (its processor's class is read by its pictures' half: saved as its parts)
+        side = 28
+        transformers.Qwen2VLImageProcessorPil(
+            min_pixels=side * side * 4, max_pixels=side * side * 16, patch_size=14,
+            merge_size=2, temporal_patch_size=2,
+        ).save_pretrained(folder)  # fmt: skip
+        fast.save_pretrained(folder)
+        (folder / "processor_config.json").write_text(
+            json.dumps({"processor_class": named}), encoding="utf-8"
+        )
+
+
+def picture() -> Image.Image:
+    rng = np.random.default_rng(0)
+    return Image.fromarray(rng.integers(0, 256, (50, 70, 3), dtype=np.uint8))
+
+
+def compare(model_type: str) -> Row:
+    """One architecture's row."""
+    import transformers
+
+    from attnviz.model.hf.loading import quiet_transformers
+    from attnviz.model.pretrained.backends import uses_attention_interface
+    from attnviz.model.pretrained.sources import load_origin
+
+    quiet_transformers()
+    row = Row(model_type)
+    if not uses_attention_interface(model_type):
+        row.reason = "no attention through transformers' attention interface (its own, or none)"
+        return row
+    row.family, named = family_of(model_type)
+    if not row.family:
+        row.reason = named
+        return row
+    made = tokenizer(SPECIALS)
+    ids = {t: made.token_to_id(t) for t in SPECIALS}
+    try:
+        config = tiny(model_type, row.family, ids)
+        torch.manual_seed(0)
+        with contextlib.redirect_stderr(io.StringIO()):
+            model = transformers.AutoModelForImageTextToText.from_config(
+                config, attn_implementation="eager"
+            )
+        with torch.no_grad():  # (away from the initialisation's near-uniform attention)
+            for p in model.parameters():
+                if p.dim() >= 2:
+                    p.normal_(0, 0.15)
+    except Exception as exc:  # (its own code refuses a tiny config)
+        row.reason = f"no tiny model of it: {type(exc).__name__}: {str(exc)[:120]}"
+        return row
+    with tempfile.TemporaryDirectory() as where:
+        folder = Path(where)
+        model.generation_config.pad_token_id = 0
+        model.eval().save_pretrained(folder)
+        save_processor(folder, model_type, row.family, named, made)
+        try:
+            runner: Any = load_origin(folder)[0]
+            if not runner.capabilities.pictures:
+                row.reason = (
+                    "read as a language model (transformers maps its type for text too): its "
+                    "pictures are not read"
+                )
+                return row
+            read = runner.read_prompt(picture(), "hi")
+            result = runner.read_picture(picture(), "0" * 64, "hi")
+            ours = [s.token_id for s in runner.generate(read.ids, 8, stop=False, inputs=read.inputs)]
+        except Exception as exc:
+            row.reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+            return row
+        row.served = True
+        row.tokens = sum(p.kind in ("patch", "thumbnail", "cls") for p in read.positions)
+        with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
+            eager = transformers.AutoModelForImageTextToText.from_pretrained(
+                folder, attn_implementation="eager"
+            ).eval()
+            batch = torch.tensor([read.ids])
+            out = eager(input_ids=batch, **read.inputs, output_attentions=True)
+            theirs = eager.generate(input_ids=batch, **read.inputs, max_new_tokens=8,
+                                    do_sample=False, eos_token_id=None, pad_token_id=0)  # fmt: skip
+    attentions = getattr(out, "attentions", None)
+    if not attentions:
+        row.served, row.reason = False, "transformers returns no attention weights for it"
+        return row
+    diffs = []
+    for layer, expected in enumerate(attentions):
+        got = result.capture.get(f"decoder.{layer}.self_attn.hook_weights")
+        if got is None or got.shape != expected.shape:
+            row.reason = f"layer {layer}'s weights are not what transformers returns"
+            return row
+        diffs.append(float((got - expected).abs().max()))
+    row.weights = max(diffs)
+    row.continued = ours == theirs[0, len(read.ids) :].tolist()
+    if row.weights > 1e-5:
+        row.reason = f"its weights differ from transformers' by {row.weights:.1e}"
+    elif not row.continued:
+        row.reason = "its greedy continuation of the picture differs from transformers'"
+    return row
+
+
+def vlm_matrix(only=None) -> list[Row]:
+    return [compare(t) for t in vision_language_architectures() if only is None or only(t)]
+
+
+START = "<!-- vision-language matrix: generated by python harness/vlm_matrix.py --table -->"
+END = "<!-- end of the vision-language matrix -->"
+
+
+def table(rows: list[Row]) -> str:
+    """docs/architectures.md's table of the vision-language half."""
+    lines = [
+        "| architecture | a 70 x 50 picture's tokens | served and equal to transformers |",
+        "| --- | ---: | --- |",
+    ]
+    for r in rows:
+        reason = " ".join(r.reason.split()).replace("|", "/")
+        reason = reason if len(reason) <= 140 else reason[:139] + "…"
+        said = "yes" if r.equal else f"no: {reason}"
+        lines.append(f"| `{r.model_type}` | {r.tokens or '—'} | {said} |")
+    return "\n".join(lines)
+
+
+def section(page: str) -> str:
+    """The vision-language matrix's table as the page has it."""
+    return page[page.index(START) + len(START) : page.index(END)].strip()
+
+
+if __name__ == "__main__":
+    import sys
+
+    if "--table" in sys.argv:
+        print(table(vlm_matrix()))
+    else:
+        for t in vision_language_architectures():
+            r = compare(t)
+            print(f"{t:28} {'equal' if r.equal else '     '} {r.tokens:4} {r.reason}")

@@ -1,0 +1,51 @@
+"""The vision-language half of the architecture matrix (harness/vlm_matrix.py): every
+vision-language architecture of the installed transformers, from its own image-text-to-text
+mapping; those whose processor's placing of a picture's tokens is mapped made as a tiny
+seeded random model with its processor, read back as attnviz reads a folder, against
+transformers' eager attention and its greedy `generate` on a picture and a text; each row
+equal or saying why not, and docs/architectures.md's table this run's. All of it runs in
+`make test` (about 10 s here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.vlm_matrix import section, table, vision_language_architectures, vlm_matrix
+
+# Measured on transformers 5.24: 100 vision-language architectures, 91 with attention
+# through the interface; 7 served and equal (LLaVA, VipLLaVA, Idefics3, Qwen2-VL,
+# Qwen2.5-VL, Qwen3-VL, HyperCLOVA X Vision 2). A change that serves fewer is a regression.
+SERVED_AND_EQUAL_AT_LEAST = 7
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "architectures.md"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return vlm_matrix()
+
+
+def test_the_vision_language_architectures_come_from_transformers_own_mapping():
+    found = vision_language_architectures()
+    assert len(found) > 80
+    assert {"llava", "qwen2_vl", "idefics3", "paligemma", "gemma3"} <= set(found)
+
+
+def test_every_served_vlm_equals_transformers_and_continues_alike_and_the_rest_say_why(rows):
+    by_type = {r.model_type: r for r in rows}
+    for row in rows:
+        assert row.equal or (row.reason and not (row.served and row.weights <= 1e-5
+                                                 and row.continued)), row  # fmt: skip
+    for served in ("llava", "vipllava", "idefics3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl"):
+        assert by_type[served].equal, by_type[served]
+    # a 70 x 50 picture: LLaVA's 4 x 4 patches; Idefics3's 2 x 2 tiles of 2 x 2 tokens and
+    # its thumbnail's 2 x 2; Qwen2-VL's 56 x 56 pixels, 2 x 2 tokens of 2 x 2 patches
+    assert (by_type["llava"].tokens, by_type["idefics3"].tokens) == (16, 20)
+    assert by_type["qwen2_vl"].tokens == 4
+    assert "not mapped yet" in by_type["paligemma"].reason
+    assert sum(r.equal for r in rows) >= SERVED_AND_EQUAL_AT_LEAST
+    assert section(PAGE.read_text(encoding="utf-8")) == table(rows), (
+        "docs/architectures.md's vision-language table is not this run's: "
+        "python harness/vlm_matrix.py --table"
+    )
