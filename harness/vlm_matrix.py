@@ -36,12 +36,14 @@ VISION = dict(
 )  # fmt: skip
 IMAGE = "<image>"
 PAD = "<|image_pad|>"  # (the picture's token of Qwen2-VL's processors)
+SOFT = "<image_soft_token>"  # (Gemma 3's picture tokens, written as <start_of_image>)
 SPECIALS = (
-    "<|endoftext|>", IMAGE, PAD, "<fake_token_around_image>", "<global-img>", "<|vision_start|>",
-    "<|vision_end|>", "<|video_pad|>", *(f"<row_{i}_col_{j}>" for i in range(1, 7)
-                                         for j in range(1, 7)),
+    "<|endoftext|>", IMAGE, PAD, SOFT, "<start_of_image>", "<end_of_image>", "<bos>",
+    "<fake_token_around_image>", "<global-img>", "<|vision_start|>", "<|vision_end|>",
+    "<|video_pad|>", *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)),
 )  # fmt: skip
-FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles"}
+FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
+            "PaliGemmaProcessor": "paligemma", "Gemma3Processor": "pooled"}  # fmt: skip
 
 
 @dataclass
@@ -121,7 +123,7 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
     if family == "llava":
         vision = sized(AutoConfig.for_model("clip_vision_model"), VISION)
     extra: dict = {}
-    token = ids[PAD if family == "dynamic" else IMAGE]
+    token = ids[{"dynamic": PAD, "pooled": SOFT}.get(family, IMAGE)]
     for name in ("image_token_id", "image_token_index"):
         if hasattr(default, name):
             extra[name] = token
@@ -131,6 +133,11 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
             extra = {"vision_feature_layers": [-2, -1], "image_token_index": ids[IMAGE]}
     if family == "tiles":
         extra["scale_factor"] = 2
+    if hasattr(default, "projection_dim"):  # (PaliGemma's: into the language model's width)
+        extra["projection_dim"] = vision["projection_dim"] = TEXT["hidden_size"]
+    if family == "pooled":  # (4 x 4 patches averaged into 2 x 2 tokens)
+        extra |= {"mm_tokens_per_image": 4, "boi_token_index": ids["<start_of_image>"],
+                  "eoi_token_index": ids["<end_of_image>"]}  # fmt: skip
     if family == "dynamic":
         extra |= {"vision_start_token_id": ids["<|vision_start|>"],
                   "vision_end_token_id": ids["<|vision_end|>"],
@@ -139,6 +146,8 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
         if "embed_dim" in vision:  # (Qwen2-VL's: its hidden_size is what its merger gives)
             vision["hidden_size"] = TEXT["hidden_size"]
     text = sized(default.text_config, TEXT)
+    if family == "paligemma":  # (its processor adds 1,152 location and segment tokens)
+        text["vocab_size"] = VOCAB + 64 + 1152
     if family == "dynamic":  # (rotary positions over time, rows and columns: 8 pairs a head)
         rope = text.get("rope_parameters") or {}
         text["rope_parameters"] = {**rope, "mrope_section": [2, 3, 3]}
@@ -149,9 +158,13 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
     """The processor a folder of the architecture holds, as its family's is written."""
     import transformers
 
+    # (Gemma 3's processor reads its picture's tokens from its tokenizer)
+    named_tokens = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                    "image_token": SOFT} if family == "pooled" else {}  # fmt: skip
     fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=made, eos_token="<|endoftext|>", pad_token="<|endoftext|>"
-    )
+        tokenizer_object=made, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
+        bos_token="<bos>", extra_special_tokens=named_tokens,
+    )  # fmt: skip
     if family == "llava":
         transformers.LlavaProcessor(
             image_processor=transformers.CLIPImageProcessorPil(
@@ -159,6 +172,17 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
             ),
             tokenizer=fast, patch_size=8, vision_feature_select_strategy="default",
             image_token=IMAGE, num_additional_image_tokens=1,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "paligemma":
+        images = transformers.SiglipImageProcessorPil(size={"height": 32, "width": 32})
+        images.image_seq_length = 16  # (its processor repeats <image> this many times)
+        transformers.PaliGemmaProcessor(image_processor=images, tokenizer=fast).save_pretrained(
+            folder
+        )
+    elif family == "pooled":
+        transformers.Gemma3Processor(
+            image_processor=transformers.Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
+            tokenizer=fast, image_seq_length=4,
         ).save_pretrained(folder)  # fmt: skip
     elif family == "tiles":
         transformers.Idefics3Processor(
@@ -184,6 +208,32 @@ def picture() -> Image.Image:
     return Image.fromarray(rng.integers(0, 256, (50, 70, 3), dtype=np.uint8))
 
 
+def saved(model_type: str, folder: Path) -> Path:
+    """A tiny seeded random model of a mapped architecture saved in `folder` with its
+    processor, as a folder of yours holds one. Returns the folder."""
+    import transformers
+
+    family, named = family_of(model_type)
+    if not family:
+        raise ValueError(named)
+    made = tokenizer(SPECIALS)
+    ids = {t: made.token_to_id(t) for t in SPECIALS}
+    config = tiny(model_type, family, ids)
+    torch.manual_seed(0)
+    with contextlib.redirect_stderr(io.StringIO()):
+        model = transformers.AutoModelForImageTextToText.from_config(
+            config, attn_implementation="eager"
+        )
+    with torch.no_grad():  # (away from the initialisation's near-uniform attention)
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0, 0.15)
+    model.generation_config.pad_token_id = 0
+    model.eval().save_pretrained(folder)
+    save_processor(folder, model_type, family, named, made)
+    return folder
+
+
 def compare(model_type: str) -> Row:
     """One architecture's row."""
     import transformers
@@ -201,27 +251,13 @@ def compare(model_type: str) -> Row:
     if not row.family:
         row.reason = named
         return row
-    made = tokenizer(SPECIALS)
-    ids = {t: made.token_to_id(t) for t in SPECIALS}
-    try:
-        config = tiny(model_type, row.family, ids)
-        torch.manual_seed(0)
-        with contextlib.redirect_stderr(io.StringIO()):
-            model = transformers.AutoModelForImageTextToText.from_config(
-                config, attn_implementation="eager"
-            )
-        with torch.no_grad():  # (away from the initialisation's near-uniform attention)
-            for p in model.parameters():
-                if p.dim() >= 2:
-                    p.normal_(0, 0.15)
-    except Exception as exc:  # (its own code refuses a tiny config)
-        row.reason = f"no tiny model of it: {type(exc).__name__}: {str(exc)[:120]}"
-        return row
     with tempfile.TemporaryDirectory() as where:
         folder = Path(where)
-        model.generation_config.pad_token_id = 0
-        model.eval().save_pretrained(folder)
-        save_processor(folder, model_type, row.family, named, made)
+        try:
+            saved(model_type, folder)
+        except Exception as exc:  # (its own code refuses a tiny config)
+            row.reason = f"no tiny model of it: {type(exc).__name__}: {str(exc)[:120]}"
+            return row
         try:
             runner: Any = load_origin(folder)[0]
             if not runner.capabilities.pictures:
@@ -232,7 +268,9 @@ def compare(model_type: str) -> Row:
                 return row
             read = runner.read_prompt(picture(), "hi")
             result = runner.read_picture(picture(), "0" * 64, "hi")
-            ours = [s.token_id for s in runner.generate(read.ids, 8, stop=False, inputs=read.inputs)]
+            ours = [
+                s.token_id for s in runner.generate(read.ids, 8, stop=False, inputs=read.inputs)
+            ]
         except Exception as exc:
             row.reason = f"{type(exc).__name__}: {str(exc)[:200]}"
             return row

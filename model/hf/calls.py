@@ -41,6 +41,15 @@ def vision_language_types() -> frozenset[str]:
     return frozenset(getattr(auto, "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", {}))
 
 
+@functools.cache
+def vision_language_classes() -> frozenset[str]:
+    """transformers' vision-language classes (its image-text-to-text mapping's)."""
+    from transformers.models.auto import modeling_auto as auto
+
+    named = getattr(auto, "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", {}).values()
+    return frozenset(n for n in named if isinstance(n, str))
+
+
 def hf_architecture(config) -> str:
     """decoder-only, encoder-only, encoder-decoder, image-encoder (it reads pictures) or
     vision-language (a decoder that reads pictures and text), from a transformers config."""
@@ -53,10 +62,13 @@ def hf_architecture(config) -> str:
     texts = {*auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, *auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES}
     if config.model_type in image_model_types() and config.model_type not in texts:
         return "image-encoder"
-    if config.model_type in vision_language_types() and config.model_type not in texts:
+    arch = (getattr(config, "architectures", None) or [""])[0]
+    if config.model_type in vision_language_types() and (
+        config.model_type not in texts  # (Gemma 3's type is a text model's too: its folder
+        or (arch in vision_language_classes() and hasattr(config, "vision_config"))  # says)
+    ):
         return "vision-language"
 
-    arch = (getattr(config, "architectures", None) or [""])[0]
     masked = set(auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES.values())
     base = set(auto.MODEL_MAPPING_NAMES.values()) if hasattr(auto, "MODEL_MAPPING_NAMES") else ()
     causal_types = set(auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)

@@ -18,6 +18,7 @@ import contextlib
 import inspect
 import io
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, Protocol
@@ -95,12 +96,14 @@ def pictures_half(folder: Path) -> Any:
 
 
 def image_token_of(config: Any, processor: Any) -> tuple[str, int]:
-    """The image token (its text and id) a processor writes where a picture goes."""
+    """The token a prompt writes where a picture goes (the processor's), and the id of
+    the tokens it becomes, one per position of the picture (the model's config's: Gemma
+    3's processor writes <start_of_image>, which it expands into its soft tokens)."""
     token = getattr(processor, "image_token", None)
-    token_id = getattr(processor, "image_token_id", None)
+    token_id = getattr(config, "image_token_id", None)
+    token_id = getattr(config, "image_token_index", None) if token_id is None else token_id
     if token_id is None:
-        token_id = getattr(config, "image_token_id", None)
-        token_id = getattr(config, "image_token_index", None) if token_id is None else token_id
+        token_id = getattr(processor, "image_token_id", None)
     if not isinstance(token, str) or not isinstance(token_id, int):
         raise CheckpointError(
             f"its processor ({type(processor).__name__}) names no image token: where a "
@@ -155,6 +158,10 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         strategy = getattr(config, "vision_feature_select_strategy", "default")
         if strategy in ("default", "full"):
             return PatchTokens(image_processor, patch, cls_kept=strategy == "full")
+    if "PaliGemmaProcessor" in kinds:  # (SigLIP's patches, no class token)
+        return PatchTokens(image_processor, patch, cls_kept=False)
+    if "Gemma3Processor" in kinds:
+        return PooledTokens(image_processor, int(getattr(config, "mm_tokens_per_image", 0)))
     if "Idefics3Processor" in kinds:
         return TiledTokens(image_processor, patch, int(getattr(config, "scale_factor", 1)))
     # (Qwen2-VL's image processor, which Qwen2.5-VL's and Qwen3-VL's processors use too)
@@ -191,6 +198,35 @@ class PatchTokens:
         for r in range(rows):
             for c in range(columns):
                 box = place.box(c * p, r * p, (c + 1) * p, (r + 1) * p)
+                found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
+        return found
+
+
+class PooledTokens:
+    """Gemma 3's: the picture resized to the vision tower's square (no crop), its patches
+    averaged into a grid of `tokens` (a square number), one token a cell, row by row."""
+
+    def __init__(self, image_processor: Any, tokens: int) -> None:
+        self.image_processor = image_processor
+        self.side = math.isqrt(tokens)
+        if tokens <= 0 or self.side**2 != tokens:
+            raise CheckpointError(f"its config states {tokens} tokens a picture: no square grid")
+        # (a cell's side in the pixels the model reads)
+        self.patch = int(geometry(image_processor, 1, 1).size[0] // self.side)
+
+    def grid(self, width: int, height: int) -> tuple[Geometry, float]:
+        place = geometry(self.image_processor, width, height)
+        return place, place.size[0] / self.side
+
+    def count(self, width: int, height: int) -> int:
+        return self.side**2
+
+    def positions(self, width: int, height: int) -> list[ImagePosition]:
+        place, t = self.grid(width, height)
+        found = []
+        for r in range(self.side):
+            for c in range(self.side):
+                box = place.box(c * t, r * t, (c + 1) * t, (r + 1) * t)
                 found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
         return found
 
@@ -295,6 +331,7 @@ class VisionLanguageLM(CausalLM):
     image_token_id: int
     patches: ImageTokens
     around: tuple[str, str]  # what the model's prompts write before and after a picture
+    separator: str  # what comes between the picture and the text
 
     @classmethod
     def of(cls, runner: CausalLM, processor: Any) -> VisionLanguageLM:
@@ -307,6 +344,9 @@ class VisionLanguageLM(CausalLM):
         made.patches = image_tokens(hf.config, processor)
         made.special_tokens = runner.special_tokens | {made.image_token}
         made.around = around_image(hf.config, processor)
+        # (PaliGemma's and Gemma 3's processors write their own bos and line breaks)
+        kinds = {c.__name__ for c in type(processor).__mro__}
+        made.separator = "" if kinds & {"PaliGemmaProcessor", "Gemma3Processor"} else "\n"
         return made
 
     def with_model(self, model: ServedModel) -> VisionLanguageLM:
@@ -322,7 +362,7 @@ class VisionLanguageLM(CausalLM):
         if self.image_token in text:
             return text
         before, after = self.around
-        return f"{before}{self.image_token}{after}\n{text}"
+        return f"{before}{self.image_token}{after}{self.separator}{text}"
 
     def positions_read(self, width: int, height: int) -> int:
         return self.patches.count(width, height)
@@ -347,7 +387,7 @@ class VisionLanguageLM(CausalLM):
         inputs = {
             k: v.to(model.input_device, model.hf.dtype if v.is_floating_point() else v.dtype)
             for k, v in made.items()
-            if k not in ("input_ids", "attention_mask") and isinstance(v, torch.Tensor)
+            if k not in ("input_ids", "attention_mask", "labels") and isinstance(v, torch.Tensor)
         }
         positions = [ImagePosition("text", token) for token in self.shown(ids)]
         for i, position in zip(at, placed, strict=True):

@@ -17,6 +17,7 @@ from PIL import Image, ImageDraw
 
 from attnviz.app.main import create_app
 from attnviz.app.settings import Settings
+from harness import vlm_matrix
 from harness.checkpoints import saved_idefics3, saved_llava, saved_qwen2_vl
 from tests.app.test_api import decode
 from tests.app.test_pictures import photo, png, upload
@@ -31,9 +32,12 @@ def served(tmp_path_factory):
     saved_llava(root / "llava-full", strategy="full")
     saved_idefics3(root / "idefics3")
     saved_qwen2_vl(root / "qwen2-vl")
+    (root / "gemma3").mkdir()
+    vlm_matrix.saved("gemma3", root / "gemma3")
+    names = ("llava", "llava-full", "idefics3", "qwen2-vl", "gemma3")
     settings = Settings(
         zoo=["pronounce"], torch_threads=1, client_cost_per_minute=0,
-        models={name: root / name for name in ("llava", "llava-full", "idefics3", "qwen2-vl")},
+        models={name: root / name for name in names},
     )  # fmt: skip
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         yield c, root
@@ -384,3 +388,40 @@ def test_a_notebook_captures_and_shows_a_picture_and_a_text_of_a_vlm_folder(serv
     with pytest.raises(TypeError, match="a model in memory reads one or the other"):
         attnviz.capture(T.LlavaForConditionalGeneration.from_pretrained(root / "llava"), TEXT,
                         image=picture)  # fmt: skip
+
+
+def test_gemma_3s_pooled_tokens_each_lie_over_their_mark(served):
+    """Gemma 3: the picture resized to its square, its 4 x 4 patches averaged 2 x 2 into
+    2 x 2 tokens; a mark in any token's box moves that token alone of the model's own
+    projector's tokens (its patch embeddings pooled as it pools them), and the prompt's
+    picture is its soft tokens, each named by its place."""
+    c, root = served
+    model = T.AutoModelForImageTextToText.from_pretrained(root / "gemma3").eval()
+    processor = T.AutoProcessor.from_pretrained(root / "gemma3", backend="pil")
+    blank = Image.new("RGB", (90, 60), (128, 128, 128))
+    digest = upload(c, png(blank))["digest"]
+    body = c.post("/api/v1/analyze", json={"model": "gemma3", "image": digest, "text": TEXT})
+    assert body.status_code == 200, body.text
+    body = body.json()
+    placed = [p for p in body["image"]["positions"] if p["kind"] == "patch"]
+    assert [p["label"] for p in placed] == ["▦ 0,0", "▦ 0,1", "▦ 1,0", "▦ 1,1"]
+    assert placed[3]["box"] == pytest.approx([45, 30, 90, 60])
+    assert "<start_of_image>" in body["source_tokens"]
+
+    def tokens(picture) -> torch.Tensor:
+        pixels = processor.image_processor(images=picture, return_tensors="pt")["pixel_values"]
+        inner = model.model
+        with torch.no_grad():
+            embedded = inner.vision_tower.embeddings(pixels)
+            return inner.multi_modal_projector(embedded)[0]
+
+    plain = tokens(blank)
+    for k, target in enumerate(placed):
+        left, top, right, bottom = target["box"]
+        inset = (right - left) / 4, (bottom - top) / 4
+        marked = blank.copy()
+        ImageDraw.Draw(marked).rectangle(
+            [left + inset[0], top + inset[1], right - inset[0], bottom - inset[1]], fill=(255, 0, 0)
+        )
+        moved = (tokens(marked) - plain).abs().sum(-1) > 1e-6
+        assert moved.nonzero().flatten().tolist() == [k], target

@@ -15,9 +15,10 @@ import pytest
 from harness.vlm_matrix import section, table, vision_language_architectures, vlm_matrix
 
 # Measured on transformers 5.24: 100 vision-language architectures, 91 with attention
-# through the interface; 7 served and equal (LLaVA, VipLLaVA, Idefics3, Qwen2-VL,
-# Qwen2.5-VL, Qwen3-VL, HyperCLOVA X Vision 2). A change that serves fewer is a regression.
-SERVED_AND_EQUAL_AT_LEAST = 7
+# through the interface; 11 served and equal (LLaVA, VipLLaVA, PaliGemma, Gemma 3,
+# Idefics3, Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5 and its MoE, HyperCLOVA X Vision 2). A
+# change that serves fewer is a regression.
+SERVED_AND_EQUAL_AT_LEAST = 11
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "architectures.md"
 
 
@@ -37,13 +38,15 @@ def test_every_served_vlm_equals_transformers_and_continues_alike_and_the_rest_s
     for row in rows:
         assert row.equal or (row.reason and not (row.served and row.weights <= 1e-5
                                                  and row.continued)), row  # fmt: skip
-    for served in ("llava", "vipllava", "idefics3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl"):
+    for served in ("llava", "vipllava", "paligemma", "gemma3", "idefics3", "qwen2_vl",
+                   "qwen2_5_vl", "qwen3_vl"):  # fmt: skip
         assert by_type[served].equal, by_type[served]
     # a 70 x 50 picture: LLaVA's 4 x 4 patches; Idefics3's 2 x 2 tiles of 2 x 2 tokens and
     # its thumbnail's 2 x 2; Qwen2-VL's 56 x 56 pixels, 2 x 2 tokens of 2 x 2 patches
     assert (by_type["llava"].tokens, by_type["idefics3"].tokens) == (16, 20)
     assert by_type["qwen2_vl"].tokens == 4
-    assert "not mapped yet" in by_type["paligemma"].reason
+    assert (by_type["paligemma"].tokens, by_type["gemma3"].tokens) == (16, 4)
+    assert "not mapped yet" in by_type["llava_next"].reason
     assert sum(r.equal for r in rows) >= SERVED_AND_EQUAL_AT_LEAST
     assert section(PAGE.read_text(encoding="utf-8")) == table(rows), (
         "docs/architectures.md's vision-language table is not this run's: "
