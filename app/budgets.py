@@ -1,8 +1,9 @@
 """The memory budgets checked against the memory the server has, at start-up: what the
 process holds once its models are loaded, one run's capture, the answers in flight and
 the projections' process must fit (or it refuses to start, saying what to change), and
-the caches (runs, corpus results, models of yours) are scaled down to the room left where
-they would not (said in the log). Their defaults add up to 3.5 GiB, and with a 1.5 GB
+the caches (runs, corpus results, models of yours, pictures) are scaled down to the room
+left where they would not (said in the log). Their defaults add up to 3.75 GiB (models of
+yours set to 1.5 GiB), and with a 1.5 GB
 capture and the loaded models past a pod's `memory: 4Gi`: an OOM kill would drop every
 client's work."""
 
@@ -71,7 +72,7 @@ def models_room(settings: Settings, resident: int, limit: int) -> int:
     """The bytes of weights of models of yours the CPU's memory holds where
     ATTNVIZ_OWN_MODELS_BYTES is 0 (derived): `limit` less the server's fixed needs and
     its other caches (0 where nothing is left)."""
-    others = settings.cache_bytes + settings.corpus_results_bytes
+    others = settings.cache_bytes + settings.corpus_results_bytes + settings.images_bytes
     return max(0, limit - fixed_bytes(settings, resident) - others)
 
 
@@ -82,6 +83,7 @@ class Fitted:
     cache_bytes: int
     corpus_results_bytes: int
     own_models_bytes: int
+    images_bytes: int  # the pictures kept (app/images.py's store)
     changed: str = ""
 
 
@@ -98,13 +100,16 @@ def fit(settings: Settings, resident: int, limit: int, source: str) -> Fitted:
     mb = 2**20
     turns = turn_bytes(settings)
     fixed = fixed_bytes(settings, resident)
-    caches = settings.cache_bytes + settings.corpus_results_bytes + settings.own_models_bytes
+    caches = (settings.cache_bytes + settings.corpus_results_bytes + settings.own_models_bytes
+              + settings.images_bytes)  # fmt: skip
     room = limit - fixed
-    asked = Fitted(settings.cache_bytes, settings.corpus_results_bytes, settings.own_models_bytes)
+    asked = Fitted(settings.cache_bytes, settings.corpus_results_bytes, settings.own_models_bytes,
+                   settings.images_bytes)  # fmt: skip
     if caches <= room:
         if not settings.own_models_bytes:  # (derived: the room the other caches leave)
-            left = room - settings.cache_bytes - settings.corpus_results_bytes
-            return Fitted(asked.cache_bytes, asked.corpus_results_bytes, max(0, left))
+            left = room - caches
+            return Fitted(asked.cache_bytes, asked.corpus_results_bytes, max(0, left),
+                          asked.images_bytes)  # fmt: skip
         return asked
     if room < caches // 10:
         raise DoesNotFit(
@@ -122,6 +127,7 @@ def fit(settings: Settings, resident: int, limit: int, source: str) -> Fitted:
         int(settings.cache_bytes * factor),
         int(settings.corpus_results_bytes * factor),
         int(settings.own_models_bytes * factor),
+        int(settings.images_bytes * factor),
     )
     changed = ", ".join(
         f"{name} {before // mb:,} -> {after // mb:,} MiB"
@@ -133,6 +139,7 @@ def fit(settings: Settings, resident: int, limit: int, source: str) -> Fitted:
                 fitted.corpus_results_bytes,
             ),
             ("ATTNVIZ_OWN_MODELS_BYTES", asked.own_models_bytes, fitted.own_models_bytes),
+            ("ATTNVIZ_IMAGES_BYTES", asked.images_bytes, fitted.images_bytes),
         )
         if before  # (a derived bound, 0 asked: none is left for models of yours)
     )
@@ -140,4 +147,5 @@ def fit(settings: Settings, resident: int, limit: int, source: str) -> Fitted:
         f"the memory budgets pass {limit // mb:,} MiB ({source}) by "
         f"{(caches - room) // mb:,} MiB: the caches are scaled to the room left, {changed}"
     )
-    return Fitted(fitted.cache_bytes, fitted.corpus_results_bytes, fitted.own_models_bytes, said)
+    return Fitted(fitted.cache_bytes, fitted.corpus_results_bytes, fitted.own_models_bytes,
+                  fitted.images_bytes, said)  # fmt: skip

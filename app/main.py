@@ -121,6 +121,7 @@ def fitted_settings(settings: Settings, zoo: Zoo) -> Settings:
             "cache_bytes": fitted.cache_bytes,
             "corpus_results_bytes": fitted.corpus_results_bytes,
             "own_models_bytes": fitted.own_models_bytes,
+            "images_bytes": fitted.images_bytes,
         }
     )
 

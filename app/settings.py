@@ -282,7 +282,8 @@ class Settings(BaseSettings):
         ge=0,
         description="Bytes of decoded pictures the server keeps for runs to name by digest "
         "(RGB as held, 4 bytes a pixel, and their previews), least recently used dropped "
-        "first; one dropped is asked for again (404); a picture larger than this: 413.",
+        "first; one dropped is asked for again (404); a picture larger than this: 413. "
+        "Scaled with the other caches where the memory is short.",
     )
     corpus_max_bytes: int = Field(
         4 * 2**20, ge=1024, description="Bytes of a text file a corpus run reads (upload)."

@@ -42,16 +42,19 @@ def test_the_limit_is_the_setting_the_cgroups_or_the_machines(tmp_path):
 
 
 def test_the_caches_are_scaled_to_the_room_left_or_the_server_does_not_start():
-    # caches 1.5 + 0.5 + 1.5 GiB, a capture of 1.5 GB
+    # caches 1.5 + 0.5 + 1.5 + 0.25 GiB (runs, corpus results, models of yours, pictures),
+    # a capture of 1.5 GB
     settings = Settings(max_concurrent_runs=1, own_models_bytes=3 * 2**29)
     assert fit(settings, GIB, 16 * GIB, "test").changed == ""
     scaled = fit(settings, int(1.4 * GIB), 5 * GIB, "the pod's")
     fixed = 1_500_000_000 + (128 + 768 + 256) * 2**20 + 100_000_000  # (and what it holds)
     room = 5 * GIB - int(1.4 * GIB) - fixed
-    total = scaled.cache_bytes + scaled.corpus_results_bytes + scaled.own_models_bytes
-    assert room - 3 <= total <= room
+    total = (scaled.cache_bytes + scaled.corpus_results_bytes + scaled.own_models_bytes
+             + scaled.images_bytes)  # fmt: skip
+    assert room - 4 <= total <= room
     assert scaled.cache_bytes == scaled.own_models_bytes
     assert abs(scaled.cache_bytes - 3 * scaled.corpus_results_bytes) <= 3  # (one factor)
+    assert abs(scaled.cache_bytes - 6 * scaled.images_bytes) <= 6
     assert scaled.changed.startswith("the memory budgets pass 5,120 MiB (the pod's) by ")
     assert "ATTNVIZ_CACHE_BYTES 1,536 -> " in scaled.changed
     with pytest.raises(DoesNotFit) as refused:
@@ -62,7 +65,7 @@ def test_the_caches_are_scaled_to_the_room_left_or_the_server_does_not_start():
         "the captures of 1 runs at once of 1,430 (ATTNVIZ_MAX_CAPTURE_BYTES) and of the runs "
         "lent their turns, 128 (ATTNVIZ_TURN_BYTES), two answers of 47 "
         "(ATTNVIZ_MAX_RESPONSE_BYTES), "
-        "256 of work, and 768 for UMAP's process), and its caches 3,584 MiB, "
+        "256 of work, and 768 for UMAP's process), and its caches 3,840 MiB, "
     )
     assert said.endswith(
         "against 4,096 MiB (the pod's): give it more memory, or lower those budgets"
@@ -82,7 +85,9 @@ def test_a_server_whose_budgets_do_not_fit_scales_them_or_does_not_start():
     )
     with TestClient(create_app(roomy)) as c:
         runs = c.app.state.inference.runs.max_bytes
-    # (scaled: 3.5 GiB of caches in what 2 GiB leave once its model is loaded)
+        pictures = c.app.state.inference.pictures.max_bytes
+    assert pictures * 6 == pytest.approx(runs, abs=6)  # (the pictures' store scaled alike)
+    # (scaled: 3.75 GiB of caches in what 2 GiB leave once its model is loaded)
     assert 256 * 2**20 < runs < 1536 * 2**20
     tight = Settings(
         torch_threads=1, max_concurrent_runs=1, zoo=["pronounce"], memory_limit_bytes=needs
@@ -115,7 +120,7 @@ def test_the_bound_of_models_of_yours_is_by_default_the_room_the_rest_leaves():
     assert settings.own_models_bytes == 0
     fixed = 1_500_000_000 + (128 + 768 + 256) * 2**20 + 100_000_000  # (and what it holds)
     fitted = fit(settings, GIB, 24 * GIB, "the machine's memory")
-    others = settings.cache_bytes + settings.corpus_results_bytes
+    others = settings.cache_bytes + settings.corpus_results_bytes + settings.images_bytes
     assert fitted.own_models_bytes == 24 * GIB - GIB - fixed - others > 2_500_000_000
     assert fitted.changed == ""
     assert models_room(settings, GIB, 24 * GIB) == fitted.own_models_bytes

@@ -249,6 +249,14 @@ def test_the_labs_attention_distance_of_a_picture_reads_as_the_api_says(vit_page
     # only what reads a picture is offered: the lab's text experiments are not
     options = page.locator("#lab-experiment option:not([disabled])").all_text_contents()
     assert options == ["Attention rollout", "Attention flow", "Attention distance"], options
+    # another model chosen: the lab opens on the first experiment it runs, not on one it
+    # cannot (attention distance reads a picture)
+    page.select_option("#model", "pronounce")
+    first = page.locator("#lab-experiment option:not([disabled])").first
+    expect(page.locator("#lab-experiment")).to_have_value(first.get_attribute("value"))
+    assert page.locator("#lab-experiment").input_value() != "distance"
+    ready(page)
+    expect(page.locator("#lab-error")).to_have_count(0)
 
 
 def test_a_picture_the_server_dropped_is_sent_again_by_the_page(vit_page: Page):

@@ -64,11 +64,12 @@ function mergedState(experiments) {
   return merged;
 }
 
-// the experiment a link names, else the first this model runs (a model of pictures runs
-// none of the first few, which read text)
+// the experiment a link names where this model runs it, else the first it runs (a model
+// of pictures runs none of the first few, which read text; another model chosen keeps the
+// link's experiment only where it runs it too)
 function experimentOf(id, info) {
   return (
-    EXPERIMENTS.find((e) => e.id === id) ??
+    EXPERIMENTS.find((e) => e.id === id && canRun(info, e.id)) ??
     EXPERIMENTS.find((e) => canRun(info, e.id)) ??
     EXPERIMENTS[0]
   );
