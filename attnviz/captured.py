@@ -209,8 +209,10 @@ def capture_both(model: Any, text: str, image: Any, given: Any = None) -> Captur
             "(its processor saved in it); a model in memory reads one or the other"
         )
     runner, name = load(model)
-    if not (runner.capabilities.pictures and runner.capabilities.text):
-        raise TypeError(f"{name} does not read a picture and a text together")
+    if not runner.capabilities.text:
+        raise TypeError(f"{name} reads a picture alone: leave the text out")
+    if not runner.capabilities.pictures:
+        raise TypeError(f"{name} reads text alone: leave the image out")
     rgb = picture_of(image)
     result = pictures(runner).read_picture(rgb, digest(rgb), text)
     assert result.image is not None

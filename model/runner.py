@@ -8,7 +8,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-import torch
 from torch import Tensor
 
 from .attention_types import AttentionSpec, Side, attention_specs
@@ -17,7 +16,7 @@ from .hooks import Capture, NamesFilter
 from .outputs import OutputKind, output_of
 from .patches import ImageMap, PicturePrompt
 from .served import ServedModel
-from .transformer import Pieces, Transformer
+from .transformer import Pieces
 
 if TYPE_CHECKING:
     from .pretrained.decoding import Recording, Sampling, Step
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
 # SentencePiece piece (T5, Marian, Gemma: "▁" marks the start of a word).
 # An image encoder's positions are a picture's patches (and its class or register tokens).
 TokenUnit = Literal["characters", "wordpiece", "byte-bpe", "sentencepiece", "patches"]
-UNTRAINED_SEED = 0  # the fixed seed of every untrained twin
 
 
 @dataclass(frozen=True)
@@ -382,20 +380,3 @@ class RunnerBase:
     def tokens_read(self, text: str) -> int:
         """What `tokenize` reads: a runner that reads more (the long path) says so."""
         return len(self.tokenize(text)[0])
-
-
-def model_inputs(config: ModelConfig, source: Tensor | None, target: Tensor | None) -> tuple:
-    """The positional arguments of `Transformer.forward` for an architecture."""
-    if config.architecture == "encoder-only":
-        return (source,)
-    if config.architecture == "decoder-only":
-        return (target,)
-    return (source, target)
-
-
-def untrained(config: ModelConfig, seed: int = UNTRAINED_SEED) -> Transformer:
-    """A model of `config` with the fixed-seed initialisation of `Transformer` (the
-    untrained twin): the same weights every time, the global RNG left as it was."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return Transformer(config).eval()

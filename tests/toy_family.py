@@ -7,7 +7,8 @@ import torch
 
 from attnviz.app.catalog.zoo import Family, register
 from attnviz.model.config import ModelConfig
-from attnviz.model.runner import Capabilities, RunnerBase, RunResult, untrained
+from attnviz.model.runner import Capabilities, RunnerBase, RunResult
+from attnviz.model.twins import untrained
 
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]  # pad_id 0, bos_id 1, eos_id 2
 VOCAB = SPECIALS + [chr(c) for c in range(32, 127)]

@@ -23,8 +23,9 @@ from attnviz.model.pretrained.bert import package_dir
 from attnviz.model.pretrained.causal import CausalLM
 from attnviz.model.pretrained.sources import Origin, load_origin
 from attnviz.model.pronounce.pronouncer import Pronouncer
-from attnviz.model.runner import Runner, masking, untrained
+from attnviz.model.runner import Runner, masking
 from attnviz.model.transformer import Transformer
+from attnviz.model.twins import untrained
 
 from ..settings import Settings
 from .info import StartHead

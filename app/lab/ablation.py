@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field
 import attnviz.app.lab.schemas as s
 from attnviz.model.hooks import hooked
 from attnviz.model.methods.analysis import ablate_heads, cosine
-from attnviz.model.runner import DecodedPiece, generating, model_inputs, stepwise
+from attnviz.model.runner import DecodedPiece, generating, stepwise
+from attnviz.model.twins import model_inputs
 
 from ..payloads.schemas import TextRequest
 from .context import LabContext

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 import attnviz.app.lab.schemas as s
 from attnviz.model.methods.alti import alti as alti_of
 from attnviz.model.methods.analysis import rollout as rollout_of
-from attnviz.model.runner import model_inputs
+from attnviz.model.twins import model_inputs
 
 from ..errors import CannotServe
 from ..payloads.schemas import AttentionType, Index, TextRequest

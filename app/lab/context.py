@@ -13,7 +13,8 @@ from attnviz.model.attention_types import AttentionSpec
 from attnviz.model.hooks import Capture, HookFn, NamesFilter, hooked
 from attnviz.model.long import LongCapture
 from attnviz.model.long.reading import LONG_FROM
-from attnviz.model.runner import RunResult, generating, model_inputs
+from attnviz.model.runner import RunResult, generating
+from attnviz.model.twins import model_inputs
 
 from ..catalog.zoo import ModelEntry
 from ..errors import CannotServe

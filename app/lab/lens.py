@@ -13,7 +13,7 @@ import torch
 from pydantic import BaseModel, Field
 
 from attnviz.model.methods.lens import Stream, lens_logits, read_stream
-from attnviz.model.runner import model_inputs
+from attnviz.model.twins import model_inputs
 
 from ..errors import CannotServe
 from ..payloads.schemas import Index, TextRequest, Whole

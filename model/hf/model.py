@@ -15,14 +15,14 @@ from torch import Tensor, nn
 
 from ..attention import is_fused
 from ..attention_types import AttentionSpec
-from ..hooks import HookPoint, active
+from ..hooks import HookPoint
 from ..long import LongCapture
 from ..placement import device_of
 from ..served import Blocks, DecoderCache, Layout, PositionTable, ServedModel
 from . import long
 from .calls import BackendError, hf_architecture, reads_pixels, specs_of, trace
 from .capture import AttentionPoints, Call, calling
-from .positions import Positions, halves_rotated, positions_of
+from .positions import Positions, halves_rotated, hook_positions, positions_of
 from .summary import summary
 
 
@@ -120,52 +120,11 @@ class HFTransformer(ServedModel):
         )
         self._encoder_modules = {id(m) for m in encoder.modules()} if encoder is not None else set()
         if positions is not None:
-            self._hook_positions(positions, main.hook_pos)
+            hook_positions(self, positions, main.hook_pos)
         if self.architecture == "decoder-only":
             long.keep_final(self)
         if self.config.has_decoder:
             self.hook_logits = HookPoint()  # (B, T, V)
-
-    def _hook_positions(self, positions: Positions, point: HookPoint) -> None:
-        """Show the positions to `hook_pos` as they are made; what a hook returns replaces
-        them (zeros: no positions; for RoPE, angles of 0 are the identity rotation)."""
-        if positions.positional in ("learned", "sinusoidal"):  # the table it adds, as it adds it
-            positions.module.register_forward_hook(lambda m, args, out: point(out))
-            return
-        if positions.positional == "relative":  # T5's bias per distance bucket and head, as its
-            # table gives it ((Tq, Tk, H)); zeros: no bias, so nothing says where a token is
-            for module in self.hf.modules():
-                table = getattr(module, "relative_attention_bias", None)
-                if getattr(module, "has_relative_attention_bias", False) and isinstance(
-                    table, nn.Embedding
-                ):
-                    stack = "encoder" if id(module) in self._encoder_modules else "decoder"
-                    point_of = getattr(self, stack).hook_pos
-                    table.register_forward_hook(
-                        lambda m, args, out, point_of=point_of: point_of(out) if active() else out
-                    )
-            return
-        if positions.positional != "rotary":
-            return
-
-        def rotary(module, args, out):
-            if not active() or not (isinstance(out, tuple) and len(out) == 2):
-                return out  # (Llama 4's complex frequencies are not shown)
-            cos, sin = out
-            if cos.dim() != 3:  # (B, T, d) only: not a multimodal RoPE's sections
-                return out
-            half = cos.shape[-1] // 2
-            angles = torch.atan2(sin[0, :, :half], cos[0, :, :half]).float()  # (T, d_rot/2)
-            seen = point(angles)
-            if seen is angles:
-                return out
-            scale = float(getattr(module, "attention_scaling", 1.0))
-            turned = torch.cat([seen, seen], dim=-1)[None].expand_as(cos)
-            return (torch.cos(turned) * scale).to(cos.dtype), (torch.sin(turned) * scale).to(
-                sin.dtype
-            )
-
-        positions.module.register_forward_hook(rotary)
 
     def call(self, hidden: list[Tensor] | None = None) -> Call:
         """A forward call's state (with `hidden`: the final hidden states kept there)."""

@@ -1,6 +1,7 @@
 """The positions a transformers model uses, found in its own modules: a rotary embedding
 (its `inv_freq`, or one per layer type), a table it adds (learned, or a fixed sinusoidal
-one), or T5's relative bias; and whether its RoPE turns dimension i with i + d/2."""
+one), or T5's relative bias; whether its RoPE turns dimension i with i + d/2; and the hook
+that shows them to a served model's `hook_pos` as they are made."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+
+from ..hooks import HookPoint, active
 
 POSITION_NAMES = ("position_embeddings", "wpe", "embed_positions")  # tables it adds
 
@@ -107,3 +110,44 @@ def halves_rotated(hf: nn.Module) -> bool:
         return False
     standard = "x1 = x[..., : x.shape[-1] // 2]" in source
     return standard and "interleave" not in source and "[..., ::2]" not in source
+
+
+def hook_positions(model: Any, positions: Positions, point: HookPoint) -> None:
+    """Show a served model's positions to its `hook_pos` (`point`; T5's, to each stack's)
+    as they are made; what a hook returns replaces them (zeros: no positions; for RoPE,
+    angles of 0 are the identity rotation)."""
+    if positions.positional in ("learned", "sinusoidal"):  # the table it adds, as it adds it
+        positions.module.register_forward_hook(lambda m, args, out: point(out))
+        return
+    if positions.positional == "relative":  # T5's bias per distance bucket and head, as its
+        # table gives it ((Tq, Tk, H)); zeros: no bias, so nothing says where a token is
+        for module in model.hf.modules():
+            table = getattr(module, "relative_attention_bias", None)
+            if getattr(module, "has_relative_attention_bias", False) and isinstance(
+                table, nn.Embedding
+            ):
+                stack = "encoder" if id(module) in model._encoder_modules else "decoder"
+                point_of = getattr(model, stack).hook_pos
+                table.register_forward_hook(
+                    lambda m, args, out, point_of=point_of: point_of(out) if active() else out
+                )
+        return
+    if positions.positional != "rotary":
+        return
+
+    def rotary(module, args, out):
+        if not active() or not (isinstance(out, tuple) and len(out) == 2):
+            return out  # (Llama 4's complex frequencies are not shown)
+        cos, sin = out
+        if cos.dim() != 3:  # (B, T, d) only: not a multimodal RoPE's sections
+            return out
+        half = cos.shape[-1] // 2
+        angles = torch.atan2(sin[0, :, :half], cos[0, :, :half]).float()  # (T, d_rot/2)
+        seen = point(angles)
+        if seen is angles:
+            return out
+        scale = float(getattr(module, "attention_scaling", 1.0))
+        turned = torch.cat([seen, seen], dim=-1)[None].expand_as(cos)
+        return (torch.cos(turned) * scale).to(cos.dtype), (torch.sin(turned) * scale).to(sin.dtype)
+
+    positions.module.register_forward_hook(rotary)

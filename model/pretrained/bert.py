@@ -18,9 +18,10 @@ from ..checkpoints import CheckpointError
 from ..config import ModelConfig
 from ..hooks import NamesFilter
 from ..outputs import OutputKind
-from ..runner import Capabilities, RunnerBase, RunResult, TokenUnit, untrained
+from ..runner import Capabilities, RunnerBase, RunResult, TokenUnit
 from ..served import ServedModel
 from ..transformer import Transformer
+from ..twins import untrained
 from .mapping import Adapter, map_state
 
 MAX_TOKENS = 512

@@ -18,9 +18,10 @@ from ..config import ModelConfig
 from ..hooks import NamesFilter
 from ..layers import ACTIVATION_MODULES, LayerNorm
 from ..outputs import OutputKind
-from ..runner import Capabilities, RunResult, untrained
+from ..runner import Capabilities, RunResult
 from ..served import ServedModel
 from ..transformer import Transformer
+from ..twins import untrained
 from .bert import BertRunner, config_from_bert, map_bert_state, read_safetensors
 
 TOP = 5  # predictions reported per [MASK]

@@ -13,17 +13,10 @@ from ..hooks import NamesFilter
 from ..masks import pad_batch
 from ..outputs import OutputKind
 from ..pretrained.bytelevel import visible
-from ..runner import (
-    UNTRAINED_SEED,
-    Capabilities,
-    DecodedPiece,
-    RunnerBase,
-    RunResult,
-    TokenUnit,
-    untrained,
-)
+from ..runner import Capabilities, DecodedPiece, RunnerBase, RunResult, TokenUnit
 from ..served import ServedModel
 from ..transformer import Pieces, Transformer
+from ..twins import UNTRAINED_SEED, untrained
 from .data import normalize
 from .tokenizers import BOS, EOS, SourceTokenizer, TargetTokenizer, Vocab
 

@@ -5,8 +5,8 @@
 // from what the file holds. Every layer of the attention type shown is asked first (within
 // SAVED_ENTRIES), so the saved view moves between its heads and layers as the page does.
 
-import { pageFiles, policyOf } from "../widget/widget.js";
-import { recordedAnswers } from "./api.js";
+import { pageFiles, policyOf, requestKey } from "../widget/widget.js";
+import { api, recordedAnswers } from "./api.js";
 
 const SAVED_ENTRIES = 3e7; // matrix entries asked for the saved layers (one byte each)
 const SAVED_AT_ONCE = 4; // layers asked at once
@@ -38,6 +38,7 @@ export async function saveView({ layers, info, state, tokens, search, title }) {
   // (the widget's module is among the page's files: this module imports it)
   const files = Object.fromEntries(await pageFiles(text));
   const saved = { files, responses: await recordedAnswers(), search };
+  if (state.img) await keepPicture(saved.responses, state.img);
   const code = `
 const saved = JSON.parse(document.getElementById("attnviz-saved").textContent);
 const code = new Blob([saved.files["${WIDGET}"]], { type: "text/javascript" });
@@ -67,6 +68,23 @@ await mount(document.body, { fetchIn, read: files, search: saved.search, height:
 </html>
 `;
   return new Blob([html], { type: "text/html" });
+}
+
+// the picture the view draws on, as the server drew it back (a PNG at most 1,024 pixels a
+// side), kept in the file as base64 beside the answers: the saved view draws it offline
+async function keepPicture(responses, digest) {
+  const blob = await api.imageBlob(digest);
+  const bytes = new Uint8Array(await blob.arrayBuffer());
+  let binary = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  responses[requestKey("GET", `/api/v1/images/${digest}`)] = {
+    status: 200,
+    type: "image/png",
+    body: btoa(binary),
+    base64: true,
+  };
 }
 
 // "Cite this view": one line naming what a reader needs to draw it again: the model, where

@@ -258,7 +258,11 @@ export function replaying(saved) {
       const body = ["GET", "HEAD"].includes(request.method) ? "" : await request.text();
       const answer = saved.responses[requestKey(request.method, request.url, body)];
       if (answer) {
-        return new realm.Response(answer.body, {
+        // (a picture: its bytes as base64, static/js/save.js keepPicture)
+        const content = answer.base64
+          ? Uint8Array.from(atob(answer.body), (c) => c.charCodeAt(0))
+          : answer.body;
+        return new realm.Response(content, {
           status: answer.status,
           headers: { "content-type": answer.type },
         });

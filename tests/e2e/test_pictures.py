@@ -252,6 +252,9 @@ def test_the_labs_attention_distance_of_a_picture_reads_as_the_api_says(vit_page
     # another model chosen: the lab opens on the first experiment it runs, not on one it
     # cannot (attention distance reads a picture)
     page.select_option("#model", "pronounce")
+    expect(page.locator("#status")).to_have_text("Type a sentence first.")
+    page.fill("#text", "cat")
+    page.press("#text", "Enter")
     first = page.locator("#lab-experiment option:not([disabled])").first
     expect(page.locator("#lab-experiment")).to_have_value(first.get_attribute("value"))
     assert page.locator("#lab-experiment").input_value() != "distance"
@@ -284,3 +287,39 @@ def test_a_picture_the_server_dropped_is_sent_again_by_the_page(vit_page: Page):
     assert url_state(page)["img"] == street
     expect(page.locator("#readout")).to_contain_text("[CLS] looks at")
     expect(page.locator("#picture-main img")).to_be_visible()
+
+
+def test_a_saved_view_of_a_picture_draws_it_offline(vit_page: Page, browser, tmp_path):
+    """Save view (.html): the picture goes in the file (as the server drew it back), so
+    the saved Picture view shows it under its tints with nothing fetched."""
+    page = vit_page
+    page.goto("/?model=vit&lang=en")
+    expect(page.locator("#status")).to_contain_text("Choose a picture first", timeout=60_000)
+    page.get_by_role("button", name="Sample: shapes").click()
+    ready(page)
+    readout = page.locator("#readout").inner_text()
+    with page.expect_download() as download:
+        page.click("#save-view")
+    saved = tmp_path / download.value.suggested_filename
+    download.value.save_as(saved)
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    asked: list[str] = []
+
+    def offline(route):  # nothing but the file itself and what it makes (blob:, about:)
+        if route.request.url.startswith(("http:", "https:", "ws:")):
+            asked.append(route.request.url)
+            route.abort()
+        else:
+            route.continue_()
+
+    context.route("**/*", offline)
+    opened = context.new_page()
+    opened.goto(saved.as_uri())
+    frame = opened.frame_locator("iframe[title=attnviz]")
+    expect(frame.locator("#readout")).to_have_text(readout, timeout=30_000)
+    picture = frame.locator("#picture-main img")
+    expect(picture).to_be_visible()
+    size = picture.evaluate("img => img.decode().then(() => [img.naturalWidth, img.naturalHeight])")
+    assert size == [448, 336], size  # (the sample as drawn back: under 1,024 a side)
+    assert asked == [], asked
+    context.close()
