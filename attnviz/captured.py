@@ -51,6 +51,24 @@ class Captured:
     # column and box in the picture's pixels); a text's run: none
     positions: list[ImagePosition] = field(default_factory=list)
 
+    @classmethod
+    def of(cls, name: str, runner: Any, result: Any) -> Captured:
+        """A runner's run (a `RunResult`), by the name the model was read as; a picture's
+        run keeps what each of its positions is."""
+        return cls(
+            model=name,
+            text=result.text,
+            source_tokens=list(result.source_tokens),
+            target_tokens=list(result.target_tokens),
+            output_tokens=list(result.output_tokens),
+            truncated=result.truncated,
+            source_length=result.source_length,
+            types=types_of(runner.attention),
+            _runner=runner,
+            _result=result,
+            positions=result.image.positions if result.image is not None else [],
+        )
+
     def tokens(self, side: Literal["source", "target"]) -> list[str]:
         """The tokens of one side (an attention type's rows and columns name theirs)."""
         return self.source_tokens if side == "source" else self.target_tokens
@@ -182,19 +200,7 @@ def capture_image(model: Any, image: Any, processor: Any = None) -> Captured:
     rgb = picture_of(image)
     result = ImageRunner(encoder).read_picture(rgb, digest(rgb))
     assert result.image is not None
-    return Captured(
-        model=name,
-        text=result.text,
-        source_tokens=result.source_tokens,
-        target_tokens=result.target_tokens,
-        output_tokens=result.output_tokens,
-        truncated=result.truncated,
-        source_length=result.source_length,
-        types=types_of(encoder.attention),
-        _runner=encoder,
-        _result=result,
-        positions=result.image.positions,
-    )
+    return Captured.of(name, encoder, result)
 
 
 def capture_both(model: Any, text: str, image: Any, given: Any = None) -> Captured:
@@ -216,19 +222,7 @@ def capture_both(model: Any, text: str, image: Any, given: Any = None) -> Captur
     rgb = picture_of(image)
     result = pictures(runner).read_picture(rgb, digest(rgb), text)
     assert result.image is not None
-    return Captured(
-        model=name,
-        text=result.text,
-        source_tokens=list(result.source_tokens),
-        target_tokens=list(result.target_tokens),
-        output_tokens=list(result.output_tokens),
-        truncated=result.truncated,
-        source_length=result.source_length,
-        types=types_of(runner.attention),
-        _runner=runner,
-        _result=result,
-        positions=result.image.positions,
-    )
+    return Captured.of(name, runner, result)
 
 
 def capture(
@@ -255,16 +249,4 @@ def capture(
     result = runner.run(text)
     if result.capture is None:
         raise ValueError(f"{name} captured nothing on this text")
-    types = types_of(runner.attention)
-    return Captured(
-        model=name,
-        text=result.text,
-        source_tokens=list(result.source_tokens),
-        target_tokens=list(result.target_tokens),
-        output_tokens=list(result.output_tokens),
-        truncated=result.truncated,
-        source_length=result.source_length,
-        types=types,
-        _runner=runner,
-        _result=result,
-    )
+    return Captured.of(name, runner, result)

@@ -68,6 +68,15 @@ def tiny(kind: str, **extra):
     return model
 
 
+def spread(model) -> None:
+    """Every matrix of a seeded random model drawn again from N(0, 0.15²), in its
+    parameters' order: away from the initialisation's near-uniform attention."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0, 0.15)
+
+
 def saved(tmp_path, model, **save) -> object:
     folder = tmp_path / "model"
     model.save_pretrained(folder, **save)
@@ -250,10 +259,7 @@ def saved_llava(folder, image_size: int = 32, patch_size: int = 8, strategy: str
     )  # fmt: skip
     torch.manual_seed(0)
     model = transformers.LlavaForConditionalGeneration(config).eval()
-    with torch.no_grad():  # (away from the initialisation's near-uniform attention)
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0, 0.15)
+    spread(model)
     processor = transformers.LlavaProcessor(
         image_processor=transformers.CLIPImageProcessorPil(
             size={"shortest_edge": image_size},
@@ -298,10 +304,7 @@ def saved_idefics3(folder, tile: int = 32, patch_size: int = 8, scale: int = 2, 
     )  # fmt: skip
     torch.manual_seed(0)
     model = transformers.Idefics3ForConditionalGeneration(config).eval()
-    with torch.no_grad():  # (away from the initialisation's near-uniform attention)
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0, 0.15)
+    spread(model)
     processor = transformers.Idefics3Processor(
         image_processor=transformers.Idefics3ImageProcessorPil(
             size={"longest_edge": size}, max_image_size={"longest_edge": tile},
@@ -350,10 +353,7 @@ def saved_qwen2_vl(folder, patch_size: int = 14, merge: int = 2, most_tokens: in
     )  # fmt: skip
     torch.manual_seed(0)
     model = transformers.Qwen2VLForConditionalGeneration(config).eval()
-    with torch.no_grad():  # (away from the initialisation's near-uniform attention)
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0, 0.15)
+    spread(model)
     side = patch_size * merge
     transformers.Qwen2VLImageProcessorPil(
         min_pixels=side * side * 4, max_pixels=side * side * most_tokens,

@@ -12,6 +12,17 @@ README_START = (
 README_END = "<!-- end of the architecture matrix -->"
 
 
+def cell(text: str) -> str:
+    """A table's cell: one line, no column bar, at most 140 characters."""
+    text = " ".join(text.split()).replace("|", "/")
+    return text if len(text) <= 140 else text[:139] + "…"
+
+
+def between(page: str, start: str, end: str) -> str:
+    """A generated table as a page has it, between its two markers."""
+    return page[page.index(start) + len(start) : page.index(end)].strip()
+
+
 def readme_table(rows: list[Row]) -> str:
     """The docs' table of the matrix: each architecture, its kind, the code that reads
     it and whether it is served equal (or why not)."""
@@ -20,11 +31,6 @@ def readme_table(rows: list[Row]) -> str:
         "| prompts past 512 tokens | value-weighted norms | residual stream |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-
-    def cell(text: str) -> str:
-        text = " ".join(text.split()).replace("|", "/")
-        return text if len(text) <= 140 else text[:139] + "…"
-
     for r in rows:
         said = cell("yes" if r.equal else "no: " + (r.reason or differs(r)))
         backend = {"ours": "model/", "transformers": "transformers", "-": "refused"}[r.backend]
@@ -64,5 +70,4 @@ def differs(r: Row) -> str:
 
 def readme_section(readme: str) -> str:
     """The matrix's table as a page (docs/architectures.md) has it."""
-    start, end = readme.index(README_START) + len(README_START), readme.index(README_END)
-    return readme[start:end].strip()
+    return between(readme, README_START, README_END)

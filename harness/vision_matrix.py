@@ -20,6 +20,9 @@ import numpy as np
 import torch
 from PIL import Image
 
+from harness.checkpoints import spread
+from harness.matrix_table import between, cell
+
 SIZES = {  # a tiny image encoder, by transformers' common attribute names
     "image_size": 32, "patch_size": 8, "hidden_size": 32, "num_hidden_layers": 2,
     "num_attention_heads": 4, "intermediate_size": 64, "num_channels": 3,
@@ -135,10 +138,7 @@ def compare(model_type: str) -> Row:
         torch.manual_seed(0)
         with contextlib.redirect_stderr(io.StringIO()):
             model = transformers.AutoModel.from_config(config, attn_implementation="eager")
-        with torch.no_grad():  # away from the initialisation's near-uniform attention
-            for p in model.parameters():
-                if p.dim() >= 2:
-                    p.normal_(0, 0.15)
+        spread(model)
     except Exception as exc:  # (its own code refuses a tiny config)
         row.reason = f"no tiny model of it: {type(exc).__name__}: {str(exc)[:120]}"
         return row
@@ -207,16 +207,14 @@ def table(rows: list[Row]) -> str:
         "| --- | ---: | --- |",
     ]
     for r in rows:
-        reason = " ".join(r.reason.split()).replace("|", "/")
-        reason = reason if len(reason) <= 140 else reason[:139] + "…"
-        said = "yes" if r.equal else f"no: {reason}"
+        said = "yes" if r.equal else f"no: {cell(r.reason)}"
         lines.append(f"| `{r.model_type}` | {r.positions or '—'} | {said} |")
     return "\n".join(lines)
 
 
 def section(page: str) -> str:
     """The vision matrix's table as the page has it."""
-    return page[page.index(START) + len(START) : page.index(END)].strip()
+    return between(page, START, END)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """The vision-language half of the architecture matrix: every vision-language architecture
 the installed transformers has (its image-text-to-text mapping, not a hand list). Those
-whose processor places a picture's tokens in a way model/hf/vlm.py maps (LLaVA's token a
-patch, Idefics3's tiles, Qwen2-VL's own resolution) are made as a tiny seeded random model
-saved with its processor, read back as attnviz reads a folder, and run on a picture and a
-text: every layer's weights against transformers' eager attention with
+whose processor places a picture's tokens in a way model/hf/image_tokens.py maps
+(LLaVA's token a patch, Idefics3's tiles, Qwen2-VL's own resolution) are made as a tiny
+seeded random model saved with its processor, read back as attnviz reads a folder, and run
+on a picture and a text: every layer's weights against transformers' eager attention with
 `output_attentions`, and the greedy continuation of 8 tokens against its `generate`. Each
 row is equal, or says why it is not served."""
 
@@ -21,7 +21,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from harness.checkpoints import VOCAB, tokenizer
+from harness.checkpoints import VOCAB, spread, tokenizer
+from harness.matrix_table import between, cell
 
 TEXT = dict(
     vocab_size=VOCAB + 64, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
@@ -224,10 +225,7 @@ def saved(model_type: str, folder: Path) -> Path:
         model = transformers.AutoModelForImageTextToText.from_config(
             config, attn_implementation="eager"
         )
-    with torch.no_grad():  # (away from the initialisation's near-uniform attention)
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0, 0.15)
+    spread(model)
     model.generation_config.pad_token_id = 0
     model.eval().save_pretrained(folder)
     save_processor(folder, model_type, family, named, made)
@@ -319,16 +317,14 @@ def table(rows: list[Row]) -> str:
         "| --- | ---: | --- |",
     ]
     for r in rows:
-        reason = " ".join(r.reason.split()).replace("|", "/")
-        reason = reason if len(reason) <= 140 else reason[:139] + "…"
-        said = "yes" if r.equal else f"no: {reason}"
+        said = "yes" if r.equal else f"no: {cell(r.reason)}"
         lines.append(f"| `{r.model_type}` | {r.tokens or '—'} | {said} |")
     return "\n".join(lines)
 
 
 def section(page: str) -> str:
     """The vision-language matrix's table as the page has it."""
-    return page[page.index(START) + len(START) : page.index(END)].strip()
+    return between(page, START, END)
 
 
 if __name__ == "__main__":

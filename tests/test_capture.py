@@ -10,6 +10,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 import torch
+from PIL import Image
 
 import attnviz
 from attnviz.model.pretrained.bert import package_dir
@@ -40,7 +41,8 @@ def test_a_shipped_model_by_its_id_is_transformers_bertmodel():
 
 def test_a_folder_by_its_path_is_its_own_eager_attention(tmp_path):
     theirs = tiny("llama")
-    run = attnviz.capture(saved(tmp_path, theirs), PROMPTS[0])
+    folder = saved(tmp_path, theirs)
+    run = attnviz.capture(folder, PROMPTS[0])
     ids = torch.tensor([[int(t) for t in run._result.source_ids]])
     with torch.no_grad():
         expected = theirs(ids, output_attentions=True).attentions
@@ -50,6 +52,8 @@ def test_a_folder_by_its_path_is_its_own_eager_attention(tmp_path):
     assert run.get("k", 1).shape[0] == theirs.config.num_key_value_heads
     with pytest.raises(TypeError, match="a shipped model's id"):
         attnviz.capture(3, PROMPTS[0])
+    with pytest.raises(TypeError, match="model reads text alone: leave the image out"):
+        attnviz.capture(folder, PROMPTS[0], image=Image.new("RGB", (8, 8)))
 
 
 def test_a_long_text_keeps_q_k_v_and_says_how_to_read_its_matrices():

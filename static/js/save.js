@@ -38,7 +38,8 @@ export async function saveView({ layers, info, state, tokens, search, title }) {
   // (the widget's module is among the page's files: this module imports it)
   const files = Object.fromEntries(await pageFiles(text));
   const saved = { files, responses: await recordedAnswers(), search };
-  if (state.img) await keepPicture(saved.responses, state.img);
+  // (a model of text keeps the last picture in its link, unread)
+  if (state.img && info.capabilities.pictures) await keepPicture(saved.responses, state.img);
   const code = `
 const saved = JSON.parse(document.getElementById("attnviz-saved").textContent);
 const code = new Blob([saved.files["${WIDGET}"]], { type: "text/javascript" });

@@ -204,6 +204,20 @@ def test_a_picture_is_continued_as_transformers_does_and_each_new_token_looks_at
         assert (got[:, prompt:, :16].sum(-1) > 0).all()
 
 
+@torch.no_grad()
+def assert_heads_equal(c, name: str, digest: str, model, inputs) -> None:
+    """Every layer's heads the server sends on the picture and TEXT equal transformers'
+    eager weights (the reference `model` on the processor's `inputs` of the same)."""
+    out = model(**inputs, output_attentions=True)
+    asked = {"model": name, "image": digest, "text": TEXT, "encoding": "f4"}
+    blocks = c.post("/api/v1/attention", json={**asked, "kinds": ["weights"]}).json()["blocks"]
+    assert [b["layer"] for b in blocks] == list(range(len(out.attentions)))
+    for block in blocks:
+        expected = out.attentions[block["layer"]][0].numpy()
+        assert decode(block["data"]).shape == expected.shape
+        assert np.abs(decode(block["data"]) - expected).max() <= 1e-5
+
+
 def changed_cells(before, after, side: int) -> set[tuple[int, int, int]]:
     """(tile, row, column) of each token's block of the processor's pixels (tiles, C, H, W)
     that a mark changed."""
@@ -248,13 +262,7 @@ def test_a_tiled_pictures_tokens_are_idefics3s_and_each_lies_over_its_mark(serve
     assert "<image>" not in body["source_tokens"]
     inputs = processor(images=[picture], text=f"<image>\n{TEXT}", return_tensors="pt")
     assert len(body["source_tokens"]) == inputs["input_ids"].shape[1]
-    with torch.no_grad():
-        out = model(**inputs, output_attentions=True)
-    asked = {"model": "idefics3", "image": digest, "text": TEXT, "encoding": "f4"}
-    blocks = c.post("/api/v1/attention", json={**asked, "kinds": ["weights"]}).json()["blocks"]
-    for block in blocks:
-        expected = out.attentions[block["layer"]][0].numpy()
-        assert np.abs(decode(block["data"]) - expected).max() <= 1e-5
+    assert_heads_equal(c, "idefics3", digest, model, inputs)
     # the marks: on a 100 x 40 picture (1 x 2 tiles), in a tile token's box and in a
     # thumbnail token's
     blank = Image.new("RGB", (100, 40), (128, 128, 128))
@@ -324,13 +332,7 @@ def test_a_picture_at_its_own_resolution_is_qwen2_vls_and_continued_as_it_does(s
     labels = [f"▦ {r},{k}" for r in range(rows) for k in range(columns)]
     assert body["source_tokens"][1 : 1 + rows * columns] == labels
     assert len(body["source_tokens"]) == inputs["input_ids"].shape[1]
-    with torch.no_grad():
-        out = model(**inputs, output_attentions=True)
-    asked = {"model": "qwen2-vl", "image": digest, "text": TEXT, "encoding": "f4"}
-    blocks = c.post("/api/v1/attention", json={**asked, "kinds": ["weights"]}).json()["blocks"]
-    for block in blocks:
-        expected = out.attentions[block["layer"]][0].numpy()
-        assert np.abs(decode(block["data"]) - expected).max() <= 1e-5
+    assert_heads_equal(c, "qwen2-vl", digest, model, inputs)
     prompt = inputs["input_ids"].shape[1]
     made = model.generate(**inputs, max_new_tokens=8, do_sample=False)[0, prompt:].tolist()
     asked = {"model": "qwen2-vl", "image": digest, "text": TEXT, "max_new_tokens": 8}

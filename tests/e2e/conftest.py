@@ -6,7 +6,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import BrowserContext, sync_playwright
 
 from harness.browser import CHROMIUM, FLAGS
 from harness.serving import start_server
@@ -84,3 +84,20 @@ def page_of(browser, base: str, outside_requests: list[str]):
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     return context, page, errors
+
+
+def offline(browser) -> tuple[BrowserContext, list[str]]:
+    """A desktop-sized context that fetches nothing but a file and what it makes (blob:,
+    about:), and the addresses it was asked for."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    asked: list[str] = []
+
+    def refuse(route):
+        if route.request.url.startswith(("http:", "https:", "ws:")):
+            asked.append(route.request.url)
+            route.abort()
+        else:
+            route.continue_()
+
+    context.route("**/*", refuse)
+    return context, asked

@@ -9,6 +9,7 @@ import re
 
 from playwright.sync_api import Page, expect
 
+from .conftest import offline
 from .test_page import ready, ticks
 
 TEXT = "The cat sat on the mat."
@@ -29,17 +30,7 @@ def test_a_saved_view_opens_offline_and_moves_between_its_layers(page: Page, bro
     assert saved.name == "attnviz-minilm-head.html"
     assert saved.stat().st_size < 20_000_000
 
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    asked: list[str] = []
-
-    def offline(route):  # nothing but the file itself and what it makes (blob:, about:)
-        if route.request.url.startswith(("http:", "https:", "ws:")):
-            asked.append(route.request.url)
-            route.abort()
-        else:
-            route.continue_()
-
-    context.route("**/*", offline)
+    context, asked = offline(browser)
     opened = context.new_page()
     errors: list[str] = []
     opened.on("pageerror", lambda e: errors.append(str(e)))
