@@ -48,5 +48,5 @@ def test_every_served_image_encoder_equals_transformers_and_the_rest_say_why(row
     assert sum(r.equal for r in rows) >= SERVED_AND_EQUAL_AT_LEAST
     assert section(PAGE.read_text(encoding="utf-8")) == table(rows), (
         "docs/architectures.md's vision table is not this run's: "
-        "python harness/vision_matrix.py --table"
+        "python -m harness.vision_matrix --table"
     )
