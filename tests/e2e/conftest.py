@@ -6,7 +6,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from playwright.sync_api import BrowserContext, sync_playwright
+from playwright.sync_api import BrowserContext, Page, sync_playwright
 
 from harness.browser import CHROMIUM, FLAGS
 from harness.serving import start_server
@@ -86,9 +86,10 @@ def page_of(browser, base: str, outside_requests: list[str]):
     return context, page, errors
 
 
-def offline(browser) -> tuple[BrowserContext, list[str]]:
-    """A desktop-sized context that fetches nothing but a file and what it makes (blob:,
-    about:), and the addresses it was asked for."""
+def offline(browser) -> tuple[BrowserContext, Page, list[str], list[str]]:
+    """A desktop-sized page that fetches nothing but a file and what it makes (blob:,
+    about:): its context, the page, the addresses it was asked for, and its errors (page
+    errors and what breaks a Content Security Policy)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     asked: list[str] = []
 
@@ -100,4 +101,11 @@ def offline(browser) -> tuple[BrowserContext, list[str]]:
             route.continue_()
 
     context.route("**/*", refuse)
-    return context, asked
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on(
+        "console",
+        lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None,
+    )
+    return context, page, asked, errors

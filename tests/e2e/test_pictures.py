@@ -302,14 +302,7 @@ def test_a_saved_view_of_a_picture_draws_it_offline(vit_page: Page, browser, tmp
         page.click("#save-view")
     saved = tmp_path / download.value.suggested_filename
     download.value.save_as(saved)
-    context, asked = offline(browser)
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda e: errors.append(str(e)))
-    opened.on(
-        "console",
-        lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None,
-    )
+    context, opened, asked, errors = offline(browser)
     opened.goto(saved.as_uri())
     frame = opened.frame_locator("iframe[title=attnviz]")
     expect(frame.locator("#readout")).to_have_text(readout, timeout=30_000)

@@ -30,15 +30,8 @@ def test_a_saved_view_opens_offline_and_moves_between_its_layers(page: Page, bro
     assert saved.name == "attnviz-minilm-head.html"
     assert saved.stat().st_size < 20_000_000
 
-    context, asked = offline(browser)
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda e: errors.append(str(e)))
     # the file and its view each have a policy of their own, and nothing breaks it
-    opened.on(
-        "console",
-        lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None,
-    )
+    context, opened, asked, errors = offline(browser)
     html = saved.read_text(encoding="utf-8")
     assert '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; ' in html
     opened.goto(saved.as_uri())
