@@ -38,13 +38,19 @@ VISION = dict(
 IMAGE = "<image>"
 PAD = "<|image_pad|>"  # (the picture's token of Qwen2-VL's processors)
 SOFT = "<image_soft_token>"  # (Gemma 3's picture tokens, written as <start_of_image>)
+# (Pixtral's picture tokens: a row's, the end of a row's and of the picture's)
+ROWS = {"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
+        "image_end_token": "[IMG_END]"}  # fmt: skip
 SPECIALS = (
     "<|endoftext|>", IMAGE, PAD, SOFT, "<start_of_image>", "<end_of_image>", "<bos>",
     "<fake_token_around_image>", "<global-img>", "<|vision_start|>", "<|vision_end|>",
-    "<|video_pad|>", *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)),
+    "<|video_pad|>", *ROWS.values(),
+    *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)),
 )  # fmt: skip
 FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
-            "PaliGemmaProcessor": "paligemma", "Gemma3Processor": "pooled"}  # fmt: skip
+            "PaliGemmaProcessor": "paligemma", "Gemma3Processor": "pooled",
+            "LightOnOcrProcessor": "rows", "DeepseekVLProcessor": "square",
+            "JanusProcessor": "square"}  # fmt: skip
 
 
 @dataclass
@@ -101,7 +107,7 @@ def family_of(model_type: str) -> tuple[str, str]:
             return "dynamic", named
     return "", (
         f"its processor ({named}) places a picture's tokens in a way not mapped yet (LLaVA's "
-        "token a patch, Idefics3's tiles and Qwen2-VL's own resolution are)"
+        "token a patch, Idefics3's tiles, Qwen2-VL's and Pixtral's own resolution are)"
     )
 
 
@@ -130,7 +136,7 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
     if family == "llava":
         vision = sized(AutoConfig.for_model("clip_vision_model"), VISION)
     extra: dict = {}
-    token = ids[{"dynamic": PAD, "pooled": SOFT}.get(family, IMAGE)]
+    token = ids[{"dynamic": PAD, "pooled": SOFT, "rows": ROWS["image_token"]}.get(family, IMAGE)]
     for name in ("image_token_id", "image_token_index"):
         if hasattr(default, name):
             extra[name] = token
@@ -140,6 +146,11 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
             extra = {"vision_feature_layers": [-2, -1], "image_token_index": ids[IMAGE]}
     if family == "tiles":
         extra["scale_factor"] = 2
+    if family == "square" and "projection_dim" in vision:  # (Janus's aligner: into the text)
+        vision |= {"projection_dim": TEXT["hidden_size"], "num_image_tokens": 16}
+    if family == "rows":  # (pictures of up to 64 x 64 pixels, 2 x 2 patches a token)
+        vision["image_size"], extra["spatial_merge_size"] = 64, 2
+        vision["head_dim"] = VISION["hidden_size"] // VISION["num_attention_heads"]
     if hasattr(default, "projection_dim"):  # (PaliGemma's: into the language model's width)
         extra["projection_dim"] = vision["projection_dim"] = TEXT["hidden_size"]
     if family == "pooled":  # (4 x 4 patches averaged into 2 x 2 tokens)
@@ -172,6 +183,11 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
                     "image_token": SOFT} if family == "pooled" else {}  # fmt: skip
     if family == "dynamic":  # (GLM-4V's processor writes the tokenizer's, else <|image|>)
         named_tokens = {"image_token": PAD}
+    if family == "rows":  # (LightOnOcr's processor reads its picture's tokens from it)
+        named_tokens = ROWS
+    if family == "square":  # (DeepSeek-VL's and Janus's processors read theirs from it)
+        named_tokens = {"image_token": IMAGE, "boi_token": "<start_of_image>",
+                        "eoi_token": "<end_of_image>"}  # fmt: skip
     fast = transformers.PreTrainedTokenizerFast(
         tokenizer_object=made, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
         bos_token="<bos>", extra_special_tokens=named_tokens,
@@ -183,6 +199,19 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
             ),
             tokenizer=fast, patch_size=8, vision_feature_select_strategy="default",
             image_token=IMAGE, num_additional_image_tokens=1,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "square":  # (a 32 x 32 square of 4 x 4 patches)
+        images = getattr(transformers, f"{named.removesuffix('Processor')}ImageProcessorPil")
+        getattr(transformers, named)(
+            image_processor=images(size={"height": 32, "width": 32}, min_size=8),
+            tokenizer=fast, num_image_tokens=16,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "rows":
+        transformers.LightOnOcrProcessor(
+            image_processor=transformers.PixtralImageProcessorPil(
+                size={"longest_edge": 64}, patch_size={"height": 16, "width": 16}
+            ),
+            tokenizer=fast, patch_size=8, spatial_merge_size=2,
         ).save_pretrained(folder)  # fmt: skip
     elif family == "paligemma":
         images = transformers.SiglipImageProcessorPil(size={"height": 32, "width": 32})

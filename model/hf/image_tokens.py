@@ -3,13 +3,16 @@ written where the picture goes, the tokens around it, and where each of the imag
 it becomes lies in the picture (`ImageTokens`): one per patch of the vision tower's grid
 after the processor's resize and crop (LLaVA, PaliGemma), a square grid of pooled patches
 (Gemma 3), tiles of merged patches and the whole picture's thumbnail (Idefics3, SmolVLM's
-shape), or the picture at its own resolution, patches merged (Qwen2-VL)."""
+shape), or the picture at its own resolution, patches merged (Qwen2-VL; LightOnOcr's
+Pixtral-sized picture)."""
 
 from __future__ import annotations
 
 import math
 import sys
 from typing import Any, Protocol
+
+import numpy as np
 
 from ..checkpoints import CheckpointError
 from ..patches import PATCH, THUMBNAIL, Geometry, ImagePosition, PositionKind
@@ -81,8 +84,12 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
             return PatchTokens(image_processor, patch, cls_kept=strategy == "full")
     if "PaliGemmaProcessor" in kinds:  # (SigLIP's patches, no class token)
         return PatchTokens(image_processor, patch, cls_kept=False)
+    if kinds & {"DeepseekVLProcessor", "JanusProcessor"}:
+        return SquareTokens(image_processor, patch)
     if "Gemma3Processor" in kinds:
         return PooledTokens(image_processor, int(getattr(config, "mm_tokens_per_image", 0)))
+    if "LightOnOcrProcessor" in kinds:
+        return RowTokens(image_processor, patch, int(getattr(config, "spatial_merge_size", 1)))
     if "Idefics3Processor" in kinds:
         return TiledTokens(image_processor, patch, int(getattr(config, "scale_factor", 1)))
     # (Qwen2-VL's image processor, which Qwen2.5-VL's and Qwen3-VL's processors use too)
@@ -90,8 +97,8 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         return DynamicTokens(image_processor)
     raise CheckpointError(
         f"its processor ({named}) places a picture's tokens in a way not mapped yet: "
-        "LLaVA's (a token per patch), Idefics3's (tiles and a thumbnail) and Qwen2-VL's "
-        "(its own resolution, patches merged) are"
+        "LLaVA's (a token per patch), Idefics3's (tiles and a thumbnail), Qwen2-VL's and "
+        "Pixtral's (its own resolution, patches merged) are"
     )
 
 
@@ -121,6 +128,26 @@ class PatchTokens:
                 box = place.box(c * p, r * p, (c + 1) * p, (r + 1) * p)
                 found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
         return found
+
+
+class SquareTokens(PatchTokens):
+    """DeepSeek-VL's and Janus's: the picture's longest side resized to the vision tower's
+    square (each side rounded, at least `min_size`), the other padded on both sides to a
+    square of a background colour (its `pad_to_square`); one token a patch, row by row."""
+
+    def __init__(self, image_processor: Any, patch: int) -> None:
+        super().__init__(image_processor, patch, cls_kept=False)
+
+    def grid(self, width: int, height: int) -> tuple[Any, int, int]:
+        size = self.image_processor.size
+        if size.get("height") != size.get("width"):
+            raise CheckpointError(f"its image processor resizes to {dict(size)}: not a square")
+        least, scale = int(self.image_processor.min_size), size["height"] / max(width, height)
+        w, h = max(round(width * scale), least), max(round(height * scale), least)
+        side = max(w, h)
+        place = Geometry((width, height), (w, h), (-((side - w) // 2), -((side - h) // 2)),
+                         (side, side))  # fmt: skip
+        return place, side // self.patch, side // self.patch
 
 
 class PooledTokens:
@@ -200,7 +227,31 @@ class TiledTokens:
         return found
 
 
-class DynamicTokens:
+class GridTokens:
+    """Tokens that are the cells of one grid over the processor's whole picture (no
+    crop), row by row: each a `patch` x `patch` block of its pixels; `place` says where
+    those pixels lie in the picture."""
+
+    patch: int
+
+    def place(self, width: int, height: int) -> Geometry:
+        raise NotImplementedError
+
+    def count(self, width: int, height: int) -> int:
+        w, h = self.place(width, height).size
+        return (w // self.patch) * (h // self.patch)
+
+    def positions(self, width: int, height: int) -> list[ImagePosition]:
+        place, t = self.place(width, height), self.patch
+        found = []
+        for r in range(place.size[1] // t):
+            for c in range(place.size[0] // t):
+                box = place.box(c * t, r * t, (c + 1) * t, (r + 1) * t)
+                found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
+        return found
+
+
+class DynamicTokens(GridTokens):
     """Qwen2-VL's own resolution: the picture resized to the nearest multiple of a
     merged token's side whose pixels lie within the processor's bounds (its
     `smart_resize`, no crop), its patches merged `merge` x `merge` into one token, the
@@ -225,15 +276,25 @@ class DynamicTokens:
                             max_pixels=size["longest_edge"])  # fmt: skip
         return Geometry((width, height), (w, h), (0, 0), (w, h))
 
-    def count(self, width: int, height: int) -> int:
-        w, h = self.place(width, height).size
-        return (w // self.patch) * (h // self.patch)
 
-    def positions(self, width: int, height: int) -> list[ImagePosition]:
-        place, t = self.place(width, height), self.patch
-        found = []
-        for r in range(place.size[1] // t):
-            for c in range(place.size[0] // t):
-                box = place.box(c * t, r * t, (c + 1) * t, (r + 1) * t)
-                found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
-        return found
+class RowTokens(GridTokens):
+    """Pixtral's image processor (LightOnOcr's): the picture scaled down, never up, to
+    fit its longest edge, each side then rounded up to whole patches of the processor's
+    (its `get_resize_output_image_size`, no crop); the vision tower's patches merged
+    `merge` x `merge` into one token, the tokens row by row."""
+
+    def __init__(self, image_processor: Any, patch: int, merge: int) -> None:
+        from transformers.models.pixtral import image_processing_pil_pixtral as pixtral
+
+        self.image_processor, self.patch = image_processor, patch * merge
+        self._resize = pixtral.get_resize_output_image_size
+        sides = image_processor.patch_size
+        self.sides = (sides["height"], sides["width"]) if isinstance(sides, dict) else sides
+
+    def place(self, width: int, height: int) -> Geometry:
+        edge = int(self.image_processor.size["longest_edge"])
+        # (an array of the picture's shape that holds no memory: only its shape is read)
+        shape = np.lib.stride_tricks.as_strided(np.zeros(1), (height, width, 3), (0, 0, 0))
+        h, w = self._resize(shape, size=(edge, edge), patch_size=self.sides,
+                            input_data_format="channels_last")  # fmt: skip
+        return Geometry((width, height), (int(w), int(h)), (0, 0), (int(w), int(h)))
