@@ -104,7 +104,7 @@ haproxy:
 test:
 	@$(MAKE) --no-print-directory -j3 lint system-deps ref-env numba-cache
 	$(BIN)/pytest -n 2 --dist loadfile -m "not alone"
-	$(BIN)/pytest -m alone
+	$(BIN)/pytest -m alone $$($(BIN)/python -c "from tests.conftest import alone; print(*alone())")
 
 # UMAP's numba functions compiled once into their on-disk cache (umap's own `cache=True`),
 # alongside the lint: each process that projects (a test's server, the query-key view)
@@ -135,7 +135,7 @@ k8s-check: $(STAMP) kubectl
 scale-check: $(STAMP) haproxy
 	$(BIN)/python deploy/replicas.py --requests 600 --clients 6
 
-# Schema fuzzing at length: 5000 examples per route (`make test` runs 50); FUZZ_SEED=n
+# Schema fuzzing at length: 5000 examples per route (`make test` runs 25); FUZZ_SEED=n
 # picks another fixed seed.
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)
@@ -194,7 +194,7 @@ bench-vision: $(STAMP)
 bench-contrib: $(STAMP)
 	$(BIN)/python bench/bench_contrib.py
 
-# the whole architecture matrix (make test runs a third of it): every architecture of the
+# the whole architecture matrix (make test runs a quarter of it): every architecture of the
 # installed transformers, its counts and the docs' table (about 2 minutes of two cores)
 test-architectures: $(STAMP)
 	ATTNVIZ_FULL_MATRIX=1 $(BIN)/pytest -p no:cacheprovider tests/model/test_families.py

@@ -27,6 +27,12 @@ ALONE = (
 )
 
 
+def alone() -> list[str]:
+    """The paths of ALONE, for the run of them alone (`make test`): it collects nothing
+    else (collecting the whole suite takes about 20 s)."""
+    return [f"tests/{where}" for where in ALONE]
+
+
 TIERS: tuple[tuple[str, str], ...] = (
     ("e2e/test_bench_smoke.py", "ops"),
     ("e2e/", "browser"),
