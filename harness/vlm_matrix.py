@@ -41,16 +41,18 @@ SOFT = "<image_soft_token>"  # (Gemma 3's picture tokens, written as <start_of_i
 # (Pixtral's picture tokens: a row's, the end of a row's and of the picture's)
 ROWS = {"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
         "image_end_token": "[IMG_END]"}  # fmt: skip
+# (Aya Vision's: a picture's start and end, and its tokens)
+AYA = ("<|START_OF_IMG|>", "<|END_OF_IMG|>", "<|IMG_PATCH|>", "<|IMG_LINE_BREAK|>")
 SPECIALS = (
     "<|endoftext|>", IMAGE, PAD, SOFT, "<start_of_image>", "<end_of_image>", "<bos>",
     "<fake_token_around_image>", "<global-img>", "<|vision_start|>", "<|vision_end|>",
-    "<|video_pad|>", *ROWS.values(),
+    "<|video_pad|>", *ROWS.values(), *AYA,
     *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)),
 )  # fmt: skip
 FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
             "PaliGemmaProcessor": "paligemma", "Gemma3Processor": "pooled",
             "LightOnOcrProcessor": "rows", "DeepseekVLProcessor": "square",
-            "JanusProcessor": "square"}  # fmt: skip
+            "JanusProcessor": "square", "AyaVisionProcessor": "canvas"}  # fmt: skip
 
 
 @dataclass
@@ -136,7 +138,8 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
     if family == "llava":
         vision = sized(AutoConfig.for_model("clip_vision_model"), VISION)
     extra: dict = {}
-    token = ids[{"dynamic": PAD, "pooled": SOFT, "rows": ROWS["image_token"]}.get(family, IMAGE)]
+    token = ids[{"dynamic": PAD, "pooled": SOFT, "rows": ROWS["image_token"],
+                 "canvas": "<|IMG_PATCH|>"}.get(family, IMAGE)]  # fmt: skip
     for name in ("image_token_id", "image_token_index"):
         if hasattr(default, name):
             extra[name] = token
@@ -146,6 +149,8 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
             extra = {"vision_feature_layers": [-2, -1], "image_token_index": ids[IMAGE]}
     if family == "tiles":
         extra["scale_factor"] = 2
+    if family == "canvas":  # (2 x 2 patches a token)
+        extra["downsample_factor"] = 2
     if family == "square" and "projection_dim" in vision:  # (Janus's aligner: into the text)
         vision |= {"projection_dim": TEXT["hidden_size"], "num_image_tokens": 16}
     if family == "rows":  # (pictures of up to 64 x 64 pixels, 2 x 2 patches a token)
@@ -205,6 +210,13 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
         getattr(transformers, named)(
             image_processor=images(size={"height": 32, "width": 32}, min_size=8),
             tokenizer=fast, num_image_tokens=16,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "canvas":  # (tiles of 32 x 32: 2 x 2 tokens of 2 x 2 patches)
+        transformers.AyaVisionProcessor(
+            image_processor=transformers.GotOcr2ImageProcessorPil(
+                size={"height": 32, "width": 32}, crop_to_patches=True, max_patches=4
+            ),
+            tokenizer=fast, patch_size=8, img_size=32, downsample_factor=2,
         ).save_pretrained(folder)  # fmt: skip
     elif family == "rows":
         transformers.LightOnOcrProcessor(

@@ -1,9 +1,10 @@
 """What a vision-language model's processor turns a picture into in the prompt: the token
 written where the picture goes, the tokens around it, and where each of the image tokens
 it becomes lies in the picture (`ImageTokens`): one per patch of the vision tower's grid
-after the processor's resize and crop (LLaVA, PaliGemma), a square grid of pooled patches
-(Gemma 3), tiles of merged patches and the whole picture's thumbnail (Idefics3, SmolVLM's
-shape), or the picture at its own resolution, patches merged (Qwen2-VL; LightOnOcr's
+after the processor's resize and crop (LLaVA, PaliGemma; DeepSeek-VL's and Janus's
+letterboxed square), a square grid of pooled patches (Gemma 3), tiles of merged patches
+and the whole picture's thumbnail (Idefics3, SmolVLM's shape; Aya Vision's canvas of
+tiles), or the picture at its own resolution, patches merged (Qwen2-VL; LightOnOcr's
 Pixtral-sized picture)."""
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         return PooledTokens(image_processor, int(getattr(config, "mm_tokens_per_image", 0)))
     if "LightOnOcrProcessor" in kinds:
         return RowTokens(image_processor, patch, int(getattr(config, "spatial_merge_size", 1)))
+    if "AyaVisionProcessor" in kinds:
+        scale = int(getattr(config, "downsample_factor", 1))
+        return CanvasTiles(image_processor, patch, scale)
     if "Idefics3Processor" in kinds:
         return TiledTokens(image_processor, patch, int(getattr(config, "scale_factor", 1)))
     # (Qwen2-VL's image processor, which Qwen2.5-VL's and Qwen3-VL's processors use too)
@@ -249,6 +253,34 @@ class GridTokens:
                 box = place.box(c * t, r * t, (c + 1) * t, (r + 1) * t)
                 found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
         return found
+
+
+class CanvasTiles(TiledTokens):
+    """GotOcr2's image processor's tiles (Aya Vision's): the picture resized onto the
+    canvas of whole square tiles whose shape is nearest its own (its
+    `get_optimal_tiled_canvas`, between its least and most tiles), cut into tiles row by
+    row, then the whole picture resized into one more (its thumbnail) where there are
+    several; each tile's patches merged `scale` x `scale` into one token, row by row."""
+
+    def __init__(self, image_processor: Any, patch: int, scale: int) -> None:
+        size = image_processor.size
+        if size.get("height") != size.get("width"):
+            raise CheckpointError(f"its image processor's tiles are {dict(size)}: not squares")
+        self.image_processor, self.tile = image_processor, int(size["height"])
+        self.side = self.tile // patch // max(scale, 1)
+        self.patch = self.tile // self.side
+        module = sys.modules[type(image_processor).__module__]
+        self._canvas: Any = module.get_optimal_tiled_canvas
+
+    def tiles(self, width: int, height: int) -> tuple[int, int, tuple[int, int]]:
+        images, whole = self.image_processor, (self.tile, self.tile)
+        if not images.crop_to_patches or images.max_patches <= 1:
+            return 0, 0, whole
+        columns, rows = self._canvas((height, width), whole, images.min_patches,
+                                     images.max_patches)  # fmt: skip
+        if rows * columns <= 1:
+            return 0, 0, whole
+        return rows, columns, (columns * self.tile, rows * self.tile)
 
 
 class DynamicTokens(GridTokens):

@@ -2,10 +2,14 @@
 processor itself: a mark drawn over the box the map gives one token changes the pixels of
 that token's cell of the processor's picture, and of no other. On tiny seeded folders of
 the placings whose geometry is their own: DeepSeek-VL's and Janus's picture letterboxed
-into a square, LightOnOcr's scaled to fit its longest edge and rounded up to whole patches
-(LLaVA's is checked through the API in tests/app/test_vlm.py)."""
+into a square, LightOnOcr's scaled to fit its longest edge and rounded up to whole
+patches, Aya Vision's canvas of tiles and its thumbnail (a tile's token within the tiles,
+a thumbnail's within the thumbnail: each holds the whole picture). LLaVA's is checked
+through the API in tests/app/test_vlm.py."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
@@ -19,7 +23,30 @@ from harness import vlm_matrix
 SIZES = [(90, 60), (40, 70)]
 
 
-@pytest.mark.parametrize("model_type", ["deepseek_vl", "janus", "lighton_ocr"])
+def cells(pixels: torch.Tensor, plain: torch.Tensor, side: int) -> torch.Tensor:
+    """(tiles, rows, columns): which token cells of the processor's pictures (one, or a
+    tile each) a mark changed."""
+    changed = (pixels - plain).abs().sum(-3) > 0.5  # (tiles, H, W)
+    changed = changed.reshape(-1, *changed.shape[-2:])
+    t, h, w = changed.shape
+    return changed.reshape(t, h // side, side, w // side, side).any(-1).any(2)
+
+
+def cell_of(position, placed: list, side: int) -> tuple[int, int, int]:
+    """(tile, row, column) of a token's cell: a tile's row by row over the grid of tiles,
+    then the thumbnail; one picture's is its tile 0."""
+    tiles = [p for p in placed if p.kind == "patch"]
+    if len(tiles) == len(placed):
+        return 0, position.row, position.column
+    n = math.isqrt(len(placed) - len(tiles))  # (a tile's tokens a side)
+    columns = (1 + max(p.column for p in tiles)) // n
+    if position.kind == "thumbnail":
+        return len(tiles) // n**2, position.row, position.column
+    tile = position.row // n * columns + position.column // n
+    return tile, position.row % n, position.column % n
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_vl", "janus", "lighton_ocr", "aya_vision"])
 def test_a_mark_over_a_tokens_box_lands_in_that_tokens_cell_alone(tmp_path, model_type):
     folder = vlm_matrix.saved(model_type, tmp_path)
     runner = load_origin(folder)[0]
@@ -28,11 +55,9 @@ def test_a_mark_over_a_tokens_box_lands_in_that_tokens_cell_alone(tmp_path, mode
     for size in SIZES:
         blank = Image.new("RGB", size, (128, 128, 128))
         read = runner.read_prompt(blank, "hi")
-        placed = [p for p in read.positions if p.kind == "patch"]
-        rows = 1 + max(p.row for p in placed)
-        columns = 1 + max(p.column for p in placed)
-        assert len(placed) == rows * columns == sum(t == runner.image_token_id for t in read.ids)
-        plain = images(images=blank, return_tensors="pt")["pixel_values"][0]
+        placed = [p for p in read.positions if p.kind in ("patch", "thumbnail")]
+        assert len(placed) == sum(t == runner.image_token_id for t in read.ids)
+        plain = images(images=blank, return_tensors="pt")["pixel_values"]
         for target in (placed[0], placed[len(placed) // 2], placed[-1]):
             left, top, right, bottom = target.box
             assert 0 <= left < right <= size[0] and 0 <= top < bottom <= size[1], target
@@ -42,10 +67,11 @@ def test_a_mark_over_a_tokens_box_lands_in_that_tokens_cell_alone(tmp_path, mode
                 [left + inset[0], top + inset[1], right - inset[0], bottom - inset[1]],
                 fill=(255, 0, 0),
             )
-            pixels = images(images=marked, return_tensors="pt")["pixel_values"][0]
-            changed = (pixels - plain).abs().sum(0) > 0.5  # (H, W) of the processor's picture
-            h, w = changed.shape
-            cells = changed.reshape(h // side, side, w // side, side).any(-1).any(1)
-            assert cells[:rows, :columns].any(), target
-            assert cells.nonzero().tolist() == [[target.row, target.column]], (size, target)
-            assert not torch.equal(pixels, plain)
+            pixels = images(images=marked, return_tensors="pt")["pixel_values"]
+            tile, row, column = cell_of(target, placed, side)
+            found = cells(pixels, plain, side)
+            thumbnail = target.kind == "thumbnail"
+            # (the tiles hold the mark as the thumbnail does: each is looked at alone)
+            kept = found[tile : tile + 1] if thumbnail else found[: len(found) - (len(found) > 1)]
+            expected = [[0, row, column]] if thumbnail else [[tile, row, column]]
+            assert kept.nonzero().tolist() == expected, (size, target)
