@@ -212,7 +212,7 @@ bench-capture: $(STAMP) ref-env
 
 # the long-context tests at full length: the page zooms an 8,192-token SmolLM2 prompt from
 # its overview to token labels, and a tiny Llama's windows at 8,192 tokens equal
-# transformers' eager attention (`make test` runs them at 1,100 and 2,048)
+# transformers' eager attention (`make test` runs them at 640 and 2,048)
 test-long: $(STAMP) e2e-deps
 	LONG_TOKENS=8192 $(BIN)/pytest tests/e2e/test_long.py tests/model/test_long.py --timeout=1800
 

@@ -1,7 +1,8 @@
 """The vision-language half of the architecture matrix: every vision-language architecture
 the installed transformers has (its image-text-to-text mapping, not a hand list). Those
 whose processor places a picture's tokens in a way model/hf/image_tokens.py maps
-(LLaVA's token a patch, Idefics3's tiles, Qwen2-VL's own resolution) are made as a tiny
+(LLaVA's and DeepSeek-VL's token a patch, Gemma 3's pooled grid, Idefics3's and Aya
+Vision's tiles, Qwen2-VL's and LightOnOCR's own resolution) are made as a tiny
 seeded random model saved with its processor, read back as attnviz reads a folder, and run
 on a picture and a text: every layer's weights against transformers' eager attention with
 `output_attentions`, and the greedy continuation of 8 tokens against its `generate`. Each
@@ -77,8 +78,9 @@ def vision_language_architectures() -> list[str]:
 
 
 def family_of(model_type: str) -> tuple[str, str]:
-    """(the family of the architecture's processor: "llava", "tiles", "dynamic", or "",
-    its processor's class name or why none is read)."""
+    """(the family of the architecture's processor: "llava", "paligemma", "pooled",
+    "tiles", "canvas", "square", "rows", "dynamic", or "", its processor's class name or
+    why none is read)."""
     import transformers
     from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
@@ -109,7 +111,7 @@ def family_of(model_type: str) -> tuple[str, str]:
             return "dynamic", named
     return "", (
         f"its processor ({named}) places a picture's tokens in a way not mapped yet (LLaVA's "
-        "token a patch, Idefics3's tiles, Qwen2-VL's and Pixtral's own resolution are)"
+        "token a patch, Idefics3's and Aya Vision's tiles, Qwen2-VL's own resolution are)"
     )
 
 

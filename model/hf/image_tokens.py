@@ -93,7 +93,8 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         return RowTokens(image_processor, patch, int(getattr(config, "spatial_merge_size", 1)))
     if "AyaVisionProcessor" in kinds:
         scale = int(getattr(config, "downsample_factor", 1))
-        return CanvasTiles(image_processor, patch, scale)
+        sent = dict(getattr(processor, "images_kwargs", None) or {})
+        return CanvasTiles(image_processor, patch, scale, sent)
     if "Idefics3Processor" in kinds:
         return TiledTokens(image_processor, patch, int(getattr(config, "scale_factor", 1)))
     # (Qwen2-VL's image processor, which Qwen2.5-VL's and Qwen3-VL's processors use too)
@@ -101,8 +102,9 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         return DynamicTokens(image_processor)
     raise CheckpointError(
         f"its processor ({named}) places a picture's tokens in a way not mapped yet: "
-        "LLaVA's (a token per patch), Idefics3's (tiles and a thumbnail), Qwen2-VL's and "
-        "Pixtral's (its own resolution, patches merged) are"
+        "LLaVA's and DeepSeek-VL's (a token a patch), Gemma 3's (pooled), Idefics3's and Aya "
+        "Vision's (tiles and a thumbnail), Qwen2-VL's and LightOnOCR's (its own resolution, "
+        "patches merged) are"
     )
 
 
@@ -146,6 +148,8 @@ class SquareTokens(PatchTokens):
         size = self.image_processor.size
         if size.get("height") != size.get("width"):
             raise CheckpointError(f"its image processor resizes to {dict(size)}: not a square")
+        if not (self.image_processor.do_resize and self.image_processor.do_pad):
+            raise CheckpointError("its image processor does not resize and pad to its square")
         least, scale = int(self.image_processor.min_size), size["height"] / max(width, height)
         w, h = max(round(width * scale), least), max(round(height * scale), least)
         side = max(w, h)
@@ -255,6 +259,9 @@ class GridTokens:
         return found
 
 
+TILING = ("crop_to_patches", "min_patches", "max_patches")
+
+
 class CanvasTiles(TiledTokens):
     """GotOcr2's image processor's tiles (Aya Vision's): the picture resized onto the
     canvas of whole square tiles whose shape is nearest its own (its
@@ -262,7 +269,7 @@ class CanvasTiles(TiledTokens):
     row, then the whole picture resized into one more (its thumbnail) where there are
     several; each tile's patches merged `scale` x `scale` into one token, row by row."""
 
-    def __init__(self, image_processor: Any, patch: int, scale: int) -> None:
+    def __init__(self, image_processor: Any, patch: int, scale: int, sent: dict) -> None:
         size = image_processor.size
         if size.get("height") != size.get("width"):
             raise CheckpointError(f"its image processor's tiles are {dict(size)}: not squares")
@@ -270,14 +277,23 @@ class CanvasTiles(TiledTokens):
         self.side = self.tile // patch // max(scale, 1)
         self.patch = self.tile // self.side
         module = sys.modules[type(image_processor).__module__]
-        self._canvas: Any = module.get_optimal_tiled_canvas
+        self._canvas: Any = getattr(module, "get_optimal_tiled_canvas", None)
+        # (what the processor sends its image processor wins over the latter's own: Aya
+        # Vision's sends crop_to_patches=True)
+        own = {k: getattr(image_processor, k, None) for k in TILING}
+        self.tiling: dict[str, Any] = {k: sent.get(k, own[k]) for k in TILING}
+        if self._canvas is None or None in self.tiling.values():
+            raise CheckpointError(
+                f"its image processor ({type(image_processor).__name__}) states no canvas of "
+                "tiles: its picture's tokens cannot be placed"
+            )
 
     def tiles(self, width: int, height: int) -> tuple[int, int, tuple[int, int]]:
-        images, whole = self.image_processor, (self.tile, self.tile)
-        if not images.crop_to_patches or images.max_patches <= 1:
+        tiling, whole = self.tiling, (self.tile, self.tile)
+        if not tiling["crop_to_patches"] or tiling["max_patches"] <= 1:
             return 0, 0, whole
-        columns, rows = self._canvas((height, width), whole, images.min_patches,
-                                     images.max_patches)  # fmt: skip
+        columns, rows = self._canvas((height, width), whole, tiling["min_patches"],
+                                     tiling["max_patches"])  # fmt: skip
         if rows * columns <= 1:
             return 0, 0, whole
         return rows, columns, (columns * self.tile, rows * self.tile)
@@ -324,9 +340,11 @@ class RowTokens(GridTokens):
         self.sides = (sides["height"], sides["width"]) if isinstance(sides, dict) else sides
 
     def place(self, width: int, height: int) -> Geometry:
-        edge = int(self.image_processor.size["longest_edge"])
+        size = self.image_processor.size  # (its longest edge, or a most height and width)
+        edge = size.get("longest_edge")
+        most = (edge, edge) if edge else (size["height"], size["width"])
         # (an array of the picture's shape that holds no memory: only its shape is read)
         shape = np.lib.stride_tricks.as_strided(np.zeros(1), (height, width, 3), (0, 0, 0))
-        h, w = self._resize(shape, size=(edge, edge), patch_size=self.sides,
+        h, w = self._resize(shape, size=most, patch_size=self.sides,
                             input_data_format="channels_last")  # fmt: skip
         return Geometry((width, height), (int(w), int(h)), (0, 0), (int(w), int(h)))

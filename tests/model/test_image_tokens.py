@@ -9,8 +9,6 @@ through the API in tests/app/test_vlm.py."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 import transformers as T
@@ -32,18 +30,12 @@ def cells(pixels: torch.Tensor, plain: torch.Tensor, side: int) -> torch.Tensor:
     return changed.reshape(t, h // side, side, w // side, side).any(-1).any(2)
 
 
-def cell_of(position, placed: list, side: int) -> tuple[int, int, int]:
-    """(tile, row, column) of a token's cell: a tile's row by row over the grid of tiles,
-    then the thumbnail; one picture's is its tile 0."""
-    tiles = [p for p in placed if p.kind == "patch"]
-    if len(tiles) == len(placed):
-        return 0, position.row, position.column
-    n = math.isqrt(len(placed) - len(tiles))  # (a tile's tokens a side)
-    columns = (1 + max(p.column for p in tiles)) // n
-    if position.kind == "thumbnail":
-        return len(tiles) // n**2, position.row, position.column
-    tile = position.row // n * columns + position.column // n
-    return tile, position.row % n, position.column % n
+def cell_of(k: int, grid: tuple[int, int]) -> tuple[int, int, int]:
+    """(tile, row, column) of the k-th picture token of the prompt, as the model reads the
+    processor's pictures: a tile's tokens row by row, the tiles (the thumbnail last) in
+    the order the processor gives them."""
+    per = grid[0] * grid[1]
+    return k // per, k % per // grid[1], k % grid[1]
 
 
 @pytest.mark.parametrize("model_type", ["deepseek_vl", "janus", "lighton_ocr", "aya_vision"])
@@ -56,9 +48,13 @@ def test_a_mark_over_a_tokens_box_lands_in_that_tokens_cell_alone(tmp_path, mode
         blank = Image.new("RGB", size, (128, 128, 128))
         read = runner.read_prompt(blank, "hi")
         placed = [p for p in read.positions if p.kind in ("patch", "thumbnail")]
-        assert len(placed) == sum(t == runner.image_token_id for t in read.ids)
         plain = images(images=blank, return_tensors="pt")["pixel_values"]
-        for target in (placed[0], placed[len(placed) // 2], placed[-1]):
+        tiles = cells(plain, plain, side).shape
+        grid = tuple(tiles[1:])
+        assert len(placed) == tiles[0] * grid[0] * grid[1]
+        assert len(placed) == sum(t == runner.image_token_id for t in read.ids)
+        for k in (0, len(placed) // 2, len(placed) - 1):
+            target = placed[k]
             left, top, right, bottom = target.box
             assert 0 <= left < right <= size[0] and 0 <= top < bottom <= size[1], target
             marked = blank.copy()
@@ -68,10 +64,11 @@ def test_a_mark_over_a_tokens_box_lands_in_that_tokens_cell_alone(tmp_path, mode
                 fill=(255, 0, 0),
             )
             pixels = images(images=marked, return_tensors="pt")["pixel_values"]
-            tile, row, column = cell_of(target, placed, side)
+            tile, row, column = cell_of(k, grid)
             found = cells(pixels, plain, side)
-            thumbnail = target.kind == "thumbnail"
+            thumbnail = len(found) > 1 and tile == len(found) - 1
+            assert (target.kind == "thumbnail") == thumbnail, target
             # (the tiles hold the mark as the thumbnail does: each is looked at alone)
-            kept = found[tile : tile + 1] if thumbnail else found[: len(found) - (len(found) > 1)]
+            kept = found[tile:] if thumbnail else found[: len(found) - (len(found) > 1)]
             expected = [[0, row, column]] if thumbnail else [[tile, row, column]]
-            assert kept.nonzero().tolist() == expected, (size, target)
+            assert kept.nonzero().tolist() == expected, (size, k, target)
