@@ -53,7 +53,8 @@ SPECIALS = (
 FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
             "PaliGemmaProcessor": "paligemma", "Gemma3Processor": "pooled",
             "LightOnOcrProcessor": "rows", "DeepseekVLProcessor": "square",
-            "JanusProcessor": "square", "AyaVisionProcessor": "canvas"}  # fmt: skip
+            "JanusProcessor": "square", "AyaVisionProcessor": "canvas",
+            "SmolVLMProcessor": "tiles"}  # fmt: skip
 
 
 @dataclass
@@ -238,13 +239,21 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
             image_processor=transformers.Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
             tokenizer=fast, image_seq_length=4,
         ).save_pretrained(folder)  # fmt: skip
-    elif family == "tiles":
+    elif family == "tiles" and named == "Idefics3Processor":
         transformers.Idefics3Processor(
             image_processor=transformers.Idefics3ImageProcessorPil(
                 size={"longest_edge": 64}, max_image_size={"longest_edge": 32}
             ),
             tokenizer=fast, image_seq_len=4,
         ).save_pretrained(folder)  # fmt: skip
+    elif family == "tiles":  # (SmolVLM's: its class's video half needs torchvision)
+        transformers.SmolVLMImageProcessorPil(
+            size={"longest_edge": 64}, max_image_size={"longest_edge": 32}
+        ).save_pretrained(folder)
+        fast.save_pretrained(folder)
+        (folder / "processor_config.json").write_text(
+            json.dumps({"processor_class": named, "image_seq_len": 4}), encoding="utf-8"
+        )
     else:  # (its processor's class is read by its pictures' half: saved as its parts)
         side = 28
         transformers.Qwen2VLImageProcessorPil(

@@ -95,7 +95,7 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         scale = int(getattr(config, "downsample_factor", 1))
         sent = dict(getattr(processor, "images_kwargs", None) or {})
         return CanvasTiles(image_processor, patch, scale, sent)
-    if "Idefics3Processor" in kinds:
+    if kinds & {"Idefics3Processor", "SmolVLMProcessor"}:  # (SmolVLM: Idefics3's tiles)
         return TiledTokens(image_processor, patch, int(getattr(config, "scale_factor", 1)))
     # (Qwen2-VL's image processor, which Qwen2.5-VL's and Qwen3-VL's processors use too)
     if {"merge_size", "temporal_patch_size"} <= set(vars(image_processor)):

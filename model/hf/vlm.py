@@ -49,9 +49,10 @@ def load_processor(folder: str | Path) -> Any:
             raise CheckpointError(f"transformers cannot read its processor: {exc}") from None
         try:
             with contextlib.redirect_stderr(io.StringIO()):
-                return half.from_pretrained(
+                read = half.from_pretrained(
                     folder, backend="pil", local_files_only=True, trust_remote_code=False
                 )
+            return settings_kept(read, Path(folder))
         except (OSError, ValueError, KeyError, TypeError, ImportError) as again:
             raise CheckpointError(f"transformers cannot read its processor: {again}") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -77,9 +78,29 @@ def pictures_half(folder: Path) -> Any:
         return None
 
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-        cls.__init__(self, image_processor, tokenizer, chat_template=chat_template, **kwargs)
+        # (named: SmolVLM's class asks for one, with no default)
+        cls.__init__(self, image_processor, tokenizer, video_processor=None,
+                     chat_template=chat_template, **kwargs)  # fmt: skip
 
     return type(f"{cls.__name__}Pictures", (cls,), {"__init__": __init__})
+
+
+def settings_kept(processor: Any, folder: Path) -> Any:
+    """The processor with the settings of the folder's processor_config.json that its
+    class's own arguments name (SmolVLM's image_seq_len): transformers passes a class only
+    the arguments its __init__ names, which a pictures' half does not; each is what the
+    class's __init__ keeps as the attribute of its name."""
+    try:
+        said = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return processor
+    named = inspect.signature(type(processor).__mro__[1]).parameters  # (its class's own)
+    parts = ("image_processor", "tokenizer", "video_processor")
+    for key, value in said.items() if isinstance(said, dict) else ():
+        kept = hasattr(processor, key) and not callable(getattr(processor, key))
+        if key in named and key not in parts and kept:
+            setattr(processor, key, value)
+    return processor
 
 
 class VisionLanguageLM(CausalLM):

@@ -3,9 +3,10 @@ processor itself: a mark drawn over the box the map gives one token changes the 
 that token's cell of the processor's picture, and of no other. On tiny seeded folders of
 the placings whose geometry is their own: DeepSeek-VL's and Janus's picture letterboxed
 into a square, LightOnOcr's scaled to fit its longest edge and rounded up to whole
-patches, Aya Vision's canvas of tiles and its thumbnail (a tile's token within the tiles,
-a thumbnail's within the thumbnail: each holds the whole picture). LLaVA's is checked
-through the API in tests/app/test_vlm.py."""
+patches, Aya Vision's canvas of tiles and Idefics3's (and SmolVLM's) tiles, each with its
+thumbnail (a tile's token looked for within the tiles, a thumbnail's within the
+thumbnail: each holds the whole picture). LLaVA's is checked through the API in
+tests/app/test_vlm.py."""
 
 from __future__ import annotations
 
@@ -38,11 +39,13 @@ def cell_of(k: int, grid: tuple[int, int]) -> tuple[int, int, int]:
     return k // per, k % per // grid[1], k % grid[1]
 
 
-@pytest.mark.parametrize("model_type", ["deepseek_vl", "janus", "lighton_ocr", "aya_vision"])
+@pytest.mark.parametrize(
+    "model_type", ["deepseek_vl", "janus", "lighton_ocr", "aya_vision", "idefics3", "smolvlm"]
+)
 def test_a_mark_over_a_tokens_box_lands_in_that_tokens_cell_alone(tmp_path, model_type):
     folder = vlm_matrix.saved(model_type, tmp_path)
     runner = load_origin(folder)[0]
-    images = T.AutoProcessor.from_pretrained(folder, backend="pil").image_processor
+    images = T.AutoImageProcessor.from_pretrained(folder, backend="pil")
     side = runner.patches.patch  # (a token's side in the processor's pixels)
     for size in SIZES:
         blank = Image.new("RGB", size, (128, 128, 128))

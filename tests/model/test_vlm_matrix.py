@@ -15,11 +15,11 @@ import pytest
 from harness.vlm_matrix import section, table, vision_language_architectures, vlm_matrix
 
 # Measured on transformers 5.24: 100 vision-language architectures, 91 with attention
-# through the interface; 19 served and equal (LLaVA, VipLLaVA, PaliGemma, Gemma 3,
-# Idefics3, Qwen2-VL, Qwen2.5-VL, Qwen3-VL and its MoE, Qwen3.5 and its MoE, GLM-4V,
+# through the interface; 20 served and equal (LLaVA, VipLLaVA, PaliGemma, Gemma 3,
+# Idefics3, SmolVLM, Qwen2-VL, Qwen2.5-VL, Qwen3-VL and its MoE, Qwen3.5 and its MoE, GLM-4V,
 # GLM-4.6V, GLM-4V-MoE, HyperCLOVA X Vision 2, DeepSeek-VL, Janus, LightOnOCR, Aya
 # Vision). A change that serves fewer is a regression.
-SERVED_AND_EQUAL_AT_LEAST = 19
+SERVED_AND_EQUAL_AT_LEAST = 20
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "architectures.md"
 
 
@@ -41,11 +41,12 @@ def test_every_served_vlm_equals_transformers_and_continues_alike_and_the_rest_s
                                                  and row.continued)), row  # fmt: skip
     for served in ("llava", "vipllava", "paligemma", "gemma3", "idefics3", "qwen2_vl",
                    "qwen2_5_vl", "qwen3_vl", "deepseek_vl", "janus", "lighton_ocr",
-                   "aya_vision"):  # fmt: skip
+                   "aya_vision", "smolvlm"):  # fmt: skip
         assert by_type[served].equal, by_type[served]
     # a 70 x 50 picture: LLaVA's 4 x 4 patches; Idefics3's 2 x 2 tiles of 2 x 2 tokens and
     # its thumbnail's 2 x 2; Qwen2-VL's 56 x 56 pixels, 2 x 2 tokens of 2 x 2 patches
     assert (by_type["llava"].tokens, by_type["idefics3"].tokens) == (16, 20)
+    assert by_type["smolvlm"].tokens == 20  # (Idefics3's tiles, through SmolVLM's classes)
     assert by_type["qwen2_vl"].tokens == 4
     assert (by_type["paligemma"].tokens, by_type["gemma3"].tokens) == (16, 4)
     # DeepSeek-VL's and Janus's 32 x 32 square of 4 x 4 patches; LightOnOcr's picture
