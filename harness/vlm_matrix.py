@@ -54,7 +54,7 @@ FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
             "PaliGemmaProcessor": "paligemma", "Gemma3Processor": "pooled",
             "LightOnOcrProcessor": "rows", "DeepseekVLProcessor": "square",
             "JanusProcessor": "square", "AyaVisionProcessor": "canvas",
-            "SmolVLMProcessor": "tiles"}  # fmt: skip
+            "SmolVLMProcessor": "tiles", "InternVLProcessor": "canvas"}  # fmt: skip
 
 
 @dataclass
@@ -141,8 +141,10 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
     if family == "llava":
         vision = sized(AutoConfig.for_model("clip_vision_model"), VISION)
     extra: dict = {}
-    token = ids[{"dynamic": PAD, "pooled": SOFT, "rows": ROWS["image_token"],
-                 "canvas": "<|IMG_PATCH|>"}.get(family, IMAGE)]  # fmt: skip
+    # (Aya Vision's picture tokens; InternVL's, with its downsample_ratio, are <image>)
+    aya = family == "canvas" and not hasattr(default, "downsample_ratio")
+    token = ids[{"dynamic": PAD, "pooled": SOFT, "rows": ROWS["image_token"]}.get(
+        family, "<|IMG_PATCH|>" if aya else IMAGE)]  # fmt: skip
     for name in ("image_token_id", "image_token_index"):
         if hasattr(default, name):
             extra[name] = token
@@ -152,7 +154,9 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
             extra = {"vision_feature_layers": [-2, -1], "image_token_index": ids[IMAGE]}
     if family == "tiles":
         extra["scale_factor"] = 2
-    if family == "canvas":  # (2 x 2 patches a token)
+    if family == "canvas" and hasattr(default, "downsample_ratio"):  # (InternVL's)
+        extra["downsample_ratio"] = 0.5
+    elif family == "canvas":  # (2 x 2 patches a token)
         extra["downsample_factor"] = 2
     if family == "square" and "projection_dim" in vision:  # (Janus's aligner: into the text)
         vision |= {"projection_dim": TEXT["hidden_size"], "num_image_tokens": 16}
@@ -193,6 +197,11 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
         named_tokens = {"image_token": PAD}
     if family == "rows":  # (LightOnOcr's processor reads its picture's tokens from it)
         named_tokens = ROWS
+    if named == "InternVLProcessor":  # (its processor reads its picture's tokens from it)
+        named_tokens = {
+            "start_image_token": "<start_of_image>", "context_image_token": IMAGE,
+            "end_image_token": "<end_of_image>", "video_token": "<|video_pad|>",
+        }  # fmt: skip
     if family == "square":  # (DeepSeek-VL's and Janus's processors read theirs from it)
         named_tokens = {"image_token": IMAGE, "boi_token": "<start_of_image>",
                         "eoi_token": "<end_of_image>"}  # fmt: skip
@@ -214,6 +223,14 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
             image_processor=images(size={"height": 32, "width": 32}, min_size=8),
             tokenizer=fast, num_image_tokens=16,
         ).save_pretrained(folder)  # fmt: skip
+    elif family == "canvas" and named == "InternVLProcessor":  # (saved as its parts)
+        transformers.GotOcr2ImageProcessorPil(
+            size={"height": 32, "width": 32}, crop_to_patches=True, max_patches=4
+        ).save_pretrained(folder)
+        fast.save_pretrained(folder)
+        (folder / "processor_config.json").write_text(
+            json.dumps({"processor_class": named, "image_seq_length": 4}), encoding="utf-8"
+        )
     elif family == "canvas":  # (tiles of 32 x 32: 2 x 2 tokens of 2 x 2 patches)
         transformers.AyaVisionProcessor(
             image_processor=transformers.GotOcr2ImageProcessorPil(

@@ -71,6 +71,8 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
     thumbnail (Idefics3's); a CheckpointError naming why for any other."""
     vision = getattr(config, "vision_config", None)
     patch = getattr(vision, "patch_size", None)
+    if isinstance(patch, (list, tuple)) and len(set(patch)) == 1:  # (InternVL's: square)
+        patch = patch[0]
     image_processor = getattr(processor, "image_processor", None)
     if image_processor is None or not isinstance(patch, int):
         raise CheckpointError(
@@ -91,8 +93,11 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         return PooledTokens(image_processor, int(getattr(config, "mm_tokens_per_image", 0)))
     if "LightOnOcrProcessor" in kinds:
         return RowTokens(image_processor, patch, int(getattr(config, "spatial_merge_size", 1)))
-    if "AyaVisionProcessor" in kinds:
-        scale = int(getattr(config, "downsample_factor", 1))
+    if kinds & {"AyaVisionProcessor", "InternVLProcessor"}:
+        # (patches merged scale x scale: Aya Vision's downsample_factor, InternVL's
+        # downsample_ratio its inverse)
+        ratio = getattr(config, "downsample_ratio", None)
+        scale = round(1 / ratio) if ratio else int(getattr(config, "downsample_factor", 1))
         sent = dict(getattr(processor, "images_kwargs", None) or {})
         return CanvasTiles(image_processor, patch, scale, sent)
     if kinds & {"Idefics3Processor", "SmolVLMProcessor"}:  # (SmolVLM: Idefics3's tiles)

@@ -43,7 +43,8 @@ def load_processor(folder: str | Path) -> Any:
             return transformers.AutoProcessor.from_pretrained(
                 folder, backend="pil", local_files_only=True, trust_remote_code=False
             )
-    except ImportError as exc:
+    except (ImportError, OSError, ValueError, KeyError, TypeError) as exc:
+        # (its video processor needs torchvision: ImportError, or InternVL's ValueError)
         half = pictures_half(Path(folder))
         if half is None:
             raise CheckpointError(f"transformers cannot read its processor: {exc}") from None
@@ -55,8 +56,6 @@ def load_processor(folder: str | Path) -> Any:
             return settings_kept(read, Path(folder))
         except (OSError, ValueError, KeyError, TypeError, ImportError) as again:
             raise CheckpointError(f"transformers cannot read its processor: {again}") from None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CheckpointError(f"transformers cannot read its processor: {exc}") from None
 
 
 def pictures_half(folder: Path) -> Any:
@@ -79,8 +78,8 @@ def pictures_half(folder: Path) -> Any:
 
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
         # (named: SmolVLM's class asks for one, with no default)
-        cls.__init__(self, image_processor, tokenizer, video_processor=None,
-                     chat_template=chat_template, **kwargs)  # fmt: skip
+        cls.__init__(self, image_processor=image_processor, tokenizer=tokenizer,
+                     video_processor=None, chat_template=chat_template, **kwargs)  # fmt: skip
 
     return type(f"{cls.__name__}Pictures", (cls,), {"__init__": __init__})
 

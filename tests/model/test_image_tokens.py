@@ -40,7 +40,8 @@ def cell_of(k: int, grid: tuple[int, int]) -> tuple[int, int, int]:
 
 
 @pytest.mark.parametrize(
-    "model_type", ["deepseek_vl", "janus", "lighton_ocr", "aya_vision", "idefics3", "smolvlm"]
+    "model_type",
+    ["deepseek_vl", "janus", "lighton_ocr", "aya_vision", "internvl", "idefics3", "smolvlm"],
 )
 def test_a_mark_over_a_tokens_box_lands_in_that_tokens_cell_alone(tmp_path, model_type):
     folder = vlm_matrix.saved(model_type, tmp_path)
