@@ -54,7 +54,10 @@ FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
             "PaliGemmaProcessor": "paligemma", "Gemma3Processor": "pooled",
             "LightOnOcrProcessor": "rows", "DeepseekVLProcessor": "square",
             "JanusProcessor": "square", "AyaVisionProcessor": "canvas",
-            "SmolVLMProcessor": "tiles", "InternVLProcessor": "canvas"}  # fmt: skip
+            "SmolVLMProcessor": "tiles", "InternVLProcessor": "canvas",
+            "LlavaNextProcessor": "anyres"}  # fmt: skip
+# (LLaVA-NeXT's canvases: a 32-pixel square, two side by side or stacked, or four)
+PINPOINTS = [[32, 32], [32, 64], [64, 32], [64, 64]]
 
 
 @dataclass
@@ -138,7 +141,7 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
 
     default = AutoConfig.for_model(model_type)
     vision = sized(default.vision_config, VISION)
-    if family == "llava":
+    if family in ("llava", "anyres"):
         vision = sized(AutoConfig.for_model("clip_vision_model"), VISION)
     extra: dict = {}
     # (Aya Vision's picture tokens; InternVL's, with its downsample_ratio, are <image>)
@@ -148,6 +151,9 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
     for name in ("image_token_id", "image_token_index"):
         if hasattr(default, name):
             extra[name] = token
+    if family == "anyres":
+        extra |= {"vision_feature_layer": -1, "vision_feature_select_strategy": "default",
+                  "image_grid_pinpoints": PINPOINTS}  # fmt: skip
     if family == "llava":
         extra |= {"vision_feature_layer": -1, "vision_feature_select_strategy": "default"}
         if hasattr(default, "vision_feature_layers"):
@@ -244,6 +250,15 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
                 size={"longest_edge": 64}, patch_size={"height": 16, "width": 16}
             ),
             tokenizer=fast, patch_size=8, spatial_merge_size=2,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "anyres":
+        transformers.LlavaNextProcessor(
+            image_processor=transformers.LlavaNextImageProcessorPil(
+                size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32},
+                image_grid_pinpoints=PINPOINTS,
+            ),
+            tokenizer=fast, patch_size=8, vision_feature_select_strategy="default",
+            image_token=IMAGE, num_additional_image_tokens=1,
         ).save_pretrained(folder)  # fmt: skip
     elif family == "paligemma":
         images = transformers.SiglipImageProcessorPil(size={"height": 32, "width": 32})

@@ -81,6 +81,10 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         )
     named = type(processor).__name__
     kinds = {c.__name__ for c in type(processor).__mro__}  # (a pictures-only half: its own)
+    if "LlavaNextProcessor" in kinds:
+        if getattr(config, "vision_feature_select_strategy", "default") != "default":
+            raise CheckpointError("LLaVA-NeXT keeping its class tokens is not mapped yet")
+        return AnyResTokens(image_processor, patch, list(config.image_grid_pinpoints))
     if "LlavaProcessor" in kinds:
         strategy = getattr(config, "vision_feature_select_strategy", "default")
         if strategy in ("default", "full"):
@@ -161,6 +165,70 @@ class SquareTokens(PatchTokens):
         place = Geometry((width, height), (w, h), (-((side - w) // 2), -((side - h) // 2)),
                          (side, side))  # fmt: skip
         return place, side // self.patch, side // self.patch
+
+
+class AnyResTokens:
+    """LLaVA-NeXT's any resolution: first the whole picture resized to the vision tower's
+    square (its base: "▣ r,c"), then the picture resized within the best of its grid
+    pinpoints (the aspect kept), centred on that canvas with padding, cut into squares
+    each read by the tower, their patches joined into one grid over the canvas less the
+    rows or columns of padding (transformers' `unpad_image`), row by row ("▦ r,c"), each
+    row ended by a newline token ("↵ r"). One token a patch (the class token dropped)."""
+
+    def __init__(self, image_processor: Any, patch: int, pinpoints: list) -> None:
+        size, crop = dict(image_processor.size), dict(image_processor.crop_size)
+        side = crop.get("height")
+        if not isinstance(side, int) or not (
+            side == crop.get("width") == size.get("shortest_edge", size.get("height"))
+        ):
+            raise CheckpointError(
+                f"its image processor resizes to {size} and crops {crop}: only a square "
+                "resize to its crop is mapped"
+            )
+        self.image_processor, self.patch, self.side = image_processor, patch, int(side)
+        self.pinpoints = pinpoints
+
+    def layout(self, width: int, height: int) -> tuple[Geometry, int, int, int, int]:
+        """The canvas's geometry, and the first row and column, rows and columns of its
+        grid of patches that are kept."""
+        import torch
+        from transformers.image_processing_utils import (
+            get_patch_output_size,
+            select_best_resolution,
+        )
+        from transformers.models.llava_next.modeling_llava_next import unpad_image
+
+        best_h, best_w = select_best_resolution((height, width), self.pinpoints)
+        shape = np.lib.stride_tricks.as_strided(np.zeros(1), (3, height, width), (0, 0, 0))
+        new_h, new_w = get_patch_output_size(shape, (best_h, best_w), "channels_first")
+        paste = ((best_w - new_w) // 2, (best_h - new_h) // 2)
+        canvas = Geometry((width, height), (new_w, new_h), (-paste[0], -paste[1]),
+                          (best_w, best_h))  # fmt: skip
+        rows, columns = best_h // self.patch, best_w // self.patch
+        index = torch.arange(rows * columns).view(1, rows, columns)
+        kept = unpad_image(index, (height, width))  # (the model's own unpadding)
+        first = int(kept[0, 0, 0])
+        return canvas, first // columns, first % columns, kept.shape[1], kept.shape[2]
+
+    def count(self, width: int, height: int) -> int:
+        *_, rows, columns = self.layout(width, height)
+        return (self.side // self.patch) ** 2 + rows * (columns + 1)
+
+    def positions(self, width: int, height: int) -> list[ImagePosition]:
+        canvas, r0, c0, rows, columns = self.layout(width, height)
+        n, p = self.side // self.patch, self.patch
+        base = Geometry((width, height), (self.side, self.side), (0, 0), (self.side, self.side))
+        found = []
+        for i in range(n):
+            for j in range(n):
+                box = base.box(j * p, i * p, (j + 1) * p, (i + 1) * p)
+                found.append(ImagePosition("thumbnail", f"{THUMBNAIL} {i},{j}", 0, i, j, box))
+        for r in range(rows):
+            for c in range(columns):
+                box = canvas.box((c0 + c) * p, (r0 + r) * p, (c0 + c + 1) * p, (r0 + r + 1) * p)
+                found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
+            found.append(ImagePosition("extra", f"↵ {r}"))
+        return found
 
 
 class PooledTokens:

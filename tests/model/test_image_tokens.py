@@ -76,3 +76,51 @@ def test_a_mark_over_a_tokens_box_lands_in_that_tokens_cell_alone(tmp_path, mode
             kept = found[tile:] if thumbnail else found[: len(found) - (len(found) > 1)]
             expected = [[0, row, column]] if thumbnail else [[tile, row, column]]
             assert kept.nonzero().tolist() == expected, (size, k, target)
+
+
+def test_llava_nexts_marks_land_in_its_base_or_its_unpadded_grid(tmp_path):
+    """LLaVA-NeXT's tokens: the base picture's first, then the grid over its canvas of
+    squares less the padding transformers' `unpad_image` drops, a newline ending each
+    row. The cell each token's index names (found with transformers' own
+    `select_best_resolution` and `unpad_image`) holds the mark drawn in its box."""
+    from transformers.image_processing_utils import select_best_resolution
+    from transformers.models.llava_next.modeling_llava_next import unpad_image
+
+    folder = vlm_matrix.saved("llava_next", tmp_path)
+    runner = load_origin(folder)[0]
+    images = T.AutoImageProcessor.from_pretrained(folder, backend="pil")
+    p, side = 8, 32  # (the tiny tower's patch and square)
+    n = side // p
+    for size in SIZES:
+        blank = Image.new("RGB", size, (128, 128, 128))
+        read = runner.read_prompt(blank, "hi")
+        placed = [x for x in read.positions if x.kind in ("patch", "thumbnail", "extra")]
+        assert len(placed) == sum(t == runner.image_token_id for t in read.ids)
+        best_h, best_w = select_best_resolution(size[::-1], images.image_grid_pinpoints)
+        rows, columns = best_h // p, best_w // p
+        kept = unpad_image(torch.arange(rows * columns).view(1, rows, columns), size[::-1])
+        r0, c0 = divmod(int(kept[0, 0, 0]), columns)
+        width = kept.shape[2] + 1  # (a row's tokens and its newline)
+        assert len(placed) == n * n + kept.shape[1] * width
+        plain = images(images=blank, return_tensors="pt")["pixel_values"]
+        grid = [k for k in range(n * n, len(placed)) if (k - n * n) % width < width - 1]
+        newlines = [k for k in range(n * n, len(placed)) if (k - n * n) % width == width - 1]
+        assert {placed[k].kind for k in newlines} == {"extra"}
+        for k in (0, n * n - 1, grid[0], grid[len(grid) // 2], grid[-1]):
+            target = placed[k]
+            left, top, right, bottom = target.box
+            marked = blank.copy()
+            inset = (right - left) / 4, (bottom - top) / 4
+            ImageDraw.Draw(marked).rectangle(
+                [left + inset[0], top + inset[1], right - inset[0], bottom - inset[1]],
+                fill=(255, 0, 0),
+            )
+            found = cells(images(images=marked, return_tensors="pt")["pixel_values"], plain, p)
+            if k < n * n:  # the base: the whole picture in tile 0
+                assert target.kind == "thumbnail"
+                assert found[:1].nonzero().tolist() == [[0, k // n, k % n]], (size, k)
+                continue
+            r, c = divmod(k - n * n, width)
+            row, column = r0 + r, c0 + c  # (on the canvas's grid)
+            tile = 1 + row // n * (best_w // side) + column // n
+            assert found[1:].nonzero().tolist() == [[tile - 1, row % n, column % n]], (size, k)
