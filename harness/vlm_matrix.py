@@ -67,7 +67,7 @@ class Row:
     served: bool = False
     weights: float = float("inf")  # the largest difference of any head's weights
     continued: bool = False  # its greedy continuation of the picture is transformers'
-    tokens: int = 0  # the picture's tokens in the prompt
+    tokens: int = 0  # the picture's tokens placed on it (LLaVA-NeXT's newlines not)
     reason: str = ""
 
     @property
@@ -407,7 +407,7 @@ END = "<!-- end of the vision-language matrix -->"
 def table(rows: list[Row]) -> str:
     """docs/architectures.md's table of the vision-language half."""
     lines = [
-        "| architecture | a 70 x 50 picture's tokens | served and equal to transformers |",
+        "| architecture | a 70 x 50 picture's tokens on it | served and equal to transformers |",
         "| --- | ---: | --- |",
     ]
     for r in rows:

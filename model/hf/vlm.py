@@ -55,7 +55,9 @@ def load_processor(folder: str | Path) -> Any:
                 )
             return settings_kept(read, Path(folder))
         except (OSError, ValueError, KeyError, TypeError, ImportError) as again:
-            raise CheckpointError(f"transformers cannot read its processor: {again}") from None
+            raise CheckpointError(
+                f"transformers cannot read its processor: {exc} (nor its pictures' half: {again})"
+            ) from None
 
 
 def pictures_half(folder: Path) -> Any:
@@ -85,19 +87,21 @@ def pictures_half(folder: Path) -> Any:
 
 
 def settings_kept(processor: Any, folder: Path) -> Any:
-    """The processor with the settings of the folder's processor_config.json that its
-    class's own arguments name (SmolVLM's image_seq_len): transformers passes a class only
-    the arguments its __init__ names, which a pictures' half does not; each is what the
-    class's __init__ keeps as the attribute of its name."""
+    """The processor with the numbers of the folder's processor_config.json that its
+    class's own arguments name (SmolVLM's image_seq_len, InternVL's image_seq_length):
+    transformers passes a class only the arguments its __init__ names, which a pictures'
+    half does not. Only a number set as is (the attribute of its name, a number already)
+    is kept: tokens and templates are derived by the class, and the placing checks the
+    number (image_tokens.per_tile)."""
     try:
         said = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return processor
     named = inspect.signature(type(processor).__mro__[1]).parameters  # (its class's own)
-    parts = ("image_processor", "tokenizer", "video_processor")
     for key, value in said.items() if isinstance(said, dict) else ():
-        kept = hasattr(processor, key) and not callable(getattr(processor, key))
-        if key in named and key not in parts and kept:
+        now = getattr(processor, key, None)
+        number = isinstance(now, int) and isinstance(value, int) and not isinstance(value, bool)
+        if key in named and number:
             setattr(processor, key, value)
     return processor
 

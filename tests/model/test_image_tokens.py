@@ -10,11 +10,14 @@ tests/app/test_vlm.py."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import transformers as T
 from PIL import Image, ImageDraw
 
+from attnviz.model.checkpoints import CheckpointError
 from attnviz.model.pretrained.sources import load_origin
 from harness import vlm_matrix
 
@@ -124,3 +127,24 @@ def test_llava_nexts_marks_land_in_its_base_or_its_unpadded_grid(tmp_path):
             row, column = r0 + r, c0 + c  # (on the canvas's grid)
             tile = 1 + row // n * (best_w // side) + column // n
             assert found[1:].nonzero().tolist() == [[tile - 1, row % n, column % n]], (size, k)
+
+
+def test_a_picture_too_long_for_llava_nexts_grid_is_read_by_its_base_alone(tmp_path):
+    """A banner past the grid's unpadding (transformers keeps none of its rows): its base's
+    tokens alone, as transformers' processor writes them."""
+    folder = vlm_matrix.saved("llava_next", tmp_path)
+    runner = load_origin(folder)[0]
+    read = runner.read_prompt(Image.new("RGB", (300, 2), (128, 128, 128)), "hi")
+    placed = [x for x in read.positions if x.kind in ("patch", "thumbnail", "extra")]
+    assert {x.kind for x in placed} == {"thumbnail"}
+    assert len(placed) == sum(t == runner.image_token_id for t in read.ids) == 16
+
+
+def test_a_folders_tokens_a_tile_unlike_its_towers_is_refused_at_load(tmp_path):
+    """SmolVLM's processor_config.json sizes its prompt (image_seq_len): a number other
+    than its vision tower's tokens a tile is refused when the folder is read, not run."""
+    folder = vlm_matrix.saved("smolvlm", tmp_path)
+    config = folder / "processor_config.json"
+    config.write_text(json.dumps(json.loads(config.read_text()) | {"image_seq_len": 10**10}))
+    with pytest.raises(CheckpointError, match="writes 10000000000 tokens a tile, where its"):
+        load_origin(folder)

@@ -1,0 +1,182 @@
+"""Placings of a vision-language model's picture tokens that cut the picture into tiles or
+squares read one by one by the vision tower: Idefics3's (SmolVLM's) tiles and thumbnail,
+GotOcr2's canvas of tiles (Aya Vision, InternVL), LLaVA-NeXT's base square and
+any-resolution grid. The others, and which placing a processor has: image_tokens.py."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from ..checkpoints import CheckpointError
+from ..patches import PATCH, THUMBNAIL, Geometry, ImagePosition, PositionKind
+
+
+def per_tile(tiled: TiledTokens, stated: Any) -> TiledTokens:
+    """The placing, where the tokens its processor writes a tile (its own setting, None
+    where it states none) are those the vision tower makes of one; else a CheckpointError
+    (a folder's setting is not trusted to size a prompt)."""
+    if stated is not None and stated != tiled.side**2:
+        raise CheckpointError(
+            f"its processor writes {stated!r} tokens a tile, where its vision tower makes "
+            f"{tiled.side**2}: its picture's tokens cannot be placed"
+        )
+    return tiled
+
+
+class AnyResTokens:
+    """LLaVA-NeXT's any resolution: first the whole picture resized to the vision tower's
+    square (its base: "▣ r,c"), then the picture resized within the best of its grid
+    pinpoints (the aspect kept), centred on that canvas with padding, cut into squares
+    each read by the tower, their patches joined into one grid over the canvas less the
+    rows or columns of padding (transformers' `unpad_image`), row by row ("▦ r,c"), each
+    row ended by a newline token ("↵ r"). One token a patch (the class token dropped)."""
+
+    def __init__(self, image_processor: Any, patch: int, pinpoints: list) -> None:
+        size, crop = dict(image_processor.size), dict(image_processor.crop_size)
+        side = crop.get("height")
+        square = size.get("shortest_edge") or (
+            size.get("height") == size.get("width") and size.get("height")
+        )
+        if not isinstance(side, int) or not side == crop.get("width") == square:
+            raise CheckpointError(
+                f"its image processor resizes to {size} and crops {crop}: only a square "
+                "resize to its crop is mapped"
+            )
+        self.image_processor, self.patch, self.side = image_processor, patch, int(side)
+        self.pinpoints = pinpoints
+
+    def layout(self, width: int, height: int) -> tuple[Geometry, int, int, int, int]:
+        """The canvas's geometry, and the first row and column, rows and columns of its
+        grid of patches that are kept."""
+        import torch
+        from transformers.image_processing_utils import (
+            get_patch_output_size,
+            select_best_resolution,
+        )
+        from transformers.models.llava_next.modeling_llava_next import unpad_image
+
+        best_h, best_w = select_best_resolution((height, width), self.pinpoints)
+        shape = np.lib.stride_tricks.as_strided(np.zeros(1), (3, height, width), (0, 0, 0))
+        new_h, new_w = get_patch_output_size(shape, (best_h, best_w), "channels_first")
+        paste = ((best_w - new_w) // 2, (best_h - new_h) // 2)
+        canvas = Geometry((width, height), (new_w, new_h), (-paste[0], -paste[1]),
+                          (best_w, best_h))  # fmt: skip
+        # (the squares' patches: a pinpoint not a multiple of the square has its rest unread)
+        n = self.side // self.patch
+        rows, columns = best_h // self.side * n, best_w // self.side * n
+        index = torch.arange(rows * columns).view(1, rows, columns)
+        kept = unpad_image(index, (height, width))  # (the model's own unpadding)
+        # (a picture far longer than wide, or wider than long: none kept, its base alone)
+        first = int(kept[0, 0, 0]) if kept.numel() else 0
+        return canvas, first // columns, first % columns, kept.shape[1], kept.shape[2]
+
+    def count(self, width: int, height: int) -> int:
+        *_, rows, columns = self.layout(width, height)
+        return (self.side // self.patch) ** 2 + rows * (columns + 1)
+
+    def positions(self, width: int, height: int) -> list[ImagePosition]:
+        canvas, r0, c0, rows, columns = self.layout(width, height)
+        n, p = self.side // self.patch, self.patch
+        base = Geometry((width, height), (self.side, self.side), (0, 0), (self.side, self.side))
+        found = []
+        for i in range(n):
+            for j in range(n):
+                box = base.box(j * p, i * p, (j + 1) * p, (i + 1) * p)
+                found.append(ImagePosition("thumbnail", f"{THUMBNAIL} {i},{j}", 0, i, j, box))
+        for r in range(rows):
+            for c in range(columns):
+                box = canvas.box((c0 + c) * p, (r0 + r) * p, (c0 + c + 1) * p, (r0 + r + 1) * p)
+                found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
+            found.append(ImagePosition("extra", f"↵ {r}"))
+        return found
+
+
+class TiledTokens:
+    """Idefics3's tiles (SmolVLM's too): the picture resized (its longest side to
+    `size`, then each side up to a multiple of the tile), cut into tiles row by row, each
+    tile's patches merged `scale` x `scale` into one token (its pixel shuffle), row by
+    row; then the whole picture as one more tile (its thumbnail). A tile's token is
+    named by its place in the grid over the whole picture ("▦ 3,5"), a thumbnail's by its
+    place in the thumbnail's grid ("▣ 1,0")."""
+
+    def __init__(self, image_processor: Any, patch: int, scale: int) -> None:
+        self.image_processor = image_processor
+        self.tile = int(image_processor.max_image_size["longest_edge"])
+        self.side = self.tile // patch // max(scale, 1)  # tokens a tile's side
+        self.patch = self.tile // self.side
+
+    def tiles(self, width: int, height: int) -> tuple[int, int, tuple[int, int]]:
+        """(rows, columns) of tiles of a picture of this size (0, 0: one tile, no
+        thumbnail), and the size (width, height) the tiles cover, as the processor's own
+        count has them."""
+        _, rows, columns = self.image_processor.get_number_of_image_patches(height, width)
+        return rows, columns, (columns * self.tile, rows * self.tile)
+
+    def count(self, width: int, height: int) -> int:
+        rows, columns, _ = self.tiles(width, height)
+        return (rows * columns + 1) * self.side**2
+
+    def positions(self, width: int, height: int) -> list[ImagePosition]:
+        rows, columns, covered = self.tiles(width, height)
+        found: list[ImagePosition] = []
+        n, t = self.side, self.patch
+        if rows * columns:
+            place = Geometry((width, height), covered, (0, 0), covered)
+            for tr in range(rows):
+                for tc in range(columns):
+                    for i in range(n):
+                        for j in range(n):
+                            r, c = tr * n + i, tc * n + j
+                            box = place.box(c * t, r * t, (c + 1) * t, (r + 1) * t)
+                            found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
+        whole = Geometry((width, height), (self.tile, self.tile), (0, 0), (self.tile, self.tile))
+        kind: PositionKind = "thumbnail" if rows * columns else "patch"
+        mark = THUMBNAIL if rows * columns else PATCH
+        for i in range(n):
+            for j in range(n):
+                box = whole.box(j * t, i * t, (j + 1) * t, (i + 1) * t)
+                found.append(ImagePosition(kind, f"{mark} {i},{j}", 0, i, j, box))
+        return found
+
+
+TILING = ("crop_to_patches", "min_patches", "max_patches")
+
+
+class CanvasTiles(TiledTokens):
+    """GotOcr2's image processor's tiles (Aya Vision's): the picture resized onto the
+    canvas of whole square tiles whose shape is nearest its own (its
+    `get_optimal_tiled_canvas`, between its least and most tiles), cut into tiles row by
+    row, then the whole picture resized into one more (its thumbnail) where there are
+    several; each tile's patches merged `scale` x `scale` into one token, row by row."""
+
+    def __init__(self, image_processor: Any, patch: int, scale: int, sent: dict) -> None:
+        size = image_processor.size
+        if size.get("height") != size.get("width"):
+            raise CheckpointError(f"its image processor's tiles are {dict(size)}: not squares")
+        self.image_processor, self.tile = image_processor, int(size["height"])
+        self.side = self.tile // patch // max(scale, 1)
+        self.patch = self.tile // self.side
+        module = sys.modules[type(image_processor).__module__]
+        self._canvas: Any = getattr(module, "get_optimal_tiled_canvas", None)
+        # (what the processor sends its image processor wins over the latter's own: Aya
+        # Vision's sends crop_to_patches=True)
+        own = {k: getattr(image_processor, k, None) for k in TILING}
+        self.tiling: dict[str, Any] = {k: sent.get(k, own[k]) for k in TILING}
+        if self._canvas is None or None in self.tiling.values():
+            raise CheckpointError(
+                f"its image processor ({type(image_processor).__name__}) states no canvas of "
+                "tiles: its picture's tokens cannot be placed"
+            )
+
+    def tiles(self, width: int, height: int) -> tuple[int, int, tuple[int, int]]:
+        tiling, whole = self.tiling, (self.tile, self.tile)
+        if not tiling["crop_to_patches"] or tiling["max_patches"] <= 1:
+            return 0, 0, whole
+        columns, rows = self._canvas((height, width), whole, tiling["min_patches"],
+                                     tiling["max_patches"])  # fmt: skip
+        if rows * columns <= 1:
+            return 0, 0, whole
+        return rows, columns, (columns * self.tile, rows * self.tile)
