@@ -23,6 +23,7 @@ ALONE = (
     "app/test_health.py",
     "app/test_hostile_models.py",
     "e2e/test_long_once.py",  # (a page against the API, timed)
+    "e2e/test_picture_timing.py",  # (the picture's overlay redrawn within a frame)
     "deploy/test_replicas.py",  # (the manifests' checks, deploy/test_k8s.py, run with the rest)
 )
 

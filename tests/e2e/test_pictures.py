@@ -24,8 +24,6 @@ from tests.app.test_api import decode
 from .conftest import ARTIFACTS, offline, page_of
 from .test_page import ready, url_state
 
-HOVER_MS = 50  # a frame: the overlay redrawn for the patch under the pointer
-
 
 @pytest.fixture(scope="module")
 def vit_server(tmp_path_factory):
@@ -122,9 +120,8 @@ def test_a_sample_picture_is_read_and_drawn_with_its_attention(vit_page: Page, v
     said_strongest(page, vit_server, state["img"], 1 + 2 * 4 + 3, head)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=ARTIFACTS / "pictures-desktop.png", full_page=True)
-    worst = overlay_worst_ms(page)
-    print(f"the overlay's worst redraw: {worst:.1f} ms")  # (the figure the issue asks)
-    assert 0 < worst <= HOVER_MS, f"the overlay took {worst:.1f} ms"
+    # (its redraw's time is bounded alone: tests/e2e/test_picture_timing.py)
+    assert overlay_worst_ms(page) > 0
     # a click keeps it (in the URL); leaving the picture goes back to the kept query
     page.mouse.click(box["x"] + box["width"] * 0.375, box["y"] + box["height"] * 0.125)
     expect(readout).to_contain_text("▦ 0,1 looks at")
