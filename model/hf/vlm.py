@@ -92,7 +92,7 @@ def settings_kept(processor: Any, folder: Path) -> Any:
     transformers passes a class only the arguments its __init__ names, which a pictures'
     half does not. Only a number set as is (the attribute of its name, a number already)
     is kept: tokens and templates are derived by the class, and the placing checks the
-    number (image_tokens.per_tile)."""
+    number (tiles.per_tile)."""
     try:
         said = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
