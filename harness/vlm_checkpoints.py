@@ -1,0 +1,299 @@
+"""Tiny seeded random vision-language models, each saved with its processor as a folder
+of yours holds one: the architecture's config made tiny, its processor as its family
+writes it (LLaVA's, PaliGemma's, Gemma 3's pooled grid, Idefics3's and SmolVLM's tiles,
+Aya Vision's and InternVL's canvas, DeepSeek-VL's and Janus's square, LightOnOCR's rows,
+LLaVA-NeXT's any resolution, Qwen2-VL's own resolution), for the vision-language matrix
+(vlm_matrix.py) and the tests that read such a folder."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from harness.checkpoints import VOCAB, spread, tokenizer
+
+TEXT = dict(
+    vocab_size=VOCAB + 64, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+    eos_token_id=0, bos_token_id=0, pad_token_id=0,
+)  # fmt: skip
+VISION = dict(
+    image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+    intermediate_size=64, depth=2, embed_dim=32, num_heads=4, mlp_ratio=2, out_hidden_size=64,
+    spatial_merge_size=2, temporal_patch_size=2, fullatt_block_indexes=[1], window_size=56,
+    deepstack_visual_indexes=[1],
+)  # fmt: skip
+IMAGE = "<image>"
+PAD = "<|image_pad|>"  # (the picture's token of Qwen2-VL's processors)
+SOFT = "<image_soft_token>"  # (Gemma 3's picture tokens, written as <start_of_image>)
+# (Pixtral's picture tokens: a row's, the end of a row's and of the picture's)
+ROWS = {"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
+        "image_end_token": "[IMG_END]"}  # fmt: skip
+# (Aya Vision's: a picture's start and end, and its tokens)
+AYA = ("<|START_OF_IMG|>", "<|END_OF_IMG|>", "<|IMG_PATCH|>", "<|IMG_LINE_BREAK|>")
+SPECIALS = (
+    "<|endoftext|>", IMAGE, PAD, SOFT, "<start_of_image>", "<end_of_image>", "<bos>",
+    "<fake_token_around_image>", "<global-img>", "<|vision_start|>", "<|vision_end|>",
+    "<|video_pad|>", *ROWS.values(), *AYA,
+    *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)),
+)  # fmt: skip
+FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
+            "PaliGemmaProcessor": "paligemma", "Gemma3Processor": "pooled",
+            "LightOnOcrProcessor": "rows", "DeepseekVLProcessor": "square",
+            "JanusProcessor": "square", "AyaVisionProcessor": "canvas",
+            "SmolVLMProcessor": "tiles", "InternVLProcessor": "canvas",
+            "LlavaNextProcessor": "anyres"}  # fmt: skip
+# (LLaVA-NeXT's canvases: a 32-pixel square, two side by side or stacked, or four)
+PINPOINTS = [[32, 32], [32, 64], [64, 32], [64, 64]]
+
+
+def family_of(model_type: str) -> tuple[str, str]:
+    """(the family of the architecture's processor: "llava", "paligemma", "pooled",
+    "tiles", "canvas", "square", "rows", "dynamic", or "", its processor's class name or
+    why none is read)."""
+    import transformers
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    named = PROCESSOR_MAPPING_NAMES.get(model_type)
+    if not isinstance(named, str):
+        return "", "transformers names no processor for it"
+    try:
+        cls = getattr(transformers, named)
+        kinds = {c.__name__ for c in cls.__mro__}
+    except (ImportError, AttributeError) as exc:
+        said = "needs torchvision" if "orchvision" in str(exc) else f"{type(exc).__name__}"
+        return "", f"its processor class ({named}) {said}, which is not installed here"
+    for kind, family in FAMILIES.items():
+        if kind in kinds:
+            return family, named
+    # its image processor: its own, else that of an architecture sharing its processor
+    # class (Qwen3-VL-MoE names none of its own: Qwen3-VL's processor reads its pictures)
+    sharing = [t for t, n in PROCESSOR_MAPPING_NAMES.items() if n == named]
+    images = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or next(
+        (IMAGE_PROCESSOR_MAPPING_NAMES[t] for t in sharing if t in IMAGE_PROCESSOR_MAPPING_NAMES),
+        None,
+    )
+    names = list(images.values()) if isinstance(images, dict) else list(images or ())
+    for name in [n for n in names if n]:
+        pil = getattr(transformers, f"{name.removesuffix('Fast')}Pil", None)
+        if pil is not None and {"merge_size", "temporal_patch_size"} <= set(vars(pil())):
+            return "dynamic", named
+    return "", (
+        f"its processor ({named}) places a picture's tokens in a way not mapped yet (LLaVA's "
+        "token a patch, Idefics3's and Aya Vision's tiles, Qwen2-VL's own resolution are)"
+    )
+
+
+def sized(default: Any, sizes: dict) -> dict:
+    """A sub-config's dict with the sizes it has set tiny, its dropouts at 0."""
+    found = default.to_dict()
+    for name, value in sizes.items():
+        if name in found:
+            found[name] = value
+    for name, value in list(found.items()):
+        if "dropout" in name and isinstance(value, float):
+            found[name] = 0.0
+    layers = found.get("num_hidden_layers")
+    if isinstance(found.get("layer_types"), list) and isinstance(layers, int):
+        # (one per layer: the last ones, where a hybrid puts its full attention)
+        found["layer_types"] = found["layer_types"][-layers:]
+    return found
+
+
+def tiny(model_type: str, family: str, ids: dict[str, int]):
+    """The architecture's config made tiny, its picture's tokens named by `ids`."""
+    from transformers import AutoConfig
+
+    default = AutoConfig.for_model(model_type)
+    vision = sized(default.vision_config, VISION)
+    if family in ("llava", "anyres"):
+        vision = sized(AutoConfig.for_model("clip_vision_model"), VISION)
+    extra: dict = {}
+    # (Aya Vision's picture tokens; InternVL's, with its downsample_ratio, are <image>)
+    aya = family == "canvas" and not hasattr(default, "downsample_ratio")
+    token = ids[{"dynamic": PAD, "pooled": SOFT, "rows": ROWS["image_token"]}.get(
+        family, "<|IMG_PATCH|>" if aya else IMAGE)]  # fmt: skip
+    for name in ("image_token_id", "image_token_index"):
+        if hasattr(default, name):
+            extra[name] = token
+    if family == "anyres":
+        extra |= {"vision_feature_layer": -1, "vision_feature_select_strategy": "default",
+                  "image_grid_pinpoints": PINPOINTS}  # fmt: skip
+    if family == "llava":
+        extra |= {"vision_feature_layer": -1, "vision_feature_select_strategy": "default"}
+        if hasattr(default, "vision_feature_layers"):
+            extra = {"vision_feature_layers": [-2, -1], "image_token_index": ids[IMAGE]}
+    if family == "tiles":
+        extra["scale_factor"] = 2
+    if family == "canvas" and hasattr(default, "downsample_ratio"):  # (InternVL's)
+        extra["downsample_ratio"] = 0.5
+    elif family == "canvas":  # (2 x 2 patches a token)
+        extra["downsample_factor"] = 2
+    if family == "square" and "projection_dim" in vision:  # (Janus's aligner: into the text)
+        vision |= {"projection_dim": TEXT["hidden_size"], "num_image_tokens": 16}
+    if family == "rows":  # (pictures of up to 64 x 64 pixels, 2 x 2 patches a token)
+        vision["image_size"], extra["spatial_merge_size"] = 64, 2
+        vision["head_dim"] = VISION["hidden_size"] // VISION["num_attention_heads"]
+    if hasattr(default, "projection_dim"):  # (PaliGemma's: into the language model's width)
+        extra["projection_dim"] = vision["projection_dim"] = TEXT["hidden_size"]
+    if family == "pooled":  # (4 x 4 patches averaged into 2 x 2 tokens)
+        extra |= {"mm_tokens_per_image": 4, "boi_token_index": ids["<start_of_image>"],
+                  "eoi_token_index": ids["<end_of_image>"]}  # fmt: skip
+    if family == "dynamic":
+        extra |= {"vision_start_token_id": ids["<|vision_start|>"],
+                  "vision_end_token_id": ids["<|vision_end|>"],
+                  "video_token_id": ids["<|video_pad|>"]}  # fmt: skip
+        vision["patch_size"] = 14
+        if "embed_dim" in vision:  # (Qwen2-VL's: its hidden_size is what its merger gives)
+            vision["hidden_size"] = TEXT["hidden_size"]
+    text = sized(default.text_config, TEXT)
+    if family == "paligemma":  # (its processor adds 1,152 location and segment tokens)
+        text["vocab_size"] = VOCAB + 64 + 1152
+    if family == "dynamic":  # (rotary positions over time, rows and columns: 8 pairs a head)
+        rope = text.get("rope_parameters") or {}
+        # (the pairs of its rotated part: GLM-4V turns half of each head's dimensions)
+        half = rope.get("partial_rotary_factor", text.get("partial_rotary_factor", 1.0)) == 0.5
+        text["rope_parameters"] = {**rope, "mrope_section": [1, 1, 2] if half else [2, 3, 3]}
+    return AutoConfig.for_model(model_type, text_config=text, vision_config=vision, **extra)
+
+
+def save_processor(folder: Path, model_type: str, family: str, named: str, made) -> None:
+    """The processor a folder of the architecture holds, as its family's is written."""
+    import transformers
+
+    # (Gemma 3's processor reads its picture's tokens from its tokenizer)
+    named_tokens = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                    "image_token": SOFT} if family == "pooled" else {}  # fmt: skip
+    if family == "dynamic":  # (GLM-4V's processor writes the tokenizer's, else <|image|>)
+        named_tokens = {"image_token": PAD}
+    if family == "rows":  # (LightOnOcr's processor reads its picture's tokens from it)
+        named_tokens = ROWS
+    if named == "InternVLProcessor":  # (its processor reads its picture's tokens from it)
+        named_tokens = {
+            "start_image_token": "<start_of_image>", "context_image_token": IMAGE,
+            "end_image_token": "<end_of_image>", "video_token": "<|video_pad|>",
+        }  # fmt: skip
+    if family == "square":  # (DeepSeek-VL's and Janus's processors read theirs from it)
+        named_tokens = {"image_token": IMAGE, "boi_token": "<start_of_image>",
+                        "eoi_token": "<end_of_image>"}  # fmt: skip
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=made, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
+        bos_token="<bos>", extra_special_tokens=named_tokens,
+    )  # fmt: skip
+    if family == "llava":
+        transformers.LlavaProcessor(
+            image_processor=transformers.CLIPImageProcessorPil(
+                size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
+            ),
+            tokenizer=fast, patch_size=8, vision_feature_select_strategy="default",
+            image_token=IMAGE, num_additional_image_tokens=1,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "square":  # (a 32 x 32 square of 4 x 4 patches)
+        images = getattr(transformers, f"{named.removesuffix('Processor')}ImageProcessorPil")
+        getattr(transformers, named)(
+            image_processor=images(size={"height": 32, "width": 32}, min_size=8),
+            tokenizer=fast, num_image_tokens=16,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "canvas" and named == "InternVLProcessor":  # (saved as its parts)
+        transformers.GotOcr2ImageProcessorPil(
+            size={"height": 32, "width": 32}, crop_to_patches=True, max_patches=4
+        ).save_pretrained(folder)
+        fast.save_pretrained(folder)
+        (folder / "processor_config.json").write_text(
+            json.dumps({"processor_class": named, "image_seq_length": 4}), encoding="utf-8"
+        )
+    elif family == "canvas":  # (tiles of 32 x 32: 2 x 2 tokens of 2 x 2 patches)
+        transformers.AyaVisionProcessor(
+            image_processor=transformers.GotOcr2ImageProcessorPil(
+                size={"height": 32, "width": 32}, crop_to_patches=True, max_patches=4
+            ),
+            tokenizer=fast, patch_size=8, img_size=32, downsample_factor=2,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "rows":
+        transformers.LightOnOcrProcessor(
+            image_processor=transformers.PixtralImageProcessorPil(
+                size={"longest_edge": 64}, patch_size={"height": 16, "width": 16}
+            ),
+            tokenizer=fast, patch_size=8, spatial_merge_size=2,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "anyres":
+        transformers.LlavaNextProcessor(
+            image_processor=transformers.LlavaNextImageProcessorPil(
+                size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32},
+                image_grid_pinpoints=PINPOINTS,
+            ),
+            tokenizer=fast, patch_size=8, vision_feature_select_strategy="default",
+            image_token=IMAGE, num_additional_image_tokens=1,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "paligemma":
+        images = transformers.SiglipImageProcessorPil(size={"height": 32, "width": 32})
+        images.image_seq_length = 16  # (its processor repeats <image> this many times)
+        transformers.PaliGemmaProcessor(image_processor=images, tokenizer=fast).save_pretrained(
+            folder
+        )
+    elif family == "pooled":
+        transformers.Gemma3Processor(
+            image_processor=transformers.Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
+            tokenizer=fast, image_seq_length=4,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "tiles" and named == "Idefics3Processor":
+        transformers.Idefics3Processor(
+            image_processor=transformers.Idefics3ImageProcessorPil(
+                size={"longest_edge": 64}, max_image_size={"longest_edge": 32}
+            ),
+            tokenizer=fast, image_seq_len=4,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "tiles":  # (SmolVLM's: its class's video half needs torchvision)
+        transformers.SmolVLMImageProcessorPil(
+            size={"longest_edge": 64}, max_image_size={"longest_edge": 32}
+        ).save_pretrained(folder)
+        fast.save_pretrained(folder)
+        (folder / "processor_config.json").write_text(
+            json.dumps({"processor_class": named, "image_seq_len": 4}), encoding="utf-8"
+        )
+    else:  # (its processor's class is read by its pictures' half: saved as its parts)
+        side = 28
+        transformers.Qwen2VLImageProcessorPil(
+            min_pixels=side * side * 4, max_pixels=side * side * 16, patch_size=14,
+            merge_size=2, temporal_patch_size=2,
+        ).save_pretrained(folder)  # fmt: skip
+        fast.save_pretrained(folder)
+        (folder / "processor_config.json").write_text(
+            json.dumps({"processor_class": named}), encoding="utf-8"
+        )
+
+
+def picture() -> Image.Image:
+    rng = np.random.default_rng(0)
+    return Image.fromarray(rng.integers(0, 256, (50, 70, 3), dtype=np.uint8))
+
+
+def saved(model_type: str, folder: Path) -> Path:
+    """A tiny seeded random model of a mapped architecture saved in `folder` with its
+    processor, as a folder of yours holds one. Returns the folder."""
+    import transformers
+
+    family, named = family_of(model_type)
+    if not family:
+        raise ValueError(named)
+    made = tokenizer(SPECIALS)
+    ids = {t: made.token_to_id(t) for t in SPECIALS}
+    config = tiny(model_type, family, ids)
+    torch.manual_seed(0)
+    with contextlib.redirect_stderr(io.StringIO()):
+        model = transformers.AutoModelForImageTextToText.from_config(
+            config, attn_implementation="eager"
+        )
+    spread(model)
+    model.generation_config.pad_token_id = 0
+    model.eval().save_pretrained(folder)
+    save_processor(folder, model_type, family, named, made)
+    return folder
