@@ -49,9 +49,12 @@ FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
             "LightOnOcrProcessor": "rows", "DeepseekVLProcessor": "square",
             "JanusProcessor": "square", "AyaVisionProcessor": "canvas",
             "SmolVLMProcessor": "tiles", "InternVLProcessor": "canvas",
-            "LlavaNextProcessor": "anyres"}  # fmt: skip
+            "QianfanOCRProcessor": "canvas",
+            "LlavaNextProcessor": "anyres", "LlavaNextVideoProcessor": "anyres",
+            "VideoLlavaProcessor": "llava", "LlavaOnevisionProcessor": "anyres"}  # fmt: skip
 # (LLaVA-NeXT's canvases: a 32-pixel square, two side by side or stacked, or four)
 PINPOINTS = [[32, 32], [32, 64], [64, 32], [64, 64]]
+ONEVISION = "anyres_max_1"  # (LLaVA-OneVision's grid resampled down past one square's)
 
 
 def family_of(model_type: str) -> tuple[str, str]:
@@ -86,6 +89,14 @@ def family_of(model_type: str) -> tuple[str, str]:
         pil = getattr(transformers, f"{name.removesuffix('Fast')}Pil", None)
         if pil is not None and {"merge_size", "temporal_patch_size"} <= set(vars(pil())):
             return "dynamic", named
+    # (transformers' own marks: the class requires torchvision, or its pictures are read
+    # by a torchvision image processor alone)
+    needs = "torchvision" in (getattr(cls, "_backends", None) or ())
+    if needs or (isinstance(images, dict) and set(images) == {"torchvision"}):
+        return "", (
+            f"its processor ({named}) reads pictures with torchvision alone, which does not "
+            "install beside the CPU build of torch here"
+        )
     return "", (
         f"its processor ({named}) places a picture's tokens in a way not mapped yet (LLaVA's "
         "token a patch, Idefics3's and Aya Vision's tiles, Qwen2-VL's own resolution are)"
@@ -114,7 +125,9 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
 
     default = AutoConfig.for_model(model_type)
     vision = sized(default.vision_config, VISION)
-    if family in ("llava", "anyres"):
+    # (LLaVA-OneVision's any resolution reads SigLIP's patches, all of them: its own)
+    onevision = hasattr(default, "vision_aspect_ratio")
+    if family in ("llava", "anyres") and not onevision:
         vision = sized(AutoConfig.for_model("clip_vision_model"), VISION)
     extra: dict = {}
     # (Aya Vision's picture tokens; InternVL's, with its downsample_ratio, are <image>)
@@ -127,6 +140,8 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
     if family == "anyres":
         extra |= {"vision_feature_layer": -1, "vision_feature_select_strategy": "default",
                   "image_grid_pinpoints": PINPOINTS}  # fmt: skip
+    if onevision:  # (its grid resampled down past 1 square's patches: "anyres_max_1")
+        extra |= {"vision_feature_select_strategy": "full", "vision_aspect_ratio": ONEVISION}
     if family == "llava":
         extra |= {"vision_feature_layer": -1, "vision_feature_select_strategy": "default"}
         if hasattr(default, "vision_feature_layers"):
@@ -176,7 +191,8 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
         named_tokens = {"image_token": PAD}
     if family == "rows":  # (LightOnOcr's processor reads its picture's tokens from it)
         named_tokens = ROWS
-    if named == "InternVLProcessor":  # (its processor reads its picture's tokens from it)
+    # (InternVL's and Qianfan-OCR's processors read their picture's tokens from it)
+    if named in ("InternVLProcessor", "QianfanOCRProcessor"):
         named_tokens = {
             "start_image_token": "<start_of_image>", "context_image_token": IMAGE,
             "end_image_token": "<end_of_image>", "video_token": "<|video_pad|>",
@@ -188,14 +204,21 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
         tokenizer_object=made, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
         bos_token="<bos>", extra_special_tokens=named_tokens,
     )  # fmt: skip
-    if family == "llava":
+    # (LLaVA's settings: 8-pixel patches, its class token dropped)
+    llava = dict(patch_size=8, vision_feature_select_strategy="default", image_token=IMAGE,
+                 num_additional_image_tokens=1)  # fmt: skip
+    if family == "llava" and named == "LlavaProcessor":
         transformers.LlavaProcessor(
             image_processor=transformers.CLIPImageProcessorPil(
                 size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
             ),
-            tokenizer=fast, patch_size=8, vision_feature_select_strategy="default",
-            image_token=IMAGE, num_additional_image_tokens=1,
+            tokenizer=fast, **llava,
         ).save_pretrained(folder)  # fmt: skip
+    elif family == "llava":  # (Video-LLaVA's: its class's video half needs torchvision)
+        images = transformers.VideoLlavaImageProcessor(
+            size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
+        )
+        in_parts(folder, named, images, fast, **llava)
     elif family == "square":  # (a 32 x 32 square of 4 x 4 patches)
         images = getattr(transformers, f"{named.removesuffix('Processor')}ImageProcessorPil")
         getattr(transformers, named)(
@@ -203,13 +226,17 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
             tokenizer=fast, num_image_tokens=16,
         ).save_pretrained(folder)  # fmt: skip
     elif family == "canvas" and named == "InternVLProcessor":  # (saved as its parts)
-        transformers.GotOcr2ImageProcessorPil(
+        images = transformers.GotOcr2ImageProcessorPil(
             size={"height": 32, "width": 32}, crop_to_patches=True, max_patches=4
-        ).save_pretrained(folder)
-        fast.save_pretrained(folder)
-        (folder / "processor_config.json").write_text(
-            json.dumps({"processor_class": named, "image_seq_length": 4}), encoding="utf-8"
         )
+        in_parts(folder, named, images, fast, image_seq_length=4)
+    elif named == "QianfanOCRProcessor":  # (InternVL's canvas, its class without videos)
+        transformers.QianfanOCRProcessor(
+            image_processor=transformers.GotOcr2ImageProcessorPil(
+                size={"height": 32, "width": 32}, crop_to_patches=True, max_patches=4
+            ),
+            tokenizer=fast, image_seq_length=4,
+        ).save_pretrained(folder)  # fmt: skip
     elif family == "canvas":  # (tiles of 32 x 32: 2 x 2 tokens of 2 x 2 patches)
         transformers.AyaVisionProcessor(
             image_processor=transformers.GotOcr2ImageProcessorPil(
@@ -224,15 +251,25 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
             ),
             tokenizer=fast, patch_size=8, spatial_merge_size=2,
         ).save_pretrained(folder)  # fmt: skip
-    elif family == "anyres":
-        transformers.LlavaNextProcessor(
-            image_processor=transformers.LlavaNextImageProcessorPil(
-                size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32},
-                image_grid_pinpoints=PINPOINTS,
-            ),
-            tokenizer=fast, patch_size=8, vision_feature_select_strategy="default",
-            image_token=IMAGE, num_additional_image_tokens=1,
-        ).save_pretrained(folder)  # fmt: skip
+    elif family == "anyres":  # (LLaVA-NeXT-Video's: saved as its parts)
+        images = transformers.LlavaNextImageProcessorPil(
+            size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32},
+            image_grid_pinpoints=PINPOINTS,
+        )  # fmt: skip
+        if named == "LlavaOnevisionProcessor":
+            images = transformers.LlavaOnevisionImageProcessorPil(
+                size={"height": 32, "width": 32}, image_grid_pinpoints=PINPOINTS
+            )
+            in_parts(
+                folder, named, images, fast, num_image_tokens=16, image_token=IMAGE,
+                vision_feature_select_strategy="full", vision_aspect_ratio=ONEVISION,
+            )  # fmt: skip
+        elif named == "LlavaNextProcessor":
+            transformers.LlavaNextProcessor(
+                image_processor=images, tokenizer=fast, **llava
+            ).save_pretrained(folder)
+        else:
+            in_parts(folder, named, images, fast, **llava)
     elif family == "paligemma":
         images = transformers.SiglipImageProcessorPil(size={"height": 32, "width": 32})
         images.image_seq_length = 16  # (its processor repeats <image> this many times)
@@ -252,23 +289,27 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
             tokenizer=fast, image_seq_len=4,
         ).save_pretrained(folder)  # fmt: skip
     elif family == "tiles":  # (SmolVLM's: its class's video half needs torchvision)
-        transformers.SmolVLMImageProcessorPil(
+        images = transformers.SmolVLMImageProcessorPil(
             size={"longest_edge": 64}, max_image_size={"longest_edge": 32}
-        ).save_pretrained(folder)
-        fast.save_pretrained(folder)
-        (folder / "processor_config.json").write_text(
-            json.dumps({"processor_class": named, "image_seq_len": 4}), encoding="utf-8"
         )
+        in_parts(folder, named, images, fast, image_seq_len=4)
     else:  # (its processor's class is read by its pictures' half: saved as its parts)
         side = 28
-        transformers.Qwen2VLImageProcessorPil(
+        images = transformers.Qwen2VLImageProcessorPil(
             min_pixels=side * side * 4, max_pixels=side * side * 16, patch_size=14,
             merge_size=2, temporal_patch_size=2,
-        ).save_pretrained(folder)  # fmt: skip
-        fast.save_pretrained(folder)
-        (folder / "processor_config.json").write_text(
-            json.dumps({"processor_class": named}), encoding="utf-8"
-        )
+        )  # fmt: skip
+        in_parts(folder, named, images, fast)
+
+
+def in_parts(folder: Path, named: str, images: Any, fast: Any, **settings: Any) -> None:
+    """A processor saved as its parts, as a folder holds one whose class reads videos too
+    (which needs torchvision): its image processor, tokenizer and processor_config.json
+    (the class's name and its settings)."""
+    images.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    said = {"processor_class": named, **settings}
+    (folder / "processor_config.json").write_text(json.dumps(said), encoding="utf-8")
 
 
 def picture() -> Image.Image:

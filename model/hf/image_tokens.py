@@ -11,6 +11,7 @@ picture)."""
 from __future__ import annotations
 
 import math
+import re
 import sys
 from typing import Any, Protocol
 
@@ -83,11 +84,18 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         )
     named = type(processor).__name__
     kinds = {c.__name__ for c in type(processor).__mro__}  # (a pictures-only half: its own)
-    if "LlavaNextProcessor" in kinds:
+    if kinds & {"LlavaNextProcessor", "LlavaNextVideoProcessor"}:
         if getattr(config, "vision_feature_select_strategy", "default") != "default":
             raise CheckpointError("LLaVA-NeXT keeping its class tokens is not mapped yet")
         return AnyResTokens(image_processor, patch, list(config.image_grid_pinpoints))
-    if "LlavaProcessor" in kinds:
+    if "LlavaOnevisionProcessor" in kinds:  # (SigLIP's patches, no class token)
+        said = str(getattr(config, "vision_aspect_ratio", ""))
+        most = re.fullmatch(r"anyres_max_([1-9][0-9]{0,2})", said)
+        if most is None:
+            raise CheckpointError(f"its vision_aspect_ratio {said[:40]!r} is not mapped")
+        pinpoints = list(config.image_grid_pinpoints)
+        return AnyResTokens(image_processor, patch, pinpoints, int(most.group(1)))
+    if kinds & {"LlavaProcessor", "VideoLlavaProcessor"}:
         strategy = getattr(config, "vision_feature_select_strategy", "default")
         if strategy in ("default", "full"):
             return PatchTokens(image_processor, patch, cls_kept=strategy == "full")
@@ -99,9 +107,9 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         return PooledTokens(image_processor, int(getattr(config, "mm_tokens_per_image", 0)))
     if "LightOnOcrProcessor" in kinds:
         return RowTokens(image_processor, patch, int(getattr(config, "spatial_merge_size", 1)))
-    if kinds & {"AyaVisionProcessor", "InternVLProcessor"}:
-        # (patches merged scale x scale: Aya Vision's downsample_factor, InternVL's
-        # downsample_ratio its inverse)
+    if kinds & {"AyaVisionProcessor", "InternVLProcessor", "QianfanOCRProcessor"}:
+        # (patches merged scale x scale: Aya Vision's downsample_factor, InternVL's and
+        # Qianfan-OCR's downsample_ratio its inverse)
         ratio = getattr(config, "downsample_ratio", None)
         scale = round(1 / ratio) if ratio else int(getattr(config, "downsample_factor", 1))
         sent = dict(getattr(processor, "images_kwargs", None) or {})

@@ -1,10 +1,12 @@
 """Placings of a vision-language model's picture tokens that cut the picture into tiles or
 squares read one by one by the vision tower: Idefics3's (SmolVLM's) tiles and thumbnail,
-GotOcr2's canvas of tiles (Aya Vision, InternVL), LLaVA-NeXT's base square and
-any-resolution grid. The others, and which placing a processor has: image_tokens.py."""
+GotOcr2's canvas of tiles (Aya Vision, InternVL), LLaVA-NeXT's (and LLaVA-OneVision's)
+base square and any-resolution grid. The others, and which placing a processor has:
+image_tokens.py."""
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -32,21 +34,27 @@ class AnyResTokens:
     pinpoints (the aspect kept), centred on that canvas with padding, cut into squares
     each read by the tower, their patches joined into one grid over the canvas less the
     rows or columns of padding (transformers' `unpad_image`), row by row ("▦ r,c"), each
-    row ended by a newline token ("↵ r"). One token a patch (the class token dropped)."""
+    row ended by a newline token ("↵ r"). One token a patch (the class token dropped).
+    LLaVA-OneVision's (`most`: its "anyres_max_9"'s 9) resamples that grid down
+    (bilinear) where it holds more than 1.1² times `most` squares' patches: a token is
+    then a blend of the patches under its box, and of their neighbours by a patch's
+    fraction."""
 
-    def __init__(self, image_processor: Any, patch: int, pinpoints: list) -> None:
-        size, crop = dict(image_processor.size), dict(image_processor.crop_size)
-        side = crop.get("height")
+    def __init__(
+        self, image_processor: Any, patch: int, pinpoints: list, most: int | None = None
+    ) -> None:
+        size, crop = dict(image_processor.size), dict(image_processor.crop_size or {})
         square = size.get("shortest_edge") or (
             size.get("height") == size.get("width") and size.get("height")
         )
-        if not isinstance(side, int) or not side == crop.get("width") == square:
+        side = crop.get("height", square) if crop else square
+        if not isinstance(side, int) or not side == crop.get("width", side) == square:
             raise CheckpointError(
                 f"its image processor resizes to {size} and crops {crop}: only a square "
                 "resize to its crop is mapped"
             )
         self.image_processor, self.patch, self.side = image_processor, patch, int(side)
-        self.pinpoints = pinpoints
+        self.pinpoints, self.most = pinpoints, most
 
     def layout(self, width: int, height: int) -> tuple[Geometry, int, int, int, int]:
         """The canvas's geometry, and the first row and column, rows and columns of its
@@ -73,12 +81,21 @@ class AnyResTokens:
         first = int(kept[0, 0, 0]) if kept.numel() else 0
         return canvas, first // columns, first % columns, kept.shape[1], kept.shape[2]
 
+    def resampled(self, rows: int, columns: int) -> tuple[int, int]:
+        """The grid's rows and columns as the model reads them: LLaVA-OneVision's
+        resampled down (its `pack_image_features`'s rule), else as kept."""
+        n = self.side // self.patch
+        ratio = math.sqrt(rows * columns / (self.most * n * n)) if self.most else 0.0
+        return (int(rows // ratio), int(columns // ratio)) if ratio > 1.1 else (rows, columns)
+
     def count(self, width: int, height: int) -> int:
         *_, rows, columns = self.layout(width, height)
+        rows, columns = self.resampled(rows, columns)
         return (self.side // self.patch) ** 2 + rows * (columns + 1)
 
     def positions(self, width: int, height: int) -> list[ImagePosition]:
-        canvas, r0, c0, rows, columns = self.layout(width, height)
+        canvas, r0, c0, kept_rows, kept_columns = self.layout(width, height)
+        rows, columns = self.resampled(kept_rows, kept_columns)
         n, p = self.side // self.patch, self.patch
         base = Geometry((width, height), (self.side, self.side), (0, 0), (self.side, self.side))
         found = []
@@ -86,9 +103,12 @@ class AnyResTokens:
             for j in range(n):
                 box = base.box(j * p, i * p, (j + 1) * p, (i + 1) * p)
                 found.append(ImagePosition("thumbnail", f"{THUMBNAIL} {i},{j}", 0, i, j, box))
+        # (a token's side in the canvas's pixels: a patch's, or more where resampled)
+        th, tw = kept_rows * p / rows if rows else p, kept_columns * p / columns if columns else p
         for r in range(rows):
             for c in range(columns):
-                box = canvas.box((c0 + c) * p, (r0 + r) * p, (c0 + c + 1) * p, (r0 + r + 1) * p)
+                left, top = c0 * p + c * tw, r0 * p + r * th
+                box = canvas.box(left, top, left + tw, top + th)
                 found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
             found.append(ImagePosition("extra", f"↵ {r}"))
         return found

@@ -83,16 +83,26 @@ def pictures_half(folder: Path) -> Any:
         cls.__init__(self, image_processor=image_processor, tokenizer=tokenizer,
                      video_processor=None, chat_template=chat_template, **kwargs)  # fmt: skip
 
-    return type(f"{cls.__name__}Pictures", (cls,), {"__init__": __init__})
+    def parts(self, *args, **kwargs):
+        # what the class hands transformers' ProcessorMixin, in its own order (Video-LLaVA
+        # names its parts by place: image, video, tokenizer), less the video processor
+        kwargs |= dict(zip(cls.get_attributes(), args, strict=False))
+        kwargs.pop("video_processor", None)
+        transformers.ProcessorMixin.__init__(self, **kwargs)
+
+    shim = type("WithoutVideos", (transformers.ProcessorMixin,), {"__init__": parts})
+    return type(f"{cls.__name__}Pictures", (cls, shim), {"__init__": __init__})
 
 
 def settings_kept(processor: Any, folder: Path) -> Any:
-    """The processor with the numbers of the folder's processor_config.json that its
-    class's own arguments name (SmolVLM's image_seq_len, InternVL's image_seq_length):
-    transformers passes a class only the arguments its __init__ names, which a pictures'
-    half does not. Only a number set as is (the attribute of its name, a number already)
-    is kept: tokens and templates are derived by the class, and the placing checks the
-    number (tiles.per_tile)."""
+    """The processor with the settings of the folder's processor_config.json that its
+    class's own arguments name (SmolVLM's image_seq_len, InternVL's image_seq_length,
+    LLaVA-NeXT-Video's patch_size and vision_feature_select_strategy): transformers passes
+    a class only the arguments its __init__ names, which a pictures' half does not. Only
+    a positive number or a word, where the class holds one of that kind or none, is kept;
+    never a token or a template (the class derives those from its tokenizer). The placing
+    checks what is kept: tiles.per_tile the tokens a tile, and a patch size or a strategy
+    unlike the model's puts a count of image tokens that read_prompt refuses."""
     try:
         said = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -100,8 +110,12 @@ def settings_kept(processor: Any, folder: Path) -> Any:
     named = inspect.signature(type(processor).__mro__[1]).parameters  # (its class's own)
     for key, value in said.items() if isinstance(said, dict) else ():
         now = getattr(processor, key, None)
-        number = isinstance(now, int) and isinstance(value, int) and not isinstance(value, bool)
-        if key in named and number:
+        number = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        number = number and (now is None or isinstance(now, int))
+        word = isinstance(value, str) and value.isidentifier() and len(value) <= 64
+        word = word and (now is None or isinstance(now, str))
+        word = word and not any(part in key for part in ("token", "template"))
+        if key in named and (number or word):
             setattr(processor, key, value)
     return processor
 

@@ -3,10 +3,10 @@ processor itself: a mark drawn over the box the map gives one token changes the 
 that token's cell of the processor's picture, and of no other. On tiny seeded folders of
 the placings whose geometry is their own: DeepSeek-VL's and Janus's picture letterboxed
 into a square, LightOnOcr's scaled to fit its longest edge and rounded up to whole
-patches, Aya Vision's canvas of tiles and Idefics3's (and SmolVLM's) tiles, each with its
-thumbnail (a tile's token looked for within the tiles, a thumbnail's within the
-thumbnail: each holds the whole picture). LLaVA's is checked through the API in
-tests/app/test_vlm.py."""
+patches, Aya Vision's (InternVL's, Qianfan-OCR's) canvas of tiles and Idefics3's (and
+SmolVLM's) tiles, each with its thumbnail (a tile's token looked for within the tiles, a
+thumbnail's within the thumbnail: each holds the whole picture); LLaVA-NeXT's base and
+unpadded grid. LLaVA's is checked through the API in tests/app/test_vlm.py."""
 
 from __future__ import annotations
 
@@ -42,10 +42,11 @@ def cell_of(k: int, grid: tuple[int, int]) -> tuple[int, int, int]:
     return k // per, k % per // grid[1], k % grid[1]
 
 
-@pytest.mark.parametrize(
-    "model_type",
-    ["deepseek_vl", "janus", "lighton_ocr", "aya_vision", "internvl", "idefics3", "smolvlm"],
-)
+MARKED = ["deepseek_vl", "janus", "lighton_ocr", "aya_vision", "internvl", "qianfan_ocr",
+          "idefics3", "smolvlm"]  # fmt: skip
+
+
+@pytest.mark.parametrize("model_type", MARKED)
 def test_a_mark_over_a_tokens_box_lands_in_that_tokens_cell_alone(tmp_path, model_type):
     folder = vlm_matrix.saved(model_type, tmp_path)
     runner = load_origin(folder)[0]
@@ -81,15 +82,17 @@ def test_a_mark_over_a_tokens_box_lands_in_that_tokens_cell_alone(tmp_path, mode
             assert kept.nonzero().tolist() == expected, (size, k, target)
 
 
-def test_llava_nexts_marks_land_in_its_base_or_its_unpadded_grid(tmp_path):
-    """LLaVA-NeXT's tokens: the base picture's first, then the grid over its canvas of
-    squares less the padding transformers' `unpad_image` drops, a newline ending each
-    row. The cell each token's index names (found with transformers' own
+@pytest.mark.parametrize("model_type", ["llava_next", "llava_next_video"])
+def test_llava_nexts_marks_land_in_its_base_or_its_unpadded_grid(tmp_path, model_type):
+    """LLaVA-NeXT's tokens (and LLaVA-NeXT-Video's, a picture read as LLaVA-NeXT reads it,
+    through its own processor's class): the base picture's first, then the grid over its
+    canvas of squares less the padding transformers' `unpad_image` drops, a newline
+    ending each row. The cell each token's index names (found with transformers' own
     `select_best_resolution` and `unpad_image`) holds the mark drawn in its box."""
     from transformers.image_processing_utils import select_best_resolution
     from transformers.models.llava_next.modeling_llava_next import unpad_image
 
-    folder = vlm_matrix.saved("llava_next", tmp_path)
+    folder = vlm_matrix.saved(model_type, tmp_path)
     runner = load_origin(folder)[0]
     images = T.AutoImageProcessor.from_pretrained(folder, backend="pil")
     p, side = 8, 32  # (the tiny tower's patch and square)
@@ -148,3 +151,54 @@ def test_a_folders_tokens_a_tile_unlike_its_towers_is_refused_at_load(tmp_path):
     config.write_text(json.dumps(json.loads(config.read_text()) | {"image_seq_len": 10**10}))
     with pytest.raises(CheckpointError, match="writes 10000000000 tokens a tile, where its"):
         load_origin(folder)
+
+
+def test_llava_onevisions_resampled_tokens_cover_the_patches_transformers_blends(tmp_path):
+    """LLaVA-OneVision resamples its unpadded grid down (bilinear) past `anyres_max_N`
+    squares' patches (the tiny one's N is 1). What each token blends is found with
+    transformers' own `unpad_image` and torch's `interpolate` of the kept patches, as its
+    `pack_image_features` does: a mark drawn in a token's box changes only patches that
+    token blends, and some."""
+    import math
+
+    import torch.nn.functional as F
+    from transformers.image_processing_utils import select_best_resolution
+    from transformers.models.llava_next.modeling_llava_next import unpad_image
+
+    folder = vlm_matrix.saved("llava_onevision", tmp_path)
+    runner = load_origin(folder)[0]
+    images = T.AutoImageProcessor.from_pretrained(folder, backend="pil")
+    p, side = 8, 32
+    n = side // p
+    for size in SIZES:
+        blank = Image.new("RGB", size, (128, 128, 128))
+        read = runner.read_prompt(blank, "hi")
+        grid = [x for x in read.positions if x.kind == "patch"]
+        best_h, best_w = select_best_resolution(size[::-1], images.image_grid_pinpoints)
+        rows, columns = best_h // p, best_w // p
+        kept = unpad_image(torch.arange(rows * columns).view(1, rows, columns), size[::-1])
+        r0, c0 = divmod(int(kept[0, 0, 0]), columns)
+        kh, kw = kept.shape[1:]
+        ratio = math.sqrt(kh * kw / (n * n))
+        assert ratio > 1.1  # (resampled: the path under test)
+        patches = torch.eye(kh * kw).view(1, kh * kw, kh, kw)
+        blends = F.interpolate(patches, [int(kh // ratio), int(kw // ratio)], mode="bilinear")[0]
+        h, w = blends.shape[1:]
+        assert len(grid) == h * w
+        plain = images(images=blank, return_tensors="pt")["pixel_values"]
+        for k in range(len(grid)):
+            left, top, right, bottom = grid[k].box
+            marked = blank.copy()
+            inset = (right - left) / 4, (bottom - top) / 4
+            ImageDraw.Draw(marked).rectangle(
+                [left + inset[0], top + inset[1], right - inset[0], bottom - inset[1]],
+                fill=(255, 0, 0),
+            )
+            found = cells(images(images=marked, return_tensors="pt")["pixel_values"], plain, p)
+            changed = set()
+            for tile, row, column in found[1:].nonzero().tolist():  # (the base aside)
+                r = tile // (best_w // side) * n + row - r0
+                c = tile % (best_w // side) * n + column - c0
+                changed.add(r * kw + c)
+            blended = set(blends[:, k // w, k % w].nonzero().flatten().tolist())
+            assert changed and changed <= blended, (size, k, changed, blended)

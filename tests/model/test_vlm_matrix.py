@@ -15,11 +15,12 @@ import pytest
 from harness.vlm_matrix import section, table, vision_language_architectures, vlm_matrix
 
 # Measured on transformers 5.24: 100 vision-language architectures, 91 with attention
-# through the interface; 22 served and equal (LLaVA, VipLLaVA, PaliGemma, Gemma 3,
-# Idefics3, SmolVLM, Qwen2-VL, Qwen2.5-VL, Qwen3-VL and its MoE, Qwen3.5 and its MoE, GLM-4V,
-# GLM-4.6V, GLM-4V-MoE, HyperCLOVA X Vision 2, DeepSeek-VL, Janus, LightOnOCR, Aya
-# Vision, InternVL, LLaVA-NeXT). A change that serves fewer is a regression.
-SERVED_AND_EQUAL_AT_LEAST = 22
+# through the interface; 26 served and equal (LLaVA, VipLLaVA, Video-LLaVA, PaliGemma,
+# Gemma 3, Idefics3, SmolVLM, Qwen2-VL, Qwen2.5-VL, Qwen3-VL and its MoE, Qwen3.5 and its
+# MoE, GLM-4V, GLM-4.6V, GLM-4V-MoE, HyperCLOVA X Vision 2, DeepSeek-VL, Janus, LightOnOCR,
+# Aya Vision, InternVL, Qianfan-OCR, LLaVA-NeXT, LLaVA-NeXT-Video, LLaVA-OneVision). A
+# change that serves fewer is a regression.
+SERVED_AND_EQUAL_AT_LEAST = 26
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "architectures.md"
 
 
@@ -41,7 +42,8 @@ def test_every_served_vlm_equals_transformers_and_continues_alike_and_the_rest_s
                                                  and row.continued)), row  # fmt: skip
     for served in ("llava", "vipllava", "paligemma", "gemma3", "idefics3", "qwen2_vl",
                    "qwen2_5_vl", "qwen3_vl", "deepseek_vl", "janus", "lighton_ocr",
-                   "aya_vision", "smolvlm", "internvl", "llava_next"):  # fmt: skip
+                   "aya_vision", "smolvlm", "internvl", "llava_next", "video_llava",
+                   "qianfan_ocr", "llava_next_video", "llava_onevision"):  # fmt: skip
         assert by_type[served].equal, by_type[served]
     # a 70 x 50 picture: LLaVA's 4 x 4 patches; Idefics3's 2 x 2 tiles of 2 x 2 tokens and
     # its thumbnail's 2 x 2; Qwen2-VL's 56 x 56 pixels, 2 x 2 tokens of 2 x 2 patches
@@ -56,10 +58,15 @@ def test_every_served_vlm_equals_transformers_and_continues_alike_and_the_rest_s
     # Aya Vision's 2 x 2 canvas of 32-pixel tiles (nearest 70 x 50 of at most 4) and its
     # thumbnail, 2 x 2 tokens each
     assert by_type["aya_vision"].tokens == by_type["internvl"].tokens == 20
-    assert "not mapped yet" in by_type["llava_onevision"].reason
+    assert "not mapped yet" in by_type["idefics2"].reason
+    assert "torchvision alone" in by_type["mistral3"].reason
     # LLaVA-NeXT's base square (4 x 4) and its 64 x 64 canvas's 8 x 8 patches less the rows
     # of padding (6 kept; their 6 newline tokens are no patches): 16 + 6 x 8
-    assert by_type["llava_next"].tokens == 16 + 6 * 8
+    assert by_type["llava_next"].tokens == by_type["llava_next_video"].tokens == 16 + 6 * 8
+    # LLaVA-OneVision's: its base, then those 6 x 8 patches resampled down past one
+    # square's 16 ("anyres_max_1"): by sqrt(48 / 16), to 3 x 4
+    assert by_type["llava_onevision"].tokens == 16 + 3 * 4
+    assert by_type["video_llava"].tokens == 16 and by_type["qianfan_ocr"].tokens == 20
     assert sum(r.equal for r in rows) >= SERVED_AND_EQUAL_AT_LEAST
     assert section(PAGE.read_text(encoding="utf-8")) == table(rows), (
         "docs/architectures.md's vision-language table is not this run's: "
