@@ -58,9 +58,10 @@ ONEVISION = "anyres_max_1"  # (LLaVA-OneVision's grid resampled down past one sq
 
 
 def family_of(model_type: str) -> tuple[str, str]:
-    """(the family of the architecture's processor: "llava", "paligemma", "pooled",
-    "tiles", "canvas", "square", "rows", "dynamic", or "", its processor's class name or
-    why none is read)."""
+    """(the family of the architecture's processor, how its tiny model is made: "llava",
+    "paligemma", "pooled", "tiles", "canvas", "square", "rows", "anyres", "dynamic", or
+    "", its processor's class name or why none is read: the placings image_tokens.py
+    maps are those of the families here)."""
     import transformers
     from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
@@ -97,10 +98,7 @@ def family_of(model_type: str) -> tuple[str, str]:
             f"its processor ({named}) reads pictures with torchvision alone, which does not "
             "install beside the CPU build of torch here"
         )
-    return "", (
-        f"its processor ({named}) places a picture's tokens in a way not mapped yet (LLaVA's "
-        "token a patch, Idefics3's and Aya Vision's tiles, Qwen2-VL's own resolution are)"
-    )
+    return "", f"its processor ({named}) places a picture's tokens in a way not mapped yet"
 
 
 def sized(default: Any, sizes: dict) -> dict:

@@ -1,12 +1,10 @@
 """The vision-language half of the architecture matrix: every vision-language architecture
 the installed transformers has (its image-text-to-text mapping, not a hand list). Those
-whose processor places a picture's tokens in a way model/hf/image_tokens.py maps
-(LLaVA's and DeepSeek-VL's token a patch, Gemma 3's pooled grid, Idefics3's and Aya
-Vision's tiles, Qwen2-VL's and LightOnOCR's own resolution) are made as a tiny
-seeded random model saved with its processor, read back as attnviz reads a folder, and run
-on a picture and a text: every layer's weights against transformers' eager attention with
-`output_attentions`, and the greedy continuation of 8 tokens against its `generate`. Each
-row is equal, or says why it is not served."""
+whose processor places a picture's tokens in a way model/hf/image_tokens.py maps (its
+`MAPPED`) are made as a tiny seeded random model saved with its processor, read back as
+attnviz reads a folder, and run on a picture and a text: every layer's weights against
+transformers' eager attention with `output_attentions`, and the greedy continuation of 8
+tokens against its `generate`. Each row is equal, or says why it is not served."""
 
 from __future__ import annotations
 

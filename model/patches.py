@@ -13,7 +13,8 @@ PositionKind = Literal[
     "cls", "distillation", "register", "detection", "patch", "thumbnail", "extra", "text"
 ]
 PATCH = "▦"  # a patch's label: "▦ 3,5" (row 3, column 5)
-# a token of the whole picture read again small beside its tiles (Idefics3's): "▣ 1,0"
+# a token of the whole picture read again small beside its tiles (Idefics3's, GotOcr2's;
+# LLaVA-NeXT's base square): "▣ 1,0"
 THUMBNAIL = "▣"
 
 
@@ -53,6 +54,28 @@ class Geometry:
             min(max((right + dx) * sx, 0.0), w0),
             min(max((bottom + dy) * sy, 0.0), h0),
         )
+
+
+def cells(
+    place: Geometry,
+    rows: int,
+    columns: int,
+    size: tuple[float, float],
+    kind: PositionKind = "patch",
+    first: tuple[int, int] = (0, 0),
+    at: tuple[float, float] = (0.0, 0.0),
+) -> list[ImagePosition]:
+    """A grid of tokens, row by row: each a cell of `size` (height, width) of the
+    processor's pixels from `at` (left, top), its box in the picture's by `place`, and
+    named by its row and column counted from `first` ("▦ 3,5"; a thumbnail's "▣ 1,0")."""
+    (h, w), (x, y), mark = size, at, THUMBNAIL if kind == "thumbnail" else PATCH
+    found = []
+    for i in range(rows):
+        for j in range(columns):
+            r, c = first[0] + i, first[1] + j
+            box = place.box(x + j * w, y + i * h, x + (j + 1) * w, y + (i + 1) * h)
+            found.append(ImagePosition(kind, f"{mark} {r},{c}", 0, r, c, box))
+    return found
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """What a vision-language model's processor turns a picture into in the prompt: the token
 written where the picture goes, the tokens around it, and where each of the image tokens
 it becomes lies in the picture (`ImageTokens`): one per patch of the vision tower's grid
-after the processor's resize and crop (LLaVA, PaliGemma; DeepSeek-VL's and Janus's
-letterboxed square), a square grid of pooled patches (Gemma 3), tiles of merged patches
-and the whole picture's thumbnail (Idefics3, SmolVLM's shape; Aya Vision's canvas of
-tiles; LLaVA-NeXT's any-resolution grid: those that cut the picture are in tiles.py), or
-the picture at its own resolution, patches merged (Qwen2-VL; LightOnOcr's Pixtral-sized
-picture)."""
+after the processor's resize and crop (LLaVA, Video-LLaVA, PaliGemma; DeepSeek-VL's and
+Janus's letterboxed square), a square grid of pooled patches (Gemma 3), tiles of merged
+patches and the whole picture's thumbnail (Idefics3, SmolVLM; the canvas of tiles of Aya
+Vision, InternVL and Qianfan-OCR; the base and any-resolution grid of LLaVA-NeXT, its
+Video and OneVision: those that cut the picture are in tiles.py), or the picture at its
+own resolution, patches merged (Qwen2-VL; LightOnOcr's Pixtral-sized picture)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,10 @@ import re
 import sys
 from typing import Any, Protocol
 
-import numpy as np
-
 from ..checkpoints import CheckpointError
-from ..patches import PATCH, Geometry, ImagePosition
+from ..patches import Geometry, ImagePosition, cells
 from .tiles import AnyResTokens, CanvasTiles, TiledTokens, per_tile
-from .vision import geometry
+from .vision import geometry, shape_only
 
 
 def image_token_of(config: Any, processor: Any) -> tuple[str, int]:
@@ -68,10 +66,19 @@ class ImageTokens(Protocol):
         ...
 
 
+# the placings mapped, as a refusal names them
+MAPPED = (
+    "LLaVA's, Video-LLaVA's, PaliGemma's, DeepSeek-VL's and Janus's (a token a patch), Gemma "
+    "3's (pooled), Idefics3's, SmolVLM's, Aya Vision's, InternVL's and Qianfan-OCR's (tiles "
+    "and a thumbnail), LLaVA-NeXT's and LLaVA-OneVision's (a base and an any-resolution "
+    "grid), Qwen2-VL's and LightOnOCR's (its own resolution, patches merged) are"
+)
+
+
 def image_tokens(config: Any, processor: Any) -> ImageTokens:
-    """How the folder's processor places a picture's tokens: one token per patch of the
-    vision tower's grid (LLaVA's), or tiles of merged patches and the whole picture's
-    thumbnail (Idefics3's); a CheckpointError naming why for any other."""
+    """How the folder's processor places a picture's tokens (by its class, or its
+    pictures' half's: see the module's docstring); a CheckpointError naming why for any
+    other, or for settings a placing does not map."""
     vision = getattr(config, "vision_config", None)
     patch = getattr(vision, "patch_size", None)
     if isinstance(patch, (list, tuple)) and len(set(patch)) == 1:  # (InternVL's: square)
@@ -82,7 +89,7 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
             "its processor has no image processor, or its vision tower states no patch "
             "size: its picture's patches cannot be placed"
         )
-    named = type(processor).__name__
+    named = type(processor).__name__.removesuffix("Pictures")  # (vlm.pictures_half's)
     kinds = {c.__name__ for c in type(processor).__mro__}  # (a pictures-only half: its own)
     if kinds & {"LlavaNextProcessor", "LlavaNextVideoProcessor"}:
         if getattr(config, "vision_feature_select_strategy", "default") != "default":
@@ -122,10 +129,7 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
     if {"merge_size", "temporal_patch_size"} <= set(vars(image_processor)):
         return DynamicTokens(image_processor)
     raise CheckpointError(
-        f"its processor ({named}) places a picture's tokens in a way not mapped yet: "
-        "LLaVA's and DeepSeek-VL's (a token a patch), Gemma 3's (pooled), Idefics3's and Aya "
-        "Vision's (tiles and a thumbnail), Qwen2-VL's and LightOnOCR's (its own resolution, "
-        "patches merged) are"
+        f"its processor ({named}) places a picture's tokens in a way not mapped yet: {MAPPED}"
     )
 
 
@@ -136,6 +140,7 @@ class PatchTokens:
 
     def __init__(self, image_processor: Any, patch: int, cls_kept: bool) -> None:
         self.image_processor, self.patch, self.cls_kept = image_processor, patch, cls_kept
+        geometry(image_processor, 1, 1)  # (a resize it does not map refused when read)
 
     def grid(self, width: int, height: int) -> tuple[Any, int, int]:
         """(the geometry, rows, columns) of a picture of this size."""
@@ -149,12 +154,7 @@ class PatchTokens:
     def positions(self, width: int, height: int) -> list[ImagePosition]:
         place, rows, columns = self.grid(width, height)
         found = [ImagePosition("cls", "[CLS]")] if self.cls_kept else []
-        p = self.patch
-        for r in range(rows):
-            for c in range(columns):
-                box = place.box(c * p, r * p, (c + 1) * p, (r + 1) * p)
-                found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
-        return found
+        return found + cells(place, rows, columns, (self.patch, self.patch))
 
 
 class SquareTokens(PatchTokens):
@@ -163,15 +163,19 @@ class SquareTokens(PatchTokens):
     square of a background colour (its `pad_to_square`); one token a patch, row by row."""
 
     def __init__(self, image_processor: Any, patch: int) -> None:
-        super().__init__(image_processor, patch, cls_kept=False)
+        self.image_processor, self.patch, self.cls_kept = image_processor, patch, False
+        size = dict(image_processor.size)
+        square, least = size.get("height"), getattr(image_processor, "min_size", None)
+        if not isinstance(square, int) or square != size.get("width") or square < patch:
+            raise CheckpointError(f"its image processor resizes to {size}: not a square")
+        if not (image_processor.do_resize and image_processor.do_pad):
+            raise CheckpointError("its image processor does not resize and pad to its square")
+        if not isinstance(least, int) or not 0 < least <= square:
+            raise CheckpointError(f"its image processor's min_size {least!r} is not mapped")
+        self.square, self.least = square, least
 
     def grid(self, width: int, height: int) -> tuple[Any, int, int]:
-        size = self.image_processor.size
-        if size.get("height") != size.get("width"):
-            raise CheckpointError(f"its image processor resizes to {dict(size)}: not a square")
-        if not (self.image_processor.do_resize and self.image_processor.do_pad):
-            raise CheckpointError("its image processor does not resize and pad to its square")
-        least, scale = int(self.image_processor.min_size), size["height"] / max(width, height)
+        least, scale = self.least, self.square / max(width, height)
         w, h = max(round(width * scale), least), max(round(height * scale), least)
         side = max(w, h)
         place = Geometry((width, height), (w, h), (-((side - w) // 2), -((side - h) // 2)),
@@ -200,12 +204,7 @@ class PooledTokens:
 
     def positions(self, width: int, height: int) -> list[ImagePosition]:
         place, t = self.grid(width, height)
-        found = []
-        for r in range(self.side):
-            for c in range(self.side):
-                box = place.box(c * t, r * t, (c + 1) * t, (r + 1) * t)
-                found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
-        return found
+        return cells(place, self.side, self.side, (t, t))
 
 
 class GridTokens:
@@ -224,12 +223,7 @@ class GridTokens:
 
     def positions(self, width: int, height: int) -> list[ImagePosition]:
         place, t = self.place(width, height), self.patch
-        found = []
-        for r in range(place.size[1] // t):
-            for c in range(place.size[0] // t):
-                box = place.box(c * t, r * t, (c + 1) * t, (r + 1) * t)
-                found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
-        return found
+        return cells(place, place.size[1] // t, place.size[0] // t, (t, t))
 
 
 class DynamicTokens(GridTokens):
@@ -267,17 +261,23 @@ class RowTokens(GridTokens):
     def __init__(self, image_processor: Any, patch: int, merge: int) -> None:
         from transformers.models.pixtral import image_processing_pil_pixtral as pixtral
 
+        if not isinstance(image_processor, pixtral.PixtralImageProcessorPil):
+            raise CheckpointError(
+                f"its image processor ({type(image_processor).__name__}) is not Pixtral's: "
+                "its picture's tokens cannot be placed"
+            )
         self.image_processor, self.patch = image_processor, patch * merge
         self._resize = pixtral.get_resize_output_image_size
         sides = image_processor.patch_size
         self.sides = (sides["height"], sides["width"]) if isinstance(sides, dict) else sides
+        size = dict(image_processor.size)  # (its longest edge, or a most height and width)
+        edge = size.get("longest_edge")
+        most = (edge, edge) if edge else (size.get("height"), size.get("width"))
+        if not all(isinstance(m, int) and m > 0 for m in most):
+            raise CheckpointError(f"its image processor resizes to {size}: not mapped")
+        self.most: tuple[int, int] = most  # type: ignore[assignment]
 
     def place(self, width: int, height: int) -> Geometry:
-        size = self.image_processor.size  # (its longest edge, or a most height and width)
-        edge = size.get("longest_edge")
-        most = (edge, edge) if edge else (size["height"], size["width"])
-        # (an array of the picture's shape that holds no memory: only its shape is read)
-        shape = np.lib.stride_tricks.as_strided(np.zeros(1), (height, width, 3), (0, 0, 0))
-        h, w = self._resize(shape, size=most, patch_size=self.sides,
+        h, w = self._resize(shape_only(height, width, 3), size=self.most, patch_size=self.sides,
                             input_data_format="channels_last")  # fmt: skip
         return Geometry((width, height), (int(w), int(h)), (0, 0), (int(w), int(h)))

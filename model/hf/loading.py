@@ -300,7 +300,7 @@ def load_transformers(
         from .vlm import VisionLanguageLM, load_processor
 
         runner = causal_runner(folder, model, tokenizer, vocabulary, specials, name)
-        return VisionLanguageLM.of(runner, load_processor(folder))
+        return VisionLanguageLM.of(runner, load_processor(folder)).checked()
     if architecture == "decoder-only":
         return causal_runner(folder, model, tokenizer, vocabulary, specials, name)
     return encoding_runner(model, architecture, tokenizer, vocabulary, specials)

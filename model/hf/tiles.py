@@ -10,10 +10,9 @@ import math
 import sys
 from typing import Any
 
-import numpy as np
-
 from ..checkpoints import CheckpointError
-from ..patches import PATCH, THUMBNAIL, Geometry, ImagePosition, PositionKind
+from ..patches import Geometry, ImagePosition, PositionKind, cells
+from .vision import shape_only
 
 
 def per_tile(tiled: TiledTokens, stated: Any) -> TiledTokens:
@@ -26,6 +25,20 @@ def per_tile(tiled: TiledTokens, stated: Any) -> TiledTokens:
             f"{tiled.side**2}: its picture's tokens cannot be placed"
         )
     return tiled
+
+
+def canvases(pinpoints: Any, side: int) -> list[tuple[int, int]]:
+    """A config's grid pinpoints (LLaVA-NeXT's canvases: height, width), each of at most
+    64 x 64 of its squares of `side` pixels; a CheckpointError for any other."""
+    found = []
+    for pair in pinpoints if isinstance(pinpoints, (list, tuple)) else [None]:
+        h, w = pair if isinstance(pair, (list, tuple)) and len(pair) == 2 else (0, 0)
+        if not (isinstance(h, int) and isinstance(w, int) and min(h, w) > 0):
+            raise CheckpointError(f"its grid pinpoints {str(pinpoints)[:80]} are not mapped")
+        if max(h, w) > 64 * side:
+            raise CheckpointError(f"its grid pinpoint {h} x {w} is past 64 squares a side")
+        found.append((h, w))
+    return found
 
 
 class AnyResTokens:
@@ -41,7 +54,7 @@ class AnyResTokens:
     fraction."""
 
     def __init__(
-        self, image_processor: Any, patch: int, pinpoints: list, most: int | None = None
+        self, image_processor: Any, patch: int, pinpoints: Any, most: int | None = None
     ) -> None:
         size, crop = dict(image_processor.size), dict(image_processor.crop_size or {})
         square = size.get("shortest_edge") or (
@@ -54,7 +67,14 @@ class AnyResTokens:
                 "resize to its crop is mapped"
             )
         self.image_processor, self.patch, self.side = image_processor, patch, int(side)
-        self.pinpoints, self.most = pinpoints, most
+        self.pinpoints, self.most = canvases(pinpoints, self.side), most
+        # (the processor counts a picture's tokens by its own pinpoints, the model and this
+        # placing by the config's)
+        if canvases(image_processor.image_grid_pinpoints, self.side) != self.pinpoints:
+            raise CheckpointError(
+                "its image processor's grid pinpoints are not its config's: its picture's "
+                "tokens cannot be placed"
+            )
 
     def layout(self, width: int, height: int) -> tuple[Geometry, int, int, int, int]:
         """The canvas's geometry, and the first row and column, rows and columns of its
@@ -67,19 +87,20 @@ class AnyResTokens:
         from transformers.models.llava_next.modeling_llava_next import unpad_image
 
         best_h, best_w = select_best_resolution((height, width), self.pinpoints)
-        shape = np.lib.stride_tricks.as_strided(np.zeros(1), (3, height, width), (0, 0, 0))
+        shape = shape_only(3, height, width)
         new_h, new_w = get_patch_output_size(shape, (best_h, best_w), "channels_first")
         paste = ((best_w - new_w) // 2, (best_h - new_h) // 2)
         canvas = Geometry((width, height), (new_w, new_h), (-paste[0], -paste[1]),
                           (best_w, best_h))  # fmt: skip
-        # (the squares' patches: a pinpoint not a multiple of the square has its rest unread)
         n = self.side // self.patch
         rows, columns = best_h // self.side * n, best_w // self.side * n
-        index = torch.arange(rows * columns).view(1, rows, columns)
-        kept = unpad_image(index, (height, width))  # (the model's own unpadding)
-        # (a picture far longer than wide, or wider than long: none kept, its base alone)
-        first = int(kept[0, 0, 0]) if kept.numel() else 0
-        return canvas, first // columns, first % columns, kept.shape[1], kept.shape[2]
+        # (the model's own unpadding, of a grid that holds no memory: it cuts as many rows,
+        # or columns, from either side; a banner far wider than tall keeps none of its rows,
+        # its base alone, one far taller than wide none of its columns, its newlines too)
+        kept = unpad_image(torch.zeros(1, 1, 1).expand(1, rows, columns), (height, width))
+        _, kept_rows, kept_columns = kept.shape
+        r0, c0 = (rows - kept_rows) // 2, (columns - kept_columns) // 2
+        return canvas, r0, c0, kept_rows, kept_columns
 
     def resampled(self, rows: int, columns: int) -> tuple[int, int]:
         """The grid's rows and columns as the model reads them: LLaVA-OneVision's
@@ -98,18 +119,11 @@ class AnyResTokens:
         rows, columns = self.resampled(kept_rows, kept_columns)
         n, p = self.side // self.patch, self.patch
         base = Geometry((width, height), (self.side, self.side), (0, 0), (self.side, self.side))
-        found = []
-        for i in range(n):
-            for j in range(n):
-                box = base.box(j * p, i * p, (j + 1) * p, (i + 1) * p)
-                found.append(ImagePosition("thumbnail", f"{THUMBNAIL} {i},{j}", 0, i, j, box))
+        found = cells(base, n, n, (p, p), "thumbnail")
         # (a token's side in the canvas's pixels: a patch's, or more where resampled)
         th, tw = kept_rows * p / rows if rows else p, kept_columns * p / columns if columns else p
         for r in range(rows):
-            for c in range(columns):
-                left, top = c0 * p + c * tw, r0 * p + r * th
-                box = canvas.box(left, top, left + tw, top + th)
-                found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
+            found += cells(canvas, 1, columns, (th, tw), first=(r, 0), at=(c0 * p, r0 * p + r * th))
             found.append(ImagePosition("extra", f"↵ {r}"))
         return found
 
@@ -143,23 +157,14 @@ class TiledTokens:
         rows, columns, covered = self.tiles(width, height)
         found: list[ImagePosition] = []
         n, t = self.side, self.patch
-        if rows * columns:
-            place = Geometry((width, height), covered, (0, 0), covered)
-            for tr in range(rows):
-                for tc in range(columns):
-                    for i in range(n):
-                        for j in range(n):
-                            r, c = tr * n + i, tc * n + j
-                            box = place.box(c * t, r * t, (c + 1) * t, (r + 1) * t)
-                            found.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
+        place = Geometry((width, height), covered, (0, 0), covered)
+        for tr in range(rows):  # (each tile's tokens, named by their place over the picture)
+            for tc in range(columns):
+                found += cells(place, n, n, (t, t), first=(tr * n, tc * n),
+                               at=(tc * n * t, tr * n * t))  # fmt: skip
         whole = Geometry((width, height), (self.tile, self.tile), (0, 0), (self.tile, self.tile))
         kind: PositionKind = "thumbnail" if rows * columns else "patch"
-        mark = THUMBNAIL if rows * columns else PATCH
-        for i in range(n):
-            for j in range(n):
-                box = whole.box(j * t, i * t, (j + 1) * t, (i + 1) * t)
-                found.append(ImagePosition(kind, f"{mark} {i},{j}", 0, i, j, box))
-        return found
+        return found + cells(whole, n, n, (t, t), kind)
 
 
 TILING = ("crop_to_patches", "min_patches", "max_patches")
@@ -190,6 +195,10 @@ class CanvasTiles(TiledTokens):
                 f"its image processor ({type(image_processor).__name__}) states no canvas of "
                 "tiles: its picture's tokens cannot be placed"
             )
+        # (transformers tries every canvas of up to its most tiles, on each picture)
+        least, most = self.tiling["min_patches"], self.tiling["max_patches"]
+        if not (isinstance(most, int) and isinstance(least, int) and 0 < least <= most <= 256):
+            raise CheckpointError(f"its tiles, {least!r} to {most!r} a picture, are not mapped")
 
     def tiles(self, width: int, height: int) -> tuple[int, int, tuple[int, int]]:
         tiling, whole = self.tiling, (self.tile, self.tile)

@@ -27,6 +27,12 @@ from ..runner import Capabilities, RunnerBase, RunResult, TokenUnit
 from .calls import BackendError
 
 
+def shape_only(*shape: int) -> np.ndarray:
+    """An array of this shape that holds no memory, for transformers' functions that read
+    only a picture's shape (its resizing rules)."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1), shape, (0,) * len(shape))
+
+
 def geometry(processor: Any, width: int, height: int) -> Geometry:
     """The geometry of a processor that resizes (to a height and width, or its shortest
     edge to a length) and may crop the centre, as transformers' resize and center_crop
@@ -39,10 +45,8 @@ def geometry(processor: Any, width: int, height: int) -> Geometry:
         if "height" in size and "width" in size:
             resized = (int(size["width"]), int(size["height"]))
         elif "shortest_edge" in size and set(size) <= {"shortest_edge", "longest_edge"}:
-            # (an array of the picture's shape that holds no memory: only its shape is read)
-            shape = np.lib.stride_tricks.as_strided(np.zeros(1), (height, width, 3), (0, 0, 0))
             h, w = get_resize_output_image_size(
-                shape,
+                shape_only(height, width, 3),
                 size=int(size["shortest_edge"]),
                 default_to_square=False,
                 max_size=size.get("longest_edge"),

@@ -50,10 +50,9 @@ def load_processor(folder: str | Path) -> Any:
             raise CheckpointError(f"transformers cannot read its processor: {exc}") from None
         try:
             with contextlib.redirect_stderr(io.StringIO()):
-                read = half.from_pretrained(
+                return half.from_pretrained(
                     folder, backend="pil", local_files_only=True, trust_remote_code=False
                 )
-            return settings_kept(read, Path(folder))
         except (OSError, ValueError, KeyError, TypeError, ImportError) as again:
             raise CheckpointError(
                 f"transformers cannot read its processor: {exc} (nor its pictures' half: {again})"
@@ -78,46 +77,30 @@ def pictures_half(folder: Path) -> Any:
     if cls is None or "video_processor" not in inspect.signature(cls.__init__).parameters:
         return None
 
-    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-        # (named: SmolVLM's class asks for one, with no default)
-        cls.__init__(self, image_processor=image_processor, tokenizer=tokenizer,
-                     video_processor=None, chat_template=chat_template, **kwargs)  # fmt: skip
+    attributes = [a for a in cls.get_attributes() if a != "video_processor"]
 
-    def parts(self, *args, **kwargs):
+    def get_attributes(half):
+        return attributes  # (what transformers reads from the folder for it)
+
+    def from_args_and_dict(half, args, processor_dict, **kwargs):
+        # the class's own __init__ is called, as transformers calls it, with the settings
+        # of processor_config.json it names; its parts by name, its video processor none
+        # (SmolVLM's class asks for one, with no default)
+        parts = dict(zip(attributes, args, strict=True), video_processor=None)
+        made = transformers.ProcessorMixin.from_args_and_dict.__func__  # type: ignore[attr-defined]
+        return made(half, [], processor_dict, **parts, **kwargs)
+
+    def without_videos(self, *args, **kwargs):
         # what the class hands transformers' ProcessorMixin, in its own order (Video-LLaVA
         # names its parts by place: image, video, tokenizer), less the video processor
         kwargs |= dict(zip(cls.get_attributes(), args, strict=False))
         kwargs.pop("video_processor", None)
         transformers.ProcessorMixin.__init__(self, **kwargs)
 
-    shim = type("WithoutVideos", (transformers.ProcessorMixin,), {"__init__": parts})
-    return type(f"{cls.__name__}Pictures", (cls, shim), {"__init__": __init__})
-
-
-def settings_kept(processor: Any, folder: Path) -> Any:
-    """The processor with the settings of the folder's processor_config.json that its
-    class's own arguments name (SmolVLM's image_seq_len, InternVL's image_seq_length,
-    LLaVA-NeXT-Video's patch_size and vision_feature_select_strategy): transformers passes
-    a class only the arguments its __init__ names, which a pictures' half does not. Only
-    a positive number or a word, where the class holds one of that kind or none, is kept;
-    never a token or a template (the class derives those from its tokenizer). The placing
-    checks what is kept: tiles.per_tile the tokens a tile, and a patch size or a strategy
-    unlike the model's puts a count of image tokens that read_prompt refuses."""
-    try:
-        said = json.loads((folder / "processor_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return processor
-    named = inspect.signature(type(processor).__mro__[1]).parameters  # (its class's own)
-    for key, value in said.items() if isinstance(said, dict) else ():
-        now = getattr(processor, key, None)
-        number = isinstance(value, int) and not isinstance(value, bool) and value > 0
-        number = number and (now is None or isinstance(now, int))
-        word = isinstance(value, str) and value.isidentifier() and len(value) <= 64
-        word = word and (now is None or isinstance(now, str))
-        word = word and not any(part in key for part in ("token", "template"))
-        if key in named and (number or word):
-            setattr(processor, key, value)
-    return processor
+    shim = type("WithoutVideos", (transformers.ProcessorMixin,), {"__init__": without_videos})
+    named_for = {"get_attributes": classmethod(get_attributes),
+                 "from_args_and_dict": classmethod(from_args_and_dict)}  # fmt: skip
+    return type(f"{cls.__name__}Pictures", (cls, shim), named_for)
 
 
 class VisionLanguageLM(CausalLM):
@@ -150,6 +133,23 @@ class VisionLanguageLM(CausalLM):
         kinds = {c.__name__ for c in type(processor).__mro__}
         made.separator = "" if kinds & {"PaliGemmaProcessor", "Gemma3Processor"} else "\n"
         return made
+
+    def checked(self) -> VisionLanguageLM:
+        """The runner, where its processor puts in the prompt of a 70 x 50 picture the
+        image tokens its placing counts: a processor whose settings disagree with the
+        model's (a strategy, a patch size, the tokens of a tile, the canvases) is refused
+        when the folder is read, not on each picture."""
+        from PIL import Image
+
+        try:
+            self.read_prompt(Image.new("RGB", (70, 50), (128, 128, 128)), "")
+        except (MemoryError, torch.OutOfMemoryError):
+            raise
+        except Exception as exc:  # (any of its processor's own errors: the folder's fault)
+            raise CheckpointError(
+                f"its processor and its model disagree on a 70 x 50 picture: {exc}"
+            ) from None
+        return self
 
     def with_model(self, model: ServedModel) -> VisionLanguageLM:
         twin = super().with_model(model)

@@ -59,8 +59,7 @@ def test_a_mark_over_a_tokens_box_lands_in_that_tokens_cell_alone(tmp_path, mode
         plain = images(images=blank, return_tensors="pt")["pixel_values"]
         tiles = cells(plain, plain, side).shape
         grid = tuple(tiles[1:])
-        assert len(placed) == tiles[0] * grid[0] * grid[1]
-        assert len(placed) == sum(t == runner.image_token_id for t in read.ids)
+        assert len(placed) == tiles[0] * grid[0] * grid[1] == runner.patches.count(*size)
         for k in (0, len(placed) // 2, len(placed) - 1):
             target = placed[k]
             left, top, right, bottom = target.box
@@ -101,7 +100,7 @@ def test_llava_nexts_marks_land_in_its_base_or_its_unpadded_grid(tmp_path, model
         blank = Image.new("RGB", size, (128, 128, 128))
         read = runner.read_prompt(blank, "hi")
         placed = [x for x in read.positions if x.kind in ("patch", "thumbnail", "extra")]
-        assert len(placed) == sum(t == runner.image_token_id for t in read.ids)
+        assert len(placed) == runner.patches.count(*size)
         best_h, best_w = select_best_resolution(size[::-1], images.image_grid_pinpoints)
         rows, columns = best_h // p, best_w // p
         kept = unpad_image(torch.arange(rows * columns).view(1, rows, columns), size[::-1])
@@ -132,15 +131,31 @@ def test_llava_nexts_marks_land_in_its_base_or_its_unpadded_grid(tmp_path, model
             assert found[1:].nonzero().tolist() == [[tile - 1, row % n, column % n]], (size, k)
 
 
-def test_a_picture_too_long_for_llava_nexts_grid_is_read_by_its_base_alone(tmp_path):
-    """A banner past the grid's unpadding (transformers keeps none of its rows): its base's
-    tokens alone, as transformers' processor writes them."""
+def test_banners_past_llava_nexts_unpadding_are_read_as_transformers_writes_them(tmp_path):
+    """A banner far wider than tall keeps none of its grid's rows (its base's tokens
+    alone); one far taller than wide keeps its rows but none of their patches (the base
+    and a newline a row): as transformers' processor writes them."""
     folder = vlm_matrix.saved("llava_next", tmp_path)
     runner = load_origin(folder)[0]
-    read = runner.read_prompt(Image.new("RGB", (300, 2), (128, 128, 128)), "hi")
-    placed = [x for x in read.positions if x.kind in ("patch", "thumbnail", "extra")]
-    assert {x.kind for x in placed} == {"thumbnail"}
-    assert len(placed) == sum(t == runner.image_token_id for t in read.ids) == 16
+    for size, newlines in (((300, 2), 0), ((2, 300), 4)):
+        read = runner.read_prompt(Image.new("RGB", size, (128, 128, 128)), "hi")
+        placed = [x for x in read.positions if x.kind in ("patch", "thumbnail", "extra")]
+        assert [x.kind for x in placed] == ["thumbnail"] * 16 + ["extra"] * newlines, size
+        assert runner.patches.count(*size) == 16 + newlines
+
+
+def test_a_processor_that_disagrees_with_its_model_is_refused_when_read(tmp_path):
+    """LLaVA's processor counts the class token it is told the tower adds: told none,
+    it writes one image token fewer than the model reads. The folder is refused when
+    read, saying so, rather than on each picture."""
+    folder = vlm_matrix.saved("llava", tmp_path)
+    config = folder / "processor_config.json"
+    said = json.loads(config.read_text()) | {"num_additional_image_tokens": 0}
+    config.write_text(json.dumps(said))
+    with pytest.raises(
+        CheckpointError, match="disagree on a 70 x 50 picture: its processor put 15"
+    ):
+        load_origin(folder)
 
 
 def test_a_folders_tokens_a_tile_unlike_its_towers_is_refused_at_load(tmp_path):
