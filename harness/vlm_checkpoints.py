@@ -51,7 +51,9 @@ FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
             "SmolVLMProcessor": "tiles", "InternVLProcessor": "canvas",
             "QianfanOCRProcessor": "canvas",
             "LlavaNextProcessor": "anyres", "LlavaNextVideoProcessor": "anyres",
-            "VideoLlavaProcessor": "llava", "LlavaOnevisionProcessor": "anyres"}  # fmt: skip
+            "VideoLlavaProcessor": "llava", "LlavaOnevisionProcessor": "anyres",
+            "Idefics2Processor": "queries", "Blip2Processor": "qformer",
+            "InstructBlipProcessor": "qformer"}  # fmt: skip
 # (LLaVA-NeXT's canvases: a 32-pixel square, two side by side or stacked, or four)
 PINPOINTS = [[32, 32], [32, 64], [64, 32], [64, 64]]
 ONEVISION = "anyres_max_1"  # (LLaVA-OneVision's grid resampled down past one square's)
@@ -146,6 +148,18 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
             extra = {"vision_feature_layers": [-2, -1], "image_token_index": ids[IMAGE]}
     if family == "tiles":
         extra["scale_factor"] = 2
+    if family == "qformer":  # (BLIP-2's Q-Former: 4 queries over a 32-pixel picture)
+        text = sized(default.text_config, TEXT | dict(ffn_dim=96, word_embed_proj_dim=64))
+        qformer = sized(default.qformer_config, VISION | dict(
+            num_hidden_layers=1, encoder_hidden_size=VISION["hidden_size"],
+            vocab_size=TEXT["vocab_size"]))  # fmt: skip
+        return AutoConfig.for_model(model_type, text_config=text, vision_config=vision,
+                                    qformer_config=qformer, num_query_tokens=4,
+                                    image_token_index=ids[IMAGE])  # fmt: skip
+    if family == "queries":  # (Idefics2's perceiver: 4 latents a picture)
+        extra["perceiver_config"] = sized(default.perceiver_config, dict(
+            hidden_size=TEXT["hidden_size"], resampler_n_latents=4, resampler_depth=1,
+            resampler_n_heads=2, resampler_head_dim=16, num_key_value_heads=1))  # fmt: skip
     if family == "canvas" and hasattr(default, "downsample_ratio"):  # (InternVL's)
         extra["downsample_ratio"] = 0.5
     elif family == "canvas":  # (2 x 2 patches a token)
@@ -268,6 +282,19 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
             ).save_pretrained(folder)
         else:
             in_parts(folder, named, images, fast, **llava)
+    elif family == "qformer":  # (InstructBLIP's Q-Former reads the text too: its tokenizer)
+        images = transformers.BlipImageProcessorPil(size={"height": 32, "width": 32})
+        also = {"qformer_tokenizer": fast} if named == "InstructBlipProcessor" else {}
+        getattr(transformers, named)(
+            image_processor=images, tokenizer=fast, num_query_tokens=4, **also
+        ).save_pretrained(folder)
+    elif family == "queries":  # (pictures within 32 to 64 pixels a side, not split)
+        transformers.Idefics2Processor(
+            image_processor=transformers.Idefics2ImageProcessorPil(
+                size={"shortest_edge": 32, "longest_edge": 64}, do_image_splitting=False
+            ),
+            tokenizer=fast, image_seq_len=4,
+        ).save_pretrained(folder)  # fmt: skip
     elif family == "paligemma":
         images = transformers.SiglipImageProcessorPil(size={"height": 32, "width": 32})
         images.image_seq_length = 16  # (its processor repeats <image> this many times)

@@ -28,7 +28,7 @@ class Row:
     served: bool = False
     weights: float = float("inf")  # the largest difference of any head's weights
     continued: bool = False  # its greedy continuation of the picture is transformers'
-    tokens: int = 0  # the picture's tokens placed on it (LLaVA-NeXT's newlines not)
+    tokens: int = 0  # the picture's tokens (its rows' newlines not)
     reason: str = ""
 
     @property
@@ -83,7 +83,7 @@ def compare(model_type: str) -> Row:
             row.reason = f"{type(exc).__name__}: {str(exc)[:200]}"
             return row
         row.served = True
-        row.tokens = sum(p.kind in ("patch", "thumbnail", "cls") for p in read.positions)
+        row.tokens = sum(p.kind in ("patch", "thumbnail", "cls", "query") for p in read.positions)
         with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
             eager = transformers.AutoModelForImageTextToText.from_pretrained(
                 folder, attn_implementation="eager"
@@ -92,7 +92,10 @@ def compare(model_type: str) -> Row:
             out = eager(input_ids=batch, **read.inputs, output_attentions=True)
             theirs = eager.generate(input_ids=batch, **read.inputs, max_new_tokens=8,
                                     do_sample=False, eos_token_id=None, pad_token_id=0)  # fmt: skip
-    attentions = getattr(out, "attentions", None)
+    # (BLIP-2's language model's own output holds them)
+    attentions = getattr(out, "attentions", None) or getattr(
+        getattr(out, "language_model_outputs", None), "attentions", None
+    )
     if not attentions:
         row.served, row.reason = False, "transformers returns no attention weights for it"
         return row
@@ -123,7 +126,7 @@ END = "<!-- end of the vision-language matrix -->"
 def table(rows: list[Row]) -> str:
     """docs/architectures.md's table of the vision-language half."""
     lines = [
-        "| architecture | a 70 x 50 picture's tokens on it | served and equal to transformers |",
+        "| architecture | a 70 x 50 picture's tokens | served and equal to transformers |",
         "| --- | ---: | --- |",
     ]
     for r in rows:

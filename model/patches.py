@@ -10,9 +10,22 @@ from typing import Any, Literal
 
 # (a vision-language model's run: its text tokens too, beside the picture's patches)
 PositionKind = Literal[
-    "cls", "distillation", "register", "detection", "patch", "thumbnail", "extra", "text"
+    "cls",
+    "distillation",
+    "register",
+    "detection",
+    "patch",
+    "thumbnail",
+    "query",
+    "extra",
+    "text",
 ]
 PATCH = "▦"  # a patch's label: "▦ 3,5" (row 3, column 5)
+# a learned query of a resampler that reads the whole picture (Idefics2's perceiver's
+# latents, BLIP-2's Q-Former's queries): "◌ 3", no place on the picture
+QUERY = "◌"
+# a token of the padding a processor adds around the picture, wholly outside it: "░ 0,3"
+PADDING = "░"
 # a token of the whole picture read again small beside its tiles (Idefics3's, GotOcr2's;
 # LLaVA-NeXT's base square): "▣ 1,0"
 THUMBNAIL = "▣"

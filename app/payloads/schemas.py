@@ -239,16 +239,26 @@ class ImagePositionInfo(BaseModel):
     """What one position of a picture's run is."""
 
     kind: Literal[
-        "cls", "distillation", "register", "detection", "patch", "thumbnail", "extra", "text"
+        "cls",
+        "distillation",
+        "register",
+        "detection",
+        "patch",
+        "thumbnail",
+        "query",
+        "extra",
+        "text",
     ] = Field(
         description="What it is: a class, distillation, register or detection token, a patch "
         "(a tiled picture's: a token of one tile), a token of the whole picture's thumbnail "
-        "read beside its tiles, another position of the encoder's, or (a vision-language "
-        "model's run) a text token."
+        "read beside its tiles, a learned query of a resampler that reads the whole picture "
+        "(it has no box), another position of the encoder's or of the picture's (a row's "
+        "newline), or (a vision-language model's run) a text token."
     )
     label: str = Field(
         description='As the views name it: "[CLS]", "[REG 2]", "▦ 3,5", a thumbnail\'s '
-        '"▣ 1,0", a text token as shown.'
+        '"▣ 1,0", a query\'s "◌ 3", a newline\'s "↵ 3", a letterbox\'s padding "░ 0,3", a '
+        "text token as shown."
     )
     image: int = Field(0, description="Which picture of the run (0: the first).")
     row: int | None = Field(None, description="A patch's row in its picture's patch grid.")

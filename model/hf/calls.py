@@ -224,9 +224,15 @@ def trace(hf: Any, architecture: str) -> dict[str, list[Traced]]:
         inputs = trace_inputs(architecture, device, pixels=shape)
     else:
         inputs = trace_inputs(architecture, device, probe_token(hf))
+    # (a vision-language model whose pass asks for a picture, BLIP-2's: its language model
+    # alone reads the text, as any such model's does without one)
+    asked = inspect.signature(hf.forward).parameters.get("pixel_values")
+    reader = hf
+    if not pixels and asked is not None and asked.default is inspect.Parameter.empty:
+        reader = getattr(hf, "language_model", hf)
     try:
         with torch.no_grad(), calling(call):
-            hf(**inputs, **({} if pixels else {"use_cache": False}))
+            reader(**inputs, **({} if pixels else {"use_cache": False}))
     finally:
         for hook in hooks:
             hook.remove()

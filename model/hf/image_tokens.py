@@ -16,7 +16,7 @@ import sys
 from typing import Any, Protocol
 
 from ..checkpoints import CheckpointError
-from ..patches import Geometry, ImagePosition, cells
+from ..patches import PADDING, QUERY, Geometry, ImagePosition, cells
 from .tiles import AnyResTokens, CanvasTiles, TiledTokens, per_tile
 from .vision import geometry, shape_only
 
@@ -26,6 +26,7 @@ def image_token_of(config: Any, processor: Any) -> tuple[str, int]:
     the tokens it becomes, one per position of the picture (the model's config's: Gemma
     3's processor writes <start_of_image>, which it expands into its soft tokens)."""
     token = getattr(processor, "image_token", None)
+    token = getattr(token, "content", token)  # (BLIP-2's: an AddedToken)
     token_id = getattr(config, "image_token_id", None)
     token_id = getattr(config, "image_token_index", None) if token_id is None else token_id
     if token_id is None:
@@ -71,7 +72,8 @@ MAPPED = (
     "LLaVA's, Video-LLaVA's, PaliGemma's, DeepSeek-VL's and Janus's (a token a patch), Gemma "
     "3's (pooled), Idefics3's, SmolVLM's, Aya Vision's, InternVL's and Qianfan-OCR's (tiles "
     "and a thumbnail), LLaVA-NeXT's and LLaVA-OneVision's (a base and an any-resolution "
-    "grid), Qwen2-VL's and LightOnOCR's (its own resolution, patches merged) are"
+    "grid), Qwen2-VL's and LightOnOCR's (its own resolution, patches merged), Idefics2's, "
+    "BLIP-2's and InstructBLIP's (a resampler's learned queries, no place on the picture) are"
 )
 
 
@@ -122,6 +124,14 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         sent = dict(getattr(processor, "images_kwargs", None) or {})
         canvas = CanvasTiles(image_processor, patch, scale, sent)
         return per_tile(canvas, getattr(processor, "image_seq_length", None))
+    if kinds & {"Blip2Processor", "InstructBlipProcessor"}:  # (its Q-Former's queries)
+        stated = getattr(processor, "num_query_tokens", None)
+        return queries(getattr(config, "num_query_tokens", None), stated)
+    if "Idefics2Processor" in kinds:  # (its perceiver's latents)
+        if getattr(image_processor, "do_image_splitting", False):
+            raise CheckpointError("Idefics2's pictures split into four are not mapped yet")
+        latents = getattr(getattr(config, "perceiver_config", None), "resampler_n_latents", 0)
+        return queries(latents, getattr(processor, "image_seq_len", None))
     if kinds & {"Idefics3Processor", "SmolVLMProcessor"}:  # (SmolVLM: Idefics3's tiles)
         tiled = TiledTokens(image_processor, patch, int(getattr(config, "scale_factor", 1)))
         return per_tile(tiled, getattr(processor, "image_seq_len", None))
@@ -160,7 +170,9 @@ class PatchTokens:
 class SquareTokens(PatchTokens):
     """DeepSeek-VL's and Janus's: the picture's longest side resized to the vision tower's
     square (each side rounded, at least `min_size`), the other padded on both sides to a
-    square of a background colour (its `pad_to_square`); one token a patch, row by row."""
+    square of a background colour (its `pad_to_square`); one token a patch, row by row. A
+    token wholly in the padding (a banner's top rows) has no place on the picture: it is
+    named "░ r,c", no patch."""
 
     def __init__(self, image_processor: Any, patch: int) -> None:
         self.image_processor, self.patch, self.cls_kept = image_processor, patch, False
@@ -181,6 +193,13 @@ class SquareTokens(PatchTokens):
         place = Geometry((width, height), (w, h), (-((side - w) // 2), -((side - h) // 2)),
                          (side, side))  # fmt: skip
         return place, side // self.patch, side // self.patch
+
+    def positions(self, width: int, height: int) -> list[ImagePosition]:
+        return [
+            p if p.box and p.box[0] < p.box[2] and p.box[1] < p.box[3]
+            else ImagePosition("extra", f"{PADDING} {p.row},{p.column}")
+            for p in super().positions(width, height)
+        ]  # fmt: skip
 
 
 class PooledTokens:
@@ -281,3 +300,31 @@ class RowTokens(GridTokens):
         h, w = self._resize(shape_only(height, width, 3), size=self.most, patch_size=self.sides,
                             input_data_format="channels_last")  # fmt: skip
         return Geometry((width, height), (int(w), int(h)), (0, 0), (int(w), int(h)))
+
+
+def queries(count: Any, stated: Any) -> QueryTokens:
+    """A resampler's learned queries, where the tokens its processor writes a picture
+    (its own setting) are as many; else a CheckpointError."""
+    if not isinstance(count, int) or not 0 < count <= 4096 or stated != count:
+        raise CheckpointError(
+            f"its processor writes {stated!r} tokens a picture, where its resampler makes "
+            f"{count!r}: its picture's tokens cannot be placed"
+        )
+    return QueryTokens(count)
+
+
+class QueryTokens:
+    """A resampler's learned queries (Idefics2's perceiver's latents, BLIP-2's and
+    InstructBLIP's Q-Former's queries): a fixed number of tokens, each of which reads the
+    whole picture through cross-attention, so none has a place on it ("◌ 3": no box)."""
+
+    patch = 0  # (no patch: nothing of the picture is a token's own)
+
+    def __init__(self, count: int) -> None:
+        self.n = count
+
+    def count(self, width: int, height: int) -> int:
+        return self.n
+
+    def positions(self, width: int, height: int) -> list[ImagePosition]:
+        return [ImagePosition("query", f"{QUERY} {k}") for k in range(self.n)]

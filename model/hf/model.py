@@ -42,6 +42,17 @@ class StackPoints(nn.Module):
         self.pos: Positions | None = None
 
 
+def grown(inputs: dict[str, Tensor], read: int, length: int) -> dict[str, Tensor]:
+    """What a prompt of `read` tokens reads besides its ids, for a sequence of `length`
+    tokens that continues it: a tensor a token (Qwen2-VL's token types: 0 for text) runs
+    on with zeros, any other (a picture's pixels) as it is."""
+    more = length - read
+    return {
+        k: torch.nn.functional.pad(v, (0, more)) if v.dim() == 2 and v.size(-1) == read else v
+        for k, v in inputs.items()
+    }
+
+
 class HFTransformer(ServedModel):
     """A transformers model (loaded with attn_implementation="attnviz") with model/'s
     interface: forward(input_ids) -> last hidden state (encoder-only) or logits
@@ -304,13 +315,16 @@ class HFTransformer(ServedModel):
             if cache is None:
                 out = self.hf(**inputs, use_cache=False)
             elif cache.stateless and cache.ids is not None:  # a model that returns no cache:
-                ids = torch.cat([cache.ids, target], 1)  # the whole sequence again
-                out = self.hf(**{**inputs, next(iter(inputs)): ids}, use_cache=False)
+                ids = torch.cat([cache.ids, target], 1)  # the whole sequence again, with
+                # what its prompt read besides (BLIP-2's picture, asked for on each pass)
+                read = grown(cache.inputs, cache.prompt, ids.size(1))
+                out = self.hf(**{**inputs, **read, next(iter(inputs)): ids}, use_cache=False)
                 cache.ids = ids
                 return self.hook_logits(out.logits[:, -target.size(1) :]).cpu()
             else:
                 if cache.ids is None:  # the prompt's pass: what it reads besides its ids
                     inputs.update(cache.inputs)
+                    cache.prompt = target.size(1)
                 if self._positions_given:  # (a hybrid whose first layer keeps no keys
                     # counts its cache's length wrong: transformers' generate says them too)
                     past = 0 if cache.ids is None else cache.ids.size(1)

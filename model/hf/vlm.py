@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from ..checkpoints import CheckpointError
 from ..hooks import NamesFilter
@@ -30,6 +29,7 @@ from ..runner import Capabilities, RunResult
 from ..served import ServedModel
 from .calls import BackendError
 from .image_tokens import ImageTokens, around_image, image_token_of, image_tokens
+from .model import grown
 
 
 def load_processor(folder: str | Path) -> Any:
@@ -117,6 +117,7 @@ class VisionLanguageLM(CausalLM):
     patches: ImageTokens
     around: tuple[str, str]  # what the model's prompts write before and after a picture
     separator: str  # what comes between the picture and the text
+    prepended: bool  # whether the processor writes the picture's tokens itself, first
 
     @classmethod
     def of(cls, runner: CausalLM, processor: Any) -> VisionLanguageLM:
@@ -132,6 +133,8 @@ class VisionLanguageLM(CausalLM):
         # (PaliGemma's and Gemma 3's processors write their own bos and line breaks)
         kinds = {c.__name__ for c in type(processor).__mro__}
         made.separator = "" if kinds & {"PaliGemmaProcessor", "Gemma3Processor"} else "\n"
+        # (BLIP-2's and InstructBLIP's processors write the picture's tokens first, always)
+        made.prepended = bool(kinds & {"Blip2Processor", "InstructBlipProcessor"})
         return made
 
     def checked(self) -> VisionLanguageLM:
@@ -161,7 +164,7 @@ class VisionLanguageLM(CausalLM):
     def picture_prompt(self, text: str | None) -> str:
         """The prompt a picture and a text make (see the class)."""
         text = text or ""
-        if self.image_token in text:
+        if self.image_token in text or self.prepended:
             return text
         before, after = self.around
         return f"{before}{self.image_token}{after}{self.separator}{text}"
@@ -214,12 +217,7 @@ class VisionLanguageLM(CausalLM):
             raise too_long(len(ids) + len(generated), context, context)
         names = but_logits if names_filter is None else names_filter
         model: Any = self.model
-        # what the processor gives per token (Qwen2-VL's token types: 0 for text) runs on
-        # over the generated tokens
-        inputs = {
-            k: F.pad(v, (0, len(generated))) if v.dim() == 2 and v.shape[-1] == len(ids) else v
-            for k, v in read.inputs.items()
-        }
+        inputs = grown(read.inputs, len(ids), len(ids) + len(generated))
         logits, capture = model.run_with_capture(
             torch.tensor([[*ids, *generated]]), names_filter=names, **inputs
         )

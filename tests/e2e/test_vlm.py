@@ -3,7 +3,9 @@ its processor saved beside it) served with `attnviz serve --model llava=PATH`. T
 offers the text box and the picture chooser together; a sample picture and a prompt are
 continued (Generate), and the picture view draws the last token's attention over the
 picture's patches, which the readout names as the API's own weights say, with the share
-that stays on the text; in Chinese on a phone it reads the same and fits the screen."""
+that stays on the text; in Chinese on a phone it reads the same and fits the screen. A
+tiny BLIP-2 beside it, whose picture reaches its language model only as its Q-Former's
+learned queries, says so, and how much attention goes to them."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from playwright.sync_api import Page, expect
 
 from harness.checkpoints import saved_llava
 from harness.serving import start_server
+from harness.vlm_checkpoints import saved
 from tests.app.test_api import decode
 
 from .conftest import ARTIFACTS, page_of
@@ -26,19 +29,22 @@ PROMPT = "What is in the picture?"
 @pytest.fixture(scope="module")
 def llava_server(tmp_path_factory):
     folder = saved_llava(tmp_path_factory.mktemp("vlm") / "llava")
+    blip = saved("blip-2", tmp_path_factory.mktemp("blip"))
     proc, base = start_server(
         {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_LEVEL": "warning"},
-        args=["--model", f"llava={folder}"],
+        args=["--model", f"llava={folder}", "--model", f"blip={blip}"],
     )  # fmt: skip
     yield base
     proc.terminate()
     proc.wait(timeout=30)
 
 
-def last_row(base: str, digest: str, continuation: list[int], head: int) -> tuple[list, list]:
+def last_row(
+    base: str, digest: str, continuation: list[int], head: int, model: str = "llava"
+) -> tuple[list, list]:
     """The sequence's labels and its last position's weights (layer 0, one head), as the
     API sends them in float32."""
-    asked = {"model": "llava", "image": digest, "text": PROMPT, "continuation": continuation,
+    asked = {"model": model, "image": digest, "text": PROMPT, "continuation": continuation,
              "layers": [0], "encoding": "f4"}  # fmt: skip
     block = httpx2.post(f"{base}/api/v1/attention", json=asked, timeout=60).json()["blocks"][0]
     return block["columns"], decode(block["data"])[head, -1].tolist()
@@ -118,5 +124,41 @@ def test_a_prompt_with_a_picture_is_continued_and_its_last_token_drawn_on_it(
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=ARTIFACTS / f"vlm-{where}.png", full_page=True)
+    assert errors == [], errors
+    context.close()
+
+
+@pytest.mark.parametrize("where", ["desktop-en", "phone-zh"])
+def test_a_picture_read_through_learned_queries_says_so_and_what_goes_to_them(
+    browser, llava_server, outside_requests, where
+):
+    context, page, errors = page_of(browser, llava_server, outside_requests)
+    phone = where == "phone-zh"
+    if phone:
+        page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"/?model=blip&lang={'zh' if phone else 'en'}")
+    state = read_the_street(page)
+    assert state["view"] == "picture"
+    continuation = [int(i) for i in state["cont"].split(",")]
+    # the picture's tokens are its Q-Former's 4 queries, named as such
+    expect(page.locator("#source-tokens")).to_contain_text("◌ 3")
+    explain = page.locator("#explain")
+    expect(explain).to_contain_text(
+        "只通过其重采样器的 4 个学习查询（◌ 0、◌ 1、…）读图片" if phone
+        else "reads the picture only as the 4 learned queries (◌ 0, ◌ 1, …) of its resampler"
+    )  # fmt: skip
+    columns, row = last_row(llava_server, state["img"], continuation,
+                            int(state.get("head", 0)), model="blip")  # fmt: skip
+    queried = 100 * sum(w for label, w in zip(columns, row, strict=True) if label[0] == "◌")
+    readout = page.locator("#readout")
+    to = "给图片的 4 个学习查询（◌）" if phone else "to the picture's 4 learned queries (◌)"
+    expect(readout).to_contain_text(to)
+    shown = readout.inner_text()
+    share = re.search(rf"(\d+\.\d)% {re.escape(to)}", shown)
+    assert share, shown
+    assert abs(float(share.group(1)) - queried) <= 0.05 + 100 / 255, (shown, queried)
+    assert ("最关注" if phone else "most at") not in shown  # (no patch to name)
+    if phone:
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
     assert errors == [], errors
     context.close()

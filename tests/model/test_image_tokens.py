@@ -217,3 +217,26 @@ def test_llava_onevisions_resampled_tokens_cover_the_patches_transformers_blends
                 changed.add(r * kw + c)
             blended = set(blends[:, k // w, k % w].nonzero().flatten().tolist())
             assert changed and changed <= blended, (size, k, changed, blended)
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_vl", "janus"])
+def test_a_banners_tokens_wholly_in_the_letterbox_are_named_padding(tmp_path, model_type):
+    """A banner letterboxed into the square: its top and bottom rows of patches lie wholly
+    in the padding (the processor's own pixels there are its background colour alone):
+    "░ r,c", no box; every other token's box is on the picture."""
+    folder = vlm_matrix.saved(model_type, tmp_path)
+    runner = load_origin(folder)[0]
+    images = T.AutoImageProcessor.from_pretrained(folder, backend="pil")
+    banner = Image.new("RGB", (120, 30), (255, 0, 0))
+    placed = [p for p in runner.read_prompt(banner, "hi").positions if p.kind != "text"]
+    pixels = images(images=banner, return_tensors="pt")["pixel_values"][0]
+    side = runner.patches.patch
+    background = images(images=Image.new("RGB", (120, 30), images.background_color),
+                        return_tensors="pt")["pixel_values"][0]  # fmt: skip
+    for k, p in enumerate(placed):
+        r, c = divmod(k, pixels.shape[-1] // side)
+        cell = pixels[:, r * side : (r + 1) * side, c * side : (c + 1) * side]
+        padding = bool(torch.equal(cell, background[:, r * side : (r + 1) * side,
+                                                     c * side : (c + 1) * side]))  # fmt: skip
+        assert (p.kind == "extra" and p.label == f"░ {r},{c}" and p.box is None) == padding, p
+    assert any(p.kind == "extra" for p in placed) and any(p.kind == "patch" for p in placed)

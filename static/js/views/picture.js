@@ -13,9 +13,33 @@ function labelOf(position) {
 }
 
 // whether a position is drawn on the picture: a patch (a thumbnail's token covers what
-// the tiles' cover, read again small: counted beside them, not drawn over them)
+// the tiles' cover, read again small: counted beside them, not drawn over them; a
+// resampler's learned query reads the whole picture: it has no box)
 function drawn(position) {
   return position.box && position.kind !== "thumbnail";
+}
+
+// the positions that are no patch nor a resampler's query, named once each: a kind of
+// many (a row's newlines, "↵ 0" … "↵ 23") by its mark and how many, a letterbox's
+// padding, a thumbnail's tokens and the text's together
+function namesOf(t, positions) {
+  const counts = new Map();
+  for (const p of positions) {
+    if (drawn(p) || p.kind === "text" || p.kind === "thumbnail" || p.kind === "query") continue;
+    const mark = p.label.split(" ")[0];
+    counts.set(mark, [...(counts.get(mark) ?? []), p.label]);
+  }
+  const named = [];
+  for (const [mark, labels] of counts) {
+    // (a letterbox's tokens wholly outside the picture: DeepSeek-VL's "░ 0,3")
+    if (mark === "░") named.push(t("picture_padding").replace("{n}", labels.length));
+    else if (labels.length > 4) named.push(`${mark} ×${labels.length}`);
+    else named.push(...labels);
+  }
+  const kinds = new Set(positions.map((p) => p.kind));
+  if (kinds.has("thumbnail")) named.push(t("picture_thumbnail"));
+  if (kinds.has("text")) named.push(t("picture_text"));
+  return named;
 }
 
 // the query's row over the keys: one head's, the layer's mean (made once a block), or
@@ -92,26 +116,33 @@ function headStrip(ctx, block, pictureUrl, alt) {
   return { strip, canvases };
 }
 
-// what a person reads of the row: the query, its strongest patch, and the share of its
-// attention that goes to positions that are no patch (not drawn on the picture): named
-// (a class or register token), or, a vision-language model's, the text's tokens together
+// what a person reads of the row: the query, its strongest patch, the share of its
+// attention that goes to a resampler's learned queries (which read the whole picture),
+// and the share that goes to positions that are no patch (not drawn on the picture):
+// named (a class or register token), or, a vision-language model's, the text's tokens
+// together
 function said(t, image, row, q) {
   let best = -1;
   let elsewhere = 0;
+  let queried = 0;
   image.positions.forEach((p, j) => {
-    if (!drawn(p)) elsewhere += row[j];
+    if (p.kind === "query") queried += row[j];
+    else if (!drawn(p)) elsewhere += row[j];
     else if (best < 0 || row[j] > row[best]) best = j;
   });
-  const kinds = new Set(image.positions.map((p) => p.kind));
-  const named = image.positions.filter((p) => !p.box && p.kind !== "text").map(labelOf);
-  if (kinds.has("thumbnail")) named.push(t("picture_thumbnail"));
-  if (kinds.has("text")) named.push(t("picture_text"));
+  const queries = image.positions.filter((p) => p.kind === "query").length;
+  const named = namesOf(t, image.positions);
   const parts = [
     t("picture_query").replace("{q}", labelOf(image.positions[q])),
     best >= 0
       ? t("picture_strongest")
           .replace("{p}", labelOf(image.positions[best]))
           .replace("{w}", row[best].toFixed(2))
+      : "",
+    queries
+      ? t("picture_to_queries")
+          .replace("{share}", (100 * queried).toFixed(1))
+          .replace("{n}", queries)
       : "",
     named.length
       ? t("picture_elsewhere")
@@ -260,7 +291,12 @@ async function draw(ctx) {
     keep(q);
   });
   select.addEventListener("change", () => keep(Number(select.value)));
-  elements.explain.textContent = t("picture_explain");
+  // a model whose picture reaches its language model only through a resampler's queries:
+  // nothing of it has a place to draw
+  const queries = image.positions.filter((p) => p.kind === "query").length;
+  elements.explain.textContent = image.positions.some(drawn)
+    ? t("picture_explain")
+    : t("picture_unplaced").replace("{n}", queries);
 }
 
 export const view = {
@@ -294,6 +330,10 @@ export const view = {
       picture_elsewhere: "{share}% to {names} (no patch: not drawn)",
       picture_text: "the text",
       picture_thumbnail: "the whole picture's thumbnail (▣)",
+      picture_to_queries: "{share}% to the picture's {n} learned queries (◌)",
+      picture_padding: "the padding around the picture (░ ×{n})",
+      picture_unplaced:
+        "This model's language model reads the picture only as the {n} learned queries (◌ 0, ◌ 1, …) of its resampler, each of which looks at the whole picture: none has a place on it, so no map is drawn. The readout says how much of the query's attention goes to them; the head and model views show them as columns.",
       picture_alt:
         "The picture read ({w} × {h} pixels), its patches tinted by the query's attention",
       picture_no_image:
@@ -318,6 +358,10 @@ export const view = {
       picture_elsewhere: "{share}% 给 {names}（不是图块：未画出）",
       picture_text: "文本",
       picture_thumbnail: "整张图片的缩略图（▣）",
+      picture_to_queries: "{share}% 给图片的 {n} 个学习查询（◌）",
+      picture_padding: "图片周围的填充（░ ×{n}）",
+      picture_unplaced:
+        "这个模型的语言模型只通过其重采样器的 {n} 个学习查询（◌ 0、◌ 1、…）读图片，每个查询看整张图片：它们在图片上没有位置，所以不画图。读数说明查询的注意力有多少给了它们；注意力头视图和模型视图把它们显示为列。",
       picture_alt: "读入的图片（{w} × {h} 像素），图块按查询的注意力着色",
       picture_no_image: "这次运行没有读图片：图片视图只用于读图片的模型。",
       picture_explain:
