@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test check gpu-check gpu-carry bench-memory bench-vision lint-python lint-js test-architectures lint format clean train bench bench-api bench-minilm bench-llm bench-contrib bench-families bench-capture numba-cache test-long bench-long bench-corpus bench-page e2e-deps \
+.PHONY: install serve test check smollm2-ref gpu-check gpu-carry bench-memory bench-vision lint-python lint-js test-architectures lint format clean train bench bench-api bench-minilm bench-llm bench-contrib bench-families bench-capture numba-cache test-long bench-long bench-corpus bench-page e2e-deps \
 	system-deps hadolint container-check fuzz load soak k8s-check kubectl scale-check haproxy \
 	docs screenshot
 
@@ -102,7 +102,7 @@ haproxy:
 # Then most tests on two workers (a file per worker at a time), and those that bound
 # latency or time on their own (the `alone` mark, tests/conftest.py).
 test:
-	@$(MAKE) --no-print-directory -j3 lint system-deps ref-env numba-cache
+	@$(MAKE) --no-print-directory -j3 lint system-deps ref-env numba-cache smollm2-ref
 	$(BIN)/pytest -n 2 --dist loadfile -m "not alone"
 	$(BIN)/pytest -m alone $$($(BIN)/python -c "from tests.conftest import alone; print(*alone())")
 
@@ -115,6 +115,15 @@ $(NUMBA_STAMP): $(STAMP)
 	touch $@
 
 numba-cache: $(NUMBA_STAMP)
+
+# transformers' SmolLM2 read from the shipped GGUF file once (its GGUF loader takes about
+# 15 s a read) and kept as a folder the tests and benchmarks read as their reference in
+# about 1 s: harness/references/smollm2.py.
+SMOLLM2_REF := $(VENV)/references/smollm2/source.json
+$(SMOLLM2_REF): $(STAMP)
+	$(BIN)/python -m harness.references.smollm2
+
+smollm2-ref: $(SMOLLM2_REF)
 
 # The manual (docs/) as a site in site/, strictly: a broken link or anchor fails
 # (tests/test_docs.py builds it in `make test` too).

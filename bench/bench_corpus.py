@@ -48,7 +48,7 @@ def corpus_run(base: str, model: str, limit: int, vectors=()) -> dict:
 
 def reference(model: str, sentences: list[str]) -> float:
     """Sentences per second of the plain loop over transformers."""
-    from transformers import AutoModelForCausalLM, BertModel
+    from transformers import BertModel
 
     if model == "minilm":
         from attnviz.model.pretrained.bert import BertRunner, package_dir
@@ -58,13 +58,10 @@ def reference(model: str, sentences: list[str]) -> float:
         specials, causal = {"[CLS]", "[SEP]"}, False
     else:
         from attnviz.model.pretrained.causal import CausalLM
-        from attnviz.model.pretrained.llama import smollm2_path
+        from harness.references import smollm2
 
         ours = CausalLM.load()
-        path = smollm2_path()
-        theirs = AutoModelForCausalLM.from_pretrained(
-            str(path.parent), gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
-        ).eval()
+        theirs = smollm2.model()  # (transformers' reading of the same GGUF file, kept)
         specials, causal = set(ours.special_tokens), True
     start = time.perf_counter()
     with torch.no_grad():

@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from attnviz.model.pretrained.causal import CausalLM
-from attnviz.model.pretrained.llama import smollm2_path
+from harness.references import smollm2
 from harness.serving import start_server
 
 TEXT = (
@@ -88,13 +88,8 @@ def main() -> None:
     lengths = [16] if args.quick else [16, 128, 512]
     new_tokens = 8 if args.quick else 64
 
-    from transformers import AutoModelForCausalLM
-
-    path = smollm2_path()
     lm = CausalLM.load()
-    ref = AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
-    ).eval()
+    ref = smollm2.model()  # (transformers' reading of the same GGUF file, kept)
     env = {
         "ATTNVIZ_ZOO": json.dumps(["smollm2"]),
         "ATTNVIZ_CACHE_BYTES": "0",

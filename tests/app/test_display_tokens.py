@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnviz.model.pretrained.llama import smollm2_path
+from harness.references import smollm2
 
 # spaces, a double space, a line break, a tab and a no-break space (no digits: transformers'
 # reading of the GGUF does not split them as SmolLM2's tokenizer does)
@@ -25,10 +25,7 @@ def post(client, path: str, **body) -> dict:
 def pieces() -> list[str]:
     """The prompt's pieces by the `tokenizers` library itself (transformers' reading of the
     GGUF: an independent reference to our own reader's)."""
-    from transformers import AutoTokenizer
-
-    path = smollm2_path()
-    theirs = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    theirs = smollm2.tokenizer()
     return theirs.backend_tokenizer.encode(TEXT, add_special_tokens=False).tokens
 
 
@@ -86,10 +83,7 @@ def test_pronounces_space_token_is_shown(client):
 
 
 def test_a_generations_steps_name_each_token_as_shown_and_as_spelled(client):
-    from transformers import AutoTokenizer
-
-    path = smollm2_path()
-    theirs = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    theirs = smollm2.tokenizer()
     body = post(client, "generate", model="smollm2", text="The cat sat on the", max_new_tokens=4)
     for step in body["steps"]:
         # the raw piece is the tokenizer's own spelling of the id (transformers' reading)

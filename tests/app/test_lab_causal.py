@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from attnviz.model.hooks import hooked
 from attnviz.model.methods.analysis import ablate_heads
+from harness.references import smollm2
 from tests.app.test_generate import PROMPT, post
 
 
@@ -149,14 +150,7 @@ def needle(client):
 @pytest.fixture(scope="module")
 def hf_smollm2():
     """transformers' own Llama code on the same GGUF file, eager attention: the reference."""
-    from transformers import AutoModelForCausalLM
-
-    from attnviz.model.pretrained.llama import smollm2_path
-
-    path = smollm2_path()
-    return AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
-    ).eval()
+    return smollm2.model()
 
 
 def test_a_needle_is_found_by_retrieval_heads_as_transformers_attention_says(needle, hf_smollm2):

@@ -147,9 +147,7 @@ def test_the_neuron_view_of_a_long_input_reads_a_window_of_keys(client, long_run
     """The query's row over a window of keys, from the long run's queries and keys: the
     vectors before RoPE are the projections' outputs (read by forward hooks on the model's
     own wq and wk), the weights transformers' eager attention of the same GGUF file."""
-    from transformers import AutoModelForCausalLM
-
-    from attnviz.model.pretrained.llama import smollm2_path
+    from harness.references import smollm2
 
     _, n = long_run
     ask = {"model": "smollm2", "text": TEXT, "layer": 4, "head": 7, "query": 700}
@@ -177,10 +175,7 @@ def test_the_neuron_view_of_a_long_input_reads_a_window_of_keys(client, long_run
     assert np.abs(np.array(before["keys"]) - k_raw).max() <= 1e-5
     products = np.array(after["products"])
     assert np.allclose(products.sum(1), after["scores"], atol=1e-6)
-    path = smollm2_path()
-    theirs = AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
-    ).eval()
+    theirs = smollm2.model()
     del theirs.model.layers[5:]  # layer 4's attention reads layers 0-4 alone: 6x faster
     with torch.no_grad():
         expected = theirs(ids[:, :701], output_attentions=True).attentions[4][0, 7, 700]

@@ -17,6 +17,7 @@ from attnviz.model.checkpoints import CheckpointError
 from attnviz.model.pretrained.bytelevel import readable, visible
 from attnviz.model.pretrained.causal import CausalLM, Sampling
 from attnviz.model.pretrained.llama import map_llama_state, smollm2_path, unpermute
+from harness.references import smollm2
 
 try:
     PATH = smollm2_path()
@@ -49,18 +50,12 @@ def lm() -> CausalLM:
 
 @pytest.fixture(scope="module")
 def reference():
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(
-        str(PATH.parent), gguf_file=PATH.name, attn_implementation="eager", dtype=torch.float32
-    ).eval()
+    return smollm2.model()  # (transformers' reading of the GGUF file, kept)
 
 
 @pytest.fixture(scope="module")
 def hf_tokenizer():
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(PATH.parent), gguf_file=PATH.name)
+    return smollm2.tokenizer()
 
 
 def test_the_configuration_is_smollm2s(lm):
