@@ -239,20 +239,20 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
         ).save_pretrained(folder)  # fmt: skip
     elif family == "canvas" and named == "InternVLProcessor":  # (saved as its parts)
         images = transformers.GotOcr2ImageProcessorPil(
-            size={"height": 32, "width": 32}, crop_to_patches=True, max_patches=4
+            size={"height": 32, "width": 32}, max_patches=4
         )
         in_parts(folder, named, images, fast, image_seq_length=4)
     elif named == "QianfanOCRProcessor":  # (InternVL's canvas, its class without videos)
         transformers.QianfanOCRProcessor(
             image_processor=transformers.GotOcr2ImageProcessorPil(
-                size={"height": 32, "width": 32}, crop_to_patches=True, max_patches=4
+                size={"height": 32, "width": 32}, max_patches=4
             ),
             tokenizer=fast, image_seq_length=4,
         ).save_pretrained(folder)  # fmt: skip
     elif family == "canvas":  # (tiles of 32 x 32: 2 x 2 tokens of 2 x 2 patches)
         transformers.AyaVisionProcessor(
             image_processor=transformers.GotOcr2ImageProcessorPil(
-                size={"height": 32, "width": 32}, crop_to_patches=True, max_patches=4
+                size={"height": 32, "width": 32}, max_patches=4
             ),
             tokenizer=fast, patch_size=8, img_size=32, downsample_factor=2,
         ).save_pretrained(folder)  # fmt: skip

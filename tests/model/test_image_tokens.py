@@ -34,6 +34,14 @@ def cells(pixels: torch.Tensor, plain: torch.Tensor, side: int) -> torch.Tensor:
     return changed.reshape(t, h // side, side, w // side, side).any(-1).any(2)
 
 
+def pixels_read(runner, picture: Image.Image) -> torch.Tensor:
+    """The pixels the model reads of a picture: its processor's, with what the processor
+    sends its image processor (Aya Vision's and InternVL's crop_to_patches, over their
+    image processors' own, which the tiny folders leave at GotOcr2's default: off)."""
+    return runner.processor(images=picture, text=runner.picture_prompt("hi"),
+                            return_tensors="pt")["pixel_values"]  # fmt: skip
+
+
 def cell_of(k: int, grid: tuple[int, int]) -> tuple[int, int, int]:
     """(tile, row, column) of the k-th picture token of the prompt, as the model reads the
     processor's pictures: a tile's tokens row by row, the tiles (the thumbnail last) in
@@ -50,13 +58,12 @@ MARKED = ["deepseek_vl", "janus", "lighton_ocr", "aya_vision", "internvl", "qian
 def test_a_mark_over_a_tokens_box_lands_in_that_tokens_cell_alone(tmp_path, model_type):
     folder = vlm_matrix.saved(model_type, tmp_path)
     runner = load_origin(folder)[0]
-    images = T.AutoImageProcessor.from_pretrained(folder, backend="pil")
     side = runner.patches.patch  # (a token's side in the processor's pixels)
     for size in SIZES:
         blank = Image.new("RGB", size, (128, 128, 128))
         read = runner.read_prompt(blank, "hi")
         placed = [p for p in read.positions if p.kind in ("patch", "thumbnail")]
-        plain = images(images=blank, return_tensors="pt")["pixel_values"]
+        plain = pixels_read(runner, blank)
         tiles = cells(plain, plain, side).shape
         grid = tuple(tiles[1:])
         assert len(placed) == tiles[0] * grid[0] * grid[1] == runner.patches.count(*size)
@@ -70,7 +77,7 @@ def test_a_mark_over_a_tokens_box_lands_in_that_tokens_cell_alone(tmp_path, mode
                 [left + inset[0], top + inset[1], right - inset[0], bottom - inset[1]],
                 fill=(255, 0, 0),
             )
-            pixels = images(images=marked, return_tensors="pt")["pixel_values"]
+            pixels = pixels_read(runner, marked)
             tile, row, column = cell_of(k, grid)
             found = cells(pixels, plain, side)
             thumbnail = len(found) > 1 and tile == len(found) - 1
@@ -107,7 +114,7 @@ def test_llava_nexts_marks_land_in_its_base_or_its_unpadded_grid(tmp_path, model
         r0, c0 = divmod(int(kept[0, 0, 0]), columns)
         width = kept.shape[2] + 1  # (a row's tokens and its newline)
         assert len(placed) == n * n + kept.shape[1] * width
-        plain = images(images=blank, return_tensors="pt")["pixel_values"]
+        plain = pixels_read(runner, blank)
         grid = [k for k in range(n * n, len(placed)) if (k - n * n) % width < width - 1]
         newlines = [k for k in range(n * n, len(placed)) if (k - n * n) % width == width - 1]
         assert {placed[k].kind for k in newlines} == {"extra"}
@@ -120,7 +127,7 @@ def test_llava_nexts_marks_land_in_its_base_or_its_unpadded_grid(tmp_path, model
                 [left + inset[0], top + inset[1], right - inset[0], bottom - inset[1]],
                 fill=(255, 0, 0),
             )
-            found = cells(images(images=marked, return_tensors="pt")["pixel_values"], plain, p)
+            found = cells(pixels_read(runner, marked), plain, p)
             if k < n * n:  # the base: the whole picture in tile 0
                 assert target.kind == "thumbnail"
                 assert found[:1].nonzero().tolist() == [[0, k // n, k % n]], (size, k)
@@ -200,7 +207,7 @@ def test_llava_onevisions_resampled_tokens_cover_the_patches_transformers_blends
         blends = F.interpolate(patches, [int(kh // ratio), int(kw // ratio)], mode="bilinear")[0]
         h, w = blends.shape[1:]
         assert len(grid) == h * w
-        plain = images(images=blank, return_tensors="pt")["pixel_values"]
+        plain = pixels_read(runner, blank)
         for k in range(len(grid)):
             left, top, right, bottom = grid[k].box
             marked = blank.copy()
@@ -209,7 +216,7 @@ def test_llava_onevisions_resampled_tokens_cover_the_patches_transformers_blends
                 [left + inset[0], top + inset[1], right - inset[0], bottom - inset[1]],
                 fill=(255, 0, 0),
             )
-            found = cells(images(images=marked, return_tensors="pt")["pixel_values"], plain, p)
+            found = cells(pixels_read(runner, marked), plain, p)
             changed = set()
             for tile, row, column in found[1:].nonzero().tolist():  # (the base aside)
                 r = tile // (best_w // side) * n + row - r0
