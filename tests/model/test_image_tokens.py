@@ -247,3 +247,40 @@ def test_a_banners_tokens_wholly_in_the_letterbox_are_named_padding(tmp_path, mo
                                                      c * side : (c + 1) * side]))  # fmt: skip
         assert (p.kind == "extra" and p.label == f"░ {r},{c}" and p.box is None) == padding, p
     assert any(p.kind == "extra" for p in placed) and any(p.kind == "patch" for p in placed)
+
+
+def merged(model_type: str, model, side: int) -> torch.Tensor:
+    """(tokens, patches a token): which of a tile's `side` x `side` patches (their indices,
+    row by row) each of its tokens holds, by the model's own pixel shuffle, called as its
+    image features are, on features that are the patches' indices."""
+    patches = torch.arange(side * side, dtype=torch.float32).view(1, side * side, 1)
+    if model_type in ("idefics3", "smolvlm"):
+        connector = model.model.connector
+        out = connector.pixel_shuffle(patches, connector.scale_factor)
+    elif model_type == "aya_vision":
+        out = model.model.multi_modal_projector.pixel_shuffle(patches).reshape(1, -1, 4)
+    else:  # (InternVL's, Qianfan-OCR's: on the patches' grid)
+        grid = patches.reshape(1, side, side, 1)
+        out = model.model.pixel_shuffle(grid, scale_factor=model.config.downsample_ratio)
+        out = out.reshape(1, -1, out.shape[-1])
+    return out[0].long()
+
+
+@pytest.mark.parametrize("model_type", ["idefics3", "smolvlm", "aya_vision", "internvl",
+                                        "qianfan_ocr"])  # fmt: skip
+def test_a_tiles_tokens_merge_its_patches_in_the_order_the_placing_names_them(
+    tmp_path, model_type
+):
+    """The boxes of a tile's tokens assume the pixel shuffle merges each 2 x 2 block of
+    patches into one token, the tokens row by row: transformers' own pixel shuffle,
+    given the patches' indices, says which patches each token holds."""
+    folder = vlm_matrix.saved(model_type, tmp_path)
+    model = T.AutoModelForImageTextToText.from_pretrained(folder)
+    runner = load_origin(folder)[0]
+    n = runner.patches.side  # (tokens a tile's side)
+    side = 2 * n  # (patches a tile's side: 2 x 2 a token)
+    held = merged(model_type, model, side)
+    assert held.shape == (n * n, 4)
+    for token, patches in enumerate(held.tolist()):
+        blocks = {(p // side // 2, p % side // 2) for p in patches}
+        assert blocks == {divmod(token, n)}, (token, patches)
