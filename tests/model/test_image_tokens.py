@@ -268,9 +268,7 @@ def merged(model_type: str, model, side: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("model_type", ["idefics3", "smolvlm", "aya_vision", "internvl",
                                         "qianfan_ocr"])  # fmt: skip
-def test_a_tiles_tokens_merge_its_patches_in_the_order_the_placing_names_them(
-    tmp_path, model_type
-):
+def test_a_tiles_tokens_merge_its_patches_in_the_order_the_placing_names_them(tmp_path, model_type):
     """The boxes of a tile's tokens assume the pixel shuffle merges each 2 x 2 block of
     patches into one token, the tokens row by row: transformers' own pixel shuffle,
     given the patches' indices, says which patches each token holds."""
