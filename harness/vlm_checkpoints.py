@@ -53,7 +53,7 @@ FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
             "LlavaNextProcessor": "anyres", "LlavaNextVideoProcessor": "anyres",
             "VideoLlavaProcessor": "llava", "LlavaOnevisionProcessor": "anyres",
             "Idefics2Processor": "queries", "Blip2Processor": "qformer",
-            "InstructBlipProcessor": "qformer"}  # fmt: skip
+            "InstructBlipProcessor": "qformer", "AriaProcessor": "aria"}  # fmt: skip
 # (LLaVA-NeXT's canvases: a 32-pixel square, two side by side or stacked, or four)
 PINPOINTS = [[32, 32], [32, 64], [64, 32], [64, 64]]
 ONEVISION = "anyres_max_1"  # (LLaVA-OneVision's grid resampled down past one square's)
@@ -156,6 +156,15 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
         return AutoConfig.for_model(model_type, text_config=text, vision_config=vision,
                                     qformer_config=qformer, num_query_tokens=4,
                                     image_token_index=ids[IMAGE])  # fmt: skip
+    if family == "aria":  # (its processor sends pictures of 980 pixels a side: 14 x 14
+        # patches of 70, which its projector makes into 4 queries)
+        vision |= {"image_size": 980, "patch_size": 70}
+        extra |= {"projector_patch_to_query_dict": {196: 4},
+                  "max_value_projector_patch_to_query_dict": 4}  # fmt: skip
+        text = sized(default.text_config, TEXT | dict(moe_num_experts=2, moe_topk=1,
+                     moe_num_shared_experts=1, moe_intermediate_size=32))  # fmt: skip
+        return AutoConfig.for_model(model_type, text_config=text, vision_config=vision,
+                                    **extra)  # fmt: skip
     if family == "queries":  # (Idefics2's perceiver: 4 latents a picture)
         extra["perceiver_config"] = sized(default.perceiver_config, dict(
             hidden_size=TEXT["hidden_size"], resampler_n_latents=4, resampler_depth=1,
@@ -201,6 +210,8 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
                     "image_token": SOFT} if family == "pooled" else {}  # fmt: skip
     if family == "dynamic":  # (GLM-4V's processor writes the tokenizer's, else <|image|>)
         named_tokens = {"image_token": PAD}
+    if family == "aria":  # (Aria's processor reads its picture's token from it)
+        named_tokens = {"image_token": IMAGE}
     if family == "rows":  # (LightOnOcr's processor reads its picture's tokens from it)
         named_tokens = ROWS
     # (InternVL's and Qianfan-OCR's processors read their picture's tokens from it)
@@ -288,6 +299,11 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
         getattr(transformers, named)(
             image_processor=images, tokenizer=fast, num_query_tokens=4, **also
         ).save_pretrained(folder)
+    elif family == "aria":  # (pictures of 980 pixels a side, as its processor sends)
+        transformers.AriaProcessor(
+            image_processor=transformers.AriaImageProcessorPil(split_image=False),
+            tokenizer=fast, size_conversion={980: 4},
+        ).save_pretrained(folder)  # fmt: skip
     elif family == "queries":  # (pictures within 32 to 64 pixels a side, not split)
         transformers.Idefics2Processor(
             image_processor=transformers.Idefics2ImageProcessorPil(

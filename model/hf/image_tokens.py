@@ -73,7 +73,8 @@ MAPPED = (
     "3's (pooled), Idefics3's, SmolVLM's, Aya Vision's, InternVL's and Qianfan-OCR's (tiles "
     "and a thumbnail), LLaVA-NeXT's and LLaVA-OneVision's (a base and an any-resolution "
     "grid), Qwen2-VL's and LightOnOCR's (its own resolution, patches merged), Idefics2's, "
-    "BLIP-2's and InstructBLIP's (a resampler's learned queries, no place on the picture) are"
+    "BLIP-2's, InstructBLIP's and Aria's (a resampler's learned queries, no place on the "
+    "picture) are"
 )
 
 
@@ -127,6 +128,16 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
     if kinds & {"Blip2Processor", "InstructBlipProcessor"}:  # (its Q-Former's queries)
         stated = getattr(processor, "num_query_tokens", None)
         return queries(getattr(config, "num_query_tokens", None), stated)
+    if "AriaProcessor" in kinds:  # (its projector's queries, by the picture's size)
+        # (what the processor sends its image processor wins over the latter's own)
+        sent = dict(getattr(processor, "images_kwargs", None) or {})
+        if sent.get("split_image", getattr(image_processor, "split_image", False)):
+            raise CheckpointError("Aria's pictures split into crops are not mapped yet")
+        side = sent.get("max_image_size", getattr(image_processor, "max_image_size", None))
+        stated = dict(getattr(processor, "size_conversion", None) or {}).get(side)
+        made = dict(getattr(config, "projector_patch_to_query_dict", None) or {})
+        patches = (side // patch) ** 2 if isinstance(side, int) else None
+        return queries(made.get(patches, made.get(str(patches))), stated)
     if "Idefics2Processor" in kinds:  # (its perceiver's latents)
         if getattr(image_processor, "do_image_splitting", False):
             raise CheckpointError("Idefics2's pictures split into four are not mapped yet")
