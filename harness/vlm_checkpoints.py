@@ -38,11 +38,13 @@ ROWS = {"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
         "image_end_token": "[IMG_END]"}  # fmt: skip
 # (Aya Vision's: a picture's start and end, and its tokens)
 AYA = ("<|START_OF_IMG|>", "<|END_OF_IMG|>", "<|IMG_PATCH|>", "<|IMG_LINE_BREAK|>")
+# (Ovis2's: a picture's atoms, and what it writes around them and between its tiles)
+OVIS = ("<IMG_ATOM>", "<IMG_START>", "<IMG_GRID>", "<IMG_COL>", "<IMG_ROW>", "<IMG_END>")
 SPECIALS = (
     "<|endoftext|>", IMAGE, PAD, SOFT, "<start_of_image>", "<end_of_image>", "<bos>",
     "<fake_token_around_image>", "<global-img>", "<|vision_start|>", "<|vision_end|>",
     "<|video_pad|>", *ROWS.values(), *AYA,
-    *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)),
+    *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)), *OVIS,
 )  # fmt: skip
 FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
             "PaliGemmaProcessor": "paligemma", "Gemma3Processor": "pooled",
@@ -53,7 +55,8 @@ FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
             "LlavaNextProcessor": "anyres", "LlavaNextVideoProcessor": "anyres",
             "VideoLlavaProcessor": "llava", "LlavaOnevisionProcessor": "anyres",
             "Idefics2Processor": "queries", "Blip2Processor": "qformer",
-            "InstructBlipProcessor": "qformer", "AriaProcessor": "aria"}  # fmt: skip
+            "InstructBlipProcessor": "qformer", "AriaProcessor": "aria",
+            "Ovis2Processor": "ovis"}  # fmt: skip
 # (LLaVA-NeXT's canvases: a 32-pixel square, two side by side or stacked, or four)
 PINPOINTS = [[32, 32], [32, 64], [64, 32], [64, 64]]
 ONEVISION = "anyres_max_1"  # (LLaVA-OneVision's grid resampled down past one square's)
@@ -165,6 +168,13 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
                      moe_num_shared_experts=1, moe_intermediate_size=32))  # fmt: skip
         return AutoConfig.for_model(model_type, text_config=text, vision_config=vision,
                                     **extra)  # fmt: skip
+    if family == "ovis":  # (2 x 2 patches a token, over a visual vocabulary of 32)
+        vision |= {"hidden_stride": 2, "vocab_size": 32}
+        return AutoConfig.for_model(
+            model_type, text_config=sized(default.text_config, TEXT), vision_config=vision,
+            image_token_id=ids["<IMG_ATOM>"], hidden_size=TEXT["hidden_size"],
+            visual_indicator_token_ids=[ids[t] for t in OVIS[1:]],
+        )  # fmt: skip
     if family == "queries":  # (Idefics2's perceiver: 4 latents a picture)
         extra["perceiver_config"] = sized(default.perceiver_config, dict(
             hidden_size=TEXT["hidden_size"], resampler_n_latents=4, resampler_depth=1,
@@ -303,6 +313,11 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
         transformers.AriaProcessor(
             image_processor=transformers.AriaImageProcessorPil(split_image=False),
             tokenizer=fast, size_conversion={980: 4},
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "ovis":  # (the whole picture, squeezed to 32 pixels a side)
+        transformers.Ovis2Processor(
+            image_processor=transformers.Ovis2ImageProcessorPil(size={"height": 32, "width": 32}),
+            tokenizer=fast, image_seq_length=4,
         ).save_pretrained(folder)  # fmt: skip
     elif family == "queries":  # (pictures within 32 to 64 pixels a side, not split)
         transformers.Idefics2Processor(

@@ -69,7 +69,8 @@ class ImageTokens(Protocol):
 
 # the placings mapped, as a refusal names them
 MAPPED = (
-    "LLaVA's, Video-LLaVA's, PaliGemma's, DeepSeek-VL's and Janus's (a token a patch), Gemma "
+    "LLaVA's, Video-LLaVA's, PaliGemma's, DeepSeek-VL's and Janus's (a token a patch), Ovis2's "
+    "(a token a block of patches, the picture untiled), Gemma "
     "3's (pooled), Idefics3's, SmolVLM's, Aya Vision's, InternVL's and Qianfan-OCR's (tiles "
     "and a thumbnail), LLaVA-NeXT's and LLaVA-OneVision's (a base and an any-resolution "
     "grid), Qwen2-VL's and LightOnOCR's (its own resolution, patches merged), Idefics2's, "
@@ -113,6 +114,13 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         return PatchTokens(image_processor, patch, cls_kept=False)
     if kinds & {"DeepseekVLProcessor", "JanusProcessor"}:
         return SquareTokens(image_processor, patch)
+    if "Ovis2Processor" in kinds:  # (the whole picture alone, patches merged stride x stride)
+        if getattr(image_processor, "crop_to_patches", False):
+            raise CheckpointError("Ovis2's pictures cut into tiles are not mapped yet")
+        stride = getattr(vision, "hidden_stride", 1)
+        if not isinstance(stride, int) or stride < 1:
+            raise CheckpointError(f"its vision tower's hidden_stride {stride!r} is not mapped")
+        return PatchTokens(image_processor, patch * stride, cls_kept=False)
     if "Gemma3Processor" in kinds:
         return PooledTokens(image_processor, int(getattr(config, "mm_tokens_per_image", 0)))
     if "LightOnOcrProcessor" in kinds:

@@ -5,7 +5,8 @@ the placings whose geometry is their own: DeepSeek-VL's and Janus's picture lett
 into a square, LightOnOcr's scaled to fit its longest edge and rounded up to whole
 patches, Aya Vision's (InternVL's, Qianfan-OCR's) canvas of tiles and Idefics3's (and
 SmolVLM's) tiles, each with its thumbnail (a tile's token looked for within the tiles, a
-thumbnail's within the thumbnail: each holds the whole picture); LLaVA-NeXT's base and
+thumbnail's within the thumbnail: each holds the whole picture), Ovis2's whole picture
+squeezed to its square, 2 x 2 patches a token; LLaVA-NeXT's base and
 unpadded grid. LLaVA's is checked through the API in tests/app/test_vlm.py."""
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def cell_of(k: int, grid: tuple[int, int]) -> tuple[int, int, int]:
 
 
 MARKED = ["deepseek_vl", "janus", "lighton_ocr", "aya_vision", "internvl", "qianfan_ocr",
-          "idefics3", "smolvlm"]  # fmt: skip
+          "idefics3", "smolvlm", "ovis2"]  # fmt: skip
 
 
 @pytest.mark.parametrize("model_type", MARKED)

@@ -19,8 +19,8 @@ from harness.vlm_matrix import section, table, vision_language_architectures, vl
 # Gemma 3, Idefics3, SmolVLM, Qwen2-VL, Qwen2.5-VL, Qwen3-VL and its MoE, Qwen3.5 and its
 # MoE, GLM-4V, GLM-4.6V, GLM-4V-MoE, HyperCLOVA X Vision 2, DeepSeek-VL, Janus, LightOnOCR,
 # Aya Vision, InternVL, Qianfan-OCR, LLaVA-NeXT, LLaVA-NeXT-Video, LLaVA-OneVision,
-# Idefics2, BLIP-2, InstructBLIP, Aria). A change that serves fewer is a regression.
-SERVED_AND_EQUAL_AT_LEAST = 30
+# Idefics2, BLIP-2, InstructBLIP, Aria, Ovis2). A change that serves fewer is a regression.
+SERVED_AND_EQUAL_AT_LEAST = 31
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "architectures.md"
 
 
@@ -44,7 +44,7 @@ def test_every_served_vlm_equals_transformers_and_continues_alike_and_the_rest_s
                    "qwen2_5_vl", "qwen3_vl", "deepseek_vl", "janus", "lighton_ocr",
                    "aya_vision", "smolvlm", "internvl", "llava_next", "video_llava",
                    "qianfan_ocr", "llava_next_video", "llava_onevision", "idefics2",
-                   "blip-2", "instructblip", "aria"):  # fmt: skip
+                   "blip-2", "instructblip", "aria", "ovis2"):  # fmt: skip
         assert by_type[served].equal, by_type[served]
     # a 70 x 50 picture: LLaVA's 4 x 4 patches; Idefics3's 2 x 2 tiles of 2 x 2 tokens and
     # its thumbnail's 2 x 2; Qwen2-VL's 56 x 56 pixels, 2 x 2 tokens of 2 x 2 patches
@@ -59,7 +59,7 @@ def test_every_served_vlm_equals_transformers_and_continues_alike_and_the_rest_s
     # Aya Vision's 2 x 2 canvas of 32-pixel tiles (nearest 70 x 50 of at most 4) and its
     # thumbnail, 2 x 2 tokens each
     assert by_type["aya_vision"].tokens == by_type["internvl"].tokens == 20
-    assert "not mapped yet" in by_type["ovis2"].reason
+    assert "not mapped yet" in by_type["git"].reason
     assert "torchvision alone" in by_type["mistral3"].reason
     # LLaVA-NeXT's base square (4 x 4) and its 64 x 64 canvas's 8 x 8 patches less the rows
     # of padding (6 kept; their 6 newline tokens are no patches): 16 + 6 x 8
@@ -71,6 +71,7 @@ def test_every_served_vlm_equals_transformers_and_continues_alike_and_the_rest_s
     # Idefics2's perceiver's 4 latents, BLIP-2's and InstructBLIP's Q-Former's 4 queries,
     # Aria's projector's 4 (a 980-pixel picture's 14 x 14 patches of 70)
     assert {by_type[t].tokens for t in ("idefics2", "blip-2", "instructblip", "aria")} == {4}
+    assert by_type["ovis2"].tokens == 4  # (a 32-pixel square's 4 x 4 patches, 2 x 2 a token)
     assert sum(r.equal for r in rows) >= SERVED_AND_EQUAL_AT_LEAST
     assert section(PAGE.read_text(encoding="utf-8")) == table(rows), (
         "docs/architectures.md's vision-language table is not this run's: "
