@@ -1,0 +1,187 @@
+"""The processors of the tiny vision-language folders (vlm_checkpoints.py), each as its
+family writes it, and the special tokens their tokenizer holds: the picture's token of each
+family (LLaVA's <image>, Qwen2-VL's <|image_pad|>, Gemma 3's soft token, Pixtral's rows,
+Aya Vision's, Ovis2's atoms), the tokens written around it, and LLaVA-NeXT's canvases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+IMAGE = "<image>"
+PAD = "<|image_pad|>"  # (the picture's token of Qwen2-VL's processors)
+SOFT = "<image_soft_token>"  # (Gemma 3's picture tokens, written as <start_of_image>)
+# (Pixtral's picture tokens: a row's, the end of a row's and of the picture's)
+ROWS = {"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
+        "image_end_token": "[IMG_END]"}  # fmt: skip
+# (Aya Vision's: a picture's start and end, and its tokens)
+AYA = ("<|START_OF_IMG|>", "<|END_OF_IMG|>", "<|IMG_PATCH|>", "<|IMG_LINE_BREAK|>")
+# (Ovis2's: a picture's atoms, and what it writes around them and between its tiles)
+OVIS = ("<IMG_ATOM>", "<IMG_START>", "<IMG_GRID>", "<IMG_COL>", "<IMG_ROW>", "<IMG_END>")
+SPECIALS = (
+    "<|endoftext|>", IMAGE, PAD, SOFT, "<start_of_image>", "<end_of_image>", "<bos>",
+    "<fake_token_around_image>", "<global-img>", "<|vision_start|>", "<|vision_end|>",
+    "<|video_pad|>", *ROWS.values(), *AYA,
+    *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)), *OVIS,
+)  # fmt: skip
+# (LLaVA-NeXT's canvases: a 32-pixel square, two side by side or stacked, or four)
+PINPOINTS = [[32, 32], [32, 64], [64, 32], [64, 64]]
+ONEVISION = "anyres_max_1"  # (LLaVA-OneVision's grid resampled down past one square's)
+
+
+def save_processor(folder: Path, model_type: str, family: str, named: str, made) -> None:
+    """The processor a folder of the architecture holds, as its family's is written."""
+    import transformers
+
+    # (Gemma 3's processor reads its picture's tokens from its tokenizer)
+    named_tokens = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                    "image_token": SOFT} if family == "pooled" else {}  # fmt: skip
+    if family == "dynamic":  # (GLM-4V's processor writes the tokenizer's, else <|image|>)
+        named_tokens = {"image_token": PAD}
+    if family == "aria":  # (Aria's processor reads its picture's token from it)
+        named_tokens = {"image_token": IMAGE}
+    if family == "rows":  # (LightOnOcr's processor reads its picture's tokens from it)
+        named_tokens = ROWS
+    # (InternVL's and Qianfan-OCR's processors read their picture's tokens from it)
+    if named in ("InternVLProcessor", "QianfanOCRProcessor"):
+        named_tokens = {
+            "start_image_token": "<start_of_image>", "context_image_token": IMAGE,
+            "end_image_token": "<end_of_image>", "video_token": "<|video_pad|>",
+        }  # fmt: skip
+    if family == "square":  # (DeepSeek-VL's and Janus's processors read theirs from it)
+        named_tokens = {"image_token": IMAGE, "boi_token": "<start_of_image>",
+                        "eoi_token": "<end_of_image>"}  # fmt: skip
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=made, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
+        bos_token="<bos>", extra_special_tokens=named_tokens,
+    )  # fmt: skip
+    # (LLaVA's settings: 8-pixel patches, its class token dropped)
+    llava = dict(patch_size=8, vision_feature_select_strategy="default", image_token=IMAGE,
+                 num_additional_image_tokens=1)  # fmt: skip
+    if family == "llava" and named == "LlavaProcessor":
+        transformers.LlavaProcessor(
+            image_processor=transformers.CLIPImageProcessorPil(
+                size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
+            ),
+            tokenizer=fast, **llava,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "llava":  # (Video-LLaVA's: its class's video half needs torchvision)
+        images = transformers.VideoLlavaImageProcessor(
+            size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
+        )
+        in_parts(folder, named, images, fast, **llava)
+    elif family == "square":  # (a 32 x 32 square of 4 x 4 patches)
+        images = getattr(transformers, f"{named.removesuffix('Processor')}ImageProcessorPil")
+        getattr(transformers, named)(
+            image_processor=images(size={"height": 32, "width": 32}, min_size=8),
+            tokenizer=fast, num_image_tokens=16,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "canvas" and named == "InternVLProcessor":  # (saved as its parts)
+        images = transformers.GotOcr2ImageProcessorPil(
+            size={"height": 32, "width": 32}, max_patches=4
+        )
+        in_parts(folder, named, images, fast, image_seq_length=4)
+    elif named == "QianfanOCRProcessor":  # (InternVL's canvas, its class without videos)
+        transformers.QianfanOCRProcessor(
+            image_processor=transformers.GotOcr2ImageProcessorPil(
+                size={"height": 32, "width": 32}, max_patches=4
+            ),
+            tokenizer=fast, image_seq_length=4,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "canvas":  # (tiles of 32 x 32: 2 x 2 tokens of 2 x 2 patches)
+        transformers.AyaVisionProcessor(
+            image_processor=transformers.GotOcr2ImageProcessorPil(
+                size={"height": 32, "width": 32}, max_patches=4
+            ),
+            tokenizer=fast, patch_size=8, img_size=32, downsample_factor=2,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "rows":
+        transformers.LightOnOcrProcessor(
+            image_processor=transformers.PixtralImageProcessorPil(
+                size={"longest_edge": 64}, patch_size={"height": 16, "width": 16}
+            ),
+            tokenizer=fast, patch_size=8, spatial_merge_size=2,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "anyres":  # (LLaVA-NeXT-Video's: saved as its parts)
+        images = transformers.LlavaNextImageProcessorPil(
+            size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32},
+            image_grid_pinpoints=PINPOINTS,
+        )  # fmt: skip
+        if named == "LlavaOnevisionProcessor":
+            images = transformers.LlavaOnevisionImageProcessorPil(
+                size={"height": 32, "width": 32}, image_grid_pinpoints=PINPOINTS
+            )
+            in_parts(
+                folder, named, images, fast, num_image_tokens=16, image_token=IMAGE,
+                vision_feature_select_strategy="full", vision_aspect_ratio=ONEVISION,
+            )  # fmt: skip
+        elif named == "LlavaNextProcessor":
+            transformers.LlavaNextProcessor(
+                image_processor=images, tokenizer=fast, **llava
+            ).save_pretrained(folder)
+        else:
+            in_parts(folder, named, images, fast, **llava)
+    elif family == "qformer":  # (InstructBLIP's Q-Former reads the text too: its tokenizer)
+        images = transformers.BlipImageProcessorPil(size={"height": 32, "width": 32})
+        also = {"qformer_tokenizer": fast} if named == "InstructBlipProcessor" else {}
+        getattr(transformers, named)(
+            image_processor=images, tokenizer=fast, num_query_tokens=4, **also
+        ).save_pretrained(folder)
+    elif family == "aria":  # (pictures of 980 pixels a side, as its processor sends)
+        transformers.AriaProcessor(
+            image_processor=transformers.AriaImageProcessorPil(split_image=False),
+            tokenizer=fast, size_conversion={980: 4},
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "ovis":  # (the whole picture, squeezed to 32 pixels a side)
+        transformers.Ovis2Processor(
+            image_processor=transformers.Ovis2ImageProcessorPil(size={"height": 32, "width": 32}),
+            tokenizer=fast, image_seq_length=4,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "queries":  # (pictures within 32 to 64 pixels a side, not split)
+        transformers.Idefics2Processor(
+            image_processor=transformers.Idefics2ImageProcessorPil(
+                size={"shortest_edge": 32, "longest_edge": 64}, do_image_splitting=False
+            ),
+            tokenizer=fast, image_seq_len=4,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "paligemma":
+        images = transformers.SiglipImageProcessorPil(size={"height": 32, "width": 32})
+        images.image_seq_length = 16  # (its processor repeats <image> this many times)
+        transformers.PaliGemmaProcessor(image_processor=images, tokenizer=fast).save_pretrained(
+            folder
+        )
+    elif family == "pooled":
+        transformers.Gemma3Processor(
+            image_processor=transformers.Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
+            tokenizer=fast, image_seq_length=4,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "tiles" and named == "Idefics3Processor":
+        transformers.Idefics3Processor(
+            image_processor=transformers.Idefics3ImageProcessorPil(
+                size={"longest_edge": 64}, max_image_size={"longest_edge": 32}
+            ),
+            tokenizer=fast, image_seq_len=4,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "tiles":  # (SmolVLM's: its class's video half needs torchvision)
+        images = transformers.SmolVLMImageProcessorPil(
+            size={"longest_edge": 64}, max_image_size={"longest_edge": 32}
+        )
+        in_parts(folder, named, images, fast, image_seq_len=4)
+    else:  # (its processor's class is read by its pictures' half: saved as its parts)
+        side = 28
+        images = transformers.Qwen2VLImageProcessorPil(
+            min_pixels=side * side * 4, max_pixels=side * side * 16, patch_size=14,
+            merge_size=2, temporal_patch_size=2,
+        )  # fmt: skip
+        in_parts(folder, named, images, fast)
+
+
+def in_parts(folder: Path, named: str, images: Any, fast: Any, **settings: Any) -> None:
+    """A processor saved as its parts, as a folder holds one whose class reads videos too
+    (which needs torchvision): its image processor, tokenizer and processor_config.json
+    (the class's name and its settings)."""
+    images.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    said = {"processor_class": named, **settings}
+    (folder / "processor_config.json").write_text(json.dumps(said), encoding="utf-8")
