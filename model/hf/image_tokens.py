@@ -88,10 +88,12 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
     if isinstance(patch, (list, tuple)) and len(set(patch)) == 1:  # (InternVL's: square)
         patch = patch[0]
     image_processor = getattr(processor, "image_processor", None)
-    if image_processor is None or not isinstance(patch, int):
+    if image_processor is None:
+        raise CheckpointError("its processor has no image processor: its picture is not read")
+    if not isinstance(patch, int) or patch <= 0:
         raise CheckpointError(
-            "its processor has no image processor, or its vision tower states no patch "
-            "size: its picture's patches cannot be placed"
+            f"its vision tower's patches are {patch!r}, not squares of a size: its picture's "
+            "patches cannot be placed"
         )
     named = type(processor).__name__.removesuffix("Pictures")  # (vlm.pictures_half's)
     kinds = {c.__name__ for c in type(processor).__mro__}  # (a pictures-only half: its own)

@@ -171,10 +171,10 @@ TILING = ("crop_to_patches", "min_patches", "max_patches")
 
 
 class CanvasTiles(TiledTokens):
-    """GotOcr2's image processor's tiles (Aya Vision's): the picture resized onto the
-    canvas of whole square tiles whose shape is nearest its own (its
-    `get_optimal_tiled_canvas`, between its least and most tiles), cut into tiles row by
-    row, then the whole picture resized into one more (its thumbnail) where there are
+    """GotOcr2's image processor's tiles (Aya Vision's, InternVL's, Qianfan-OCR's): the
+    picture resized onto the canvas of whole square tiles whose shape is nearest its own
+    (its `get_optimal_tiled_canvas`, between its least and most tiles), cut into tiles row
+    by row, then the whole picture resized into one more (its thumbnail) where there are
     several; each tile's patches merged `scale` x `scale` into one token, row by row."""
 
     def __init__(self, image_processor: Any, patch: int, scale: int, sent: dict) -> None:
