@@ -122,6 +122,7 @@ numba-cache: $(NUMBA_STAMP)
 SMOLLM2_REF := $(VENV)/references/smollm2/source.json
 $(SMOLLM2_REF): $(STAMP)
 	$(BIN)/python -m harness.references.smollm2
+	touch $@
 
 smollm2-ref: $(SMOLLM2_REF)
 

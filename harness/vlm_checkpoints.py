@@ -57,9 +57,10 @@ FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
 
 def family_of(model_type: str) -> tuple[str, str]:
     """(the family of the architecture's processor, how its tiny model is made: "llava",
-    "paligemma", "pooled", "tiles", "canvas", "square", "rows", "anyres", "dynamic", or
-    "", its processor's class name or why none is read: the placings image_tokens.py
-    maps are those of the families here)."""
+    "paligemma", "pooled", "tiles", "canvas", "square", "rows", "anyres", "dynamic",
+    "ovis", "queries" (Idefics2's), "qformer" (BLIP-2's, InstructBLIP's), "aria", or "",
+    its processor's class name or why none is read: the placings image_tokens.py maps are
+    those of the families here)."""
     import transformers
     from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES

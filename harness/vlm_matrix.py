@@ -28,7 +28,7 @@ class Row:
     served: bool = False
     weights: float = float("inf")  # the largest difference of any head's weights
     continued: bool = False  # its greedy continuation of the picture is transformers'
-    tokens: int = 0  # the picture's tokens (its rows' newlines not)
+    tokens: int = 0  # the picture's tokens (its rows' newlines and its padding's not)
     reason: str = ""
 
     @property
@@ -126,7 +126,8 @@ END = "<!-- end of the vision-language matrix -->"
 def table(rows: list[Row]) -> str:
     """docs/architectures.md's table of the vision-language half."""
     lines = [
-        "| architecture | a 70 x 50 picture's tokens | served and equal to transformers |",
+        "| architecture | a 70 x 50 picture's tokens (newlines and padding aside) "
+        "| served and equal to transformers |",
         "| --- | ---: | --- |",
     ]
     for r in rows:

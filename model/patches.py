@@ -78,10 +78,10 @@ def cells(
     first: tuple[int, int] = (0, 0),
     at: tuple[float, float] = (0.0, 0.0),
 ) -> list[ImagePosition]:
-    """A grid of tokens, row by row: each a cell of `size` (height, width) of the
+    """A grid of tokens, row by row: each a cell of `size` (width, height) of the
     processor's pixels from `at` (left, top), its box in the picture's by `place`, and
     named by its row and column counted from `first` ("▦ 3,5"; a thumbnail's "▣ 1,0")."""
-    (h, w), (x, y), mark = size, at, THUMBNAIL if kind == "thumbnail" else PATCH
+    (w, h), (x, y), mark = size, at, THUMBNAIL if kind == "thumbnail" else PATCH
     found = []
     for i in range(rows):
         for j in range(columns):
@@ -100,7 +100,7 @@ class ImageMap:
     size: tuple[int, int]
     positions: list[ImagePosition]
     # a patch's height and width in the pixels the model reads (the processor's picture)
-    patch: tuple[int, int] = (0, 0)
+    patch: tuple[float, float] = (0, 0)
 
     @property
     def grid(self) -> tuple[int, int]:

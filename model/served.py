@@ -109,7 +109,6 @@ class DecoderCache:
         # what the first pass reads besides the ids (a vision-language model's picture's
         # pixels: transformers' model reads them where the prompt's image tokens are)
         self.inputs: dict[str, Tensor] = {}
-        self.prompt = 0  # the tokens of the pass that read them
 
     @property
     def length(self) -> int:

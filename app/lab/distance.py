@@ -26,7 +26,7 @@ class DistanceResponse(BaseModel):
         "model's input (the processor's resized and cropped picture); null for a head whose "
         "patches give the patches (almost) nothing (under a millionth): no distance to tell."
     )
-    patch: tuple[int, int] = Field(description="A patch's height and width in those pixels.")
+    patch: tuple[float, float] = Field(description="A patch's height and width in those pixels.")
     grid: tuple[int, int] = Field(description="Rows and columns of the patch grid.")
     elsewhere: list[list[float]] = Field(
         description="Per layer, per head: the share of the patches' attention that goes to "

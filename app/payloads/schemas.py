@@ -14,6 +14,8 @@ from pydantic import (
     model_validator,
 )
 
+from attnviz.model.patches import PositionKind
+
 from .text import Text
 
 AttentionType = Literal["encoder.self", "decoder.self", "decoder.cross"]
@@ -238,17 +240,7 @@ class Piece(BaseModel):
 class ImagePositionInfo(BaseModel):
     """What one position of a picture's run is."""
 
-    kind: Literal[
-        "cls",
-        "distillation",
-        "register",
-        "detection",
-        "patch",
-        "thumbnail",
-        "query",
-        "extra",
-        "text",
-    ] = Field(
+    kind: PositionKind = Field(
         description="What it is: a class, distillation, register or detection token, a patch "
         "(a tiled picture's: a token of one tile), a token of the whole picture's thumbnail "
         "read beside its tiles, a learned query of a resampler that reads the whole picture "

@@ -204,6 +204,16 @@ def _reads_output(traced: list[Traced], module: nn.Module, args: tuple) -> None:
         last.projection = module
 
 
+def text_reader(hf: Any) -> Any:
+    """What reads a text alone: the model, or, where its pass asks for a picture every
+    time (BLIP-2's, InstructBLIP's), its language model, whose attention is the model's
+    own (the same modules)."""
+    asked = inspect.signature(hf.forward).parameters.get("pixel_values")
+    if asked is not None and asked.default is inspect.Parameter.empty:
+        return getattr(hf, "language_model", hf)
+    return hf
+
+
 def trace(hf: Any, architecture: str) -> dict[str, list[Traced]]:
     """Every attention call of one short pass, by type; a BackendError where none goes
     through the attention interface."""
@@ -226,10 +236,7 @@ def trace(hf: Any, architecture: str) -> dict[str, list[Traced]]:
         inputs = trace_inputs(architecture, device, probe_token(hf))
     # (a vision-language model whose pass asks for a picture, BLIP-2's: its language model
     # alone reads the text, as any such model's does without one)
-    asked = inspect.signature(hf.forward).parameters.get("pixel_values")
-    reader = hf
-    if not pixels and asked is not None and asked.default is inspect.Parameter.empty:
-        reader = getattr(hf, "language_model", hf)
+    reader = hf if pixels else text_reader(hf)
     try:
         with torch.no_grad(), calling(call):
             reader(**inputs, **({} if pixels else {"use_cache": False}))

@@ -136,6 +136,11 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         canvas = CanvasTiles(image_processor, patch, scale, sent)
         return per_tile(canvas, getattr(processor, "image_seq_length", None))
     if kinds & {"Blip2Processor", "InstructBlipProcessor"}:  # (its Q-Former's queries)
+        if not getattr(config, "use_decoder_only_language_model", True):
+            raise CheckpointError(
+                "its language model is an encoder-decoder (Flan-T5's): a picture read by one "
+                "is not mapped yet"
+            )
         stated = getattr(processor, "num_query_tokens", None)
         return queries(getattr(config, "num_query_tokens", None), stated)
     if "AriaProcessor" in kinds:  # (its projector's queries, by the picture's size)

@@ -20,7 +20,7 @@ from ..long import LongCapture
 from ..placement import device_of
 from ..served import Blocks, DecoderCache, Layout, PositionTable, ServedModel
 from . import long
-from .calls import BackendError, hf_architecture, reads_pixels, specs_of, trace
+from .calls import BackendError, hf_architecture, reads_pixels, specs_of, text_reader, trace
 from .capture import AttentionPoints, Call, calling
 from .positions import Positions, halves_rotated, hook_positions, positions_of
 from .summary import summary
@@ -42,13 +42,17 @@ class StackPoints(nn.Module):
         self.pos: Positions | None = None
 
 
-def grown(inputs: dict[str, Tensor], read: int, length: int) -> dict[str, Tensor]:
-    """What a prompt of `read` tokens reads besides its ids, for a sequence of `length`
-    tokens that continues it: a tensor a token (Qwen2-VL's token types: 0 for text) runs
-    on with zeros, any other (a picture's pixels) as it is."""
-    more = length - read
+# what a processor gives a prompt per token: its token types (Qwen2-VL's, PaliGemma's,
+# Gemma 3's: 0 for text)
+PER_TOKEN = ("token_type_ids", "mm_token_type_ids")
+
+
+def grown(inputs: dict[str, Tensor], length: int) -> dict[str, Tensor]:
+    """What a prompt reads besides its ids, for a sequence of `length` tokens that
+    continues it: its token types run on with zeros (text), the rest (a picture's pixels)
+    as it is."""
     return {
-        k: torch.nn.functional.pad(v, (0, more)) if v.dim() == 2 and v.size(-1) == read else v
+        k: torch.nn.functional.pad(v, (0, length - v.size(-1))) if k in PER_TOKEN else v
         for k, v in inputs.items()
     }
 
@@ -64,6 +68,7 @@ class HFTransformer(ServedModel):
         found = architecture or hf_architecture(hf.config)
         self.architecture = {"image-encoder": "encoder-only",  # (pixels in)
                              "vision-language": "decoder-only"}.get(found, found)  # fmt: skip
+        self._text: Any = text_reader(self.hf)
         by_type = trace(self.hf, self.architecture)
         self._traced = [c for calls in by_type.values() for c in calls]
         # a model whose matrices bitsandbytes stores in 4 or 8 bits: what reads them is refused
@@ -260,7 +265,8 @@ class HFTransformer(ServedModel):
                 logits = getattr(out, "logits", None)
                 return (logits if logits is not None else out.last_hidden_state).cpu()
             if self.architecture == "decoder-only":
-                out = self.hf(input_ids=input_ids, use_cache=False, **kwargs)
+                reader = self.hf if "pixel_values" in kwargs else self._text
+                out = reader(input_ids=input_ids, use_cache=False, **kwargs)
             else:
                 if target is None:
                     raise ValueError("an encoder-decoder model needs both input_ids and target")
@@ -311,20 +317,22 @@ class HFTransformer(ServedModel):
                     inputs["attention_mask"] = padding.to(self.input_device)
         elif self.architecture != "decoder-only":
             raise BackendError("an encoder-only model does not decode")
+        # (the text alone: BLIP-2's language model, after a first pass with its picture)
+        reader = self._text
         with calling(self.call()) as call:
             if cache is None:
-                out = self.hf(**inputs, use_cache=False)
+                out = reader(**inputs, use_cache=False)
             elif cache.stateless and cache.ids is not None:  # a model that returns no cache:
                 ids = torch.cat([cache.ids, target], 1)  # the whole sequence again, with
-                # what its prompt read besides (BLIP-2's picture, asked for on each pass)
-                read = grown(cache.inputs, cache.prompt, ids.size(1))
+                # what its prompt read besides
+                read = grown(cache.inputs, ids.size(1))
                 out = self.hf(**{**inputs, **read, next(iter(inputs)): ids}, use_cache=False)
                 cache.ids = ids
                 return self.hook_logits(out.logits[:, -target.size(1) :]).cpu()
             else:
                 if cache.ids is None:  # the prompt's pass: what it reads besides its ids
                     inputs.update(cache.inputs)
-                    cache.prompt = target.size(1)
+                    reader = self.hf if "pixel_values" in inputs else reader
                 if self._positions_given:  # (a hybrid whose first layer keeps no keys
                     # counts its cache's length wrong: transformers' generate says them too)
                     past = 0 if cache.ids is None else cache.ids.size(1)
@@ -333,8 +341,11 @@ class HFTransformer(ServedModel):
                 if is_fused() and self._keeps_logits:  # (a long prompt's generation reads
                     # the newest position's logits only: not 8,192 x the vocabulary)
                     inputs["logits_to_keep"] = 1
-                out = self.hf(**inputs, cache=getattr(cache, "hf", None), use_cache=True)
-                cache.hf = getattr(out, "cache", None)
+                out = reader(**inputs, cache=getattr(cache, "hf", None), use_cache=True)
+                # (BLIP-2's: its language model's output holds it)
+                cache.hf = getattr(out, "cache", None) or getattr(
+                    getattr(out, "language_model_outputs", None), "cache", None
+                )
                 cache.stateless = cache.hf is None  # (RecurrentGemma keeps its state inside)
                 cache.ids = target if cache.ids is None else torch.cat([cache.ids, target], 1)
                 cache.noted = call.long

@@ -114,16 +114,23 @@ class AnyResTokens:
         rows, columns = self.resampled(rows, columns)
         return (self.side // self.patch) ** 2 + rows * (columns + 1)
 
+    def token_size(self, width: int, height: int) -> tuple[float, float]:
+        """(height, width) of a grid token in the pixels the model reads: a patch's, or
+        more where LLaVA-OneVision resamples the grid down."""
+        *_, kept_rows, kept_columns = self.layout(width, height)
+        rows, columns = self.resampled(kept_rows, kept_columns)
+        p = self.patch
+        return (kept_rows * p / rows if rows else p, kept_columns * p / columns if columns else p)
+
     def positions(self, width: int, height: int) -> list[ImagePosition]:
         canvas, r0, c0, kept_rows, kept_columns = self.layout(width, height)
         rows, columns = self.resampled(kept_rows, kept_columns)
         n, p = self.side // self.patch, self.patch
         base = Geometry((width, height), (self.side, self.side), (0, 0), (self.side, self.side))
         found = cells(base, n, n, (p, p), "thumbnail")
-        # (a token's side in the canvas's pixels: a patch's, or more where resampled)
-        th, tw = kept_rows * p / rows if rows else p, kept_columns * p / columns if columns else p
+        th, tw = self.token_size(width, height)
         for r in range(rows):
-            found += cells(canvas, 1, columns, (th, tw), first=(r, 0), at=(c0 * p, r0 * p + r * th))
+            found += cells(canvas, 1, columns, (tw, th), first=(r, 0), at=(c0 * p, r0 * p + r * th))
             found.append(ImagePosition("extra", f"↵ {r}"))
         return found
 

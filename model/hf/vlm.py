@@ -141,17 +141,28 @@ class VisionLanguageLM(CausalLM):
         """The runner, where its processor puts in the prompt of a 70 x 50 picture the
         image tokens its placing counts: a processor whose settings disagree with the
         model's (a strategy, a patch size, the tokens of a tile, the canvases) is refused
-        when the folder is read, not on each picture."""
+        when the folder is read, not on each picture. (A prompt's length is not checked
+        here: a picture of more tokens than a run reads is refused when it is sent.)"""
         from PIL import Image
 
-        try:
-            self.read_prompt(Image.new("RGB", (70, 50), (128, 128, 128)), "")
+        picture = Image.new("RGB", (70, 50), (128, 128, 128))
+        try:  # (its processor's own errors: the folder's fault)
+            made = self.processor(images=picture, text=self.picture_prompt(""),
+                                  return_tensors="pt")  # fmt: skip
         except (MemoryError, torch.OutOfMemoryError):
             raise
-        except Exception as exc:  # (any of its processor's own errors: the folder's fault)
+        except Exception as exc:
             raise CheckpointError(
-                f"its processor and its model disagree on a 70 x 50 picture: {exc}"
+                f"its processor cannot read a 70 x 50 picture: {type(exc).__name__}: {exc}"
             ) from None
+        written = int((made["input_ids"] == self.image_token_id).sum())
+        placed = len(self.patches.positions(70, 50))
+        if written != placed or self.patches.count(70, 50) != placed:
+            raise CheckpointError(
+                f"its processor and its model disagree on a 70 x 50 picture: its processor "
+                f"put {written} image tokens in the prompt where its vision tower's grid has "
+                f"{placed}"
+            )
         return self
 
     def with_model(self, model: ServedModel) -> VisionLanguageLM:
@@ -217,7 +228,7 @@ class VisionLanguageLM(CausalLM):
             raise too_long(len(ids) + len(generated), context, context)
         names = but_logits if names_filter is None else names_filter
         model: Any = self.model
-        inputs = grown(read.inputs, len(ids), len(ids) + len(generated))
+        inputs = grown(read.inputs, len(ids) + len(generated))
         logits, capture = model.run_with_capture(
             torch.tensor([[*ids, *generated]]), names_filter=names, **inputs
         )
@@ -227,5 +238,9 @@ class VisionLanguageLM(CausalLM):
         shown = read.shown(result.source_tokens)
         result.source_tokens = result.target_tokens = shown
         positions = read.positions + [ImagePosition("text", t) for t in shown[len(ids) :]]
-        result.image = ImageMap(digest, picture.size, positions, (self.patches.patch,) * 2)
+        # (a grid token's height and width in the pixels the model reads: its patch's, or
+        # LLaVA-OneVision's resampled token's)
+        sized = getattr(self.patches, "token_size", None)
+        size = sized(*picture.size) if sized else (self.patches.patch,) * 2
+        result.image = ImageMap(digest, picture.size, positions, size)
         return result

@@ -32,9 +32,10 @@ def served(tmp_path_factory):
     saved_llava(root / "llava-full", strategy="full")
     saved_idefics3(root / "idefics3")
     saved_qwen2_vl(root / "qwen2-vl")
-    (root / "gemma3").mkdir()
-    vlm_matrix.saved("gemma3", root / "gemma3")
-    names = ("llava", "llava-full", "idefics3", "qwen2-vl", "gemma3")
+    for name in ("gemma3", "blip-2"):
+        (root / name).mkdir()
+        vlm_matrix.saved(name, root / name)
+    names = ("llava", "llava-full", "idefics3", "qwen2-vl", "gemma3", "blip-2")
     settings = Settings(
         zoo=["pronounce"], torch_threads=1, client_cost_per_minute=0,
         models={name: root / name for name in names},
@@ -130,13 +131,17 @@ def test_each_patches_box_lies_over_the_mark_drawn_on_it(served):
         assert cells.nonzero().tolist() == [[target["row"], target["column"]]], target
 
 
-def test_without_a_picture_it_reads_and_continues_text_as_transformers_does(served):
+@pytest.mark.parametrize("name", ["llava", "blip-2"])
+def test_without_a_picture_it_reads_and_continues_text_as_transformers_does(served, name):
+    """BLIP-2's pass asks for a picture every time: a text alone is its language model's,
+    transformers' own (the same modules), not a 500."""
     c, root = served
-    model, processor = reference(root, "llava")
+    whole, processor = reference(root, name)
+    model = whole.language_model if name == "blip-2" else whole
     ids = processor.tokenizer("The quick brown fox", return_tensors="pt")["input_ids"]
     made = model.generate(ids, max_new_tokens=8, do_sample=False)[0, ids.shape[1] :].tolist()
     answer = c.post(
-        "/api/v1/generate", json={"model": "llava", "text": "The quick brown fox",
+        "/api/v1/generate", json={"model": name, "text": "The quick brown fox",
                                   "max_new_tokens": 8},
     )  # fmt: skip
     assert answer.status_code == 200, answer.text
@@ -144,12 +149,13 @@ def test_without_a_picture_it_reads_and_continues_text_as_transformers_does(serv
     # transformers' greedy continuation, to its end token (kept) or 8 tokens
     assert body["continuation"] == made, (body["continuation"], made)
     asked = {
-        "model": "llava",
+        "model": name,
         "text": "The quick brown fox",
         "encoding": "f4",
         "kinds": ["weights"],
     }
     weights = c.post("/api/v1/attention", json=asked)
+    assert weights.status_code == 200, weights.text
     with torch.no_grad():
         out = model(input_ids=ids, output_attentions=True)
     for block in weights.json()["blocks"]:

@@ -5,7 +5,8 @@ continued (Generate), and the picture view draws the last token's attention over
 picture's patches, which the readout names as the API's own weights say, with the share
 that stays on the text; in Chinese on a phone it reads the same and fits the screen. A
 tiny BLIP-2 beside it, whose picture reaches its language model only as its Q-Former's
-learned queries, says so, and how much attention goes to them."""
+learned queries, says so, and how much attention goes to them; a tiny LLaVA-NeXT's
+readout names its rows' newlines together and its base's thumbnail."""
 
 from __future__ import annotations
 
@@ -30,9 +31,11 @@ PROMPT = "What is in the picture?"
 def llava_server(tmp_path_factory):
     folder = saved_llava(tmp_path_factory.mktemp("vlm") / "llava")
     blip = saved("blip-2", tmp_path_factory.mktemp("blip"))
+    after = saved("llava_next", tmp_path_factory.mktemp("next"))
     proc, base = start_server(
         {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_LEVEL": "warning"},
-        args=["--model", f"llava={folder}", "--model", f"blip={blip}"],
+        args=["--model", f"llava={folder}", "--model", f"blip={blip}",
+              "--model", f"next={after}"],
     )  # fmt: skip
     yield base
     proc.terminate()
@@ -40,12 +43,17 @@ def llava_server(tmp_path_factory):
 
 
 def last_row(
-    base: str, digest: str, continuation: list[int], head: int, model: str = "llava"
+    base: str,
+    digest: str,
+    continuation: list[int],
+    head: int,
+    model: str = "llava",
+    encoding: str = "f4",
 ) -> tuple[list, list]:
     """The sequence's labels and its last position's weights (layer 0, one head), as the
-    API sends them in float32."""
+    API sends them (in float32; or in the bytes the page reads, u1)."""
     asked = {"model": model, "image": digest, "text": PROMPT, "continuation": continuation,
-             "layers": [0], "encoding": "f4"}  # fmt: skip
+             "layers": [0], "encoding": encoding}  # fmt: skip
     block = httpx2.post(f"{base}/api/v1/attention", json=asked, timeout=60).json()["blocks"][0]
     return block["columns"], decode(block["data"])[head, -1].tolist()
 
@@ -53,6 +61,15 @@ def last_row(
 def generated(base: str, digest: str) -> list[int]:
     asked = {"model": "llava", "image": digest, "text": PROMPT, "max_new_tokens": 24}
     return httpx2.post(f"{base}/api/v1/generate", json=asked, timeout=60).json()["continuation"]
+
+
+def opened(browser, base: str, outside: list[str], where: str, model: str):
+    """A page on the model: in English at a desktop's width, or in Chinese at a phone's."""
+    context, page, errors = page_of(browser, base, outside)
+    if where == "phone-zh":
+        page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"/?model={model}&lang={'zh' if where == 'phone-zh' else 'en'}")
+    return context, page, errors
 
 
 def read_the_street(page: Page) -> dict:
@@ -72,11 +89,8 @@ def read_the_street(page: Page) -> dict:
 def test_a_prompt_with_a_picture_is_continued_and_its_last_token_drawn_on_it(
     browser, llava_server, outside_requests, where
 ):
-    context, page, errors = page_of(browser, llava_server, outside_requests)
+    context, page, errors = opened(browser, llava_server, outside_requests, where, "llava")
     phone = where == "phone-zh"
-    if phone:
-        page.set_viewport_size({"width": 390, "height": 844})
-    page.goto(f"/?model=llava&lang={'zh' if phone else 'en'}")
     expect(page.locator("label[for=picture]")).to_be_visible(timeout=60_000)
     state = read_the_street(page)
     assert state["view"] == "picture" and len(state["img"]) == 64
@@ -132,11 +146,8 @@ def test_a_prompt_with_a_picture_is_continued_and_its_last_token_drawn_on_it(
 def test_a_picture_read_through_learned_queries_says_so_and_what_goes_to_them(
     browser, llava_server, outside_requests, where
 ):
-    context, page, errors = page_of(browser, llava_server, outside_requests)
+    context, page, errors = opened(browser, llava_server, outside_requests, where, "blip")
     phone = where == "phone-zh"
-    if phone:
-        page.set_viewport_size({"width": 390, "height": 844})
-    page.goto(f"/?model=blip&lang={'zh' if phone else 'en'}")
     state = read_the_street(page)
     assert state["view"] == "picture"
     continuation = [int(i) for i in state["cont"].split(",")]
@@ -144,14 +155,14 @@ def test_a_picture_read_through_learned_queries_says_so_and_what_goes_to_them(
     expect(page.locator("#source-tokens")).to_contain_text("◌ 3")
     explain = page.locator("#explain")
     expect(explain).to_contain_text(
-        "只通过其重采样器的 4 个学习查询（◌ 0、◌ 1、…）读图片" if phone
+        "只通过其重采样器的 4 个可学习查询（◌ 0、◌ 1、…）读图片" if phone
         else "reads the picture only as the 4 learned queries (◌ 0, ◌ 1, …) of its resampler"
     )  # fmt: skip
     columns, row = last_row(llava_server, state["img"], continuation,
                             int(state.get("head", 0)), model="blip")  # fmt: skip
     queried = 100 * sum(w for label, w in zip(columns, row, strict=True) if label[0] == "◌")
     readout = page.locator("#readout")
-    to = "给图片的 4 个学习查询（◌）" if phone else "to the picture's 4 learned queries (◌)"
+    to = "给图片的 4 个可学习查询（◌）" if phone else "to the picture's 4 learned queries (◌)"
     expect(readout).to_contain_text(to)
     shown = readout.inner_text()
     share = re.search(rf"(\d+\.\d)% {re.escape(to)}", shown)
@@ -160,5 +171,33 @@ def test_a_picture_read_through_learned_queries_says_so_and_what_goes_to_them(
     assert ("最关注" if phone else "most at") not in shown  # (no patch to name)
     if phone:
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert errors == [], errors
+    context.close()
+
+
+@pytest.mark.parametrize("where", ["desktop-en", "phone-zh"])
+def test_llava_nexts_newlines_and_thumbnail_are_named_together_with_their_share(
+    browser, llava_server, outside_requests, where
+):
+    context, page, errors = opened(browser, llava_server, outside_requests, where, "next")
+    phone = where == "phone-zh"
+    state = read_the_street(page)
+    continuation = [int(i) for i in state["cont"].split(",")]
+    # (in the bytes the page reads: a share over 70 positions holds 70 roundings)
+    columns, row = last_row(llava_server, state["img"], continuation,
+                            int(state.get("head", 0)), model="next", encoding="u1")  # fmt: skip
+    # (the picture's rows' newlines, "↵ 3"; a newline the text holds shows as "↵" alone)
+    newlines = sum(bool(re.fullmatch(r"↵ \d+", label)) for label in columns)
+    assert newlines > 4  # (the rows of the grid kept: named as one)
+    elsewhere = 100 * sum(w for label, w in zip(columns, row, strict=True) if label[0] != "▦")
+    thumbnail = "整张图片的缩略图（▣）" if phone else "the whole picture's thumbnail (▣)"
+    names = f"↵ ×{newlines}, {thumbnail}, {'文本' if phone else 'the text'}"
+    readout = page.locator("#readout")
+    expect(readout).to_contain_text(names)
+    shown = readout.inner_text()
+    share = re.search(rf"(\d+\.\d)% {'给' if phone else 'to'} {re.escape(names)}", shown)
+    assert share, shown
+    assert abs(float(share.group(1)) - elsewhere) <= 0.05 + 100 / 255, (shown, elsewhere)
+    assert "↵ 0" not in shown  # (never each newline by name)
     assert errors == [], errors
     context.close()

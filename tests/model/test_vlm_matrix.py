@@ -15,7 +15,7 @@ import pytest
 from harness.vlm_matrix import section, table, vision_language_architectures, vlm_matrix
 
 # Measured on transformers 5.24: 100 vision-language architectures, 91 with attention
-# through the interface; 29 served and equal (LLaVA, VipLLaVA, Video-LLaVA, PaliGemma,
+# through the interface; 31 served and equal (LLaVA, VipLLaVA, Video-LLaVA, PaliGemma,
 # Gemma 3, Idefics3, SmolVLM, Qwen2-VL, Qwen2.5-VL, Qwen3-VL and its MoE, Qwen3.5 and its
 # MoE, GLM-4V, GLM-4.6V, GLM-4V-MoE, HyperCLOVA X Vision 2, DeepSeek-VL, Janus, LightOnOCR,
 # Aya Vision, InternVL, Qianfan-OCR, LLaVA-NeXT, LLaVA-NeXT-Video, LLaVA-OneVision,

@@ -13,20 +13,28 @@ function labelOf(position) {
 }
 
 // whether a position is drawn on the picture: a patch (a thumbnail's token covers what
-// the tiles' cover, read again small: counted beside them, not drawn over them; a
+// the tiles' cover, read again small: counted beside them, not drawn over them, unless
+// no tile's token is kept, as of a banner LLaVA-NeXT reads by its base alone; a
 // resampler's learned query reads the whole picture: it has no box)
-function drawn(position) {
-  return position.box && position.kind !== "thumbnail";
+function drawn(position, image) {
+  image.tiled ??= image.positions.some((p) => p.kind === "patch" && p.box);
+  return Boolean(position.box) && (position.kind !== "thumbnail" || !image.tiled);
+}
+
+// how many of the picture's tokens are a resampler's learned queries
+function queriesOf(image) {
+  return image.positions.filter((p) => p.kind === "query").length;
 }
 
 // the positions that are no patch nor a resampler's query, named once each: a kind of
 // many (a row's newlines, "↵ 0" … "↵ 23") by its mark and how many, a letterbox's
 // padding, a thumbnail's tokens and the text's together
-function namesOf(t, positions) {
+function namesOf(t, image) {
   const counts = new Map();
-  for (const p of positions) {
-    if (drawn(p) || p.kind === "text" || p.kind === "thumbnail" || p.kind === "query") continue;
-    const mark = p.label.split(" ")[0];
+  for (const p of image.positions) {
+    if (drawn(p, image) || ["text", "thumbnail", "query"].includes(p.kind)) continue;
+    // (its mark: "↵ 3" → "↵", "░ 0,3" → "░", "[DET 7]" → "[DET]")
+    const mark = p.label.replace(/\s*[\d,]+(\]?)$/, "$1");
     counts.set(mark, [...(counts.get(mark) ?? []), p.label]);
   }
   const named = [];
@@ -36,8 +44,8 @@ function namesOf(t, positions) {
     else if (labels.length > 4) named.push(`${mark} ×${labels.length}`);
     else named.push(...labels);
   }
-  const kinds = new Set(positions.map((p) => p.kind));
-  if (kinds.has("thumbnail")) named.push(t("picture_thumbnail"));
+  const kinds = new Set(image.positions.map((p) => p.kind));
+  if (kinds.has("thumbnail") && image.tiled) named.push(t("picture_thumbnail"));
   if (kinds.has("text")) named.push(t("picture_text"));
   return named;
 }
@@ -56,9 +64,9 @@ function rowOf(block, state, q, through) {
 }
 
 // the position whose box holds the picture's point (x, y), or -1
-function patchAt(positions, x, y) {
-  return positions.findIndex(
-    (p) => drawn(p) && x >= p.box[0] && x < p.box[2] && y >= p.box[1] && y < p.box[3],
+function patchAt(image, x, y) {
+  return image.positions.findIndex(
+    (p) => drawn(p, image) && x >= p.box[0] && x < p.box[2] && y >= p.box[1] && y < p.box[3],
   );
 }
 
@@ -68,16 +76,16 @@ function drawOverlay(canvas, image, row, q) {
   context.clearRect(0, 0, canvas.width, canvas.height);
   let top = 0;
   image.positions.forEach((p, j) => {
-    if (drawn(p)) top = Math.max(top, row[j]);
+    if (drawn(p, image)) top = Math.max(top, row[j]);
   });
   image.positions.forEach((p, j) => {
-    if (!drawn(p) || top <= 0) return;
+    if (!drawn(p, image) || top <= 0) return;
     const [left, upper, right, lower] = p.box.map((v) => v * scale);
     context.fillStyle = `rgba(${TINT.join(",")},${((0.85 * row[j]) / top).toFixed(3)})`;
     context.fillRect(left, upper, right - left, lower - upper);
   });
   const query = image.positions[q];
-  if (query && drawn(query)) {
+  if (query && drawn(query, image)) {
     const [left, upper, right, lower] = query.box.map((v) => v * scale);
     context.strokeStyle = QUERY;
     context.lineWidth = Math.max(2, canvas.width / 300);
@@ -127,11 +135,11 @@ function said(t, image, row, q) {
   let queried = 0;
   image.positions.forEach((p, j) => {
     if (p.kind === "query") queried += row[j];
-    else if (!drawn(p)) elsewhere += row[j];
+    else if (!drawn(p, image)) elsewhere += row[j];
     else if (best < 0 || row[j] > row[best]) best = j;
   });
-  const queries = image.positions.filter((p) => p.kind === "query").length;
-  const named = namesOf(t, image.positions);
+  const queries = queriesOf(image);
+  const named = namesOf(t, image);
   const parts = [
     t("picture_query").replace("{q}", labelOf(image.positions[q])),
     best >= 0
@@ -220,7 +228,11 @@ async function draw(ctx) {
   frame.className = "picture-frame";
   frame.id = "picture-main";
   const picture = document.createElement("img");
-  picture.alt = t("picture_alt").replace("{w}", image.width).replace("{h}", image.height);
+  // a picture nothing of which has a place of its own (a resampler's queries alone): no
+  // map over it, nor a head's
+  const placed = image.positions.some((p) => drawn(p, image));
+  const alt = placed ? "picture_alt" : "picture_alt_unplaced";
+  picture.alt = t(alt).replace("{w}", image.width).replace("{h}", image.height);
   const source = await ctx.pictureUrl(image.digest);
   if (ctx.stale()) return;
   picture.src = source;
@@ -230,8 +242,11 @@ async function draw(ctx) {
   const heads = headStrip(ctx, block, picture.src, "");
   const headsTitle = document.createElement("figcaption");
   headsTitle.textContent = t("picture_heads").replace("{layer}", state.layer);
-  figure.append(choose, frame, headsTitle, heads.strip);
-  figure.insertBefore(mapLabel, frame);
+  figure.append(choose, frame);
+  if (placed) {
+    figure.append(headsTitle, heads.strip);
+    figure.insertBefore(mapLabel, frame);
+  }
   elements.plot.replaceChildren(figure);
   await picture.decode().catch(() => {});
   if (ctx.stale()) return;
@@ -262,7 +277,7 @@ async function draw(ctx) {
     const bounds = canvas.getBoundingClientRect();
     const x = ((event.clientX - bounds.left) / bounds.width) * image.width;
     const y = ((event.clientY - bounds.top) / bounds.height) * image.height;
-    return patchAt(image.positions, x, y);
+    return patchAt(image, x, y);
   };
   // a query kept: in the URL; flow's map is asked again for it
   const keep = (q) => {
@@ -293,10 +308,9 @@ async function draw(ctx) {
   select.addEventListener("change", () => keep(Number(select.value)));
   // a model whose picture reaches its language model only through a resampler's queries:
   // nothing of it has a place to draw
-  const queries = image.positions.filter((p) => p.kind === "query").length;
-  elements.explain.textContent = image.positions.some(drawn)
+  elements.explain.textContent = placed
     ? t("picture_explain")
-    : t("picture_unplaced").replace("{n}", queries);
+    : t("picture_unplaced").replace("{n}", queriesOf(image));
 }
 
 export const view = {
@@ -333,7 +347,9 @@ export const view = {
       picture_to_queries: "{share}% to the picture's {n} learned queries (◌)",
       picture_padding: "the padding around the picture (░ ×{n})",
       picture_unplaced:
-        "This model's language model reads the picture only as the {n} learned queries (◌ 0, ◌ 1, …) of its resampler, each of which looks at the whole picture: none has a place on it, so no map is drawn. The readout says how much of the query's attention goes to them; the head and model views show them as columns.",
+        "This model's language model reads the picture only as the {n} learned queries (◌ 0, ◌ 1, …) of its resampler, each of which looks at the whole picture: none has a place on it, so no map is drawn over it. The readout says how much of the chosen position's attention goes to them; the head and model views show them as columns.",
+      picture_alt_unplaced:
+        "The picture read ({w} × {h} pixels): its tokens have no place on it, nothing is drawn over it",
       picture_alt:
         "The picture read ({w} × {h} pixels), its patches tinted by the query's attention",
       picture_no_image:
@@ -358,10 +374,12 @@ export const view = {
       picture_elsewhere: "{share}% 给 {names}（不是图块：未画出）",
       picture_text: "文本",
       picture_thumbnail: "整张图片的缩略图（▣）",
-      picture_to_queries: "{share}% 给图片的 {n} 个学习查询（◌）",
+      picture_to_queries: "{share}% 给图片的 {n} 个可学习查询（◌）",
       picture_padding: "图片周围的填充（░ ×{n}）",
       picture_unplaced:
-        "这个模型的语言模型只通过其重采样器的 {n} 个学习查询（◌ 0、◌ 1、…）读图片，每个查询看整张图片：它们在图片上没有位置，所以不画图。读数说明查询的注意力有多少给了它们；注意力头视图和模型视图把它们显示为列。",
+        "这个模型的语言模型只通过其重采样器的 {n} 个可学习查询（◌ 0、◌ 1、…）读图片，每个查询看整张图片：它们在图片上没有位置，所以不在图片上画图。读数说明所选位置的注意力有多少给了它们；注意力头视图和模型视图把它们显示为列。",
+      picture_alt_unplaced:
+        "读入的图片（{w} × {h} 像素）：它的词元在图片上没有位置，图片上不画任何东西",
       picture_alt: "读入的图片（{w} × {h} 像素），图块按查询的注意力着色",
       picture_no_image: "这次运行没有读图片：图片视图只用于读图片的模型。",
       picture_explain:

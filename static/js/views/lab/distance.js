@@ -7,7 +7,7 @@ async function draw({ ctx, t, out, base }) {
   const r = await ask(ctx, "distance", { ...base, type });
   if (ctx.stale()) return;
   const layers = r.distance.length;
-  const wide = r.grid[1] * r.patch[1];
+  const wide = Math.round(r.grid[1] * r.patch[1]);
   // (a head that gives the patches nothing has no distance: null, not drawn)
   const told = (row) => row.filter((v) => v !== null);
   const range = (row) =>
@@ -25,7 +25,7 @@ async function draw({ ctx, t, out, base }) {
       .replace("{last_low}", lastLow)
       .replace("{last_high}", lastHigh)
       .replace("{wide}", String(wide))
-      .replace("{patch}", `${r.patch[0]} × ${r.patch[1]}`),
+      .replace("{patch}", `${+r.patch[0].toFixed(1)} × ${+r.patch[1].toFixed(1)}`),
     { id: "lab-distance-said" },
   );
   const points = r.distance
