@@ -68,7 +68,6 @@ class HFTransformer(ServedModel):
         found = architecture or hf_architecture(hf.config)
         self.architecture = {"image-encoder": "encoder-only",  # (pixels in)
                              "vision-language": "decoder-only"}.get(found, found)  # fmt: skip
-        self._text: Any = text_reader(self.hf)
         by_type = trace(self.hf, self.architecture)
         self._traced = [c for calls in by_type.values() for c in calls]
         # a model whose matrices bitsandbytes stores in 4 or 8 bits: what reads them is refused
@@ -273,6 +272,12 @@ class HFTransformer(ServedModel):
                 out = self.hf(input_ids=input_ids, attention_mask=padding,
                               decoder_input_ids=target, use_cache=False)  # fmt: skip
         return self.hook_logits(out.logits).cpu()  # (a GPU's: what runs read, on the CPU)
+
+    @functools.cached_property
+    def _text(self) -> Any:
+        """What reads a text alone (calls.text_reader); kept out of the module's
+        submodules: it is the model, or a part of it, already."""
+        return text_reader(self.hf)
 
     def encode(
         self, src: Tensor, src_mask: Tensor | None = None, pieces: Tensor | None = None
