@@ -204,6 +204,21 @@ def _reads_output(traced: list[Traced], module: nn.Module, args: tuple) -> None:
         last.projection = module
 
 
+# what a processor gives a prompt per token: its token types (Qwen2-VL's, PaliGemma's,
+# Gemma 3's: 0 for text)
+PER_TOKEN = ("token_type_ids", "mm_token_type_ids")
+
+
+def grown(inputs: dict[str, Tensor], length: int) -> dict[str, Tensor]:
+    """What a prompt reads besides its ids, for a sequence of `length` tokens that
+    continues it: its token types run on with zeros (text), the rest (a picture's pixels)
+    as it is."""
+    return {
+        k: torch.nn.functional.pad(v, (0, length - v.size(-1))) if k in PER_TOKEN else v
+        for k, v in inputs.items()
+    }
+
+
 def text_reader(hf: Any) -> Any:
     """What reads a text alone: the model, or, where its pass asks for a picture every
     time (BLIP-2's, InstructBLIP's), its language model, whose attention is the model's

@@ -20,7 +20,15 @@ from ..long import LongCapture
 from ..placement import device_of
 from ..served import Blocks, DecoderCache, Layout, PositionTable, ServedModel
 from . import long
-from .calls import BackendError, hf_architecture, reads_pixels, specs_of, text_reader, trace
+from .calls import (
+    BackendError,
+    grown,
+    hf_architecture,
+    reads_pixels,
+    specs_of,
+    text_reader,
+    trace,
+)
 from .capture import AttentionPoints, Call, calling
 from .positions import Positions, halves_rotated, hook_positions, positions_of
 from .summary import summary
@@ -40,21 +48,6 @@ class StackPoints(nn.Module):
         # (T, d) added table, (T, d_rot/2) rotary angles, or (Tq, Tk, H) a relative bias
         self.hook_pos = HookPoint()
         self.pos: Positions | None = None
-
-
-# what a processor gives a prompt per token: its token types (Qwen2-VL's, PaliGemma's,
-# Gemma 3's: 0 for text)
-PER_TOKEN = ("token_type_ids", "mm_token_type_ids")
-
-
-def grown(inputs: dict[str, Tensor], length: int) -> dict[str, Tensor]:
-    """What a prompt reads besides its ids, for a sequence of `length` tokens that
-    continues it: its token types run on with zeros (text), the rest (a picture's pixels)
-    as it is."""
-    return {
-        k: torch.nn.functional.pad(v, (0, length - v.size(-1))) if k in PER_TOKEN else v
-        for k, v in inputs.items()
-    }
 
 
 class HFTransformer(ServedModel):

@@ -27,9 +27,8 @@ from ..patches import ImageMap, ImagePosition, PicturePrompt
 from ..pretrained.causal import CausalLM, but_logits
 from ..runner import Capabilities, RunResult
 from ..served import ServedModel
-from .calls import BackendError
+from .calls import BackendError, grown
 from .image_tokens import ImageTokens, around_image, image_token_of, image_tokens
-from .model import grown
 
 
 def load_processor(folder: str | Path) -> Any:
