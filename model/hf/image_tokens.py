@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from ..checkpoints import CheckpointError
 from ..patches import PADDING, QUERY, Geometry, ImagePosition, cells
-from .tiles import AnyResTokens, CanvasTiles, TiledTokens, per_tile
+from .tiles import TILING, AnyResTokens, CanvasTiles, TiledTokens, per_tile
 from .vision import geometry, shape_only
 
 
@@ -79,6 +79,14 @@ MAPPED = (
 )
 
 
+def sent(processor: Any, name: str) -> Any:
+    """An image processor's setting as its processor sends it: the processor's class's own
+    (Aya Vision's and InternVL's crop_to_patches, Aria's max_image_size), else the image
+    processor's."""
+    said = dict(getattr(processor, "images_kwargs", None) or {})
+    return said[name] if name in said else getattr(processor.image_processor, name, None)
+
+
 def image_tokens(config: Any, processor: Any) -> ImageTokens:
     """How the folder's processor places a picture's tokens (by its class, or its
     pictures' half's: see the module's docstring); a CheckpointError naming why for any
@@ -100,13 +108,13 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
     if kinds & {"LlavaNextProcessor", "LlavaNextVideoProcessor"}:
         if getattr(config, "vision_feature_select_strategy", "default") != "default":
             raise CheckpointError("LLaVA-NeXT keeping its class tokens is not mapped yet")
-        return AnyResTokens(image_processor, patch, list(config.image_grid_pinpoints))
+        return AnyResTokens(image_processor, patch, getattr(config, "image_grid_pinpoints", None))
     if "LlavaOnevisionProcessor" in kinds:  # (SigLIP's patches, no class token)
         said = str(getattr(config, "vision_aspect_ratio", ""))
         most = re.fullmatch(r"anyres_max_([1-9][0-9]{0,2})", said)
         if most is None:
             raise CheckpointError(f"its vision_aspect_ratio {said[:40]!r} is not mapped")
-        pinpoints = list(config.image_grid_pinpoints)
+        pinpoints = getattr(config, "image_grid_pinpoints", None)
         return AnyResTokens(image_processor, patch, pinpoints, int(most.group(1)))
     if kinds & {"LlavaProcessor", "VideoLlavaProcessor"}:
         strategy = getattr(config, "vision_feature_select_strategy", "default")
@@ -117,7 +125,7 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
     if kinds & {"DeepseekVLProcessor", "JanusProcessor"}:
         return SquareTokens(image_processor, patch)
     if "Ovis2Processor" in kinds:  # (the whole picture alone, patches merged stride x stride)
-        if getattr(image_processor, "crop_to_patches", False):
+        if sent(processor, "crop_to_patches"):
             raise CheckpointError("Ovis2's pictures cut into tiles are not mapped yet")
         stride = getattr(vision, "hidden_stride", 1)
         if not isinstance(stride, int) or stride < 1:
@@ -132,8 +140,8 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         # Qianfan-OCR's downsample_ratio its inverse)
         ratio = getattr(config, "downsample_ratio", None)
         scale = round(1 / ratio) if ratio else int(getattr(config, "downsample_factor", 1))
-        sent = dict(getattr(processor, "images_kwargs", None) or {})
-        canvas = CanvasTiles(image_processor, patch, scale, sent)
+        tiling = {name: sent(processor, name) for name in TILING}
+        canvas = CanvasTiles(image_processor, patch, scale, tiling)
         return per_tile(canvas, getattr(processor, "image_seq_length", None))
     if kinds & {"Blip2Processor", "InstructBlipProcessor"}:  # (its Q-Former's queries)
         if not getattr(config, "use_decoder_only_language_model", True):
@@ -144,17 +152,15 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         stated = getattr(processor, "num_query_tokens", None)
         return queries(getattr(config, "num_query_tokens", None), stated)
     if "AriaProcessor" in kinds:  # (its projector's queries, by the picture's size)
-        # (what the processor sends its image processor wins over the latter's own)
-        sent = dict(getattr(processor, "images_kwargs", None) or {})
-        if sent.get("split_image", getattr(image_processor, "split_image", False)):
+        if sent(processor, "split_image"):
             raise CheckpointError("Aria's pictures split into crops are not mapped yet")
-        side = sent.get("max_image_size", getattr(image_processor, "max_image_size", None))
+        side = sent(processor, "max_image_size")
         stated = dict(getattr(processor, "size_conversion", None) or {}).get(side)
         made = dict(getattr(config, "projector_patch_to_query_dict", None) or {})
         patches = (side // patch) ** 2 if isinstance(side, int) else None
         return queries(made.get(patches, made.get(str(patches))), stated)
     if "Idefics2Processor" in kinds:  # (its perceiver's latents)
-        if getattr(image_processor, "do_image_splitting", False):
+        if sent(processor, "do_image_splitting"):
             raise CheckpointError("Idefics2's pictures split into four are not mapped yet")
         latents = getattr(getattr(config, "perceiver_config", None), "resampler_n_latents", 0)
         return queries(latents, getattr(processor, "image_seq_len", None))

@@ -257,8 +257,7 @@ class HFTransformer(ServedModel):
                 logits = getattr(out, "logits", None)
                 return (logits if logits is not None else out.last_hidden_state).cpu()
             if self.architecture == "decoder-only":
-                reader = self.hf if "pixel_values" in kwargs else self._text
-                out = reader(input_ids=input_ids, use_cache=False, **kwargs)
+                out = self._reading(kwargs)(input_ids=input_ids, use_cache=False, **kwargs)
             else:
                 if target is None:
                     raise ValueError("an encoder-decoder model needs both input_ids and target")
@@ -271,6 +270,11 @@ class HFTransformer(ServedModel):
         """What reads a text alone (calls.text_reader); kept out of the module's
         submodules: it is the model, or a part of it, already."""
         return text_reader(self.hf)
+
+    def _reading(self, inputs: dict) -> Any:
+        """What reads a pass given these inputs: the model where they hold a picture, else
+        what reads a text alone."""
+        return self.hf if "pixel_values" in inputs else self._text
 
     def encode(
         self, src: Tensor, src_mask: Tensor | None = None, pieces: Tensor | None = None
@@ -330,7 +334,7 @@ class HFTransformer(ServedModel):
             else:
                 if cache.ids is None:  # the prompt's pass: what it reads besides its ids
                     inputs.update(cache.inputs)
-                    reader = self.hf if "pixel_values" in inputs else reader
+                    reader = self._reading(inputs)
                 if self._positions_given:  # (a hybrid whose first layer keeps no keys
                     # counts its cache's length wrong: transformers' generate says them too)
                     past = 0 if cache.ids is None else cache.ids.size(1)

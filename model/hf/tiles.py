@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from ..checkpoints import CheckpointError
@@ -39,6 +40,19 @@ def canvases(pinpoints: Any, side: int) -> list[tuple[int, int]]:
             raise CheckpointError(f"its grid pinpoint {h} x {w} is past 64 squares a side")
         found.append((h, w))
     return found
+
+
+@dataclass(frozen=True)
+class CanvasGrid:
+    """A picture on LLaVA-NeXT's canvas: where it lies (`canvas`), where the grid's kept
+    tokens start on the canvas (left, top), their rows and columns as the model reads
+    them, and a token's width and height in the canvas's pixels."""
+
+    canvas: Geometry
+    first: tuple[int, int]
+    rows: int
+    columns: int
+    token: tuple[float, float]
 
 
 class AnyResTokens:
@@ -76,9 +90,9 @@ class AnyResTokens:
                 "tokens cannot be placed"
             )
 
-    def layout(self, width: int, height: int) -> tuple[Geometry, int, int, int, int]:
-        """The canvas's geometry, and the first row and column, rows and columns of its
-        grid of patches that are kept."""
+    def layout(self, width: int, height: int) -> CanvasGrid:
+        """Where a picture of this size lies on its canvas, and the grid of tokens the model
+        reads over it."""
         import torch
         from transformers.image_processing_utils import (
             get_patch_output_size,
@@ -92,45 +106,40 @@ class AnyResTokens:
         paste = ((best_w - new_w) // 2, (best_h - new_h) // 2)
         canvas = Geometry((width, height), (new_w, new_h), (-paste[0], -paste[1]),
                           (best_w, best_h))  # fmt: skip
-        n = self.side // self.patch
+        n, p = self.side // self.patch, self.patch
         rows, columns = best_h // self.side * n, best_w // self.side * n
         # (the model's own unpadding, of a grid that holds no memory: it cuts as many rows,
         # or columns, from either side; a banner far wider than tall keeps none of its rows,
         # its base alone, one far taller than wide none of its columns, its newlines too)
         kept = unpad_image(torch.zeros(1, 1, 1).expand(1, rows, columns), (height, width))
         _, kept_rows, kept_columns = kept.shape
-        r0, c0 = (rows - kept_rows) // 2, (columns - kept_columns) // 2
-        return canvas, r0, c0, kept_rows, kept_columns
-
-    def resampled(self, rows: int, columns: int) -> tuple[int, int]:
-        """The grid's rows and columns as the model reads them: LLaVA-OneVision's
-        resampled down (its `pack_image_features`'s rule), else as kept."""
-        n = self.side // self.patch
-        ratio = math.sqrt(rows * columns / (self.most * n * n)) if self.most else 0.0
-        return (int(rows // ratio), int(columns // ratio)) if ratio > 1.1 else (rows, columns)
+        first = ((columns - kept_columns) // 2 * p, (rows - kept_rows) // 2 * p)
+        # (LLaVA-OneVision's resampling down: its `pack_image_features`'s rule)
+        ratio = math.sqrt(kept_rows * kept_columns / (self.most * n * n)) if self.most else 0.0
+        read = (int(kept_rows // ratio), int(kept_columns // ratio)) if ratio > 1.1 else None
+        rows, columns = read or (kept_rows, kept_columns)
+        token = (kept_columns * p / columns if columns else p, kept_rows * p / rows if rows else p)
+        return CanvasGrid(canvas, first, rows, columns, token)
 
     def count(self, width: int, height: int) -> int:
-        *_, rows, columns = self.layout(width, height)
-        rows, columns = self.resampled(rows, columns)
-        return (self.side // self.patch) ** 2 + rows * (columns + 1)
+        grid = self.layout(width, height)
+        return (self.side // self.patch) ** 2 + grid.rows * (grid.columns + 1)
 
     def token_size(self, width: int, height: int) -> tuple[float, float]:
         """(height, width) of a grid token in the pixels the model reads: a patch's, or
         more where LLaVA-OneVision resamples the grid down."""
-        *_, kept_rows, kept_columns = self.layout(width, height)
-        rows, columns = self.resampled(kept_rows, kept_columns)
-        p = self.patch
-        return (kept_rows * p / rows if rows else p, kept_columns * p / columns if columns else p)
+        w, h = self.layout(width, height).token
+        return h, w
 
     def positions(self, width: int, height: int) -> list[ImagePosition]:
-        canvas, r0, c0, kept_rows, kept_columns = self.layout(width, height)
-        rows, columns = self.resampled(kept_rows, kept_columns)
+        grid = self.layout(width, height)
         n, p = self.side // self.patch, self.patch
         base = Geometry((width, height), (self.side, self.side), (0, 0), (self.side, self.side))
         found = cells(base, n, n, (p, p), "thumbnail")
-        th, tw = self.token_size(width, height)
-        for r in range(rows):
-            found += cells(canvas, 1, columns, (tw, th), first=(r, 0), at=(c0 * p, r0 * p + r * th))
+        (x, y), (_, th) = grid.first, grid.token
+        for r in range(grid.rows):
+            found += cells(grid.canvas, 1, grid.columns, grid.token, first=(r, 0),
+                           at=(x, y + r * th))  # fmt: skip
             found.append(ImagePosition("extra", f"↵ {r}"))
         return found
 
@@ -145,8 +154,13 @@ class TiledTokens:
 
     def __init__(self, image_processor: Any, patch: int, scale: int) -> None:
         self.image_processor = image_processor
-        self.tile = int(image_processor.max_image_size["longest_edge"])
-        self.side = self.tile // patch // max(scale, 1)  # tokens a tile's side
+        self.tiled(int(image_processor.max_image_size["longest_edge"]), patch, scale)
+
+    def tiled(self, tile: int, patch: int, scale: int) -> None:
+        """Tiles of `tile` pixels a side, `patch` x `scale` pixels a token."""
+        self.tile, self.side = tile, tile // patch // max(scale, 1)  # (tokens a tile's side)
+        if self.side < 1:
+            raise CheckpointError(f"its tiles of {tile} pixels hold no token of {patch * scale}")
         self.patch = self.tile // self.side
 
     def tiles(self, width: int, height: int) -> tuple[int, int, tuple[int, int]]:
@@ -184,19 +198,15 @@ class CanvasTiles(TiledTokens):
     by row, then the whole picture resized into one more (its thumbnail) where there are
     several; each tile's patches merged `scale` x `scale` into one token, row by row."""
 
-    def __init__(self, image_processor: Any, patch: int, scale: int, sent: dict) -> None:
+    def __init__(self, image_processor: Any, patch: int, scale: int, tiling: dict) -> None:
         size = image_processor.size
         if size.get("height") != size.get("width"):
             raise CheckpointError(f"its image processor's tiles are {dict(size)}: not squares")
-        self.image_processor, self.tile = image_processor, int(size["height"])
-        self.side = self.tile // patch // max(scale, 1)
-        self.patch = self.tile // self.side
+        self.image_processor = image_processor
+        self.tiled(int(size["height"]), patch, scale)
         module = sys.modules[type(image_processor).__module__]
         self._canvas: Any = getattr(module, "get_optimal_tiled_canvas", None)
-        # (what the processor sends its image processor wins over the latter's own: Aya
-        # Vision's sends crop_to_patches=True)
-        own = {k: getattr(image_processor, k, None) for k in TILING}
-        self.tiling: dict[str, Any] = {k: sent.get(k, own[k]) for k in TILING}
+        self.tiling = tiling  # (TILING's settings, as the processor sends them)
         if self._canvas is None or None in self.tiling.values():
             raise CheckpointError(
                 f"its image processor ({type(image_processor).__name__}) states no canvas of "

@@ -72,6 +72,28 @@ def opened(browser, base: str, outside: list[str], where: str, model: str):
     return context, page, errors
 
 
+def street_and_last_row(page: Page, base: str, model: str, encoding: str = "f4"):
+    """The street sample and the prompt continued on the page, and what the API says of
+    that sequence: the page's state, the sequence's labels and its last position's
+    weights for the page's head (last_row's)."""
+    state = read_the_street(page)
+    continuation = [int(i) for i in state["cont"].split(",")]
+    head = int(state.get("head", 0))
+    return state, *last_row(base, state["img"], continuation, head, model, encoding)
+
+
+def share_said(page: Page, to: str, expected: float) -> str:
+    """The readout, once it gives a share (a percentage) `to` what it names: the share the
+    API's weights make `expected` (to one roundings' width: 0.05 shown, 1/255 sent)."""
+    readout = page.locator("#readout")
+    expect(readout).to_contain_text(to)
+    shown = readout.inner_text()
+    share = re.search(rf"(\d+\.\d)% {re.escape(to)}", shown)
+    assert share, shown
+    assert abs(float(share.group(1)) - expected) <= 0.05 + 100 / 255, (shown, expected)
+    return shown
+
+
 def read_the_street(page: Page) -> dict:
     """The street sample and the prompt, continued: the state the page ends in."""
     expect(page.locator("#text")).to_be_visible(timeout=60_000)
@@ -148,9 +170,8 @@ def test_a_picture_read_through_learned_queries_says_so_and_what_goes_to_them(
 ):
     context, page, errors = opened(browser, llava_server, outside_requests, where, "blip")
     phone = where == "phone-zh"
-    state = read_the_street(page)
+    state, columns, row = street_and_last_row(page, llava_server, "blip")
     assert state["view"] == "picture"
-    continuation = [int(i) for i in state["cont"].split(",")]
     # the picture's tokens are its Q-Former's 4 queries, named as such
     expect(page.locator("#source-tokens")).to_contain_text("◌ 3")
     explain = page.locator("#explain")
@@ -158,16 +179,9 @@ def test_a_picture_read_through_learned_queries_says_so_and_what_goes_to_them(
         "只通过其重采样器的 4 个可学习查询（◌ 0、◌ 1、…）读图片" if phone
         else "reads the picture only as the 4 learned queries (◌ 0, ◌ 1, …) of its resampler"
     )  # fmt: skip
-    columns, row = last_row(llava_server, state["img"], continuation,
-                            int(state.get("head", 0)), model="blip")  # fmt: skip
     queried = 100 * sum(w for label, w in zip(columns, row, strict=True) if label[0] == "◌")
-    readout = page.locator("#readout")
     to = "给图片的 4 个可学习查询（◌）" if phone else "to the picture's 4 learned queries (◌)"
-    expect(readout).to_contain_text(to)
-    shown = readout.inner_text()
-    share = re.search(rf"(\d+\.\d)% {re.escape(to)}", shown)
-    assert share, shown
-    assert abs(float(share.group(1)) - queried) <= 0.05 + 100 / 255, (shown, queried)
+    shown = share_said(page, to, queried)
     assert ("最关注" if phone else "most at") not in shown  # (no patch to name)
     if phone:
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
@@ -181,23 +195,15 @@ def test_llava_nexts_newlines_and_thumbnail_are_named_together_with_their_share(
 ):
     context, page, errors = opened(browser, llava_server, outside_requests, where, "next")
     phone = where == "phone-zh"
-    state = read_the_street(page)
-    continuation = [int(i) for i in state["cont"].split(",")]
     # (in the bytes the page reads: a share over 70 positions holds 70 roundings)
-    columns, row = last_row(llava_server, state["img"], continuation,
-                            int(state.get("head", 0)), model="next", encoding="u1")  # fmt: skip
+    _, columns, row = street_and_last_row(page, llava_server, "next", encoding="u1")
     # (the picture's rows' newlines, "↵ 3"; a newline the text holds shows as "↵" alone)
     newlines = sum(bool(re.fullmatch(r"↵ \d+", label)) for label in columns)
     assert newlines > 4  # (the rows of the grid kept: named as one)
     elsewhere = 100 * sum(w for label, w in zip(columns, row, strict=True) if label[0] != "▦")
     thumbnail = "整张图片的缩略图（▣）" if phone else "the whole picture's thumbnail (▣)"
     names = f"↵ ×{newlines}, {thumbnail}, {'文本' if phone else 'the text'}"
-    readout = page.locator("#readout")
-    expect(readout).to_contain_text(names)
-    shown = readout.inner_text()
-    share = re.search(rf"(\d+\.\d)% {'给' if phone else 'to'} {re.escape(names)}", shown)
-    assert share, shown
-    assert abs(float(share.group(1)) - elsewhere) <= 0.05 + 100 / 255, (shown, elsewhere)
+    shown = share_said(page, f"{'给' if phone else 'to'} {names}", elsewhere)
     assert "↵ 0" not in shown  # (never each newline by name)
     assert errors == [], errors
     context.close()

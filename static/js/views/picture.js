@@ -126,10 +126,9 @@ function headStrip(ctx, block, pictureUrl, alt) {
 
 // what a person reads of the row: the query, its strongest patch, the share of its
 // attention that goes to a resampler's learned queries (which read the whole picture),
-// and the share that goes to positions that are no patch (not drawn on the picture):
-// named (a class or register token), or, a vision-language model's, the text's tokens
-// together
-function said(t, image, row, q) {
+// and the share that goes to positions that are no patch (not drawn on the picture),
+// `named` as namesOf names them
+function said(t, image, row, q, named) {
   let best = -1;
   let elsewhere = 0;
   let queried = 0;
@@ -139,7 +138,6 @@ function said(t, image, row, q) {
     else if (best < 0 || row[j] > row[best]) best = j;
   });
   const queries = queriesOf(image);
-  const named = namesOf(t, image);
   const parts = [
     t("picture_query").replace("{q}", labelOf(image.positions[q])),
     best >= 0
@@ -261,6 +259,7 @@ async function draw(ctx) {
     small.height = Math.max(1, Math.round(canvas.height / 4));
   }
 
+  const named = namesOf(t, image); // (what is no patch, named once: not on each hover)
   const show = (q) => {
     const started = performance.now();
     const row = rowOf(block, state, q, rowThrough);
@@ -269,7 +268,7 @@ async function draw(ctx) {
       const of = block.flat(h).subarray(q * block.width, (q + 1) * block.width);
       drawOverlay(small, image, of, q);
     });
-    elements.readout.textContent = said(t, image, row, q);
+    elements.readout.textContent = said(t, image, row, q, named);
     performance.measure("attnviz:overlay", { start: started, end: performance.now() });
   };
   show(chosen);
