@@ -326,12 +326,14 @@ QWEN2_VL_SPECIALS = (
 )  # fmt: skip
 
 
-def saved_qwen2_vl(folder, patch_size: int = 14, merge: int = 2, most_tokens: int = 16):
+def saved_qwen2_vl(
+    folder, patch_size: int = 14, merge: int = 2, most_tokens: int = 16, context: int = 512
+):
     """A tiny seeded random Qwen2-VL (its own language model with rotary positions over
-    the picture's rows and columns, its own vision tower) saved as a Qwen2-VL folder is:
-    its image processor (each picture resized to its own multiple of a merged token's
-    side, at least 4 and at most `most_tokens` tokens) and tokenizer, and a
-    processor_config.json naming Qwen2VLProcessor. Returns the folder."""
+    the picture's rows and columns, its own vision tower, a context of `context` tokens)
+    saved as a Qwen2-VL folder is: its image processor (each picture resized to its own
+    multiple of a merged token's side, at least 4 and at most `most_tokens` tokens) and
+    tokenizer, and a processor_config.json naming Qwen2VLProcessor. Returns the folder."""
     import transformers
 
     made = tokenizer(QWEN2_VL_SPECIALS)
@@ -339,7 +341,7 @@ def saved_qwen2_vl(folder, patch_size: int = 14, merge: int = 2, most_tokens: in
     config = transformers.Qwen2VLConfig(
         text_config=dict(
             vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=context,
             eos_token_id=0, bos_token_id=0,
             rope_parameters={"rope_type": "default", "mrope_section": [2, 3, 3],
                              "rope_theta": 10000.0},

@@ -192,6 +192,9 @@ class ServedModel(HookedModule, abc.ABC):
         return self.long_refusal is None
 
     @abc.abstractmethod
-    def long_pass(self, ids: list[int], last_from: int) -> tuple[LongCapture, list[int], Tensor]:
+    def long_pass(
+        self, ids: list[int], last_from: int, inputs: dict[str, Tensor] | None = None
+    ) -> tuple[LongCapture, list[int], Tensor]:
         """A long prompt's one pass: its capture (q and k, no (T, T) matrix), the predicted
-        token at every position, and the logits from position `last_from` on."""
+        token at every position, and the logits from position `last_from` on; `inputs`, what
+        the model reads besides the ids (a picture's pixels: a transformers model's)."""

@@ -393,5 +393,9 @@ class Transformer(ServedModel):
     def long_refusal(self) -> str | None:
         return None if self.config.architecture == "decoder-only" else LONG_REFUSED
 
-    def long_pass(self, ids: list[int], last_from: int) -> tuple[LongCapture, list[int], Tensor]:
+    def long_pass(
+        self, ids: list[int], last_from: int, inputs: dict[str, Tensor] | None = None
+    ) -> tuple[LongCapture, list[int], Tensor]:
+        if inputs:
+            raise ValueError("our model code reads token ids alone")
         return long_read(self, ids, last_from)

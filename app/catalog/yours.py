@@ -167,8 +167,10 @@ class OwnRunner:
         # a language model reads prompts up to its context (model/long/), as long as
         # their capture fits in these bytes: on our code always, on transformers' where
         # its check passes when it is read (model/hf/long.py; else it keeps 512, and says
-        # so once read); the others keep their own limit
-        self.max_capture_bytes = max_capture_bytes if self.runner_class is CausalLM else None
+        # so once read), a vision-language model's picture and text too; the others keep
+        # their own limit
+        long = issubclass(self.runner_class, CausalLM)
+        self.max_capture_bytes = max_capture_bytes if long else None
         self.special_tokens = specials if specials is not None else self.runner_class.special_tokens
         self._unit, self._unknown = self.runner_class.token_unit, self.runner_class.unknown_token
         folder = cached(path)

@@ -66,15 +66,18 @@ def bases(model: Any) -> list[nn.Module]:
     return [m for m in found if isinstance(m, nn.Module) and m is not model.hf]
 
 
-def long_pass(model: Any, ids: list[int], last_from: int) -> tuple[LongCapture, list[int], Tensor]:
+def long_pass(
+    model: Any, ids: list[int], last_from: int, inputs: dict[str, Tensor] | None = None
+) -> tuple[LongCapture, list[int], Tensor]:
     """The capture (no (T, T) matrix), the predicted token at each position and the logits
-    from position `last_from` on, of one pass over `ids`."""
+    from position `last_from` on, of one pass over `ids` (and `inputs`: a vision-language
+    model's picture, its pixels and grid)."""
     device = model.input_device
     batch = torch.tensor([ids], device=device)
     call = model.call(hidden=[])
     with torch.no_grad(), fused(), hooked(model, long_names, on_device=True) as recorded:
         out = model.run_call(call, input_ids=batch, use_cache=False,
-                             logits_to_keep=len(ids) - last_from)  # fmt: skip
+                             logits_to_keep=len(ids) - last_from, **(inputs or {}))  # fmt: skip
     if not call.hidden:
         raise RuntimeError("the model's base model gave no hidden states")
     hidden, head = call.hidden[-1], model.hf.get_output_embeddings()  # (the outermost's)

@@ -217,10 +217,12 @@ class HFTransformer(ServedModel):
         probe, once); else why not."""
         return long.long_refusal(self)
 
-    def long_pass(self, ids: list[int], last_from: int) -> tuple[LongCapture, list[int], Tensor]:
+    def long_pass(
+        self, ids: list[int], last_from: int, inputs: dict[str, Tensor] | None = None
+    ) -> tuple[LongCapture, list[int], Tensor]:
         """A long prompt's pass (see hf/long.py): its capture, every position's predicted
         token and the logits from `last_from` on."""
-        return long.long_pass(self, ids, last_from)
+        return long.long_pass(self, ids, last_from, inputs)
 
     def padding(self, ids: Tensor, mask: Tensor | None = None) -> Tensor | None:
         """transformers' 2-D attention mask (1 = a token, 0 = padding) of a padded batch:

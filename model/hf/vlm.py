@@ -21,8 +21,8 @@ from typing import Any
 import torch
 
 from ..checkpoints import CheckpointError
-from ..hooks import NamesFilter
-from ..long.reading import LONG_FROM, too_long
+from ..hooks import Capture, NamesFilter
+from ..long.reading import LONG_FROM, PromptTooLong, too_long
 from ..patches import ImageMap, ImagePosition, PicturePrompt
 from ..pretrained.causal import CausalLM, but_logits
 from ..runner import Capabilities, RunResult
@@ -171,6 +171,13 @@ class VisionLanguageLM(CausalLM):
     def read_long(self, max_capture_bytes: int) -> VisionLanguageLM:
         return VisionLanguageLM.of(super().read_long(max_capture_bytes), self.processor)
 
+    @property
+    def reads_long_prompts(self) -> bool:
+        """Whether a picture and a text past 512 tokens are read, by the long path: where
+        its model reads long prompts (its long pass checked against its own forward) and a
+        capture budget is set (`read_long`)."""
+        return self.max_capture_bytes is not None and self.reads_long
+
     def picture_prompt(self, text: str | None) -> str:
         """The prompt a picture and a text make (see the class)."""
         text = text or ""
@@ -188,7 +195,8 @@ class VisionLanguageLM(CausalLM):
         prompt = self.picture_prompt(text)
         made = self.processor(images=picture, text=prompt, return_tensors="pt")
         ids: list[int] = made["input_ids"][0].tolist()
-        most = min(self.max_tokens, LONG_FROM)
+        # (a runner that reads long prompts reads as many as its capture budget holds)
+        most = self.max_tokens if self.reads_long_prompts else min(self.max_tokens, LONG_FROM)
         if len(ids) > most:
             raise too_long(len(ids), most, self.model.config.max_seq_len)
         placed = self.patches.positions(*picture.size)
@@ -225,14 +233,23 @@ class VisionLanguageLM(CausalLM):
         context = self.model.config.max_seq_len
         if len(ids) + len(generated) > context:
             raise too_long(len(ids) + len(generated), context, context)
-        names = but_logits if names_filter is None else names_filter
         model: Any = self.model
         inputs = grown(read.inputs, len(ids) + len(generated))
-        logits, capture = model.run_with_capture(
-            torch.tensor([[*ids, *generated]]), names_filter=names, **inputs
-        )
-        predicted = logits[0].argmax(-1).tolist()
-        last = logits[0, len(ids) - 1 :]
+        capture: Capture
+        if len(ids) + len(generated) > LONG_FROM:  # (no (T, T) matrix kept: the long path)
+            if names_filter is not None or not self.reads_long_prompts:
+                raise PromptTooLong(
+                    f"the picture and the text make {len(ids) + len(generated):,} tokens; a "
+                    f"pass that keeps whole attention matrices reads at most {LONG_FROM}"
+                )
+            capture, predicted, last = model.long_pass([*ids, *generated], len(ids) - 1, inputs)
+        else:
+            names = but_logits if names_filter is None else names_filter
+            logits, capture = model.run_with_capture(
+                torch.tensor([[*ids, *generated]]), names_filter=names, **inputs
+            )
+            predicted = logits[0].argmax(-1).tolist()
+            last = logits[0, len(ids) - 1 :]
         result = self._result(read.prompt, ids, generated, capture, predicted, last, False, None)
         shown = read.shown(result.source_tokens)
         result.source_tokens = result.target_tokens = shown

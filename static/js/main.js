@@ -166,7 +166,9 @@ async function render() {
       watch = watched.pending?.watch ?? null;
       if (watch) watch.render = mine; // its progress now this render's status
       if (!summary) {
-        if (state.text.length > LONG_CHARS) {
+        // (a picture a language model reads may make hundreds to thousands of tokens)
+        const pictured = Boolean(input.body.image) && modelInfo().capabilities.generation;
+        if (state.text.length > LONG_CHARS || pictured) {
           const current = () =>
             watched.pending?.watch === watch && watch.render === page.generation;
           watch = watchRun({ api, t, setStatus, button: elements.cancelRun, current });

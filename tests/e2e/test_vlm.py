@@ -6,7 +6,9 @@ picture's patches, which the readout names as the API's own weights say, with th
 that stays on the text; in Chinese on a phone it reads the same and fits the screen. A
 tiny BLIP-2 beside it, whose picture reaches its language model only as its Q-Former's
 learned queries, says so, and how much attention goes to them; a tiny LLaVA-NeXT's
-readout names its rows' newlines together and its base's thumbnail."""
+readout names its rows' newlines together and its base's thumbnail; a tiny Qwen2-VL that
+reads the street as about 1,000 tokens (the long path: no whole matrix kept) draws its
+rows a query at a time, as the API's windows give them."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import httpx2
 import pytest
 from playwright.sync_api import Page, expect
 
-from harness.checkpoints import saved_llava
+from harness.checkpoints import saved_llava, saved_qwen2_vl
 from harness.serving import start_server
 from harness.vlm_checkpoints import saved
 from tests.app.test_api import decode
@@ -32,10 +34,13 @@ def llava_server(tmp_path_factory):
     folder = saved_llava(tmp_path_factory.mktemp("vlm") / "llava")
     blip = saved("blip-2", tmp_path_factory.mktemp("blip"))
     after = saved("llava_next", tmp_path_factory.mktemp("next"))
+    # (8-pixel tokens, at most 1,024 a picture, a context of 2,048)
+    long = saved_qwen2_vl(tmp_path_factory.mktemp("long"), patch_size=4, most_tokens=1024,
+                          context=2048)  # fmt: skip
     proc, base = start_server(
         {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_LEVEL": "warning"},
         args=["--model", f"llava={folder}", "--model", f"blip={blip}",
-              "--model", f"next={after}"],
+              "--model", f"next={after}", "--model", f"long={long}"],
     )  # fmt: skip
     yield base
     proc.terminate()
@@ -49,11 +54,14 @@ def last_row(
     head: int,
     model: str = "llava",
     encoding: str = "f4",
+    query: int = -1,
 ) -> tuple[list, list]:
-    """The sequence's labels and its last position's weights (layer 0, one head), as the
-    API sends them (in float32; or in the bytes the page reads, u1)."""
+    """The sequence's labels and a position's weights (its last, or `query`; layer 0, one
+    head), as the API sends them (in float32; or in the bytes the page reads, u1)."""
     asked = {"model": model, "image": digest, "text": PROMPT, "continuation": continuation,
              "layers": [0], "encoding": encoding}  # fmt: skip
+    if query >= 0:  # (that row alone: a long input's whole matrices are not sent)
+        asked["rows"] = [query, query + 1]
     block = httpx2.post(f"{base}/api/v1/attention", json=asked, timeout=60).json()["blocks"][0]
     return block["columns"], decode(block["data"])[head, -1].tolist()
 
@@ -205,5 +213,61 @@ def test_llava_nexts_newlines_and_thumbnail_are_named_together_with_their_share(
     names = f"↵ ×{newlines}, {thumbnail}, {'文本' if phone else 'the text'}"
     shown = share_said(page, f"{'给' if phone else 'to'} {names}", elsewhere)
     assert "↵ 0" not in shown  # (never each newline by name)
+    assert errors == [], errors
+    context.close()
+
+
+def strongest_named(page: Page, columns: list[str], row: list[float]) -> str:
+    """The patch the readout names as most looked at, checked against the API's row: the
+    strongest of the picture's patches (to a rounding), its weight as shown."""
+    shown = page.locator("#readout").inner_text()
+    named = re.search(r"(▦ \d+,\d+)[ （(]+(0\.\d\d)", shown)
+    assert named, shown
+    patches = {label: w for label, w in zip(columns, row, strict=True) if label[0] == "▦"}
+    assert patches[named.group(1)] >= max(patches.values()) - 1e-6, (named.group(1), shown)
+    assert abs(float(named.group(2)) - patches[named.group(1)]) <= 0.005 + 1e-6, shown
+    return named.group(1)
+
+
+def test_a_long_pictures_rows_are_asked_a_query_at_a_time_and_drawn_as_the_api_says(
+    browser, llava_server, outside_requests
+):
+    context, page, errors = opened(browser, llava_server, outside_requests, "desktop-en", "long")
+    asked: list[dict] = []
+    page.on(
+        "request",
+        lambda r: r.url.endswith("/api/v1/attention") and asked.append(r.post_data_json),
+    )
+    state = read_the_street(page)
+    continuation = [int(i) for i in state["cont"].split(",")]
+    analysis = httpx2.post(f"{llava_server}/api/v1/analyze", json={
+        "model": "long", "image": state["img"], "text": PROMPT, "continuation": continuation,
+    }, timeout=60).json()  # fmt: skip
+    positions = analysis["image"]["positions"]
+    n = len(positions)
+    assert analysis["long"] and n > 900  # (the street: 36 x 27 tokens of 8 pixels)
+    # the last position's row, as the API's window of that row gives it
+    columns, row = last_row(llava_server, state["img"], continuation, 0, "long", query=n - 1)
+    expect(page.locator("#readout")).to_contain_text(f"{columns[-1]} looks at · most at ▦")
+    strongest_named(page, columns, row)
+    # a patch clicked: its row asked for alone, its strongest patch named
+    at = next(j for j, p in enumerate(positions) if p["label"] == "▦ 20,30")
+    box = page.locator("#picture-main canvas").bounding_box()
+    width, height = analysis["image"]["width"], analysis["image"]["height"]
+    left, top, right, bottom = positions[at]["box"]
+    page.mouse.click(box["x"] + (left + right) / 2 / width * box["width"],
+                     box["y"] + (top + bottom) / 2 / height * box["height"])  # fmt: skip
+    expect(page.locator("#readout")).to_contain_text("▦ 20,30 looks at · most at ▦")
+    columns, row = last_row(llava_server, state["img"], continuation, 0, "long", query=at)
+    strongest_named(page, columns, row)
+    # every row the page asked for was one query's: no whole matrix of a long input
+    rows = [a.get("rows") for a in asked if a.get("image")]
+    assert rows and all(r is not None and r[1] - r[0] == 1 for r in rows), rows
+    # in Chinese on a phone, the same
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.click("#lang-zh")
+    expect(page.locator("#readout")).to_contain_text("▦ 20,30 关注 · 最关注 ▦", timeout=60_000)
+    strongest_named(page, columns, row)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
     assert errors == [], errors
     context.close()

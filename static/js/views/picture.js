@@ -3,10 +3,12 @@
 // for one head or the mean of a layer's heads. Each patch is placed by its box in the
 // picture's own pixels (analyze's `image`: the processor's resizing and cropping undone).
 
+import { Block } from "../api.js";
 import { attentionOf } from "../model-info.js";
 
 const TINT = [230, 60, 20]; // the weight's colour, its opacity the weight over the row's largest
 const QUERY = "#00b5d8"; // the query patch's outline
+const ROW_DELAY_MS = 80; // a long input's row is asked for once the pointer rests this long
 
 function labelOf(position) {
   return position.label;
@@ -50,17 +52,63 @@ function namesOf(t, image) {
   return named;
 }
 
-// the query's row over the keys: one head's, the layer's mean (made once a block), or
-// attention rollout's or flow's through every layer (`through(q)`: the lab's answer's row)
-function rowOf(block, state, q, through) {
-  if (through) return through(q);
-  if (state.avg) {
-    block.meanFlat ??= Float32Array.from(block.mean().flat());
-    return block.meanFlat.subarray(q * block.width, (q + 1) * block.width);
+// One query's row of one layer's heads (POST /api/v1/attention, rows [q, q + 1]): what a
+// long input's picture is drawn from, a row at a time (no whole matrix of it is kept).
+async function rowBlock(ctx, q) {
+  const { state } = ctx;
+  const asked = { model: state.model, ...ctx.inputBody, ...ctx.promptOptions };
+  const body = { ...asked, types: [state.type], layers: [state.layer], kinds: ["weights"] };
+  const answer = await ctx.api.attention({ ...body, encoding: "f4", rows: [q, q + 1] });
+  return new Block(answer.blocks[0]);
+}
+
+// Each head's row of a query over the keys, and their mean: a short input's from its
+// layer's block (every query's row at once), a long input's asked for a row at a time as
+// queries are chosen or pointed at, and kept (`held`, `ask`).
+class Rows {
+  constructor(ctx, block, q, long) {
+    this.ctx = ctx;
+    this.long = long;
+    this.count = block.count;
+    this.blocks = new Map(long ? [[q, block]] : []);
+    this.whole = long ? null : block;
+    this.means = new Map();
   }
-  return block
-    .flat(Math.min(state.head, block.count - 1))
-    .subarray(q * block.width, (q + 1) * block.width);
+
+  held(q) {
+    return !this.long || this.blocks.has(q);
+  }
+
+  async ask(q) {
+    if (!this.blocks.has(q)) this.blocks.set(q, await rowBlock(this.ctx, q));
+  }
+
+  head(h, q) {
+    if (this.long) return this.blocks.get(q).flat(h);
+    const { width } = this.whole;
+    return this.whole.flat(h).subarray(q * width, (q + 1) * width);
+  }
+
+  mean(q) {
+    if (!this.means.has(q)) {
+      const sum = new Float32Array(this.head(0, q).length);
+      for (let h = 0; h < this.count; h++) {
+        this.head(h, q).forEach((v, j) => {
+          sum[j] += v / this.count;
+        });
+      }
+      this.means.set(q, sum);
+    }
+    return this.means.get(q);
+  }
+}
+
+// the query's row over the keys: one head's, the layer's mean, or attention rollout's or
+// flow's through every layer (`through(q)`: the lab's answer's row)
+function rowOf(rows, state, q, through) {
+  if (through) return through(q);
+  if (state.avg) return rows.mean(q);
+  return rows.head(Math.min(state.head, rows.count - 1), q);
 }
 
 // the position whose box holds the picture's point (x, y), or -1
@@ -95,14 +143,14 @@ function drawOverlay(canvas, image, row, q) {
 
 // each head's map of the query (the layer's heads side by side, the picture under each):
 // a click opens that head
-function headStrip(ctx, block, pictureUrl, alt) {
+function headStrip(ctx, count, pictureUrl, alt) {
   const { t, state } = ctx;
   const strip = document.createElement("div");
   strip.className = "picture-heads";
   strip.setAttribute("role", "group");
   strip.setAttribute("aria-label", t("picture_heads").replace("{layer}", state.layer));
   const canvases = [];
-  for (let h = 0; h < block.count; h++) {
+  for (let h = 0; h < count; h++) {
     const button = document.createElement("button");
     button.type = "button";
     button.className = "picture-head";
@@ -169,8 +217,9 @@ async function draw(ctx) {
   const reads = image.positions.some((p) => p.kind === "text");
   const chosen = state.pq < 0 ? (reads ? last : 0) : Math.min(state.pq, last);
   const body = { model: state.model, ...ctx.inputBody, type: state.type };
-  // (rollout and flow where the model's lab runs them)
-  const runs = ctx.modelInfo().capabilities.experiments ?? [];
+  // (rollout and flow where the model's lab runs them: on inputs it reads whole)
+  const long = Boolean(ctx.analysis.long);
+  const runs = long ? [] : (ctx.modelInfo().capabilities.experiments ?? []);
   const pmap = runs.includes(state.pmap) ? state.pmap : "";
   // through every layer: rollout's whole matrix (any query's row at once), or the flow
   // into the chosen query (a maximum flow an input: another query is another request)
@@ -179,11 +228,12 @@ async function draw(ctx) {
     flow: () => ctx.lab("flow", { ...body, query: chosen }).then((r) => () => r.flow),
   }[pmap];
   const [block, rowThrough] = await Promise.all([
-    ctx.layerBlock(state.type, state.layer, "weights"),
+    long ? rowBlock(ctx, chosen) : ctx.layerBlock(state.type, state.layer, "weights"),
     through ? through() : null,
   ]);
   if (ctx.stale()) return;
-  const who = state.avg ? t("average") : `${t("head")} ${Math.min(state.head, block.count - 1)}`;
+  const rows = new Rows(ctx, block, chosen, long);
+  const who = state.avg ? t("average") : `${t("head")} ${Math.min(state.head, rows.count - 1)}`;
   const layers = attentionOf(ctx.modelInfo(), state.type).layers;
   elements.convention.textContent = through
     ? `${t(state.type)} · ${t(`picture_${pmap}_said`).replace("{n}", layers)}`
@@ -237,7 +287,7 @@ async function draw(ctx) {
   const canvas = document.createElement("canvas");
   canvas.setAttribute("aria-hidden", "true");
   frame.append(picture, canvas);
-  const heads = headStrip(ctx, block, picture.src, "");
+  const heads = headStrip(ctx, rows.count, picture.src, "");
   const headsTitle = document.createElement("figcaption");
   headsTitle.textContent = t("picture_heads").replace("{layer}", state.layer);
   figure.append(choose, frame);
@@ -260,13 +310,23 @@ async function draw(ctx) {
   }
 
   const named = namesOf(t, image); // (what is no patch, named once: not on each hover)
+  let wanted = chosen; // the query shown, or being asked for (a long input's)
+  let asking = null;
   const show = (q) => {
+    wanted = q;
+    clearTimeout(asking);
+    if (!rows.held(q)) {
+      // (a long input's row, asked for once the pointer rests on its patch, drawn if it
+      // is still the one wanted)
+      const ask = () => rows.ask(q).then(() => !ctx.stale() && wanted === q && show(q));
+      asking = setTimeout(() => ask().catch(() => {}), ROW_DELAY_MS);
+      return;
+    }
     const started = performance.now();
-    const row = rowOf(block, state, q, rowThrough);
+    const row = rowOf(rows, state, q, rowThrough);
     drawOverlay(canvas, image, row, q);
     heads.canvases.forEach((small, h) => {
-      const of = block.flat(h).subarray(q * block.width, (q + 1) * block.width);
-      drawOverlay(small, image, of, q);
+      drawOverlay(small, image, rows.head(h, q), q);
     });
     elements.readout.textContent = said(t, image, row, q, named);
     performance.measure("attnviz:overlay", { start: started, end: performance.now() });
@@ -324,6 +384,7 @@ export const view = {
   choices: { pmap: ["", "rollout", "flow"] },
   clearedOn: { pq: "input" },
   draw,
+  long: true, // (a long input's rows asked for one at a time)
   prefetch: (ctx) => ctx.layerBlock(ctx.state.type, ctx.state.layer, "weights"),
   strings: {
     en: {
