@@ -10,6 +10,7 @@ own resolution, patches merged (Qwen2-VL; LightOnOcr's Pixtral-sized picture).""
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import sys
@@ -277,6 +278,10 @@ class GridTokens:
         return cells(place, place.size[1] // t, place.size[0] // t, (t, t))
 
 
+# pictures a placing's count is checked on against its image processor's own
+PROBES = ((70, 50), (640, 480), (1000, 200), (30, 900))
+
+
 class DynamicTokens(GridTokens):
     """Qwen2-VL's own resolution: the picture resized to the nearest multiple of a
     merged token's side whose pixels lie within the processor's bounds (its
@@ -294,12 +299,43 @@ class DynamicTokens(GridTokens):
                 f"its image processor ({type(image_processor).__name__}) states no resize "
                 "rule: its picture's patches cannot be placed"
             )
+        # (GLM-4V's rule counts a picture's frames: its own signature says so)
+        self._frames = "num_frames" in inspect.signature(self._resize).parameters
+        self._agrees()
+
+    def _agrees(self) -> None:
+        """A CheckpointError unless the image processor's own count of a picture's patches
+        is this placing's, on pictures wide, tall, small and large (a rule of the same
+        name that reads other settings, or pads after it resizes, is not Qwen2-VL's)."""
+        counted = getattr(self.image_processor, "get_number_of_image_patches", None)
+        named = type(self.image_processor).__name__
+        for width, height in PROBES:
+            try:  # (a picture its own count refuses, too long or thin, is no probe)
+                theirs = counted(height, width, {}) // self.merge**2 if counted else None
+            except (TypeError, ValueError, KeyError, ArithmeticError):
+                continue
+            try:
+                ours = self.count(width, height)
+            except (TypeError, ValueError, KeyError, ArithmeticError) as exc:
+                raise CheckpointError(
+                    f"its image processor ({named}) resizes by a rule not mapped yet: {exc}"
+                ) from None
+            if theirs is not None and ours != theirs:
+                raise CheckpointError(
+                    f"its image processor ({named}) reads a {width} x {height} picture as "
+                    f"{theirs} tokens where Qwen2-VL's rule gives {ours}: not mapped yet"
+                )
 
     def place(self, width: int, height: int) -> Geometry:
         """Where the processor's pixels lie in a picture of this size."""
         size = self.image_processor.size
-        h, w = self._resize(height, width, self.patch, min_pixels=size["shortest_edge"],
-                            max_pixels=size["longest_edge"])  # fmt: skip
+        bounds = {"min_pixels": size["shortest_edge"], "max_pixels": size["longest_edge"]}
+        if self._frames:  # (GLM-4V's: a picture is read as its temporal patch's frames)
+            frames = int(self.image_processor.temporal_patch_size)
+            h, w = self._resize(num_frames=frames, height=height, width=width,
+                                temporal_factor=frames, factor=self.patch, **bounds)  # fmt: skip
+        else:
+            h, w = self._resize(height, width, self.patch, **bounds)
         return Geometry((width, height), (w, h), (0, 0), (w, h))
 
 

@@ -278,3 +278,46 @@ def test_a_tiles_tokens_merge_its_patches_in_the_order_the_placing_names_them(tm
     for token, patches in enumerate(held.tolist()):
         blocks = {(p // side // 2, p % side // 2) for p in patches}
         assert blocks == {divmod(token, n)}, (token, patches)
+
+
+def own_resolution_processors() -> list[str]:
+    """transformers' PIL image processors with Qwen2-VL's settings (a merge and a temporal
+    patch): those the own-resolution placing may read."""
+    found = []
+    for name in sorted(n for n in dir(T) if n.endswith("ImageProcessorPil")):
+        try:
+            made = getattr(T, name)()
+        except Exception:  # (one that needs settings of its own: not at its defaults)
+            continue
+        if {"merge_size", "temporal_patch_size"} <= set(vars(made)):
+            found.append(name)
+    return found
+
+
+# (those of the architectures the matrix serves by this placing: never refused)
+PLACED = {"Qwen2VLImageProcessorPil", "Glm4vImageProcessorPil", "Glm46VImageProcessorPil"}
+
+
+@pytest.mark.parametrize("name", own_resolution_processors())
+def test_the_own_resolution_placing_is_each_image_processors_grid_or_refused(name):
+    """Each such image processor at its defaults: the placing's grid of a picture is the
+    grid the processor itself sends (`image_grid_thw`, merged), wide, tall and small; or
+    the placing refuses the processor when it is read, naming it (GLM-4V's resize rule,
+    which counts frames, was read as Qwen2-VL's and miscounted every picture)."""
+    from attnviz.model.hf.image_tokens import DynamicTokens
+
+    made = getattr(T, name)()
+    try:
+        placing = DynamicTokens(made)
+    except CheckpointError as exc:
+        assert name in str(exc) and name not in PLACED, exc
+        return
+    merge = made.merge_size
+    for width, height in [(70, 50), (300, 120), (90, 300)]:
+        sent = made(images=Image.new("RGB", (width, height)), return_tensors="pt")
+        _, rows, columns = sent["image_grid_thw"][0].tolist()
+        w, h = placing.place(width, height).size
+        assert (h // placing.patch, w // placing.patch) == (rows // merge, columns // merge), (
+            name, width, height,
+        )  # fmt: skip
+        assert placing.count(width, height) == rows * columns // merge**2
