@@ -52,20 +52,25 @@ FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
             "VideoLlavaProcessor": "llava", "LlavaOnevisionProcessor": "anyres",
             "Idefics2Processor": "queries", "Blip2Processor": "qformer",
             "InstructBlipProcessor": "qformer", "AriaProcessor": "aria",
-            "Ovis2Processor": "ovis"}  # fmt: skip
+            "Ovis2Processor": "ovis", "GraniteDoclingProcessor": "docling"}  # fmt: skip
+
+# the processor class a real folder names in its processor_config.json, where transformers'
+# auto mapping names none (GLM-OCR has no processing module of its own: zai-org/GLM-OCR's
+# folder names GLM-4.6V's processor, as mlx-vlm's port of it reads it)
+NAMED_BY_FOLDERS = {"glm_ocr": "Glm46VProcessor"}
 
 
 def family_of(model_type: str) -> tuple[str, str]:
     """(the family of the architecture's processor, how its tiny model is made: "llava",
     "paligemma", "pooled", "tiles", "canvas", "square", "rows", "anyres", "dynamic",
-    "ovis", "queries" (Idefics2's), "qformer" (BLIP-2's, InstructBLIP's), "aria", or "",
+    "ovis", "queries" (Idefics2's), "qformer" (BLIP-2's, InstructBLIP's), "aria",
+    "docling" (GraniteDocling's tiles), or "",
     its processor's class name or why none is read: the placings image_tokens.py maps are
     those of the families here)."""
     import transformers
-    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
-    named = PROCESSOR_MAPPING_NAMES.get(model_type)
+    named = PROCESSOR_MAPPING_NAMES.get(model_type) or NAMED_BY_FOLDERS.get(model_type)
     if not isinstance(named, str):
         return "", "transformers names no processor for it"
     try:
@@ -77,18 +82,9 @@ def family_of(model_type: str) -> tuple[str, str]:
     for kind, family in FAMILIES.items():
         if kind in kinds:
             return family, named
-    # its image processor: its own, else that of an architecture sharing its processor
-    # class (Qwen3-VL-MoE names none of its own: Qwen3-VL's processor reads its pictures)
-    sharing = [t for t, n in PROCESSOR_MAPPING_NAMES.items() if n == named]
-    images = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or next(
-        (IMAGE_PROCESSOR_MAPPING_NAMES[t] for t in sharing if t in IMAGE_PROCESSOR_MAPPING_NAMES),
-        None,
-    )
-    names = list(images.values()) if isinstance(images, dict) else list(images or ())
-    for name in [n for n in names if n]:
-        pil = getattr(transformers, f"{name.removesuffix('Fast')}Pil", None)
-        if pil is not None and {"merge_size", "temporal_patch_size"} <= set(vars(pil())):
-            return "dynamic", named
+    images = image_processor_names(model_type, named)
+    if own_resolution_images(model_type, named) is not None:
+        return "dynamic", named
     # (transformers' own marks: the class requires torchvision, or its pictures are read
     # by a torchvision image processor alone)
     needs = "torchvision" in (getattr(cls, "_backends", None) or ())
@@ -98,6 +94,34 @@ def family_of(model_type: str) -> tuple[str, str]:
             "install beside the CPU build of torch here"
         )
     return "", f"its processor ({named}) places a picture's tokens in a way not mapped yet"
+
+
+def image_processor_names(model_type: str, named: str) -> Any:
+    """transformers' image processor names of the architecture: its own, else those of an
+    architecture sharing its processor class (Qwen3-VL-MoE names none of its own:
+    Qwen3-VL's processor reads its pictures)."""
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    sharing = [t for t, n in PROCESSOR_MAPPING_NAMES.items() if n == named]
+    return IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or next(
+        (IMAGE_PROCESSOR_MAPPING_NAMES[t] for t in sharing if t in IMAGE_PROCESSOR_MAPPING_NAMES),
+        None,
+    )
+
+
+def own_resolution_images(model_type: str, named: str) -> Any:
+    """The architecture's PIL image processor class where it has Qwen2-VL's settings (a
+    merge and a temporal patch: the own-resolution placing's), else None."""
+    import transformers
+
+    images = image_processor_names(model_type, named)
+    names = list(images.values()) if isinstance(images, dict) else list(images or ())
+    for name in [n for n in names if n]:
+        pil = getattr(transformers, f"{name.removesuffix('Fast')}Pil", None)
+        if pil is not None and {"merge_size", "temporal_patch_size"} <= set(vars(pil())):
+            return pil
+    return None
 
 
 def sized(default: Any, sizes: dict) -> dict:
@@ -169,6 +193,11 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
             image_token_id=ids["<IMG_ATOM>"], hidden_size=TEXT["hidden_size"],
             visual_indicator_token_ids=[ids[t] for t in OVIS[1:]],
         )  # fmt: skip
+    if family == "docling":  # (2 x 2 patches a token, into the language model's width)
+        vision |= {"scale_factor": 2, "out_hidden_size": TEXT["hidden_size"],
+                   "use_fine_route": False}  # fmt: skip
+        return AutoConfig.for_model(model_type, text_config=sized(default.text_config, TEXT),
+                                    vision_config=vision, image_token_id=ids[IMAGE])  # fmt: skip
     if family == "queries":  # (Idefics2's perceiver: 4 latents a picture)
         extra["perceiver_config"] = sized(default.perceiver_config, dict(
             hidden_size=TEXT["hidden_size"], resampler_n_latents=4, resampler_depth=1,

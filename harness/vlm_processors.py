@@ -5,7 +5,9 @@ Aya Vision's, Ovis2's atoms), the tokens written around it, and LLaVA-NeXT's can
 
 from __future__ import annotations
 
+import inspect
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +158,13 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
             image_processor=transformers.Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
             tokenizer=fast, image_seq_length=4,
         ).save_pretrained(folder)  # fmt: skip
+    elif family == "docling":  # (tiles of 32 x 32, at most 4, and a thumbnail)
+        transformers.GraniteDoclingProcessor(
+            image_processor=transformers.GraniteDoclingImageProcessorPil(
+                size={"height": 32, "width": 32}, max_patches=4
+            ),
+            tokenizer=fast, image_seq_len=4,
+        ).save_pretrained(folder)  # fmt: skip
     elif family == "tiles" and named == "Idefics3Processor":
         transformers.Idefics3Processor(
             image_processor=transformers.Idefics3ImageProcessorPil(
@@ -168,12 +177,16 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
             size={"longest_edge": 64}, max_image_size={"longest_edge": 32}
         )
         in_parts(folder, named, images, fast, image_seq_len=4)
-    else:  # (its processor's class is read by its pictures' half: saved as its parts)
-        side = 28
-        images = transformers.Qwen2VLImageProcessorPil(
-            min_pixels=side * side * 4, max_pixels=side * side * 16, patch_size=14,
-            merge_size=2, temporal_patch_size=2,
-        )  # fmt: skip
+    else:  # (its own image processor, Qwen2-VL's settings; saved as its parts: its
+        # processor's class is read by its pictures' half)
+        from harness.vlm_checkpoints import own_resolution_images
+
+        side, own = 28, own_resolution_images(model_type, named)
+        # (4 to 16 tokens a picture: GLM-4V's bounds count a picture's 2 frames)
+        frames = "num_frames" in inspect.signature(sys.modules[own.__module__].smart_resize).parameters
+        least, most = (side * side * n * (2 if frames else 1) for n in (4, 16))
+        images = own(size={"shortest_edge": least, "longest_edge": most}, patch_size=14,
+                     merge_size=2, temporal_patch_size=2)  # fmt: skip
         in_parts(folder, named, images, fast)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from ..checkpoints import CheckpointError
 from ..patches import PADDING, QUERY, Geometry, ImagePosition, cells
-from .tiles import TILING, AnyResTokens, CanvasTiles, TiledTokens, per_tile
+from .tiles import TILING, AnyResTokens, CanvasTiles, DoclingTiles, TiledTokens, per_tile
 from .vision import geometry, shape_only
 
 
@@ -144,6 +144,13 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         tiling = {name: sent(processor, name) for name in TILING}
         canvas = CanvasTiles(image_processor, patch, scale, tiling)
         return per_tile(canvas, getattr(processor, "image_seq_length", None))
+    if "GraniteDoclingProcessor" in kinds:  # (its own grid of tiles, Idefics3's prompt)
+        if sent(processor, "fine_route"):
+            raise CheckpointError("GraniteDocling's fine route (4 x a tile's tokens) is not mapped yet")
+        tiling = {name: sent(processor, name) for name in TILING}
+        scale = int(getattr(vision, "scale_factor", 1))
+        docling = DoclingTiles(image_processor, patch, scale, tiling)
+        return per_tile(docling, getattr(processor, "image_seq_len", None))
     if kinds & {"Blip2Processor", "InstructBlipProcessor"}:  # (its Q-Former's queries)
         if not getattr(config, "use_decoder_only_language_model", True):
             raise CheckpointError(

@@ -226,3 +226,16 @@ class CanvasTiles(TiledTokens):
         if rows * columns <= 1:
             return 0, 0, whole
         return rows, columns, (columns * self.tile, rows * self.tile)
+
+
+class DoclingTiles(CanvasTiles):
+    """GraniteDocling's tiles: GotOcr2's canvas of square tiles (CanvasTiles), its grid by
+    its image processor's own rule (`get_tile_grid`: at most 16 tiles a side, and its
+    dense pages' spread), the whole picture's thumbnail after them where there are several;
+    a tile's patches merged `scale` x `scale` into one token (Idefics3's pixel shuffle)."""
+
+    def tiles(self, width: int, height: int) -> tuple[int, int, tuple[int, int]]:
+        rows, columns = self.image_processor.get_tile_grid(height, width, dict(self.tiling))
+        if rows * columns <= 1:
+            return 0, 0, (self.tile, self.tile)
+        return rows, columns, (columns * self.tile, rows * self.tile)

@@ -64,7 +64,7 @@ def cell_of(k: int, grid: tuple[int, int]) -> tuple[int, int, int]:
 
 
 MARKED = ["deepseek_vl", "janus", "lighton_ocr", "aya_vision", "internvl", "qianfan_ocr",
-          "idefics3", "smolvlm", "ovis2"]  # fmt: skip
+          "idefics3", "smolvlm", "ovis2", "granite_docling"]  # fmt: skip
 
 
 @pytest.mark.parametrize("model_type", MARKED)
@@ -253,6 +253,9 @@ def merged(model_type: str, model, side: int) -> torch.Tensor:
     if model_type in ("idefics3", "smolvlm"):
         connector = model.model.connector
         out = connector.pixel_shuffle(patches, connector.scale_factor)
+    elif model_type == "granite_docling":  # (its coarse route: scale_factor x scale_factor)
+        coarse = model.model.vision_model.connector.coarse
+        out = coarse.pixel_shuffle(patches, coarse.scale_factor)
     elif model_type == "aya_vision":
         out = model.model.multi_modal_projector.pixel_shuffle(patches).reshape(1, -1, 4)
     else:  # (InternVL's, Qianfan-OCR's: on the patches' grid)
@@ -263,7 +266,7 @@ def merged(model_type: str, model, side: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("model_type", ["idefics3", "smolvlm", "aya_vision", "internvl",
-                                        "qianfan_ocr"])  # fmt: skip
+                                        "qianfan_ocr", "granite_docling"])  # fmt: skip
 def test_a_tiles_tokens_merge_its_patches_in_the_order_the_placing_names_them(tmp_path, model_type):
     """The boxes of a tile's tokens assume the pixel shuffle merges each 2 x 2 block of
     patches into one token, the tokens row by row: transformers' own pixel shuffle,
