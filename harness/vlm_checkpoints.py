@@ -52,7 +52,10 @@ FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
             "VideoLlavaProcessor": "llava", "LlavaOnevisionProcessor": "anyres",
             "Idefics2Processor": "queries", "Blip2Processor": "qformer",
             "InstructBlipProcessor": "qformer", "AriaProcessor": "aria",
-            "Ovis2Processor": "ovis", "GraniteDoclingProcessor": "docling"}  # fmt: skip
+            "Ovis2Processor": "ovis", "GraniteDoclingProcessor": "docling",
+            "ChameleonProcessor": "vq", "Emu3Processor": "vq",
+            "DeepseekOcr2Processor": "views", "MiniCPMV4_6Processor": "slices",
+            "MiniCPMV4_7Processor": "slices"}  # fmt: skip
 
 # the processor class a real folder names in its processor_config.json, where transformers'
 # auto mapping names none (GLM-OCR has no processing module of its own: zai-org/GLM-OCR's
@@ -127,9 +130,17 @@ def own_resolution_images(model_type: str, named: str) -> Any:
 def sized(default: Any, sizes: dict) -> dict:
     """A sub-config's dict with the sizes it has set tiny, its dropouts at 0."""
     found = default.to_dict()
+    was = dict(found)
     for name, value in sizes.items():
         if name in found:
             found[name] = value
+    # (its key/value heads, where it has its own, as many to a query head's as it states:
+    # EXAONE 4.5's and LFM3-VL's vision towers share 8 among 16)
+    heads = next((n for n in ("num_attention_heads", "num_heads") if n in sizes and n in found), "")
+    if heads and "num_key_value_heads" in found and "num_key_value_heads" not in sizes:
+        shared = was["num_key_value_heads"]
+        if isinstance(shared, int) and isinstance(was[heads], int) and was[heads] % shared == 0:
+            found["num_key_value_heads"] = max(1, found[heads] * shared // was[heads])
     for name, value in list(found.items()):
         if "dropout" in name and isinstance(value, float):
             found[name] = 0.0
@@ -145,6 +156,38 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
     from transformers import AutoConfig
 
     default = AutoConfig.for_model(model_type)
+    if family == "vq":  # (Chameleon's and Emu3's VQ-VAE: its codes are text tokens)
+        return vq_tiny(model_type, default, ids)
+    if family == "views":  # (DeepSeek-OCR-2's: a 768-pixel view its processor counts as
+        # 144 queries; SAM's patches of 64 pixels, its neck halving twice: 3 x 3 features
+        # (at most 144: its encoder's queries of a 768-pixel view, 144))
+        sam = sized(default.vision_config.sam_config, dict(
+            hidden_size=32, output_channels=32, num_hidden_layers=2, num_attention_heads=4,
+            mlp_dim=64, patch_size=64, window_size=4, global_attn_indexes=[1],
+            downsample_channels=[32, 64]))  # fmt: skip
+        encoder = sized(default.vision_config.encoder_config, TEXT | dict(vocab_size=8))
+        text = sized(default.text_config, TEXT | dict(
+            n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
+            moe_intermediate_size=32, mlp_layer_types=["dense", "sparse"]))  # fmt: skip
+        text.pop("head_dim", None)  # (its own: hidden_size / heads)
+        return AutoConfig.for_model(model_type, text_config=text, image_token_id=ids[IMAGE],
+                                    vision_config={"sam_config": sam,
+                                                   "encoder_config": encoder})  # fmt: skip
+    if family == "slices":  # (MiniCPM-V's: its window merger after layer 0, then its
+        # merger: a token 4 x 4 patches of 8 pixels)
+        extra = {}
+        if hasattr(default, "newline_id"):  # (4.7's canvas M-RoPE reads its markers; its
+            # newline: the BPE's "\n")
+            extra = dict(image_start_id=ids["<start_of_image>"],
+                         image_end_id=ids["<end_of_image>"],
+                         slice_start_id=ids["<|vision_start|>"],
+                         slice_end_id=ids["<|vision_end|>"],
+                         newline_id=tokenizer(SPECIALS).token_to_id("Ċ"))  # fmt: skip
+        return AutoConfig.for_model(
+            model_type, text_config=sized(default.text_config, TEXT), insert_layer_id=0,
+            vision_config=sized(default.vision_config, VISION | dict(image_size=64)),
+            image_token_id=ids[IMAGE], video_token_id=ids["<|video_pad|>"], **extra,
+        )  # fmt: skip
     vision = sized(default.vision_config, VISION)
     # (LLaVA-OneVision's any resolution reads SigLIP's patches, all of them: its own)
     onevision = hasattr(default, "vision_aspect_ratio")
@@ -232,6 +275,36 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
         half = rope.get("partial_rotary_factor", text.get("partial_rotary_factor", 1.0)) == 0.5
         text["rope_parameters"] = {**rope, "mrope_section": [1, 1, 2] if half else [2, 3, 3]}
     return AutoConfig.for_model(model_type, text_config=text, vision_config=vision, **extra)
+
+
+CODES = 16  # (a VQ-VAE's codebook: its codes' ids the last of the text's vocabulary)
+
+
+def vq_tiny(model_type: str, default: Any, ids: dict[str, int]):
+    """Chameleon's and Emu3's: a VQ-VAE of three halvings (a code an 8 x 8 block, as
+    Emu3's processor counts them), 32 channels (GroupNorm's 32 groups), 16 codes, whose
+    ids are the last 16 of the text's vocabulary (Emu3's row-end token just before)."""
+    from transformers import AutoConfig
+
+    top = TEXT["vocab_size"]
+    if model_type == "chameleon":  # (its codes named "IMGIMG", their digits as A-J, "Z")
+        vq = sized(default.vq_config, dict(
+            embed_dim=16, num_embeddings=CODES, latent_channels=16, base_channels=32,
+            channel_multiplier=[1, 1, 1, 1], num_res_blocks=1, resolution=32))  # fmt: skip
+        names = {"IMGIMG" + "".join(chr(ord("A") + int(d)) for d in str(c)) + "Z": top - CODES + c
+                 for c in range(CODES)}  # fmt: skip
+        text = {k: v for k, v in TEXT.items() if k != "head_dim"}
+        return AutoConfig.for_model(model_type, **text, vq_config=vq,
+                                    vocabulary_map={"<image>": ids[IMAGE], **names})  # fmt: skip
+    vq = sized(default.vq_config, dict(
+        codebook_size=CODES, embed_dim=4, latent_channels=4, base_channels=32,
+        channel_multiplier=[1, 1, 1, 1], num_res_blocks=1, attn_resolutions=[],
+        hidden_size=32, num_attention_heads=1))  # fmt: skip
+    names = {f"<|visual token{c:06d}|>": top - CODES + c for c in range(CODES)}
+    names["<|extra_200|>"] = top - CODES - 1  # (the row-end token)
+    return AutoConfig.for_model(model_type, text_config=sized(default.text_config, TEXT),
+                                vq_config=vq,
+                                vocabulary_map={"<image>": ids[IMAGE], **names})  # fmt: skip
 
 
 def picture() -> Image.Image:

@@ -21,6 +21,19 @@ ROWS = {"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
 AYA = ("<|START_OF_IMG|>", "<|END_OF_IMG|>", "<|IMG_PATCH|>", "<|IMG_LINE_BREAK|>")
 # (Ovis2's: a picture's atoms, and what it writes around them and between its tiles)
 OVIS = ("<IMG_ATOM>", "<IMG_START>", "<IMG_GRID>", "<IMG_COL>", "<IMG_ROW>", "<IMG_END>")
+# (the tokens Chameleon's and Emu3's processors write around a picture's codes)
+VQ = {"ChameleonProcessor": {"image_token": IMAGE, "boi_token": "<start_of_image>",
+                             "eoi_token": "<end_of_image>"},
+      "Emu3Processor": {"image_token": IMAGE, "boi_token": "<start_of_image>",
+                        "eoi_token": "<end_of_image>",
+                        "image_wrapper_token": "<fake_token_around_image>",
+                        "eof_token": "<global-img>"}}  # fmt: skip
+# (MiniCPM-V's: a picture's, a video's, a picture's and a slice's start and end, its id's)
+MINICPM = {"image_token": IMAGE, "video_token": "<|video_pad|>",
+           "image_start_token": "<start_of_image>", "image_end_token": "<end_of_image>",
+           "slice_start_token": "<|vision_start|>", "slice_end_token": "<|vision_end|>",
+           "image_id_start_token": "<row_1_col_1>",
+           "image_id_end_token": "<row_1_col_2>"}  # fmt: skip
 SPECIALS = (
     "<|endoftext|>", IMAGE, PAD, SOFT, "<start_of_image>", "<end_of_image>", "<bos>",
     "<fake_token_around_image>", "<global-img>", "<|vision_start|>", "<|vision_end|>",
@@ -54,14 +67,44 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
     if family == "square":  # (DeepSeek-VL's and Janus's processors read theirs from it)
         named_tokens = {"image_token": IMAGE, "boi_token": "<start_of_image>",
                         "eoi_token": "<end_of_image>"}  # fmt: skip
+    # (Chameleon's, Emu3's, DeepSeek-OCR-2's and MiniCPM-V's processors read theirs from it)
+    named_tokens = VQ.get(named, named_tokens)
+    if family in ("views", "slices"):
+        named_tokens = {"image_token": IMAGE} if family == "views" else MINICPM
     fast = transformers.PreTrainedTokenizerFast(
         tokenizer_object=made, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
         bos_token="<bos>", extra_special_tokens=named_tokens,
+        # (Chameleon's processor appends it; not the padding's id 0, which generate masks)
+        **({"sep_token": "<fake_token_around_image>"} if named == "ChameleonProcessor" else {}),
     )  # fmt: skip
     # (LLaVA's settings: 8-pixel patches, its class token dropped)
     llava = dict(patch_size=8, vision_feature_select_strategy="default", image_token=IMAGE,
                  num_additional_image_tokens=1)  # fmt: skip
-    if family == "llava" and named == "LlavaProcessor":
+    if named == "ChameleonProcessor":  # (a 32-pixel crop: 4 x 4 codes)
+        transformers.ChameleonProcessor(
+            image_processor=transformers.ChameleonImageProcessorPil(
+                size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
+            tokenizer=fast, image_seq_length=16,
+        ).save_pretrained(folder)  # fmt: skip
+    elif named == "Emu3Processor":  # (at most 32 x 32 pixels, sides multiples of 8: 70 x 50
+        # is 3 rows of 4 codes and a row end)
+        transformers.Emu3Processor(
+            image_processor=transformers.Emu3ImageProcessor(
+                min_pixels=8 * 8, max_pixels=32 * 32, spatial_factor=8),
+            tokenizer=fast,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "views":  # (views of 768 pixels: 144 queries; 70 x 50 is not tiled)
+        transformers.DeepseekOcr2Processor(
+            image_processor=transformers.DeepseekOcr2ImageProcessorPil(
+                size={"height": 768, "width": 768}, tile_size=768),
+            tokenizer=fast, patch_size=16, downsample_ratio=4,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "slices":  # (about 32 x 32 pixels whole, then its slices: 70 x 50 is
+        # 1 token and 4 slices of 1; its class's video half needs torchvision)
+        images = transformers.MiniCPMV4_6ImageProcessorPil(
+            scale_resolution=32, patch_size=8, max_slice_nums=4)  # fmt: skip
+        in_parts(folder, named, images, fast)
+    elif family == "llava" and named == "LlavaProcessor":
         transformers.LlavaProcessor(
             image_processor=transformers.CLIPImageProcessorPil(
                 size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
@@ -182,11 +225,21 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
         from harness.vlm_checkpoints import own_resolution_images
 
         side, own = 28, own_resolution_images(model_type, named)
-        # (4 to 16 tokens a picture: GLM-4V's bounds count a picture's 2 frames)
-        frames = "num_frames" in inspect.signature(sys.modules[own.__module__].smart_resize).parameters
-        least, most = (side * side * n * (2 if frames else 1) for n in (4, 16))
-        images = own(size={"shortest_edge": least, "longest_edge": most}, patch_size=14,
-                     merge_size=2, temporal_patch_size=2)  # fmt: skip
+        # (as its vision tower reads pictures: its patch, merge and temporal patch, where
+        # its config states them; Cosmos3-Edge's and PaddleOCR-VL's patchify their own way)
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        vision = config.get("vision_config") or {}
+        said = {"patch_size": vision.get("patch_size"),
+                "merge_size": vision.get("spatial_merge_size"),
+                "temporal_patch_size": vision.get("temporal_patch_size")}  # fmt: skip
+        # (4 to 16 tokens a picture: GLM-4V's bounds count a picture's frames)
+        rule = sys.modules[own.__module__].smart_resize
+        frames = (
+            said["temporal_patch_size"] if "num_frames" in inspect.signature(rule).parameters else 1
+        )
+        least, most = (side * side * n * (frames or 2) for n in (4, 16))
+        images = own(size={"shortest_edge": least, "longest_edge": most},
+                     **{k: v for k, v in said.items() if isinstance(v, int)})  # fmt: skip
         in_parts(folder, named, images, fast)
 
 

@@ -65,7 +65,11 @@ def hf_architecture(config) -> str:
     arch = (getattr(config, "architectures", None) or [""])[0]
     if config.model_type in vision_language_types() and (
         config.model_type not in texts  # (Gemma 3's type is a text model's too: its folder
-        or (arch in vision_language_classes() and hasattr(config, "vision_config"))  # says)
+        # (Emu3's is too: its pictures are read by a VQ-VAE, its vq_config)
+        or (
+            arch in vision_language_classes()
+            and (hasattr(config, "vision_config") or hasattr(config, "vq_config"))
+        )  # says)
     ):
         return "vision-language"
 

@@ -1,25 +1,35 @@
 """What a vision-language model's processor turns a picture into in the prompt: the token
 written where the picture goes, the tokens around it, and where each of the image tokens
-it becomes lies in the picture (`ImageTokens`): one per patch of the vision tower's grid
-after the processor's resize and crop (LLaVA, Video-LLaVA, PaliGemma; DeepSeek-VL's and
-Janus's letterboxed square), a square grid of pooled patches (Gemma 3), tiles of merged
-patches and the whole picture's thumbnail (Idefics3, SmolVLM; the canvas of tiles of Aya
-Vision, InternVL and Qianfan-OCR; the base and any-resolution grid of LLaVA-NeXT, its
-Video and OneVision: those that cut the picture are in tiles.py), or the picture at its
-own resolution, patches merged (Qwen2-VL; LightOnOcr's Pixtral-sized picture)."""
+it becomes lies in the picture (`ImageTokens`), by the placing its processor's class
+names (`image_tokens`): one per patch of the vision tower's grid after the processor's
+resize and crop (LLaVA, Video-LLaVA, PaliGemma; DeepSeek-VL's and Janus's letterboxed
+square; Chameleon's VQ codes), a square grid of pooled patches (Gemma 3); tiles of merged
+patches and the whole picture's thumbnail (tiles.py: Idefics3, SmolVLM, GraniteDocling;
+the canvas of tiles of Aya Vision, InternVL and Qianfan-OCR; the base and any-resolution
+grid of LLaVA-NeXT, its Video and OneVision; MiniCPM-V's slices); the picture at its own
+resolution, patches merged (resolution.py: Qwen2-VL and its kin, Pixtral's rows, Emu3's
+codes); or learned queries with no place on it (queries.py)."""
 
 from __future__ import annotations
 
-import inspect
 import math
 import re
-import sys
 from typing import Any, Protocol
 
 from ..checkpoints import CheckpointError
-from ..patches import PADDING, QUERY, Geometry, ImagePosition, cells
-from .tiles import TILING, AnyResTokens, CanvasTiles, DoclingTiles, TiledTokens, per_tile
-from .vision import geometry, shape_only
+from ..patches import PADDING, Geometry, ImagePosition, cells
+from .queries import VIEWS, ViewQueries, queries
+from .resolution import DynamicTokens, RowEndTokens, RowTokens
+from .tiles import (
+    TILING,
+    AnyResTokens,
+    CanvasTiles,
+    DoclingTiles,
+    SliceTokens,
+    TiledTokens,
+    per_tile,
+)
+from .vision import geometry
 
 
 def image_token_of(config: Any, processor: Any) -> tuple[str, int]:
@@ -76,7 +86,8 @@ MAPPED = (
     "and a thumbnail), LLaVA-NeXT's and LLaVA-OneVision's (a base and an any-resolution "
     "grid), Qwen2-VL's and LightOnOCR's (its own resolution, patches merged), Idefics2's, "
     "BLIP-2's, InstructBLIP's and Aria's (a resampler's learned queries, no place on the "
-    "picture) are"
+    "picture), Chameleon's and Emu3's (a VQ-VAE's codes), DeepSeek-OCR-2's (its encoder's "
+    "queries of each view) and MiniCPM-V's (the picture and its slices) are"
 )
 
 
@@ -92,20 +103,40 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
     """How the folder's processor places a picture's tokens (by its class, or its
     pictures' half's: see the module's docstring); a CheckpointError naming why for any
     other, or for settings a placing does not map."""
+    kinds = {c.__name__ for c in type(processor).__mro__}  # (a pictures-only half: its own)
+    image_processor = getattr(processor, "image_processor", None)
+    if image_processor is None:
+        raise CheckpointError("its processor has no image processor: its picture is not read")
+    vq = getattr(config, "vq_config", None)  # (Chameleon's and Emu3's VQ-VAE: a code a
+    # block of 2^(levels - 1) pixels a side, its channel_multiplier's levels)
+    block = 2 ** (len(vq.channel_multiplier) - 1) if vq is not None else 0
+    if "ChameleonProcessor" in kinds and block:
+        placed = PatchTokens(image_processor, block, cls_kept=False)
+        stated = getattr(processor, "image_seq_length", None)
+        if placed.count(1, 1) != stated:
+            raise CheckpointError(
+                f"its processor writes {stated!r} tokens a picture, where its VQ-VAE's grid "
+                f"has {placed.count(1, 1)}: its picture's tokens cannot be placed"
+            )
+        return placed
+    if "Emu3Processor" in kinds and block:
+        if getattr(processor, "downsample_ratio", None) != block:
+            raise CheckpointError("its processor's downsample_ratio is not its VQ-VAE's block")
+        return RowEndTokens(image_processor, block)
+    if "DeepseekOcr2Processor" in kinds:
+        per = processor.patch_size * processor.downsample_ratio
+        views = {name: sent(processor, name) for name in VIEWS}
+        return ViewQueries(views, per, image_processor.size["height"])
     vision = getattr(config, "vision_config", None)
     patch = getattr(vision, "patch_size", None)
     if isinstance(patch, (list, tuple)) and len(set(patch)) == 1:  # (InternVL's: square)
         patch = patch[0]
-    image_processor = getattr(processor, "image_processor", None)
-    if image_processor is None:
-        raise CheckpointError("its processor has no image processor: its picture is not read")
     if not isinstance(patch, int) or patch <= 0:
         raise CheckpointError(
             f"its vision tower's patches are {patch!r}, not squares of a size: its picture's "
             "patches cannot be placed"
         )
     named = type(processor).__name__.removesuffix("Pictures")  # (vlm.pictures_half's)
-    kinds = {c.__name__ for c in type(processor).__mro__}  # (a pictures-only half: its own)
     if kinds & {"LlavaNextProcessor", "LlavaNextVideoProcessor"}:
         if getattr(config, "vision_feature_select_strategy", "default") != "default":
             raise CheckpointError("LLaVA-NeXT keeping its class tokens is not mapped yet")
@@ -146,7 +177,9 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         return per_tile(canvas, getattr(processor, "image_seq_length", None))
     if "GraniteDoclingProcessor" in kinds:  # (its own grid of tiles, Idefics3's prompt)
         if sent(processor, "fine_route"):
-            raise CheckpointError("GraniteDocling's fine route (4 x a tile's tokens) is not mapped yet")
+            raise CheckpointError(
+                "GraniteDocling's fine route (4 x a tile's tokens) is not mapped yet"
+            )
         tiling = {name: sent(processor, name) for name in TILING}
         scale = int(getattr(vision, "scale_factor", 1))
         docling = DoclingTiles(image_processor, patch, scale, tiling)
@@ -175,6 +208,13 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
     if kinds & {"Idefics3Processor", "SmolVLMProcessor"}:  # (SmolVLM: Idefics3's tiles)
         tiled = TiledTokens(image_processor, patch, int(getattr(config, "scale_factor", 1)))
         return per_tile(tiled, getattr(processor, "image_seq_len", None))
+    if kinds & {"MiniCPMV4_6Processor", "MiniCPMV4_7Processor"}:
+        # (its window merger's 2 x 2 and its merger's 2 x 2: "16x"; "4x" skips the first)
+        merge = 2 if getattr(config, "downsample_mode", "16x") == "4x" else 4
+        if tuple(getattr(config, "merge_kernel_size", ())) != (2, 2) or getattr(
+            config, "merger_times", 1) != 1:  # fmt: skip
+            raise CheckpointError("its merger's kernel or rounds are not mapped")
+        return SliceTokens(image_processor, patch, merge)
     # (Qwen2-VL's image processor, which Qwen2.5-VL's and Qwen3-VL's processors use too)
     if {"merge_size", "temporal_patch_size"} <= set(vars(image_processor)):
         return DynamicTokens(image_processor)
@@ -264,142 +304,3 @@ class PooledTokens:
     def positions(self, width: int, height: int) -> list[ImagePosition]:
         place, t = self.grid(width, height)
         return cells(place, self.side, self.side, (t, t))
-
-
-class GridTokens:
-    """Tokens that are the cells of one grid over the processor's whole picture (no
-    crop), row by row: each a `patch` x `patch` block of its pixels; `place` says where
-    those pixels lie in the picture."""
-
-    patch: int
-
-    def place(self, width: int, height: int) -> Geometry:
-        raise NotImplementedError
-
-    def count(self, width: int, height: int) -> int:
-        w, h = self.place(width, height).size
-        return (w // self.patch) * (h // self.patch)
-
-    def positions(self, width: int, height: int) -> list[ImagePosition]:
-        place, t = self.place(width, height), self.patch
-        return cells(place, place.size[1] // t, place.size[0] // t, (t, t))
-
-
-# pictures a placing's count is checked on against its image processor's own
-PROBES = ((70, 50), (640, 480), (1000, 200), (30, 900))
-
-
-class DynamicTokens(GridTokens):
-    """Qwen2-VL's own resolution: the picture resized to the nearest multiple of a
-    merged token's side whose pixels lie within the processor's bounds (its
-    `smart_resize`, no crop), its patches merged `merge` x `merge` into one token, the
-    tokens row by row."""
-
-    def __init__(self, image_processor: Any) -> None:
-        self.image_processor = image_processor
-        self.merge = int(image_processor.merge_size)
-        self.patch = int(image_processor.patch_size) * self.merge
-        module = sys.modules[type(image_processor).__module__]
-        self._resize: Any = getattr(module, "smart_resize", None)
-        if self._resize is None:
-            raise CheckpointError(
-                f"its image processor ({type(image_processor).__name__}) states no resize "
-                "rule: its picture's patches cannot be placed"
-            )
-        # (GLM-4V's rule counts a picture's frames: its own signature says so)
-        self._frames = "num_frames" in inspect.signature(self._resize).parameters
-        self._agrees()
-
-    def _agrees(self) -> None:
-        """A CheckpointError unless the image processor's own count of a picture's patches
-        is this placing's, on pictures wide, tall, small and large (a rule of the same
-        name that reads other settings, or pads after it resizes, is not Qwen2-VL's)."""
-        counted = getattr(self.image_processor, "get_number_of_image_patches", None)
-        named = type(self.image_processor).__name__
-        for width, height in PROBES:
-            try:  # (a picture its own count refuses, too long or thin, is no probe)
-                theirs = counted(height, width, {}) // self.merge**2 if counted else None
-            except (TypeError, ValueError, KeyError, ArithmeticError):
-                continue
-            try:
-                ours = self.count(width, height)
-            except (TypeError, ValueError, KeyError, ArithmeticError) as exc:
-                raise CheckpointError(
-                    f"its image processor ({named}) resizes by a rule not mapped yet: {exc}"
-                ) from None
-            if theirs is not None and ours != theirs:
-                raise CheckpointError(
-                    f"its image processor ({named}) reads a {width} x {height} picture as "
-                    f"{theirs} tokens where Qwen2-VL's rule gives {ours}: not mapped yet"
-                )
-
-    def place(self, width: int, height: int) -> Geometry:
-        """Where the processor's pixels lie in a picture of this size."""
-        size = self.image_processor.size
-        bounds = {"min_pixels": size["shortest_edge"], "max_pixels": size["longest_edge"]}
-        if self._frames:  # (GLM-4V's: a picture is read as its temporal patch's frames)
-            frames = int(self.image_processor.temporal_patch_size)
-            h, w = self._resize(num_frames=frames, height=height, width=width,
-                                temporal_factor=frames, factor=self.patch, **bounds)  # fmt: skip
-        else:
-            h, w = self._resize(height, width, self.patch, **bounds)
-        return Geometry((width, height), (w, h), (0, 0), (w, h))
-
-
-class RowTokens(GridTokens):
-    """Pixtral's image processor (LightOnOcr's): the picture scaled down, never up, to
-    fit its longest edge, each side then rounded up to whole patches of the processor's
-    (its `get_resize_output_image_size`, no crop); the vision tower's patches merged
-    `merge` x `merge` into one token, the tokens row by row."""
-
-    def __init__(self, image_processor: Any, patch: int, merge: int) -> None:
-        from transformers.models.pixtral import image_processing_pil_pixtral as pixtral
-
-        if not isinstance(image_processor, pixtral.PixtralImageProcessorPil):
-            raise CheckpointError(
-                f"its image processor ({type(image_processor).__name__}) is not Pixtral's: "
-                "its picture's tokens cannot be placed"
-            )
-        self.image_processor, self.patch = image_processor, patch * merge
-        self._resize = pixtral.get_resize_output_image_size
-        sides = image_processor.patch_size
-        self.sides = (sides["height"], sides["width"]) if isinstance(sides, dict) else sides
-        size = dict(image_processor.size)  # (its longest edge, or a most height and width)
-        edge = size.get("longest_edge")
-        most = (edge, edge) if edge else (size.get("height"), size.get("width"))
-        if not all(isinstance(m, int) and m > 0 for m in most):
-            raise CheckpointError(f"its image processor resizes to {size}: not mapped")
-        self.most: tuple[int, int] = most  # type: ignore[assignment]
-
-    def place(self, width: int, height: int) -> Geometry:
-        h, w = self._resize(shape_only(height, width, 3), size=self.most, patch_size=self.sides,
-                            input_data_format="channels_last")  # fmt: skip
-        return Geometry((width, height), (int(w), int(h)), (0, 0), (int(w), int(h)))
-
-
-def queries(count: Any, stated: Any) -> QueryTokens:
-    """A resampler's learned queries, where the tokens its processor writes a picture
-    (its own setting) are as many; else a CheckpointError."""
-    if not isinstance(count, int) or not 0 < count <= 4096 or stated != count:
-        raise CheckpointError(
-            f"its processor writes {stated!r} tokens a picture, where its resampler makes "
-            f"{count!r}: its picture's tokens cannot be placed"
-        )
-    return QueryTokens(count)
-
-
-class QueryTokens:
-    """A resampler's learned queries (Idefics2's perceiver's latents, BLIP-2's and
-    InstructBLIP's Q-Former's queries): a fixed number of tokens, each of which reads the
-    whole picture through cross-attention, so none has a place on it ("◌ 3": no box)."""
-
-    patch = 0  # (no patch: nothing of the picture is a token's own)
-
-    def __init__(self, count: int) -> None:
-        self.n = count
-
-    def count(self, width: int, height: int) -> int:
-        return self.n
-
-    def positions(self, width: int, height: int) -> list[ImagePosition]:
-        return [ImagePosition("query", f"{QUERY} {k}") for k in range(self.n)]

@@ -220,8 +220,7 @@ class HFTransformer(ServedModel):
     def long_pass(
         self, ids: list[int], last_from: int, inputs: dict[str, Tensor] | None = None
     ) -> tuple[LongCapture, list[int], Tensor]:
-        """A long prompt's pass (see hf/long.py): its capture, every position's predicted
-        token and the logits from `last_from` on."""
+        """A long prompt's pass (hf/long.py): its capture, predictions and last logits."""
         return long.long_pass(self, ids, last_from, inputs)
 
     def padding(self, ids: Tensor, mask: Tensor | None = None) -> Tensor | None:

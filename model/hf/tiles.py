@@ -239,3 +239,45 @@ class DoclingTiles(CanvasTiles):
         if rows * columns <= 1:
             return 0, 0, (self.tile, self.tile)
         return rows, columns, (columns * self.tile, rows * self.tile)
+
+
+class SliceTokens:
+    """MiniCPM-V's (4.6, 4.7): the whole picture resized (its image processor's
+    find_best_resize: about scale_resolution² pixels, sides whole tokens), then, where the
+    picture is larger than that, its slices (get_sliced_grid's rows x columns of the
+    picture resized by get_refine_size), each slice its own grid, slice after slice, row by
+    row; a token a `merge` x `merge` block of patches. The whole picture's tokens are a
+    thumbnail ("▣ r,c") where it is sliced."""
+
+    def __init__(self, image_processor: Any, patch: int, merge: int) -> None:
+        if getattr(image_processor, "patch_size", None) != patch:
+            raise CheckpointError("its image processor's patch_size is not its vision tower's")
+        self.p, self.patch = image_processor, patch * merge
+
+    def layout(self, width: int, height: int) -> tuple[tuple[int, int], Any, Any]:
+        p, size = self.p, (height, width)
+        grid = (p.get_sliced_grid(size, p.max_slice_nums, p.scale_resolution)
+                if p.slice_mode else None)  # fmt: skip
+        h, w = p.find_best_resize(size, p.scale_resolution, p.patch_size, p.downsample_mode,
+                                  allow_upscale=grid is None)  # fmt: skip
+        refine = grid and p.get_refine_size(size, grid, p.scale_resolution, p.patch_size,
+                                            p.downsample_mode, allow_upscale=True)  # fmt: skip
+        return (w, h), grid, refine
+
+    def count(self, width: int, height: int) -> int:
+        return len(self.positions(width, height))
+
+    def positions(self, width: int, height: int) -> list[ImagePosition]:
+        (w, h), grid, refine = self.layout(width, height)
+        t = self.patch
+        whole = Geometry((width, height), (w, h), (0, 0), (w, h))
+        found = cells(whole, h // t, w // t, (t, t), "thumbnail" if grid else "patch")
+        if grid:
+            (rh, rw), (rows, columns) = refine, grid
+            sh, sw = rh // rows, rw // columns
+            place = Geometry((width, height), (rw, rh), (0, 0), (rw, rh))
+            for r in range(rows):
+                for c in range(columns):
+                    first, at = (r * (sh // t), c * (sw // t)), (c * sw, r * sh)
+                    found += cells(place, sh // t, sw // t, (t, t), first=first, at=at)
+        return found

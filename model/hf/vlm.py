@@ -98,8 +98,21 @@ def pictures_half(folder: Path) -> Any:
 
     shim = type("WithoutVideos", (transformers.ProcessorMixin,), {"__init__": without_videos})
     named_for = {"get_attributes": classmethod(get_attributes),
-                 "from_args_and_dict": classmethod(from_args_and_dict)}  # fmt: skip
+                 "from_args_and_dict": classmethod(from_args_and_dict),
+                 # (what the class's __init__ reads of its video processor, MiniCPM-V's
+                 # slice_mode and downsample_mode: none; a class attribute, not saved)
+                 "video_processor": NoVideos()}  # fmt: skip
     return type(f"{cls.__name__}Pictures", (cls, shim), named_for)
+
+
+class NoVideos:
+    """A processor's absent video processor, as its class's __init__ reads it: every
+    setting None."""
+
+    def __getattr__(self, name: str) -> None:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None
 
 
 class VisionLanguageLM(CausalLM):
@@ -117,6 +130,7 @@ class VisionLanguageLM(CausalLM):
     around: tuple[str, str]  # what the model's prompts write before and after a picture
     separator: str  # what comes between the picture and the text
     prepended: bool  # whether the processor writes the picture's tokens itself, first
+    asked: dict[str, Any]  # what its processor is asked for besides its defaults
 
     @classmethod
     def of(cls, runner: CausalLM, processor: Any) -> VisionLanguageLM:
@@ -134,6 +148,11 @@ class VisionLanguageLM(CausalLM):
         made.separator = "" if kinds & {"PaliGemmaProcessor", "Gemma3Processor"} else "\n"
         # (BLIP-2's and InstructBLIP's processors write the picture's tokens first, always)
         made.prepended = bool(kinds & {"Blip2Processor", "InstructBlipProcessor"})
+        # (a prompt's token types, where the model's pass reads them: Cosmos3-Edge's
+        # processor gives them only when asked, its rotary positions over the picture
+        # found by them)
+        reads = inspect.signature(hf.forward).parameters
+        made.asked = {"return_mm_token_type_ids": True} if "mm_token_type_ids" in reads else {}
         return made
 
     def checked(self) -> VisionLanguageLM:
@@ -147,7 +166,7 @@ class VisionLanguageLM(CausalLM):
         picture = Image.new("RGB", (70, 50), (128, 128, 128))
         try:  # (its processor's own errors: the folder's fault)
             made = self.processor(images=picture, text=self.picture_prompt(""),
-                                  return_tensors="pt")  # fmt: skip
+                                  return_tensors="pt", **self.asked)  # fmt: skip
         except (MemoryError, torch.OutOfMemoryError):
             raise
         except Exception as exc:
@@ -193,7 +212,7 @@ class VisionLanguageLM(CausalLM):
         """A picture and a text as the processor makes them: the prompt, its ids, what
         the model reads besides them (the picture's pixels), and what each position is."""
         prompt = self.picture_prompt(text)
-        made = self.processor(images=picture, text=prompt, return_tensors="pt")
+        made = self.processor(images=picture, text=prompt, return_tensors="pt", **self.asked)
         ids: list[int] = made["input_ids"][0].tolist()
         # (a runner that reads long prompts reads as many as its capture budget holds)
         most = self.max_tokens if self.reads_long_prompts else min(self.max_tokens, LONG_FROM)
