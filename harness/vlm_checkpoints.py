@@ -39,8 +39,8 @@ TEXT = dict(
 VISION = dict(
     image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
     intermediate_size=64, depth=2, embed_dim=32, num_heads=4, mlp_ratio=2, out_hidden_size=64,
-    spatial_merge_size=2, temporal_patch_size=2, fullatt_block_indexes=[1], window_size=56,
-    deepstack_visual_indexes=[1],
+    spatial_merge_size=2, fullatt_block_indexes=[1], window_size=56,
+    deepstack_visual_indexes=[1], text_hidden_size=64,
 )  # fmt: skip
 FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
             "PaliGemmaProcessor": "paligemma", "Gemma3Processor": "pooled",
@@ -55,7 +55,7 @@ FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
             "Ovis2Processor": "ovis", "GraniteDoclingProcessor": "docling",
             "ChameleonProcessor": "vq", "Emu3Processor": "vq",
             "DeepseekOcr2Processor": "views", "MiniCPMV4_6Processor": "slices",
-            "MiniCPMV4_7Processor": "slices"}  # fmt: skip
+            "MiniCPMV4_7Processor": "slices", "Granite4VisionProcessor": "granite4"}  # fmt: skip
 
 # the processor class a real folder names in its processor_config.json, where transformers'
 # auto mapping names none (GLM-OCR has no processing module of its own: zai-org/GLM-OCR's
@@ -236,6 +236,18 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
             image_token_id=ids["<IMG_ATOM>"], hidden_size=TEXT["hidden_size"],
             visual_indicator_token_ids=[ids[t] for t in OVIS[1:]],
         )  # fmt: skip
+    if family == "granite4":  # (LLaVA-NeXT's grid, a query a 2 x 2 block of a 4 x 4
+        # window's patches; its Q-Former's heads are its tower's width over 64)
+        qformer = sized(default.qformer_config, dict(intermediate_size=64, num_hidden_layers=1,
+                                                     vocab_size=TEXT["vocab_size"]))  # fmt: skip
+        clip = sized(AutoConfig.for_model("clip_vision_model"), VISION) | {"hidden_size": 64}
+        return AutoConfig.for_model(
+            model_type, text_config=sized(default.text_config, TEXT), vision_config=clip,
+            qformer_config=qformer, image_token_index=ids[IMAGE], vision_feature_layer=-1,
+            vision_feature_select_strategy="default", image_grid_pinpoints=PINPOINTS,
+            downsample_rate="2/4", deepstack_layer_map=[(1, 0)], spatial_vision_layer=-1,
+            spatial_target_layers=[0, 1], projector_dropout=0.0,
+        )  # fmt: skip
     if family == "docling":  # (2 x 2 patches a token, into the language model's width)
         vision |= {"scale_factor": 2, "out_hidden_size": TEXT["hidden_size"],
                    "use_fine_route": False}  # fmt: skip
@@ -260,20 +272,30 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
         extra |= {"mm_tokens_per_image": 4, "boi_token_index": ids["<start_of_image>"],
                   "eoi_token_index": ids["<end_of_image>"]}  # fmt: skip
     if family == "dynamic":
-        extra |= {"vision_start_token_id": ids["<|vision_start|>"],
-                  "vision_end_token_id": ids["<|vision_end|>"],
-                  "video_token_id": ids["<|video_pad|>"]}  # fmt: skip
+        named = {"vision_start_token_id": ids["<|vision_start|>"],
+                 "vision_end_token_id": ids["<|vision_end|>"],
+                 "video_token_id": ids["<|video_pad|>"]}  # fmt: skip
+        # (those its config has: HunYuanVL's names none, its processor's tokenizer does)
+        extra |= {k: v for k, v in named.items() if hasattr(default, k)}
         vision["patch_size"] = 14
         if "embed_dim" in vision:  # (Qwen2-VL's: its hidden_size is what its merger gives)
             vision["hidden_size"] = TEXT["hidden_size"]
     text = sized(default.text_config, TEXT)
+    if "indexer_budget" in text:  # (Qwen4-Exp's indexed attention: its token indexer, of
+        # 2 query heads over blocks of 2 tokens, keeping 2 blocks and the tail; its default
+        # config names none, which its model cannot be made without)
+        text |= {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 16,
+                 "indexer_budget": 4, "indexer_compress_ratio": 2}  # fmt: skip
     if family == "paligemma":  # (its processor adds 1,152 location and segment tokens)
         text["vocab_size"] = VOCAB + 64 + 1152
     if family == "dynamic":  # (rotary positions over time, rows and columns: 8 pairs a head)
         rope = text.get("rope_parameters") or {}
         # (the pairs of its rotated part: GLM-4V turns half of each head's dimensions)
         half = rope.get("partial_rotary_factor", text.get("partial_rotary_factor", 1.0)) == 0.5
-        text["rope_parameters"] = {**rope, "mrope_section": [1, 1, 2] if half else [2, 3, 3]}
+        section = [1, 1, 2] if half else [2, 3, 3]
+        if model_type.startswith("ernie4_5_vl"):  # (its sections are rows, columns, time:
+            section = [3, 3, 2]  # its rows' and columns' interleaved, as many: [22, 22, 20])
+        text["rope_parameters"] = {**rope, "mrope_section": section}
     return AutoConfig.for_model(model_type, text_config=text, vision_config=vision, **extra)
 
 

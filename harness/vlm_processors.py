@@ -54,6 +54,13 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
                     "image_token": SOFT} if family == "pooled" else {}  # fmt: skip
     if family == "dynamic":  # (GLM-4V's processor writes the tokenizer's, else <|image|>)
         named_tokens = {"image_token": PAD}
+    if named in ("HunYuanVLProcessor", "Ernie4_5_VLMoeProcessor"):  # (their processors
+        # read the picture's wrappers from it too; ERNIE's a video's token and wrappers)
+        named_tokens |= {"image_start_token": "<|vision_start|>",
+                         "image_end_token": "<|vision_end|>"}  # fmt: skip
+    if named == "Ernie4_5_VLMoeProcessor":  # (tokens of their own, added past the vocabulary)
+        named_tokens |= {"video_token": "<|video_pad|>", "video_start_token": "<|video_start|>",
+                         "video_end_token": "<|video_end|>"}  # fmt: skip
     if family == "aria":  # (Aria's processor reads its picture's token from it)
         named_tokens = {"image_token": IMAGE}
     if family == "rows":  # (LightOnOcr's processor reads its picture's tokens from it)
@@ -201,6 +208,14 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
             image_processor=transformers.Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
             tokenizer=fast, image_seq_length=4,
         ).save_pretrained(folder)  # fmt: skip
+    elif family == "granite4":  # (LLaVA-NeXT's canvases, a query a 2 x 2 block)
+        images = transformers.LlavaNextImageProcessorPil(
+            size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32},
+            image_grid_pinpoints=PINPOINTS,
+        )  # fmt: skip
+        transformers.Granite4VisionProcessor(
+            image_processor=images, tokenizer=fast, downsample_rate="2/4", **llava
+        ).save_pretrained(folder)
     elif family == "docling":  # (tiles of 32 x 32, at most 4, and a thumbnail)
         transformers.GraniteDoclingProcessor(
             image_processor=transformers.GraniteDoclingImageProcessorPil(
@@ -224,22 +239,25 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
         # processor's class is read by its pictures' half)
         from harness.vlm_checkpoints import own_resolution_images
 
-        side, own = 28, own_resolution_images(model_type, named)
+        own = own_resolution_images(model_type, named)
         # (as its vision tower reads pictures: its patch, merge and temporal patch, where
-        # its config states them; Cosmos3-Edge's and PaddleOCR-VL's patchify their own way)
+        # its config states them, else as its class does (VideoLLaMA3's pictures unmerged);
+        # Cosmos3-Edge's and PaddleOCR-VL's patchify their own way)
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         vision = config.get("vision_config") or {}
-        said = {"patch_size": vision.get("patch_size"),
-                "merge_size": vision.get("spatial_merge_size"),
-                "temporal_patch_size": vision.get("temporal_patch_size")}  # fmt: skip
+        stated = {"patch_size": vision.get("patch_size"),
+                  "merge_size": vision.get("spatial_merge_size"),
+                  "temporal_patch_size": vision.get("temporal_patch_size")}  # fmt: skip
+        said = {k: v for k, v in stated.items() if isinstance(v, int)}
+        made = own(**said)
         # (4 to 16 tokens a picture: GLM-4V's bounds count a picture's frames)
-        rule = sys.modules[own.__module__].smart_resize
-        frames = (
-            said["temporal_patch_size"] if "num_frames" in inspect.signature(rule).parameters else 1
+        counts_frames = (
+            "num_frames" in inspect.signature(sys.modules[own.__module__].smart_resize).parameters
         )
-        least, most = (side * side * n * (frames or 2) for n in (4, 16))
-        images = own(size={"shortest_edge": least, "longest_edge": most},
-                     **{k: v for k, v in said.items() if isinstance(v, int)})  # fmt: skip
+        frames = made.temporal_patch_size if counts_frames else 1
+        side = made.patch_size * made.merge_size
+        least, most = (side * side * n * frames for n in (4, 16))
+        images = own(size={"shortest_edge": least, "longest_edge": most}, **said)
         in_parts(folder, named, images, fast)
 
 

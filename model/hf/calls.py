@@ -209,8 +209,8 @@ def _reads_output(traced: list[Traced], module: nn.Module, args: tuple) -> None:
 
 
 # what a processor gives a prompt per token: its token types (Qwen2-VL's, PaliGemma's,
-# Gemma 3's: 0 for text)
-PER_TOKEN = ("token_type_ids", "mm_token_type_ids")
+# Gemma 3's; ERNIE 4.5-VL's for its experts: 0 for text)
+PER_TOKEN = ("token_type_ids", "mm_token_type_ids", "moe_mm_token_type_ids")
 
 
 def grown(inputs: dict[str, Tensor], length: int) -> dict[str, Tensor]:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from ..checkpoints import CheckpointError
 from ..patches import PADDING, Geometry, ImagePosition, cells
 from .queries import VIEWS, ViewQueries, queries
-from .resolution import DynamicTokens, RowEndTokens, RowTokens
+from .resolution import DynamicTokens, HunyuanTokens, RowEndTokens, RowTokens
 from .tiles import (
     TILING,
     AnyResTokens,
@@ -56,6 +56,10 @@ def around_image(config: Any, processor: Any) -> tuple[str, str]:
     positions over the picture are found by); else none."""
     ids = [getattr(config, f"vision_{edge}_token_id", None) for edge in ("start", "end")]
     tokenizer = getattr(processor, "tokenizer", None)
+    # (else its processor's, where it names both: HunYuanVL's, which it requires around one)
+    named = [getattr(processor, f"image_{edge}_token", None) for edge in ("start", "end")]
+    if not all(isinstance(i, int) for i in ids) and all(isinstance(t, str) for t in named):
+        return str(named[0]), str(named[1])
     if tokenizer is None or not all(isinstance(i, int) for i in ids):
         return "", ""
     before, after = tokenizer.convert_ids_to_tokens(ids)
@@ -137,6 +141,17 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
             "patches cannot be placed"
         )
     named = type(processor).__name__.removesuffix("Pictures")  # (vlm.pictures_half's)
+    if "Granite4VisionProcessor" in kinds:  # (LLaVA-NeXT's grid, its patches' grid
+        # shrunk by a windowed Q-Former: a query a block of its "q/w" rate's patches)
+        if getattr(config, "vision_feature_select_strategy", "default") != "default":
+            raise CheckpointError("Granite 4 Vision keeping its class tokens is not mapped yet")
+        rate, said = str(getattr(config, "downsample_rate", "")), str(
+            getattr(processor, "downsample_rate", ""))  # fmt: skip
+        shrunk = re.fullmatch(r"([1-9][0-9]*)/([1-9][0-9]*)", rate)
+        if rate != said or shrunk is None or (patch * int(shrunk[2])) % int(shrunk[1]):
+            raise CheckpointError(f"its downsample rate {rate!r} ({said!r}) is not mapped")
+        block = patch * int(shrunk[2]) // int(shrunk[1])
+        return AnyResTokens(image_processor, block, getattr(config, "image_grid_pinpoints", None))
     if kinds & {"LlavaNextProcessor", "LlavaNextVideoProcessor"}:
         if getattr(config, "vision_feature_select_strategy", "default") != "default":
             raise CheckpointError("LLaVA-NeXT keeping its class tokens is not mapped yet")
@@ -215,6 +230,10 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
             config, "merger_times", 1) != 1:  # fmt: skip
             raise CheckpointError("its merger's kernel or rounds are not mapped")
         return SliceTokens(image_processor, patch, merge)
+    if "HunYuanVLProcessor" in kinds:  # (its merger's newline a row, its begin and end)
+        if getattr(image_processor, "spatial_patch_size", 1) != 1:
+            raise CheckpointError("HunYuanVL's spatial_patch_size other than 1 is not mapped")
+        return HunyuanTokens(image_processor, bool(getattr(processor, "cat_extra_token", True)))
     # (Qwen2-VL's image processor, which Qwen2.5-VL's and Qwen3-VL's processors use too)
     if {"merge_size", "temporal_patch_size"} <= set(vars(image_processor)):
         return DynamicTokens(image_processor)

@@ -1,6 +1,7 @@
 """A picture read at its own resolution: resized to whole tokens within the image
 processor's bounds, never cropped, its tokens the cells of one grid over it, row by row
-(`GridTokens`): Qwen2-VL's and those that share its settings (`DynamicTokens`),
+(`GridTokens`): Qwen2-VL's and those that share its settings (`DynamicTokens`;
+HunYuanVL's with a newline a row, `HunyuanTokens`),
 Pixtral's, LightOnOCR's (`RowTokens`), and Emu3's VQ codes with a row-end token after each
 row (`RowEndTokens`)."""
 
@@ -93,6 +94,45 @@ class DynamicTokens(GridTokens):
         else:
             h, w = self._resize(height, width, self.patch, **bounds)
         return Geometry((width, height), (w, h), (0, 0), (w, h))
+
+
+class HunyuanTokens(DynamicTokens):
+    """HunYuanVL's: Qwen2-VL's own resolution, its merged tokens row by row, each row
+    ended by its merger's newline token ("↵ r"), the whole between its merger's begin and
+    end tokens ("[begin]", "[end]": its processor's `cat_extra_token`), all written as the
+    image token."""
+
+    def __init__(self, image_processor: Any, ends: bool) -> None:
+        self.ends = ends
+        super().__init__(image_processor)
+
+    def _agrees(self) -> None:
+        """A CheckpointError unless its image processor's own patch grid (rows, columns) of
+        each probe is this placing's."""
+        named = type(self.image_processor).__name__
+        for width, height in PROBES:
+            try:
+                rows, columns = self.image_processor.get_number_of_image_patches(height, width, {})
+            except (TypeError, ValueError, KeyError, ArithmeticError):
+                continue
+            w, h = self.place(width, height).size
+            if (h // self.patch, w // self.patch) != (rows // self.merge, columns // self.merge):
+                raise CheckpointError(
+                    f"its image processor ({named}) reads a {width} x {height} picture as a "
+                    f"grid of {rows} x {columns} patches, not this placing's: not mapped yet"
+                )
+
+    def count(self, width: int, height: int) -> int:
+        w, h = self.place(width, height).size
+        return (h // self.patch) * (w // self.patch + 1) + 2 * self.ends
+
+    def positions(self, width: int, height: int) -> list[ImagePosition]:
+        place, t = self.place(width, height), self.patch
+        found = [ImagePosition("extra", "[begin]")] if self.ends else []
+        for r in range(place.size[1] // t):
+            found += cells(place, 1, place.size[0] // t, (t, t), first=(r, 0), at=(0, r * t))
+            found.append(ImagePosition("extra", f"↵ {r}"))
+        return found + ([ImagePosition("extra", "[end]")] if self.ends else [])
 
 
 class RowTokens(GridTokens):

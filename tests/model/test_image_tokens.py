@@ -98,20 +98,21 @@ def test_a_mark_over_a_tokens_box_lands_in_that_tokens_cell_alone(tmp_path, mode
             assert kept.nonzero().tolist() == expected, (size, k, target)
 
 
-@pytest.mark.parametrize("model_type", ["llava_next", "llava_next_video"])
+@pytest.mark.parametrize("model_type", ["llava_next", "llava_next_video", "granite4_vision"])
 def test_llava_nexts_marks_land_in_its_base_or_its_unpadded_grid(tmp_path, model_type):
     """LLaVA-NeXT's tokens (and LLaVA-NeXT-Video's, a picture read as LLaVA-NeXT reads it,
-    through its own processor's class): the base picture's first, then the grid over its
-    canvas of squares less the padding transformers' `unpad_image` drops, a newline
-    ending each row. The cell each token's index names (found with transformers' own
-    `select_best_resolution` and `unpad_image`) holds the mark drawn in its box."""
+    through its own processor's class; Granite 4 Vision's, a token a 2 x 2 block of
+    patches its windowed Q-Former's query starts from): the base picture's first, then the
+    grid over its canvas of squares less the padding transformers' `unpad_image` drops, a
+    newline ending each row. The cell each token's index names (found with transformers'
+    own `select_best_resolution` and `unpad_image`) holds the mark drawn in its box."""
     from transformers.image_processing_utils import select_best_resolution
     from transformers.models.llava_next.modeling_llava_next import unpad_image
 
     folder = vlm_matrix.saved(model_type, tmp_path)
     runner = load_origin(folder)[0]
     images = T.AutoImageProcessor.from_pretrained(folder, backend="pil")
-    p, side = 8, 32  # (the tiny tower's patch and square)
+    p, side = runner.patches.patch, 32  # (a token's side, the tiny tower's square)
     n = side // p
     for size in SIZES:
         blank = Image.new("RGB", size, (128, 128, 128))
