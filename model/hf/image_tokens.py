@@ -85,13 +85,14 @@ class ImageTokens(Protocol):
 # the placings mapped, as a refusal names them
 MAPPED = (
     "LLaVA's, Video-LLaVA's, PaliGemma's, DeepSeek-VL's and Janus's (a token a patch), Ovis2's "
-    "(a token a block of patches, the picture untiled), Gemma "
-    "3's (pooled), Idefics3's, SmolVLM's, Aya Vision's, InternVL's and Qianfan-OCR's (tiles "
-    "and a thumbnail), LLaVA-NeXT's and LLaVA-OneVision's (a base and an any-resolution "
-    "grid), Qwen2-VL's and LightOnOCR's (its own resolution, patches merged), Idefics2's, "
-    "BLIP-2's, InstructBLIP's and Aria's (a resampler's learned queries, no place on the "
-    "picture), Chameleon's and Emu3's (a VQ-VAE's codes), DeepSeek-OCR-2's (its encoder's "
-    "queries of each view) and MiniCPM-V's (the picture and its slices) are"
+    "(a token a block of patches, the picture untiled), Gemma 3's (pooled), Idefics3's, "
+    "SmolVLM's, GraniteDocling's, Aya Vision's, InternVL's and Qianfan-OCR's (tiles and a "
+    "thumbnail), LLaVA-NeXT's, LLaVA-OneVision's and Granite 4 Vision's (a base and an "
+    "any-resolution grid), Qwen2-VL's and its kin's, HunYuanVL's and LightOnOCR's (its own "
+    "resolution, patches merged), Idefics2's, BLIP-2's, InstructBLIP's and Aria's (a "
+    "resampler's learned queries, no place on the picture), Chameleon's and Emu3's (a "
+    "VQ-VAE's codes), DeepSeek-OCR-2's (its encoder's queries of each view) and MiniCPM-V's "
+    "(the picture and its slices) are"
 )
 
 
@@ -226,9 +227,14 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
     if kinds & {"MiniCPMV4_6Processor", "MiniCPMV4_7Processor"}:
         # (its window merger's 2 x 2 and its merger's 2 x 2: "16x"; "4x" skips the first)
         merge = 2 if getattr(config, "downsample_mode", "16x") == "4x" else 4
-        if tuple(getattr(config, "merge_kernel_size", ())) != (2, 2) or getattr(
-            config, "merger_times", 1) != 1:  # fmt: skip
-            raise CheckpointError("its merger's kernel or rounds are not mapped")
+        mapped = (
+            tuple(getattr(config, "merge_kernel_size", ())) == (2, 2)
+            and getattr(config, "merger_times", 1) == 1
+            and tuple(getattr(vision, "window_kernel_size", ())) == (2, 2)
+            and getattr(config, "insert_layer_id", 0) >= 0  # (else no window merger)
+        )
+        if not mapped:
+            raise CheckpointError("its mergers' kernels, rounds or layer are not mapped")
         return SliceTokens(image_processor, patch, merge)
     if "HunYuanVLProcessor" in kinds:  # (its merger's newline a row, its begin and end)
         if getattr(image_processor, "spatial_patch_size", 1) != 1:
