@@ -4,8 +4,8 @@ family writes it (vlm_processors.py: LLaVA's, PaliGemma's, Gemma 3's pooled grid
 Idefics3's and SmolVLM's tiles, the canvas of Aya Vision, InternVL and Qianfan-OCR,
 DeepSeek-VL's and Janus's square, LightOnOCR's rows, the any resolution of LLaVA-NeXT and
 its successors, Qwen2-VL's own resolution, Ovis2's, and the learned queries of Idefics2,
-BLIP-2, InstructBLIP and Aria), for the vision-language matrix (vlm_matrix.py) and the
-tests that read such a folder."""
+BLIP-2, InstructBLIP, Aria, Kosmos-2 and Kosmos-2.5), for the vision-language matrix
+(vlm_matrix.py) and the tests that read such a folder."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from harness.vlm_processors import (
     ROWS,
     SOFT,
     SPECIALS,
+    UNK,
     save_processor,
 )
 
@@ -55,19 +56,24 @@ FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
             "Ovis2Processor": "ovis", "GraniteDoclingProcessor": "docling",
             "ChameleonProcessor": "vq", "Emu3Processor": "vq",
             "DeepseekOcr2Processor": "views", "MiniCPMV4_6Processor": "slices",
-            "MiniCPMV4_7Processor": "slices", "Granite4VisionProcessor": "granite4"}  # fmt: skip
+            "MiniCPMV4_7Processor": "slices", "Granite4VisionProcessor": "granite4",
+            "Kosmos2Processor": "kosmos", "Kosmos2_5Processor": "kosmos"}  # fmt: skip
 
 # the processor class a real folder names in its processor_config.json, where transformers'
 # auto mapping names none (GLM-OCR has no processing module of its own: zai-org/GLM-OCR's
-# folder names GLM-4.6V's processor, as mlx-vlm's port of it reads it)
-NAMED_BY_FOLDERS = {"glm_ocr": "Glm46VProcessor"}
+# folder names GLM-4.6V's processor, as mlx-vlm's port of it reads it; Kosmos-2's and
+# Kosmos-2.5's modules, kosmos2 and kosmos2_5, are not named as their types are:
+# transformers' own mapping named their processors before it was made from the modules')
+NAMED_BY_FOLDERS = {"glm_ocr": "Glm46VProcessor", "kosmos-2": "Kosmos2Processor",
+                    "kosmos-2.5": "Kosmos2_5Processor"}  # fmt: skip
 
 
 def family_of(model_type: str) -> tuple[str, str]:
     """(the family of the architecture's processor, how its tiny model is made: "llava",
     "paligemma", "pooled", "tiles", "canvas", "square", "rows", "anyres", "dynamic",
     "ovis", "queries" (Idefics2's), "qformer" (BLIP-2's, InstructBLIP's), "aria",
-    "docling" (GraniteDocling's tiles), or "",
+    "docling" (GraniteDocling's tiles), "kosmos" (Kosmos-2's and Kosmos-2.5's latent
+    queries), or "",
     its processor's class name or why none is read: the placings image_tokens.py maps are
     those of the families here)."""
     import transformers
@@ -248,6 +254,16 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
             downsample_rate="2/4", deepstack_layer_map=[(1, 0)], spatial_vision_layer=-1,
             spatial_target_layers=[0, 1], projector_dropout=0.0,
         )  # fmt: skip
+    if family == "kosmos":  # (its text's sizes by its own names; Kosmos-2's 64 latent
+        # queries: its processor writes as many, a count its folder does not save; Kosmos-2.5's
+        # 4, as its processor saves, over Pix2Struct's patches of its own width)
+        text = sized(default.text_config, TEXT | dict(embed_dim=64, layers=2, ffn_dim=96,
+                                                      attention_heads=4))  # fmt: skip
+        if "patch_embed_hidden_size" in vision:  # (Kosmos-2.5's Pix2Struct tower's heads)
+            vision["head_dim"] = VISION["hidden_size"] // VISION["num_attention_heads"]
+        latents = 4 if model_type == "kosmos-2.5" else default.latent_query_num
+        return AutoConfig.for_model(model_type, text_config=text, vision_config=vision,
+                                    latent_query_num=latents)  # fmt: skip
     if family == "docling":  # (2 x 2 patches a token, into the language model's width)
         vision |= {"scale_factor": 2, "out_hidden_size": TEXT["hidden_size"],
                    "use_fine_route": False}  # fmt: skip
@@ -342,7 +358,9 @@ def saved(model_type: str, folder: Path) -> Path:
     family, named = family_of(model_type)
     if not family:
         raise ValueError(named)
-    made = tokenizer(SPECIALS)
+    # (Kosmos-2's processor writes its picture's tokens as the ids after its tokenizer's
+    # unknown token: ordinary tokens, as XLM-R's after its <unk>)
+    made = tokenizer((*SPECIALS, UNK) if named == "Kosmos2Processor" else SPECIALS)
     ids = {t: made.token_to_id(t) for t in SPECIALS}
     config = tiny(model_type, family, ids)
     torch.manual_seed(0)

@@ -34,6 +34,7 @@ MINICPM = {"image_token": IMAGE, "video_token": "<|video_pad|>",
            "slice_start_token": "<|vision_start|>", "slice_end_token": "<|vision_end|>",
            "image_id_start_token": "<row_1_col_1>",
            "image_id_end_token": "<row_1_col_2>"}  # fmt: skip
+UNK = "<unk>"  # (Kosmos-2's tokenizer's: its picture's tokens are the ids after it)
 SPECIALS = (
     "<|endoftext|>", IMAGE, PAD, SOFT, "<start_of_image>", "<end_of_image>", "<bos>",
     "<fake_token_around_image>", "<global-img>", "<|vision_start|>", "<|vision_end|>",
@@ -78,11 +79,15 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
     named_tokens = VQ.get(named, named_tokens)
     if family in ("views", "slices"):
         named_tokens = {"image_token": IMAGE} if family == "views" else MINICPM
+    if named == "Kosmos2_5Processor":  # (its processor reads its picture's tokens from it)
+        named_tokens = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                        "image_token": IMAGE}  # fmt: skip
     fast = transformers.PreTrainedTokenizerFast(
         tokenizer_object=made, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
         bos_token="<bos>", extra_special_tokens=named_tokens,
         # (Chameleon's processor appends it; not the padding's id 0, which generate masks)
         **({"sep_token": "<fake_token_around_image>"} if named == "ChameleonProcessor" else {}),
+        **({"unk_token": UNK} if named == "Kosmos2Processor" else {}),
     )  # fmt: skip
     # (LLaVA's settings: 8-pixel patches, its class token dropped)
     llava = dict(patch_size=8, vision_feature_select_strategy="default", image_token=IMAGE,
@@ -216,6 +221,20 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
         transformers.Granite4VisionProcessor(
             image_processor=images, tokenizer=fast, downsample_rate="2/4", **llava
         ).save_pretrained(folder)
+    elif named == "Kosmos2_5Processor":  # (Pix2Struct's patches of 16 pixels, as many as
+        # its processor's class asks for, 4,096; 4 latent queries)
+        transformers.Kosmos2_5Processor(
+            image_processor=transformers.Kosmos2_5ImageProcessorPil(), tokenizer=fast,
+            num_image_tokens=4,
+        ).save_pretrained(folder)  # fmt: skip
+    elif family == "kosmos":  # (CLIP's 32-pixel crop; the location tokens it adds to its
+        # tokenizer, a 4 x 4 grid's, and its 11 tags within the model's vocabulary)
+        transformers.Kosmos2Processor(
+            image_processor=transformers.CLIPImageProcessorPil(
+                size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
+            ),
+            tokenizer=fast, num_patch_index_tokens=16,
+        ).save_pretrained(folder)  # fmt: skip
     elif family == "docling":  # (tiles of 32 x 32, at most 4, and a thumbnail)
         transformers.GraniteDoclingProcessor(
             image_processor=transformers.GraniteDoclingImageProcessorPil(

@@ -209,14 +209,16 @@ def _reads_output(traced: list[Traced], module: nn.Module, args: tuple) -> None:
 
 
 # what a processor gives a prompt per token: its token types (Qwen2-VL's, PaliGemma's,
-# Gemma 3's; ERNIE 4.5-VL's for its experts: 0 for text)
-PER_TOKEN = ("token_type_ids", "mm_token_type_ids", "moe_mm_token_type_ids")
+# Gemma 3's; ERNIE 4.5-VL's for its experts: 0 for text), Kosmos-2's and Kosmos-2.5's
+# picture's places (0 for text)
+PER_TOKEN = ("token_type_ids", "mm_token_type_ids", "moe_mm_token_type_ids",
+             "image_embeds_position_mask")  # fmt: skip
 
 
 def grown(inputs: dict[str, Tensor], length: int) -> dict[str, Tensor]:
     """What a prompt reads besides its ids, for a sequence of `length` tokens that
-    continues it: its token types run on with zeros (text), the rest (a picture's pixels)
-    as it is."""
+    continues it: its token types (and Kosmos-2's and Kosmos-2.5's picture's places) run
+    on with zeros (text), the rest (a picture's pixels) as it is."""
     return {
         k: torch.nn.functional.pad(v, (0, length - v.size(-1))) if k in PER_TOKEN else v
         for k, v in inputs.items()
@@ -225,11 +227,15 @@ def grown(inputs: dict[str, Tensor], length: int) -> dict[str, Tensor]:
 
 def text_reader(hf: Any) -> Any:
     """What reads a text alone: the model, or, where its pass asks for a picture every
-    time (BLIP-2's, InstructBLIP's), its language model, whose attention is the model's
-    own (the same modules)."""
-    asked = inspect.signature(hf.forward).parameters.get("pixel_values")
+    time (BLIP-2's, InstructBLIP's; Kosmos-2's and Kosmos-2.5's, though their picture's
+    input has a default), its language model, whose attention is the model's own (the
+    same modules)."""
+    reads = inspect.signature(hf.forward).parameters
+    asked = reads.get("pixel_values")
     if asked is not None and asked.default is inspect.Parameter.empty:
         return getattr(hf, "language_model", hf)
+    if "image_embeds_position_mask" in reads:  # (Kosmos-2's and Kosmos-2.5's: their text model)
+        return getattr(hf, "text_model", hf)
     return hf
 
 

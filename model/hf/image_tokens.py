@@ -38,6 +38,12 @@ def image_token_of(config: Any, processor: Any) -> tuple[str, int]:
     3's processor writes <start_of_image>, which it expands into its soft tokens)."""
     token = getattr(processor, "image_token", None)
     token = getattr(token, "content", token)  # (BLIP-2's: an AddedToken)
+    if {c.__name__ for c in type(processor).__mro__} & {"Kosmos2Processor", "Kosmos2_5Processor"}:
+        # (their picture's tokens are placed by their image_embeds_position_mask, their
+        # configs name no id: Kosmos-2.5's processor names its token, Kosmos-2's none, its
+        # picture's tokens of distinct ids after the <image> it writes, its boi_token)
+        token = token if isinstance(token, str) else processor.boi_token
+        return token, processor.tokenizer.convert_tokens_to_ids(token)
     token_id = getattr(config, "image_token_id", None)
     token_id = getattr(config, "image_token_index", None) if token_id is None else token_id
     if token_id is None:
@@ -89,10 +95,10 @@ MAPPED = (
     "SmolVLM's, GraniteDocling's, Aya Vision's, InternVL's and Qianfan-OCR's (tiles and a "
     "thumbnail), LLaVA-NeXT's, LLaVA-OneVision's and Granite 4 Vision's (a base and an "
     "any-resolution grid), Qwen2-VL's and its kin's, HunYuanVL's and LightOnOCR's (its own "
-    "resolution, patches merged), Idefics2's, BLIP-2's, InstructBLIP's and Aria's (a "
-    "resampler's learned queries, no place on the picture), Chameleon's and Emu3's (a "
-    "VQ-VAE's codes), DeepSeek-OCR-2's (its encoder's queries of each view) and MiniCPM-V's "
-    "(the picture and its slices) are"
+    "resolution, patches merged), Idefics2's, BLIP-2's, InstructBLIP's, Kosmos-2's, "
+    "Kosmos-2.5's and Aria's (a resampler's learned queries, no place on the picture), "
+    "Chameleon's and Emu3's (a VQ-VAE's codes), DeepSeek-OCR-2's (its encoder's queries of "
+    "each view) and MiniCPM-V's (the picture and its slices) are"
 )
 
 
@@ -132,6 +138,10 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         per = processor.patch_size * processor.downsample_ratio
         views = {name: sent(processor, name) for name in VIEWS}
         return ViewQueries(views, per, image_processor.size["height"])
+    if kinds & {"Kosmos2Processor", "Kosmos2_5Processor"}:  # (its latent queries, as many
+        # as its processor writes; Kosmos-2.5's over Pix2Struct's patches, no grid of a size)
+        stated = getattr(processor, "num_image_tokens", None)
+        return queries(getattr(config, "latent_query_num", None), stated)
     vision = getattr(config, "vision_config", None)
     patch = getattr(vision, "patch_size", None)
     if isinstance(patch, (list, tuple)) and len(set(patch)) == 1:  # (InternVL's: square)

@@ -273,9 +273,9 @@ class HFTransformer(ServedModel):
         return text_reader(self.hf)
 
     def _reading(self, inputs: dict) -> Any:
-        """What reads a pass given these inputs: the model where they hold a picture, else
-        what reads a text alone."""
-        return self.hf if "pixel_values" in inputs else self._text
+        """What reads a pass given these inputs: the model where they hold a picture (its
+        pixels, or Kosmos-2.5's flattened patches), else what reads a text alone."""
+        return self.hf if {"pixel_values", "flattened_patches"} & set(inputs) else self._text
 
     def encode(
         self, src: Tensor, src_mask: Tensor | None = None, pieces: Tensor | None = None

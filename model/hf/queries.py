@@ -1,6 +1,7 @@
 """A picture read as learned queries, none of which has a place on it: a resampler's
 (`QueryTokens`: Idefics2's perceiver, BLIP-2's and InstructBLIP's Q-Former, Aria's
-projector) and DeepSeek-OCR-2's vision encoder's queries of each view (`ViewQueries`)."""
+projector, Kosmos-2's and Kosmos-2.5's latent queries) and DeepSeek-OCR-2's vision
+encoder's queries of each view (`ViewQueries`)."""
 
 from __future__ import annotations
 

@@ -115,6 +115,16 @@ class NoVideos:
         return None
 
 
+def image_at(made: Any, image_token_id: int) -> list[int]:
+    """Where a processor's prompt holds the picture's tokens: those its
+    image_embeds_position_mask marks 1, where it gives one (Kosmos-2's, whose picture's
+    tokens are of distinct ids; Kosmos-2.5's marks the tokens around them -1), else those
+    of the image token's id."""
+    mask = made.get("image_embeds_position_mask")
+    found = mask == 1 if isinstance(mask, torch.Tensor) else made["input_ids"] == image_token_id
+    return found[0].nonzero().flatten().tolist()
+
+
 class VisionLanguageLM(CausalLM):
     """A vision-language model served: a run reads a picture and a text (the prompt: the
     picture's token, between the tokens the model writes around one, a line break and the
@@ -146,8 +156,10 @@ class VisionLanguageLM(CausalLM):
         # (PaliGemma's and Gemma 3's processors write their own bos and line breaks)
         kinds = {c.__name__ for c in type(processor).__mro__}
         made.separator = "" if kinds & {"PaliGemmaProcessor", "Gemma3Processor"} else "\n"
-        # (BLIP-2's and InstructBLIP's processors write the picture's tokens first, always)
-        made.prepended = bool(kinds & {"Blip2Processor", "InstructBlipProcessor"})
+        # (BLIP-2's, InstructBLIP's, Kosmos-2's and Kosmos-2.5's processors write the
+        # picture's tokens first, always)
+        made.prepended = bool(kinds & {"Blip2Processor", "InstructBlipProcessor",
+                                       "Kosmos2Processor", "Kosmos2_5Processor"})  # fmt: skip
         # (a prompt's token types, where the model's pass reads them: Cosmos3-Edge's
         # processor gives them only when asked, its rotary positions over the picture
         # found by them)
@@ -173,7 +185,7 @@ class VisionLanguageLM(CausalLM):
             raise CheckpointError(
                 f"its processor cannot read a 70 x 50 picture: {type(exc).__name__}: {exc}"
             ) from None
-        written = int((made["input_ids"] == self.image_token_id).sum())
+        written = len(image_at(made, self.image_token_id))
         placed = len(self.patches.positions(70, 50))
         if written != placed or self.patches.count(70, 50) != placed:
             raise CheckpointError(
@@ -219,7 +231,7 @@ class VisionLanguageLM(CausalLM):
         if len(ids) > most:
             raise too_long(len(ids), most, self.model.config.max_seq_len)
         placed = self.patches.positions(*picture.size)
-        at = [i for i, t in enumerate(ids) if t == self.image_token_id]
+        at = image_at(made, self.image_token_id)
         if len(at) != len(placed):
             raise BackendError(
                 f"its processor put {len(at)} image tokens in the prompt where its vision "
