@@ -19,12 +19,14 @@ import torch
 from PIL import Image
 
 from harness.checkpoints import VOCAB, spread, tokenizer
+from harness.vlm_configs import DERIVED, SUBCONFIGS, TEXT_OVERRIDES, VISION_OVERRIDES
 from harness.vlm_processors import (
     IMAGE,
     ONEVISION,
     OVIS,
-    PAD,
+    OWN_TOKENS,
     PINPOINTS,
+    QWEN_TOKENS,
     ROWS,
     SOFT,
     SPECIALS,
@@ -150,6 +152,8 @@ def sized(default: Any, sizes: dict) -> dict:
     for name, value in list(found.items()):
         if "dropout" in name and isinstance(value, float):
             found[name] = 0.0
+    for name in set(DERIVED) - set(sizes):  # (derived again, unless set here)
+        found.pop(name, None)
     layers = found.get("num_hidden_layers")
     if isinstance(found.get("layer_types"), list) and isinstance(layers, int):
         # (one per layer: the last ones, where a hybrid puts its full attention)
@@ -194,7 +198,8 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
             vision_config=sized(default.vision_config, VISION | dict(image_size=64)),
             image_token_id=ids[IMAGE], video_token_id=ids["<|video_pad|>"], **extra,
         )  # fmt: skip
-    vision = sized(default.vision_config, VISION)
+    over = VISION_OVERRIDES.get(model_type, {})
+    vision = sized(default.vision_config, VISION | over) | over
     # (LLaVA-OneVision's any resolution reads SigLIP's patches, all of them: its own)
     onevision = hasattr(default, "vision_aspect_ratio")
     if family in ("llava", "anyres") and not onevision:
@@ -202,7 +207,10 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
     extra: dict = {}
     # (Aya Vision's picture tokens; InternVL's, with its downsample_ratio, are <image>)
     aya = family == "canvas" and not hasattr(default, "downsample_ratio")
-    token = ids[{"dynamic": PAD, "pooled": SOFT, "rows": ROWS["image_token"]}.get(
+    # (an own-resolution architecture's picture token, those around it and its video's:
+    # Qwen2-VL's, or those its processor names itself)
+    own = OWN_TOKENS.get(model_type, QWEN_TOKENS)
+    token = ids[{"dynamic": own[0], "pooled": SOFT, "rows": ROWS["image_token"]}.get(
         family, "<|IMG_PATCH|>" if aya else IMAGE)]  # fmt: skip
     for name in ("image_token_id", "image_token_index"):
         if hasattr(default, name):
@@ -259,8 +267,10 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
         # 4, as its processor saves, over Pix2Struct's patches of its own width)
         text = sized(default.text_config, TEXT | dict(embed_dim=64, layers=2, ffn_dim=96,
                                                       attention_heads=4))  # fmt: skip
-        if "patch_embed_hidden_size" in vision:  # (Kosmos-2.5's Pix2Struct tower's heads)
-            vision["head_dim"] = VISION["hidden_size"] // VISION["num_attention_heads"]
+        if "patch_embed_hidden_size" in vision:  # (Kosmos-2.5's Pix2Struct tower: one
+            # layer of one head, which reads the 4,096 patches its processor always sends)
+            vision |= {"num_hidden_layers": 1, "num_attention_heads": 1,
+                       "head_dim": VISION["hidden_size"]}  # fmt: skip
         latents = 4 if model_type == "kosmos-2.5" else default.latent_query_num
         return AutoConfig.for_model(model_type, text_config=text, vision_config=vision,
                                     latent_query_num=latents)  # fmt: skip
@@ -288,15 +298,17 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
         extra |= {"mm_tokens_per_image": 4, "boi_token_index": ids["<start_of_image>"],
                   "eoi_token_index": ids["<end_of_image>"]}  # fmt: skip
     if family == "dynamic":
-        named = {"vision_start_token_id": ids["<|vision_start|>"],
-                 "vision_end_token_id": ids["<|vision_end|>"],
-                 "video_token_id": ids["<|video_pad|>"]}  # fmt: skip
+        named = {"vision_start_token_id": ids[own[1]], "vision_end_token_id": ids[own[2]],
+                 "video_token_id": ids[own[3]]}  # fmt: skip
         # (those its config has: HunYuanVL's names none, its processor's tokenizer does)
         extra |= {k: v for k, v in named.items() if hasattr(default, k)}
         vision["patch_size"] = 14
         if "embed_dim" in vision:  # (Qwen2-VL's: its hidden_size is what its merger gives)
             vision["hidden_size"] = TEXT["hidden_size"]
-    text = sized(default.text_config, TEXT)
+    for name, sizes in SUBCONFIGS.get(model_type, {}).items():
+        extra[name] = sized(getattr(default, name), sizes)
+    over = TEXT_OVERRIDES.get(model_type, {})
+    text = sized(default.text_config, TEXT | over) | over
     if "indexer_budget" in text:  # (Qwen4-Exp's indexed attention: its token indexer, of
         # 2 query heads over blocks of 2 tokens, keeping 2 blocks and the tail; its default
         # config names none, which its model cannot be made without)
@@ -304,14 +316,21 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
                  "indexer_budget": 4, "indexer_compress_ratio": 2}  # fmt: skip
     if family == "paligemma":  # (its processor adds 1,152 location and segment tokens)
         text["vocab_size"] = VOCAB + 64 + 1152
-    if family == "dynamic":  # (rotary positions over time, rows and columns: 8 pairs a head)
+    # (rotary positions over time, rows and columns: 8 pairs a head; in each layer type's
+    # parameters where it states them per type, Cohere Compass's; none where it has no
+    # rotary positions, GLM-5's NoPE)
+    if family == "dynamic" and "rope_parameters" in text:
         rope = text.get("rope_parameters") or {}
-        # (the pairs of its rotated part: GLM-4V turns half of each head's dimensions)
-        half = rope.get("partial_rotary_factor", text.get("partial_rotary_factor", 1.0)) == 0.5
-        section = [1, 1, 2] if half else [2, 3, 3]
-        if model_type.startswith("ernie4_5_vl"):  # (its sections are rows, columns, time:
-            section = [3, 3, 2]  # its rows' and columns' interleaved, as many: [22, 22, 20])
-        text["rope_parameters"] = {**rope, "mrope_section": section}
+        types = set(text.get("layer_types") or ())
+        for part in [rope[t] for t in rope if t in types and rope[t]] or [rope]:
+            # (the pairs of its rotated part: GLM-4V turns half of each head's dimensions;
+            # HY-V4's MLA rotates its qk_rope_head_dim's 16)
+            turned = part.get("partial_rotary_factor", text.get("partial_rotary_factor", 1.0))
+            section = [1, 1, 2] if turned == 0.5 else [2, 3, 3]
+            if model_type.startswith("ernie4_5_vl"):  # (its sections are rows, columns, time:
+                section = [3, 3, 2]  # its rows' and columns' interleaved, as many: [22, 22, 20])
+            part["mrope_section"] = section
+        text["rope_parameters"] = rope
     return AutoConfig.for_model(model_type, text_config=text, vision_config=vision, **extra)
 
 
@@ -360,8 +379,10 @@ def saved(model_type: str, folder: Path) -> Path:
         raise ValueError(named)
     # (Kosmos-2's processor writes its picture's tokens as the ids after its tokenizer's
     # unknown token: ordinary tokens, as XLM-R's after its <unk>)
-    made = tokenizer((*SPECIALS, UNK) if named == "Kosmos2Processor" else SPECIALS)
-    ids = {t: made.token_to_id(t) for t in SPECIALS}
+    # (and the tokens a processor writes of its own: OWN_TOKENS)
+    specials = SPECIALS + tuple(t for t in OWN_TOKENS.get(model_type, ()) if t not in SPECIALS)
+    made = tokenizer((*specials, UNK) if named == "Kosmos2Processor" else specials)
+    ids = {t: made.token_to_id(t) for t in specials}
     config = tiny(model_type, family, ids)
     torch.manual_seed(0)
     with contextlib.redirect_stderr(io.StringIO()):

@@ -41,6 +41,13 @@ SPECIALS = (
     "<|video_pad|>", *ROWS.values(), *AYA,
     *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)), *OVIS,
 )  # fmt: skip
+# (the tokens an own-resolution architecture's processor names itself, whatever its
+# tokenizer says: its picture's, those around it, its video's; else Qwen2-VL's)
+OWN_TOKENS = {
+    "cohere_compass": ("<|IMAGE_PAD|>", "<|VISION_START|>", "<|VISION_END|>", "<|VIDEO_PAD|>"),
+    "dots3_note": ("<|imgpad|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>"),
+}
+QWEN_TOKENS = (PAD, "<|vision_start|>", "<|vision_end|>", "<|video_pad|>")
 # (LLaVA-NeXT's canvases: a 32-pixel square, two side by side or stacked, or four)
 PINPOINTS = [[32, 32], [32, 64], [64, 32], [64, 64]]
 ONEVISION = "anyres_max_1"  # (LLaVA-OneVision's grid resampled down past one square's)
@@ -54,7 +61,7 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
     named_tokens = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
                     "image_token": SOFT} if family == "pooled" else {}  # fmt: skip
     if family == "dynamic":  # (GLM-4V's processor writes the tokenizer's, else <|image|>)
-        named_tokens = {"image_token": PAD}
+        named_tokens = {"image_token": OWN_TOKENS.get(model_type, QWEN_TOKENS)[0]}
     if named in ("HunYuanVLProcessor", "Ernie4_5_VLMoeProcessor"):  # (their processors
         # read the picture's wrappers from it too; ERNIE's a video's token and wrappers)
         named_tokens |= {"image_start_token": "<|vision_start|>",
@@ -264,10 +271,14 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
         # Cosmos3-Edge's and PaddleOCR-VL's patchify their own way)
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         vision = config.get("vision_config") or {}
+        # (a vision tower stating no temporal patch reads one frame a patch: dots3's patch
+        # embedding reads 3 x 14 x 14 values, where Qwen2-VL's class would send 2 frames)
         stated = {"patch_size": vision.get("patch_size"),
                   "merge_size": vision.get("spatial_merge_size"),
-                  "temporal_patch_size": vision.get("temporal_patch_size")}  # fmt: skip
+                  "temporal_patch_size": vision.get("temporal_patch_size", 1)}  # fmt: skip
         said = {k: v for k, v in stated.items() if isinstance(v, int)}
+        if hasattr(own, "min_image_tokens"):  # (GLM-5's bounds: in tokens)
+            said |= {"min_image_tokens": 4, "max_image_tokens": 16}
         made = own(**said)
         # (4 to 16 tokens a picture: GLM-4V's bounds count a picture's frames)
         counts_frames = (

@@ -19,7 +19,13 @@ from typing import Any, Protocol
 from ..checkpoints import CheckpointError
 from ..patches import PADDING, Geometry, ImagePosition, cells
 from .queries import VIEWS, ViewQueries, queries
-from .resolution import DynamicTokens, HunyuanTokens, RowEndTokens, RowTokens
+from .resolution import (
+    DynamicTokens,
+    HunyuanTokens,
+    PaddedDynamicTokens,
+    RowEndTokens,
+    RowTokens,
+)
 from .tiles import (
     TILING,
     AnyResTokens,
@@ -246,12 +252,16 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
         if not mapped:
             raise CheckpointError("its mergers' kernels, rounds or layer are not mapped")
         return SliceTokens(image_processor, patch, merge)
-    if "HunYuanVLProcessor" in kinds:  # (its merger's newline a row, its begin and end)
+    if kinds & {"HunYuanVLProcessor", "HYV4VLProcessor"}:  # (its merger's newline a row;
+        # HunYuanVL's begin and end too, HY-V4's none)
         if getattr(image_processor, "spatial_patch_size", 1) != 1:
             raise CheckpointError("HunYuanVL's spatial_patch_size other than 1 is not mapped")
-        return HunyuanTokens(image_processor, bool(getattr(processor, "cat_extra_token", True)))
+        ends = "HunYuanVLProcessor" in kinds and getattr(processor, "cat_extra_token", True)
+        return HunyuanTokens(image_processor, bool(ends))
     # (Qwen2-VL's image processor, which Qwen2.5-VL's and Qwen3-VL's processors use too)
     if {"merge_size", "temporal_patch_size"} <= set(vars(image_processor)):
+        if hasattr(image_processor, "min_image_tokens"):  # (GLM-5's: bounded in tokens)
+            return PaddedDynamicTokens(image_processor)
         return DynamicTokens(image_processor)
     raise CheckpointError(
         f"its processor ({named}) places a picture's tokens in a way not mapped yet: {MAPPED}"

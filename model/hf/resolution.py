@@ -8,11 +8,12 @@ row (`RowEndTokens`)."""
 from __future__ import annotations
 
 import inspect
+import math
 import sys
 from typing import Any
 
 from ..checkpoints import CheckpointError
-from ..patches import Geometry, ImagePosition, cells
+from ..patches import PADDING, Geometry, ImagePosition, cells
 from .vision import shape_only
 
 
@@ -83,17 +84,46 @@ class DynamicTokens(GridTokens):
                     f"{theirs} tokens where Qwen2-VL's rule gives {ours}: not mapped yet"
                 )
 
+    def canvas(self, width: int, height: int, least: int, most: int) -> tuple[int, int]:
+        """(height, width) of the processor's pixels for a picture of this size: its rule
+        within `least` and `most` (GLM-4V's and GLM-5's over a temporal patch's frames)."""
+        bounds = {"min_pixels": least, "max_pixels": most}
+        if self._frames:  # (GLM-4V's: a picture is read as its temporal patch's frames)
+            frames = int(self.image_processor.temporal_patch_size)
+            return self._resize(num_frames=frames, height=height, width=width,
+                                temporal_factor=frames, factor=self.patch, **bounds)  # fmt: skip
+        return self._resize(height, width, self.patch, **bounds)
+
     def place(self, width: int, height: int) -> Geometry:
         """Where the processor's pixels lie in a picture of this size."""
         size = self.image_processor.size
-        bounds = {"min_pixels": size["shortest_edge"], "max_pixels": size["longest_edge"]}
-        if self._frames:  # (GLM-4V's: a picture is read as its temporal patch's frames)
-            frames = int(self.image_processor.temporal_patch_size)
-            h, w = self._resize(num_frames=frames, height=height, width=width,
-                                temporal_factor=frames, factor=self.patch, **bounds)  # fmt: skip
-        else:
-            h, w = self._resize(height, width, self.patch, **bounds)
+        h, w = self.canvas(width, height, size["shortest_edge"], size["longest_edge"])
         return Geometry((width, height), (w, h), (0, 0), (w, h))
+
+
+class PaddedDynamicTokens(DynamicTokens):
+    """GLM-5's: a canvas of whole merged tokens within its bounds in tokens
+    (`min_image_tokens`, `max_image_tokens`: its `smart_resize`), the picture scaled to
+    fit it, its aspect kept (not up where it holds the fewest tokens' pixels already), at
+    its top left, the rest padding (its `resize`). A token wholly in the padding has no
+    place on the picture: it is named "░ r,c", no patch."""
+
+    def place(self, width: int, height: int) -> Geometry:
+        p = self.image_processor
+        h, w = self.canvas(width, height, p.min_image_tokens, p.max_image_tokens)
+        scale = min(h / height, w / width)
+        if height * width >= self.patch**2 * p.min_image_tokens:
+            scale = min(1.0, scale)
+        inside = (max(1, min(w, math.floor(width * scale))),
+                  max(1, min(h, math.floor(height * scale))))  # fmt: skip
+        return Geometry((width, height), inside, (0, 0), (w, h))
+
+    def positions(self, width: int, height: int) -> list[ImagePosition]:
+        return [
+            p if p.box and p.box[0] < p.box[2] and p.box[1] < p.box[3]
+            else ImagePosition("extra", f"{PADDING} {p.row},{p.column}")
+            for p in super().positions(width, height)
+        ]  # fmt: skip
 
 
 class HunyuanTokens(DynamicTokens):
