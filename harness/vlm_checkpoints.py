@@ -21,6 +21,7 @@ from PIL import Image
 from harness.checkpoints import VOCAB, spread, tokenizer
 from harness.vlm_configs import DERIVED, SUBCONFIGS, TEXT_OVERRIDES, VISION_OVERRIDES
 from harness.vlm_processors import (
+    AUDIO,
     IMAGE,
     ONEVISION,
     OVIS,
@@ -45,6 +46,10 @@ VISION = dict(
     spatial_merge_size=2, fullatt_block_indexes=[1], window_size=56,
     deepstack_visual_indexes=[1], text_hidden_size=64,
 )  # fmt: skip
+# (a Qwen Omni thinker's audio encoder, Whisper's: 2 layers, as wide as its text's input)
+AUDIBLE = dict(encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=32, d_model=16,
+               output_dim=TEXT["hidden_size"], downsample_hidden_size=16)  # fmt: skip
+EXPERTS = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
 FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
             "PaliGemmaProcessor": "paligemma", "Gemma3Processor": "pooled",
             "LightOnOcrProcessor": "rows", "DeepseekVLProcessor": "square",
@@ -66,8 +71,18 @@ FAMILIES = {"LlavaProcessor": "llava", "Idefics3Processor": "tiles",
 # folder names GLM-4.6V's processor, as mlx-vlm's port of it reads it; Kosmos-2's and
 # Kosmos-2.5's modules, kosmos2 and kosmos2_5, are not named as their types are:
 # transformers' own mapping named their processors before it was made from the modules')
+# A Qwen Omni thinker's folder, the thinker saved alone, holds its whole model's processor:
+# the thinkers' own docstrings read them with Qwen2_5OmniProcessor and Qwen3OmniMoeProcessor,
+# and saqws/Effective-multimodal-RAG's run_thinker.py saves a thinker and
+# Qwen2_5OmniProcessor in one folder. nvidia/Cosmos3-Nano's folder names one, as NVIDIA's
+# cookbook reads it with AutoProcessor: its Reasoner is Qwen3-VL, transformers names
+# Qwen3-VL's image and video processors for cosmos3_omni, and an early draft of its port
+# (Cosmos3Reasoner*, transformers #46146) made its processor a Qwen3VLProcessor.
 NAMED_BY_FOLDERS = {"glm_ocr": "Glm46VProcessor", "kosmos-2": "Kosmos2Processor",
-                    "kosmos-2.5": "Kosmos2_5Processor"}  # fmt: skip
+                    "kosmos-2.5": "Kosmos2_5Processor",
+                    "qwen2_5_omni_thinker": "Qwen2_5OmniProcessor",
+                    "qwen3_omni_moe_thinker": "Qwen3OmniMoeProcessor",
+                    "cosmos3_omni": "Qwen3VLProcessor"}  # fmt: skip
 
 
 def family_of(model_type: str) -> tuple[str, str]:
@@ -309,6 +324,17 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
         extra[name] = sized(getattr(default, name), sizes)
     over = TEXT_OVERRIDES.get(model_type, {})
     text = sized(default.text_config, TEXT | over) | over
+    if AUDIO[0] in ids:  # (a Qwen Omni thinker's, its tokenizer's audio tokens its own: its
+        # audio encoder tiny; Qwen3-Omni's text of 4 experts, 2 a token)
+        extra["audio_config"] = sized(default.audio_config, AUDIBLE)
+        text = sized(default.text_config, TEXT | EXPERTS)
+        tokens = {"audio_token_id": AUDIO[0], "audio_token_index": AUDIO[0],
+                  "audio_start_token_id": AUDIO[1], "audio_end_token_id": AUDIO[2]}  # fmt: skip
+        extra |= {k: ids[t] for k, t in tokens.items() if hasattr(default, k)}
+        # (its picture's wrappers, which its get_rope_index reads: its config class declares
+        # none, a real thinker's config.json states them, as Qwen3-Omni's thinker_config)
+        extra |= {"vision_start_token_id": ids["<|vision_start|>"],
+                  "vision_end_token_id": ids["<|vision_end|>"]}  # fmt: skip
     if "indexer_budget" in text:  # (Qwen4-Exp's indexed attention: its token indexer, of
         # 2 query heads over blocks of 2 tokens, keeping 2 blocks and the tail; its default
         # config names none, which its model cannot be made without)

@@ -48,6 +48,16 @@ OWN_TOKENS = {
     "dots3_note": ("<|imgpad|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>"),
 }
 QWEN_TOKENS = (PAD, "<|vision_start|>", "<|vision_end|>", "<|video_pad|>")
+# (the Qwen Omni processors': a picture's, a video's and its start and end as Qwen2-VL's;
+# its audio's and its start and end, tokens of their own of the thinkers' tokenizers)
+AUDIO = ("<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>")
+OWN_TOKENS |= {
+    t: (*QWEN_TOKENS, *AUDIO) for t in ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")
+}
+OMNI = {"image_token": PAD, "video_token": "<|video_pad|>", "audio_token": AUDIO[0],
+        "vision_bos_token": "<|vision_start|>", "vision_eos_token": "<|vision_end|>",
+        "audio_bos_token": AUDIO[1], "audio_eos_token": AUDIO[2]}  # fmt: skip
+OMNI_PROCESSORS = ("Qwen2_5OmniProcessor", "Qwen3OmniMoeProcessor")
 # (LLaVA-NeXT's canvases: a 32-pixel square, two side by side or stacked, or four)
 PINPOINTS = [[32, 32], [32, 64], [64, 32], [64, 64]]
 ONEVISION = "anyres_max_1"  # (LLaVA-OneVision's grid resampled down past one square's)
@@ -62,6 +72,8 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
                     "image_token": SOFT} if family == "pooled" else {}  # fmt: skip
     if family == "dynamic":  # (GLM-4V's processor writes the tokenizer's, else <|image|>)
         named_tokens = {"image_token": OWN_TOKENS.get(model_type, QWEN_TOKENS)[0]}
+        if named in OMNI_PROCESSORS:
+            named_tokens = dict(OMNI)
     if named in ("HunYuanVLProcessor", "Ernie4_5_VLMoeProcessor"):  # (their processors
         # read the picture's wrappers from it too; ERNIE's a video's token and wrappers)
         named_tokens |= {"image_start_token": "<|vision_start|>",
@@ -288,7 +300,16 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
         side = made.patch_size * made.merge_size
         least, most = (side * side * n * frames for n in (4, 16))
         images = own(size={"shortest_edge": least, "longest_edge": most}, **said)
-        in_parts(folder, named, images, fast)
+        # (the Qwen Omni processors' audio half: Whisper's features, as many bins as its
+        # audio encoder reads; numpy's, saved within processor_config.json as transformers
+        # saves a processor's parts)
+        heard = {}
+        if named in OMNI_PROCESSORS:
+            bins = (config.get("audio_config") or {})["num_mel_bins"]
+            heard["feature_extractor"] = transformers.WhisperFeatureExtractor(
+                feature_size=bins
+            ).to_dict()
+        in_parts(folder, named, images, fast, **heard)
 
 
 def in_parts(folder: Path, named: str, images: Any, fast: Any, **settings: Any) -> None:

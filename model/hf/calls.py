@@ -220,9 +220,10 @@ def grown(inputs: dict[str, Tensor], length: int) -> dict[str, Tensor]:
     continues it: its token types (and Kosmos-2's and Kosmos-2.5's picture's places) run
     on with zeros (text), the rest (a picture's pixels) as it is."""
     return {
-        k: torch.nn.functional.pad(v, (0, length - v.size(-1))) if k in PER_TOKEN else v
+        k: torch.nn.functional.pad(v, (0, length - v.size(-1)), value=int(k == "attention_mask"))
+        if k in (*PER_TOKEN, "attention_mask") else v
         for k, v in inputs.items()
-    }
+    }  # fmt: skip
 
 
 def text_reader(hf: Any) -> Any:

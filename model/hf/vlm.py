@@ -141,6 +141,7 @@ class VisionLanguageLM(CausalLM):
     separator: str  # what comes between the picture and the text
     prepended: bool  # whether the processor writes the picture's tokens itself, first
     asked: dict[str, Any]  # what its processor is asked for besides its defaults
+    masked: bool  # whether its pass reads the prompt's attention mask (see `of`)
 
     @classmethod
     def of(cls, runner: CausalLM, processor: Any) -> VisionLanguageLM:
@@ -165,6 +166,12 @@ class VisionLanguageLM(CausalLM):
         # found by them)
         reads = inspect.signature(hf.forward).parameters
         made.asked = {"return_mm_token_type_ids": True} if "mm_token_type_ids" in reads else {}
+        # (its prompt's attention mask, where its rotary positions over the picture are
+        # found by it, not by token types: the Qwen Omni thinkers' get_rope_index, whose
+        # pass without one reads the picture at a text's positions)
+        made.masked = "mm_token_type_ids" not in reads and any(
+            hasattr(m, "get_rope_index") for m in (hf, getattr(hf, "model", None))
+        )
         return made
 
     def checked(self) -> VisionLanguageLM:
@@ -241,7 +248,9 @@ class VisionLanguageLM(CausalLM):
         inputs = {
             k: v.to(model.input_device, model.hf.dtype if v.is_floating_point() else v.dtype)
             for k, v in made.items()
-            if k not in ("input_ids", "attention_mask", "labels") and isinstance(v, torch.Tensor)
+            if k not in ("input_ids", "labels")
+            and isinstance(v, torch.Tensor)
+            and (k != "attention_mask" or self.masked)
         }
         positions = [ImagePosition("text", token) for token in self.shown(ids)]
         for i, position in zip(at, placed, strict=True):
