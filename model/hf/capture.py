@@ -373,8 +373,11 @@ def register() -> None:
     AttentionInterface.register(ATTENTION, capturing_attention)
     AttentionMaskInterface.register(ATTENTION, capturing_mask)
     # (a vision tower whose layers pick their own attention class by name, from a table,
-    # DeepSeek-OCR-2's SAM: its eager one under ours, uncaptured as a vision tower's are)
+    # SAM's (DeepSeek-VL-Hybrid's high-resolution tower) and DeepSeek-OCR-2's: its eager
+    # one under ours, uncaptured as a vision tower's are)
     from transformers.models.deepseek_ocr2 import modeling_deepseek_ocr2 as ocr2
+    from transformers.models.sam import modeling_sam as sam
 
-    table = ocr2.DEEPSEEK_OCR2_SAM_VISION_ATTENTION_CLASSES
-    table.setdefault(ATTENTION, table["eager"])
+    for table in (ocr2.DEEPSEEK_OCR2_SAM_VISION_ATTENTION_CLASSES,
+                  sam.SAM_VISION_ATTENTION_CLASSES):  # fmt: skip
+        table.setdefault(ATTENTION, table["eager"])

@@ -186,7 +186,7 @@ def image_tokens(config: Any, processor: Any) -> ImageTokens:
             return PatchTokens(image_processor, patch, cls_kept=strategy == "full")
     if "PaliGemmaProcessor" in kinds:  # (SigLIP's patches, no class token)
         return PatchTokens(image_processor, patch, cls_kept=False)
-    if kinds & {"DeepseekVLProcessor", "JanusProcessor"}:
+    if kinds & {"DeepseekVLProcessor", "JanusProcessor", "DeepseekVLHybridProcessor"}:
         return SquareTokens(image_processor, patch)
     if "Ovis2Processor" in kinds:  # (the whole picture alone, patches merged stride x stride)
         if sent(processor, "crop_to_patches"):

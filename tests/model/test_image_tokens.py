@@ -64,7 +64,8 @@ def cell_of(k: int, grid: tuple[int, int]) -> tuple[int, int, int]:
 
 
 MARKED = ["deepseek_vl", "janus", "lighton_ocr", "aya_vision", "internvl", "qianfan_ocr",
-          "idefics3", "smolvlm", "ovis2", "granite_docling", "chameleon", "emu3"]  # fmt: skip
+          "idefics3", "smolvlm", "ovis2", "granite_docling", "chameleon", "emu3",
+          "deepseek_vl_hybrid"]  # fmt: skip
 
 
 @pytest.mark.parametrize("model_type", MARKED)
@@ -225,7 +226,7 @@ def test_llava_onevisions_resampled_tokens_cover_the_patches_transformers_blends
             assert changed and changed <= blended, (size, k, changed, blended)
 
 
-@pytest.mark.parametrize("model_type", ["deepseek_vl", "janus"])
+@pytest.mark.parametrize("model_type", ["deepseek_vl", "janus", "deepseek_vl_hybrid"])
 def test_a_banners_tokens_wholly_in_the_letterbox_are_named_padding(tmp_path, model_type):
     """A banner letterboxed into the square: its top and bottom rows of patches lie wholly
     in the padding (the processor's own pixels there are its background colour alone):
