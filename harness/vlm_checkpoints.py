@@ -85,6 +85,9 @@ NAMED_BY_FOLDERS = {"glm_ocr": "Glm46VProcessor", "kosmos-2": "Kosmos2Processor"
                     "qwen3_omni_moe_thinker": "Qwen3OmniMoeProcessor",
                     "cosmos3_omni": "Qwen3VLProcessor"}  # fmt: skip
 
+# the reason of a row that is no vision-language model, though transformers' mapping lists it
+NO_PICTURE = "it reads no picture"
+
 
 def family_of(model_type: str) -> tuple[str, str]:
     """(the family of the architecture's processor, how its tiny model is made: "llava",
@@ -95,9 +98,14 @@ def family_of(model_type: str) -> tuple[str, str]:
     its processor's class name or why none is read: the placings image_tokens.py maps are
     those of the families here)."""
     import transformers
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+    from transformers.models.auto.video_processing_auto import VIDEO_PROCESSOR_MAPPING_NAMES
 
     named = PROCESSOR_MAPPING_NAMES.get(model_type) or NAMED_BY_FOLDERS.get(model_type)
+    if not isinstance(named, str) and not hasattr(transformers.AutoConfig.for_model(model_type),
+                                                  "vision_config"):  # fmt: skip
+        return "", NO_PICTURE + " (its config has no vision tower, and no processor is named)"
     if not isinstance(named, str):
         return "", "transformers names no processor for it"
     try:
@@ -112,13 +120,32 @@ def family_of(model_type: str) -> tuple[str, str]:
     images = image_processor_names(model_type, named)
     if own_resolution_images(model_type, named) is not None:
         return "dynamic", named
+    try:  # (a class transformers marks as needing torchvision answers nothing of itself)
+        parts = set(cls.get_attributes())
+    except ImportError:
+        parts = {"image_processor", "video_processor"}
+    if not parts & {"image_processor", "video_processor"}:  # (Evolla's: proteins and text)
+        said = ", ".join(sorted(parts))
+        return "", f"{NO_PICTURE} (its processor, {named}, has no image processor: {said})"
     # (transformers' own marks: the class requires torchvision, or its pictures are read
-    # by a torchvision image processor alone)
+    # by a torchvision image processor alone, or as a video's frames by a torchvision video
+    # processor alone, InstructBLIP-Video's; or its vision tower is timm's, which needs it)
     needs = "torchvision" in (getattr(cls, "_backends", None) or ())
-    if needs or (isinstance(images, dict) and set(images) == {"torchvision"}):
+    videos = VIDEO_PROCESSOR_MAPPING_NAMES.get(model_type)
+    needs |= "image_processor" not in parts and set(videos or {}) == {"torchvision"}
+    tower = MODEL_MAPPING_NAMES.get(getattr(getattr(transformers.AutoConfig.for_model(
+        model_type), "vision_config", None), "model_type", ""))  # fmt: skip
+    if (
+        needs
+        or (isinstance(images, dict) and set(images) == {"torchvision"})
+        or (tower == "TimmWrapperModel" and not transformers.utils.is_timm_available())
+    ):
         return "", (
             f"its processor ({named}) reads pictures with torchvision alone, which does not "
             "install beside the CPU build of torch here"
+            if tower != "TimmWrapperModel"
+            else "its vision tower is timm's (TimmWrapperModel): timm needs torchvision, "
+            "which does not install beside the CPU build of torch here"
         )
     return "", f"its processor ({named}) places a picture's tokens in a way not mapped yet"
 
@@ -305,6 +332,12 @@ def tiny(model_type: str, family: str, ids: dict[str, int]):
         extra["downsample_factor"] = 2
     if family == "square" and "projection_dim" in vision:  # (Janus's aligner: into the text)
         vision |= {"projection_dim": TEXT["hidden_size"], "num_image_tokens": 16}
+    if hasattr(default, "high_res_vision_config"):  # (DeepSeek-VL-Hybrid's SAM tower: a
+        # 64-pixel square of 16-pixel patches, windows of 2)
+        extra["high_res_vision_config"] = sized(default.high_res_vision_config, dict(
+            hidden_size=32, output_channels=16, num_hidden_layers=2, num_attention_heads=4,
+            image_size=64, window_size=2, global_attn_indexes=[1], mlp_dim=64,
+            num_pos_feats=8))  # fmt: skip
     if family == "rows":  # (pictures of up to 64 x 64 pixels, 2 x 2 patches a token)
         vision["image_size"], extra["spatial_merge_size"] = 64, 2
         vision["head_dim"] = VISION["hidden_size"] // VISION["num_attention_heads"]

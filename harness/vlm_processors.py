@@ -149,8 +149,10 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
         in_parts(folder, named, images, fast, **llava)
     elif family == "square":  # (a 32 x 32 square of 4 x 4 patches)
         images = getattr(transformers, f"{named.removesuffix('Processor')}ImageProcessorPil")
+        # (DeepSeek-VL-Hybrid's SAM tower's square too: 64 pixels)
+        high = {"high_res_size": {"height": 64, "width": 64}} if "Hybrid" in named else {}
         getattr(transformers, named)(
-            image_processor=images(size={"height": 32, "width": 32}, min_size=8),
+            image_processor=images(size={"height": 32, "width": 32}, min_size=8, **high),
             tokenizer=fast, num_image_tokens=16,
         ).save_pretrained(folder)  # fmt: skip
     elif family == "canvas" and named == "InternVLProcessor":  # (saved as its parts)
