@@ -396,6 +396,5 @@ class Transformer(ServedModel):
     def long_pass(
         self, ids: list[int], last_from: int, inputs: dict[str, Tensor] | None = None
     ) -> tuple[LongCapture, list[int], Tensor]:
-        if inputs:
-            raise ValueError("our model code reads token ids alone")
+        assert not inputs, "our model code reads token ids alone"
         return long_read(self, ids, last_from)
