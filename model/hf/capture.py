@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -378,6 +379,9 @@ def register() -> None:
     from transformers.models.deepseek_ocr2 import modeling_deepseek_ocr2 as ocr2
     from transformers.models.sam import modeling_sam as sam
 
-    for table in (ocr2.DEEPSEEK_OCR2_SAM_VISION_ATTENTION_CLASSES,
-                  sam.SAM_VISION_ATTENTION_CLASSES):  # fmt: skip
+    tables: tuple[dict[str, Any], ...] = (
+        ocr2.DEEPSEEK_OCR2_SAM_VISION_ATTENTION_CLASSES,
+        sam.SAM_VISION_ATTENTION_CLASSES,
+    )
+    for table in tables:
         table.setdefault(ATTENTION, table["eager"])
