@@ -129,3 +129,13 @@ class PicturePrompt:
         named = [p.label if p.kind != "text" else t
                  for p, t in zip(self.positions, tokens, strict=False)]  # fmt: skip
         return named + tokens[len(named) :]
+
+
+def padding_named(positions: list[ImagePosition]) -> list[ImagePosition]:
+    """The positions, those whose box is empty (a token wholly in a letterbox's or a
+    canvas's padding: its box clipped to nothing) named as padding ("░ r,c"), no patch."""
+    return [
+        p if p.box and p.box[0] < p.box[2] and p.box[1] < p.box[3]
+        else ImagePosition("extra", f"{PADDING} {p.row},{p.column}")
+        for p in positions
+    ]  # fmt: skip

@@ -17,7 +17,7 @@ import re
 from typing import Any, Protocol
 
 from ..checkpoints import CheckpointError
-from ..patches import PADDING, Geometry, ImagePosition, cells
+from ..patches import Geometry, ImagePosition, cells, padding_named
 from .queries import VIEWS, ViewQueries, queries
 from .resolution import (
     DynamicTokens,
@@ -320,11 +320,7 @@ class SquareTokens(PatchTokens):
         return place, side // self.patch, side // self.patch
 
     def positions(self, width: int, height: int) -> list[ImagePosition]:
-        return [
-            p if p.box and p.box[0] < p.box[2] and p.box[1] < p.box[3]
-            else ImagePosition("extra", f"{PADDING} {p.row},{p.column}")
-            for p in super().positions(width, height)
-        ]  # fmt: skip
+        return padding_named(super().positions(width, height))
 
 
 class PooledTokens:

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from ..checkpoints import CheckpointError
-from ..patches import PADDING, Geometry, ImagePosition, cells
+from ..patches import Geometry, ImagePosition, cells, padding_named
 from .vision import shape_only
 
 
@@ -119,11 +119,7 @@ class PaddedDynamicTokens(DynamicTokens):
         return Geometry((width, height), inside, (0, 0), (w, h))
 
     def positions(self, width: int, height: int) -> list[ImagePosition]:
-        return [
-            p if p.box and p.box[0] < p.box[2] and p.box[1] < p.box[3]
-            else ImagePosition("extra", f"{PADDING} {p.row},{p.column}")
-            for p in super().positions(width, height)
-        ]  # fmt: skip
+        return padding_named(super().positions(width, height))
 
 
 class HunyuanTokens(DynamicTokens):

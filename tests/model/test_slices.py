@@ -18,11 +18,13 @@ import json
 
 import pytest
 import torch
-from PIL import Image, ImageDraw
+from PIL import Image
 
 from attnviz.model.hf.tiles import SliceTokens
 from attnviz.model.pretrained.sources import load_origin
 from harness import vlm_matrix
+
+from .test_image_tokens import mark
 
 PATCH = 8  # (the tiny tower's patch, in the processor's pixels)
 
@@ -42,19 +44,6 @@ def runner(tmp_path_factory):
         return made[model_type]
 
     return read
-
-
-def mark(picture: Image.Image, box) -> Image.Image:
-    """The picture with the middle half of a box painted red (clear of a pixel's rounding
-    at its edges), as tests/model/test_image_tokens.py marks one (its module, imported,
-    lists every image processor)."""
-    left, top, right, bottom = box
-    inset = (right - left) / 4, (bottom - top) / 4
-    marked = picture.copy()
-    ImageDraw.Draw(marked).rectangle(
-        [left + inset[0], top + inset[1], right - inset[0], bottom - inset[1]], fill=(255, 0, 0)
-    )
-    return marked
 
 
 def sent(runner, picture: Image.Image, mode: str = "16x"):
