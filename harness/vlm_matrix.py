@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from harness.matrix_table import between, cell
-from harness.vlm_checkpoints import family_of, picture, saved
+from harness.vlm_checkpoints import picture, saved
+from harness.vlm_families import family_of
 
 
 @dataclass

@@ -277,7 +277,7 @@ def save_processor(folder: Path, model_type: str, family: str, named: str, made)
         in_parts(folder, named, images, fast, image_seq_len=4)
     else:  # (its own image processor, Qwen2-VL's settings; saved as its parts: its
         # processor's class is read by its pictures' half)
-        from harness.vlm_checkpoints import own_resolution_images
+        from harness.vlm_families import own_resolution_images
 
         own = own_resolution_images(model_type, named)
         # (as its vision tower reads pictures: its patch, merge and temporal patch, where

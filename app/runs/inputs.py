@@ -19,11 +19,15 @@ def tokens_read(entry: ModelEntry, text: str, picture: Picture | None) -> int:
     422 past MOST_PICTURE_POSITIONS for a picture."""
     if picture is None:
         return entry.runner.tokens_read(text)
-    made = pictures(entry.runner).positions_read(*picture.size)
+    width, height = picture.size
+    try:  # (a processor's own rule refuses some shapes: Qwen2-VL's past 200 to 1)
+        made = pictures(entry.runner).positions_read(width, height)
+    except ValueError as exc:
+        said = f"{entry.id} cannot read this {width:,} x {height:,} picture: {exc}"
+        raise CannotServe(said) from None
     if entry.runner.capabilities.text:  # (a vision-language model reads the text beside it)
         made += entry.runner.tokens_read(text)
     if made > MOST_PICTURE_POSITIONS:
-        width, height = picture.size
         raise CannotServe(
             f"{entry.id} would read this {width:,} x {height:,} picture as {made:,} positions; "
             f"at most {MOST_PICTURE_POSITIONS:,}: send a smaller or less elongated picture"

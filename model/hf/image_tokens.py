@@ -2,13 +2,16 @@
 written where the picture goes, the tokens around it, and where each of the image tokens
 it becomes lies in the picture (`ImageTokens`), by the placing its processor's class
 names (`image_tokens`): one per patch of the vision tower's grid after the processor's
-resize and crop (LLaVA, Video-LLaVA, PaliGemma; DeepSeek-VL's and Janus's letterboxed
-square; Chameleon's VQ codes), a square grid of pooled patches (Gemma 3); tiles of merged
-patches and the whole picture's thumbnail (tiles.py: Idefics3, SmolVLM, GraniteDocling;
-the canvas of tiles of Aya Vision, InternVL and Qianfan-OCR; the base and any-resolution
-grid of LLaVA-NeXT, its Video and OneVision; MiniCPM-V's slices); the picture at its own
-resolution, patches merged (resolution.py: Qwen2-VL and its kin, Pixtral's rows, Emu3's
-codes); or learned queries with no place on it (queries.py)."""
+resize and crop (LLaVA, Video-LLaVA, PaliGemma; DeepSeek-VL's, DeepSeek-VL-Hybrid's and
+Janus's letterboxed square; Chameleon's VQ codes), a block of patches (Ovis2's), a square
+grid of pooled patches (Gemma 3); tiles of merged patches and the whole picture's
+thumbnail (tiles.py: Idefics3, SmolVLM, GraniteDocling; the canvas of tiles of Aya Vision,
+InternVL and Qianfan-OCR; the base and any-resolution grid of LLaVA-NeXT, its Video and
+OneVision, and Granite 4 Vision; MiniCPM-V's slices); the picture at its own resolution,
+patches merged (resolution.py: Qwen2-VL and its kin, HunYuanVL's and HY-V4's rows, GLM-5's
+padded canvas, LightOnOCR's Pixtral-sized picture, Emu3's codes); or learned queries with
+no place on it (queries.py: Idefics2, BLIP-2, InstructBLIP, Aria, Kosmos-2 and 2.5,
+DeepSeek-OCR-2's views)."""
 
 from __future__ import annotations
 
@@ -96,7 +99,8 @@ class ImageTokens(Protocol):
 
 # the placings mapped, as a refusal names them
 MAPPED = (
-    "LLaVA's, Video-LLaVA's, PaliGemma's, DeepSeek-VL's and Janus's (a token a patch), Ovis2's "
+    "LLaVA's, Video-LLaVA's, PaliGemma's, DeepSeek-VL's (and its Hybrid's) and Janus's (a "
+    "token a patch), Ovis2's "
     "(a token a block of patches, the picture untiled), Gemma 3's (pooled), Idefics3's, "
     "SmolVLM's, GraniteDocling's, Aya Vision's, InternVL's and Qianfan-OCR's (tiles and a "
     "thumbnail), LLaVA-NeXT's, LLaVA-OneVision's and Granite 4 Vision's (a base and an "

@@ -1,8 +1,9 @@
 """A picture read at its own resolution: resized to whole tokens within the image
 processor's bounds, never cropped, its tokens the cells of one grid over it, row by row
-(`GridTokens`): Qwen2-VL's and those that share its settings (`DynamicTokens`;
-HunYuanVL's with a newline a row, `HunyuanTokens`),
-Pixtral's, LightOnOCR's (`RowTokens`), and Emu3's VQ codes with a row-end token after each
+(`GridTokens`): Qwen2-VL's and those that share its settings (`DynamicTokens`; GLM-5's,
+the picture at the top left of a canvas bounded in tokens, `PaddedDynamicTokens`;
+HunYuanVL's and HY-V4's with a newline a row, `HunyuanTokens`), LightOnOCR's
+Pixtral-sized picture (`RowTokens`), and Emu3's VQ codes with a row-end token after each
 row (`RowEndTokens`)."""
 
 from __future__ import annotations

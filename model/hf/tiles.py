@@ -1,8 +1,9 @@
-"""Placings of a vision-language model's picture tokens that cut the picture into tiles or
-squares read one by one by the vision tower: Idefics3's (SmolVLM's) tiles and thumbnail,
-GotOcr2's canvas of tiles (Aya Vision, InternVL), LLaVA-NeXT's (and LLaVA-OneVision's)
-base square and any-resolution grid. The others, and which placing a processor has:
-image_tokens.py."""
+"""Placings of a vision-language model's picture tokens that cut the picture into tiles,
+squares or slices read one by one by the vision tower: Idefics3's (SmolVLM's) tiles and
+thumbnail, GotOcr2's canvas of tiles (Aya Vision, InternVL, Qianfan-OCR) and
+GraniteDocling's grid of them, LLaVA-NeXT's (LLaVA-OneVision's, Granite 4 Vision's) base
+square and any-resolution grid, MiniCPM-V's whole picture and its slices. The others, and
+which placing a processor has: image_tokens.py."""
 
 from __future__ import annotations
 

@@ -234,9 +234,15 @@ class VisionLanguageLM(CausalLM):
         made = self.processor(images=picture, text=prompt, return_tensors="pt", **self.asked)
         ids: list[int] = made["input_ids"][0].tolist()
         # (a runner that reads long prompts reads as many as its capture budget holds)
-        most = self.max_tokens if self.reads_long_prompts else min(self.max_tokens, LONG_FROM)
-        if len(ids) > most:
-            raise too_long(len(ids), most, self.model.config.max_seq_len)
+        if self.reads_long_prompts and len(ids) > self.max_tokens:
+            raise too_long(len(ids), self.max_tokens, self.model.config.max_seq_len)
+        if not self.reads_long_prompts and len(ids) > min(self.max_tokens, LONG_FROM):
+            raise PromptTooLong(
+                f"the picture and the text make {len(ids):,} tokens; this server reads at "
+                f"most {min(self.max_tokens, LONG_FROM):,} of this model: "
+                + (f"it reads no longer prompt ({self.model.long_refusal})"
+                   if self.model.long_refusal else "no capture budget is set for it")
+            )  # fmt: skip
         placed = self.patches.positions(*picture.size)
         at = image_at(made, self.image_token_id)
         if len(at) != len(placed):
@@ -276,8 +282,10 @@ class VisionLanguageLM(CausalLM):
         model: Any = self.model
         inputs = grown(read.inputs, len(ids) + len(generated))
         capture: Capture
-        if len(ids) + len(generated) > LONG_FROM:  # (no (T, T) matrix kept: the long path)
-            if names_filter is not None or not self.reads_long_prompts:
+        # (no (T, T) matrix kept: the long path, as a text's; a runner that keeps 512
+        # reads its prompt's continuation past them whole, as a text's)
+        if len(ids) + len(generated) > LONG_FROM and self.reads_long_prompts:
+            if names_filter is not None:
                 raise PromptTooLong(
                     f"the picture and the text make {len(ids) + len(generated):,} tokens; a "
                     f"pass that keeps whole attention matrices reads at most {LONG_FROM}"

@@ -316,6 +316,21 @@ def qwen_reference(root, picture, text: str) -> dict:
     return {**ids, **made, "mm_token_type_ids": types}
 
 
+def test_a_picture_its_processor_refuses_is_a_422_saying_why(served):
+    """Qwen2-VL's resize rule refuses a picture past 200 to 1 (transformers' own check):
+    a strip of 3,000 x 10 pixels is a 422 naming that, never a 500, and the next picture
+    is read."""
+    c, _ = served
+    digest = upload(c, png(photo(width=3000, height=10, seed=4)))["digest"]
+    answer = c.post("/api/v1/analyze", json={"model": "qwen2-vl", "image": digest, "text": TEXT})
+    assert answer.status_code == 422, answer.text
+    assert "cannot read this 3,000 x 10 picture" in answer.json()["detail"]
+    assert "aspect ratio" in answer.json()["detail"]
+    digest = upload(c, png(photo(seed=4)))["digest"]
+    again = c.post("/api/v1/analyze", json={"model": "qwen2-vl", "image": digest, "text": TEXT})
+    assert again.status_code == 200, again.text
+
+
 def test_a_picture_at_its_own_resolution_is_qwen2_vls_and_continued_as_it_does(served):
     """Qwen2-VL: the picture resized to its own multiple of a merged token (no crop),
     2 x 2 patches a token; every head transformers' eager attention, its greedy

@@ -335,3 +335,44 @@ def own_resolution_grid(name: str) -> None:
             name, width, height,
         )  # fmt: skip
         assert placing.count(width, height) == rows * columns // merge**2
+
+
+# how a processor packs a picture's patches: Qwen2-VL's a token's merge x merge at a time
+# (its merger reads them so); HunYuanVL's and HY-V4's row by row over the patch grid (their
+# merger, a stride-2 convolution over that grid, reads each token's 2 x 2 block of it)
+RASTER = {"hunyuan_vl", "hy_v4_vl"}
+
+
+@pytest.mark.parametrize("model_type", ["glm5_next", "hunyuan_vl", "hy_v4_vl", "glm4v"])
+def test_own_resolution_marks_move_their_tokens_patches_alone(tmp_path, model_type):
+    """Qwen2-VL's kin whose tokens are placed otherwise than Qwen2-VL's (GLM-5's padded
+    canvas; HunYuanVL's and HY-V4's newline a row, the first's begin and end; GLM-4V's
+    frames): a mark in a token's box moves only patches of that token's block of the
+    processor's pixels (all of them where the box is whole; a box clipped by the
+    padding, part), and a token named padding has none of the picture."""
+    folder = vlm_matrix.saved(model_type, tmp_path)
+    runner = load_origin(folder)[0]
+    m = runner.processor.image_processor.merge_size
+    for size in SIZES:
+        blank = Image.new("RGB", size, (128, 128, 128))
+        read = runner.read_prompt(blank, "hi")
+        grid = [p for p in read.positions if p.label[0] in "▦░"]
+        _, rows, columns = read.inputs["image_grid_thw"][0].tolist()
+        assert rows * columns == m * m * len(grid), (size, len(grid))
+        plain = pixels_read(runner, blank)
+        for k, target in enumerate(grid):
+            r, c = divmod(k, columns // m)
+            assert (target.row, target.column) == (r, c), target
+            if target.box is None:  # (wholly in the padding)
+                continue
+            moved = (pixels_read(runner, mark(blank, target.box)) - plain).abs().sum(-1) > 0.5
+            found = set(moved.nonzero().flatten().tolist())
+            block = {(m * r + i, m * c + j) for i in range(m) for j in range(m)}
+            if model_type in RASTER:
+                patches = {divmod(n, columns) for n in found}
+            else:  # (a token's m x m patches after another's, tokens row by row)
+                token, at = (divmod(n, m * m) for n in found), columns // m
+                patches = {(m * (t // at) + i // m, m * (t % at) + i % m) for t, i in token}
+            assert patches and patches <= block, (size, k, sorted(patches))
+            # (GLM-5's boxes clipped by its canvas's padding hold part of their block)
+            assert patches == block or model_type == "glm5_next", (size, k, sorted(patches))

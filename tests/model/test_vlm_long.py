@@ -97,5 +97,21 @@ def test_a_long_pictures_continuation_is_transformers_and_read_with_it(read):
 def test_without_a_capture_budget_a_long_picture_is_refused_saying_why(read):
     short, _, picture, _ = read
     assert not short.reads_long_prompts
-    with pytest.raises(PromptTooLong, match=r"reads at most 512"):
+    with pytest.raises(PromptTooLong, match=r"reads at most 512 of this model: no capture budget"):
         short.read_picture(picture, "0" * 64, TEXT)
+
+
+def test_without_a_budget_a_short_pictures_continuation_past_512_is_read_whole(read):
+    """As a text's: a runner that keeps 512 reads a continuation past them in one pass that
+    keeps whole matrices (the page asks for the run of what it generated)."""
+    short, _, _, model = read
+    small = Image.fromarray(np.full((16, 16, 3), 200, dtype=np.uint8))
+    prompt = short.read_prompt(small, TEXT)
+    continuation = [7 + i % 50 for i in range(LONG_FROM + 8 - len(prompt.ids))]
+    result = short.read_picture(small, "0" * 64, TEXT, continuation=continuation)
+    assert not isinstance(result.capture, LongCapture)
+    ids = [*prompt.ids, *continuation]
+    expected = eager(model, prompt, ids).attentions[0][0]
+    got = result.capture["decoder.0.self_attn.hook_weights"][0]
+    assert got.shape == expected.shape == (expected.size(0), len(ids), len(ids))
+    assert float((got - expected).abs().max()) <= 1e-5

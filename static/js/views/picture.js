@@ -4,53 +4,12 @@
 // picture's own pixels (analyze's `image`: the processor's resizing and cropping undone).
 
 import { attentionOf } from "../model-info.js";
+import { drawn, labelOf, namesOf, queriesOf, said } from "./picture-labels.js";
 import { Rows, rowBlock, rowOf } from "./picture-rows.js";
 
 const TINT = [230, 60, 20]; // the weight's colour, its opacity the weight over the row's largest
 const QUERY = "#00b5d8"; // the query patch's outline
 const ROW_DELAY_MS = 80; // a long input's row is asked for once the pointer rests this long
-
-function labelOf(position) {
-  return position.label;
-}
-
-// whether a position is drawn on the picture: a patch (a thumbnail's token covers what
-// the tiles' cover, read again small: counted beside them, not drawn over them, unless
-// no tile's token is kept, as of a banner LLaVA-NeXT reads by its base alone; a
-// resampler's learned query reads the whole picture: it has no box)
-function drawn(position, image) {
-  image.tiled ??= image.positions.some((p) => p.kind === "patch" && p.box);
-  return Boolean(position.box) && (position.kind !== "thumbnail" || !image.tiled);
-}
-
-// how many of the picture's tokens are a resampler's learned queries
-function queriesOf(image) {
-  return image.positions.filter((p) => p.kind === "query").length;
-}
-
-// the positions that are no patch nor a resampler's query, named once each: a kind of
-// many (a row's newlines, "↵ 0" … "↵ 23") by its mark and how many, a letterbox's
-// padding, a thumbnail's tokens and the text's together
-function namesOf(t, image) {
-  const counts = new Map();
-  for (const p of image.positions) {
-    if (drawn(p, image) || ["text", "thumbnail", "query"].includes(p.kind)) continue;
-    // (its mark: "↵ 3" → "↵", "░ 0,3" → "░", "[DET 7]" → "[DET]")
-    const mark = p.label.replace(/\s*[\d,]+(\]?)$/, "$1");
-    counts.set(mark, [...(counts.get(mark) ?? []), p.label]);
-  }
-  const named = [];
-  for (const [mark, labels] of counts) {
-    // (a letterbox's tokens wholly outside the picture: DeepSeek-VL's "░ 0,3")
-    if (mark === "░") named.push(t("picture_padding").replace("{n}", labels.length));
-    else if (labels.length > 4) named.push(`${mark} ×${labels.length}`);
-    else named.push(...labels);
-  }
-  const kinds = new Set(image.positions.map((p) => p.kind));
-  if (kinds.has("thumbnail") && image.tiled) named.push(t("picture_thumbnail"));
-  if (kinds.has("text")) named.push(t("picture_text"));
-  return named;
-}
 
 // the position whose box holds the picture's point (x, y), or -1
 function patchAt(image, x, y) {
@@ -111,41 +70,6 @@ function headStrip(ctx, count, pictureUrl, alt) {
     canvases.push(canvas);
   }
   return { strip, canvases };
-}
-
-// what a person reads of the row: the query, its strongest patch, the share of its
-// attention that goes to a resampler's learned queries (which read the whole picture),
-// and the share that goes to positions that are no patch (not drawn on the picture),
-// `named` as namesOf names them
-function said(t, image, row, q, named) {
-  let best = -1;
-  let elsewhere = 0;
-  let queried = 0;
-  image.positions.forEach((p, j) => {
-    if (p.kind === "query") queried += row[j];
-    else if (!drawn(p, image)) elsewhere += row[j];
-    else if (best < 0 || row[j] > row[best]) best = j;
-  });
-  const queries = queriesOf(image);
-  const parts = [
-    t("picture_query").replace("{q}", labelOf(image.positions[q])),
-    best >= 0
-      ? t("picture_strongest")
-          .replace("{p}", labelOf(image.positions[best]))
-          .replace("{w}", row[best].toFixed(2))
-      : "",
-    queries
-      ? t("picture_to_queries")
-          .replace("{share}", (100 * queried).toFixed(1))
-          .replace("{n}", queries)
-      : "",
-    named.length
-      ? t("picture_elsewhere")
-          .replace("{share}", (100 * elsewhere).toFixed(1))
-          .replace("{names}", named.join(", "))
-      : "",
-  ];
-  return parts.filter(Boolean).join(" · ");
 }
 
 async function draw(ctx) {
@@ -258,9 +182,18 @@ async function draw(ctx) {
     clearTimeout(asking);
     if (!rows.held(q)) {
       // (a long input's row, asked for once the pointer rests on its patch, drawn if it
-      // is still the one wanted)
-      const ask = () => rows.ask(q).then(() => !ctx.stale() && wanted === q && show(q));
-      asking = setTimeout(() => ask().catch(() => {}), ROW_DELAY_MS);
+      // is still the one wanted; meanwhile, and if it cannot be read, the readout says so)
+      const current = () => !ctx.stale() && wanted === q;
+      elements.readout.textContent = t("picture_row_asked").replace(
+        "{q}",
+        labelOf(image.positions[q]),
+      );
+      const failed = (err) => {
+        if (current())
+          elements.readout.textContent = `${t("picture_row_failed")} ${err.message ?? err}`;
+      };
+      const ask = () => current() && rows.ask(q).then(() => current() && show(q), failed);
+      asking = setTimeout(ask, ROW_DELAY_MS);
       return;
     }
     const started = performance.now();
@@ -355,6 +288,8 @@ export const view = {
         "The picture read ({w} × {h} pixels), its patches tinted by the query's attention",
       picture_no_image:
         "This run read no picture: the picture view is for models that read pictures.",
+      picture_row_asked: "{q}: its row is being read…",
+      picture_row_failed: "This query's row could not be read:",
       picture_explain:
         "Each patch of the picture is tinted by the weight the query gives it: the most opaque is its largest. Hover a patch to make it the query; click it, or choose a query above, to keep it.",
     },
@@ -383,6 +318,8 @@ export const view = {
         "读入的图片（{w} × {h} 像素）：它的词元在图片上没有位置，图片上不画任何东西",
       picture_alt: "读入的图片（{w} × {h} 像素），图块按查询的注意力着色",
       picture_no_image: "这次运行没有读图片：图片视图只用于读图片的模型。",
+      picture_row_asked: "{q}：正在读取它的这一行……",
+      picture_row_failed: "读取不到这个查询的这一行：",
       picture_explain:
         "图片的每个图块按查询给它的权重着色：最不透明的权重最大。把鼠标移到图块上，它就成为查询；点击它，或在上方选择查询，可以固定下来。",
     },
