@@ -60,8 +60,8 @@ def family_of(model_type: str) -> tuple[str, str]:
     from transformers.models.auto.video_processing_auto import VIDEO_PROCESSOR_MAPPING_NAMES
 
     named = PROCESSOR_MAPPING_NAMES.get(model_type) or NAMED_BY_FOLDERS.get(model_type)
-    if not isinstance(named, str) and not hasattr(transformers.AutoConfig.for_model(model_type),
-                                                  "vision_config"):  # fmt: skip
+    vision = getattr(transformers.AutoConfig.for_model(model_type), "vision_config", None)
+    if not isinstance(named, str) and vision is None:
         return "", NO_PICTURE + " (its config has no vision tower, and no processor is named)"
     if not isinstance(named, str):
         return "", "transformers names no processor for it"
@@ -90,8 +90,7 @@ def family_of(model_type: str) -> tuple[str, str]:
     needs = "torchvision" in (getattr(cls, "_backends", None) or ())
     videos = VIDEO_PROCESSOR_MAPPING_NAMES.get(model_type)
     needs |= "image_processor" not in parts and set(videos or {}) == {"torchvision"}
-    tower = MODEL_MAPPING_NAMES.get(getattr(getattr(transformers.AutoConfig.for_model(
-        model_type), "vision_config", None), "model_type", ""))  # fmt: skip
+    tower = MODEL_MAPPING_NAMES.get(getattr(vision, "model_type", ""))
     if (
         needs
         or (isinstance(images, dict) and set(images) == {"torchvision"})

@@ -218,7 +218,8 @@ PER_TOKEN = ("token_type_ids", "mm_token_type_ids", "moe_mm_token_type_ids",
 def grown(inputs: dict[str, Tensor], length: int) -> dict[str, Tensor]:
     """What a prompt reads besides its ids, for a sequence of `length` tokens that
     continues it: its token types (and Kosmos-2's and Kosmos-2.5's picture's places) run
-    on with zeros (text), the rest (a picture's pixels) as it is."""
+    on with zeros (text), its attention mask (the Qwen Omni thinkers') with ones, the rest
+    (a picture's pixels) as it is."""
     return {
         k: torch.nn.functional.pad(v, (0, length - v.size(-1)), value=int(k == "attention_mask"))
         if k in (*PER_TOKEN, "attention_mask") else v

@@ -36,6 +36,17 @@ class GridTokens:
         place, t = self.place(width, height), self.patch
         return cells(place, place.size[1] // t, place.size[0] // t, (t, t))
 
+    def rows_ended(self, width: int, height: int) -> list[ImagePosition]:
+        """The cells row by row, each row followed by its end token ("↵ r": no box), as
+        Emu3's and HunYuanVL's processors write them."""
+        place, t = self.place(width, height), self.patch
+        rows, columns = place.size[1] // t, place.size[0] // t
+        grid, found = cells(place, rows, columns, (t, t)), []
+        for r in range(rows):
+            found += grid[r * columns : (r + 1) * columns]
+            found.append(ImagePosition("extra", f"↵ {r}", 0, r, columns))
+        return found
+
 
 # pictures a placing's count is checked on against its image processor's own
 PROBES = ((70, 50), (640, 480), (1000, 200), (30, 900))
@@ -70,19 +81,22 @@ class DynamicTokens(GridTokens):
         named = type(self.image_processor).__name__
         for width, height in PROBES:
             try:  # (a picture its own count refuses, too long or thin, is no probe)
-                theirs = counted(height, width, {}) // self.merge**2 if counted else None
+                theirs = counted(height, width, {}) if counted else None
             except (TypeError, ValueError, KeyError, ArithmeticError):
                 continue
-            try:
-                ours = self.count(width, height)
+            try:  # (its patches' count, or HunYuanVL's grid of them: rows and columns)
+                w, h = self.place(width, height).size
             except (TypeError, ValueError, KeyError, ArithmeticError) as exc:
                 raise CheckpointError(
                     f"its image processor ({named}) resizes by a rule not mapped yet: {exc}"
                 ) from None
-            if theirs is not None and ours != theirs:
+            rows, columns = h // self.patch * self.merge, w // self.patch * self.merge
+            grid = isinstance(theirs, (tuple, list))
+            ours: Any = (rows, columns) if grid else rows * columns
+            if theirs is not None and ours != (tuple(theirs) if grid else theirs):
                 raise CheckpointError(
                     f"its image processor ({named}) reads a {width} x {height} picture as "
-                    f"{theirs} tokens where Qwen2-VL's rule gives {ours}: not mapped yet"
+                    f"{theirs} patches where Qwen2-VL's rule gives {ours}: not mapped yet"
                 )
 
     def canvas(self, width: int, height: int, least: int, most: int) -> tuple[int, int]:
@@ -133,33 +147,12 @@ class HunyuanTokens(DynamicTokens):
         self.ends = ends
         super().__init__(image_processor)
 
-    def _agrees(self) -> None:
-        """A CheckpointError unless its image processor's own patch grid (rows, columns) of
-        each probe is this placing's."""
-        named = type(self.image_processor).__name__
-        for width, height in PROBES:
-            try:
-                rows, columns = self.image_processor.get_number_of_image_patches(height, width, {})
-            except (TypeError, ValueError, KeyError, ArithmeticError):
-                continue
-            w, h = self.place(width, height).size
-            if (h // self.patch, w // self.patch) != (rows // self.merge, columns // self.merge):
-                raise CheckpointError(
-                    f"its image processor ({named}) reads a {width} x {height} picture as a "
-                    f"grid of {rows} x {columns} patches, not this placing's: not mapped yet"
-                )
-
     def count(self, width: int, height: int) -> int:
-        w, h = self.place(width, height).size
-        return (h // self.patch) * (w // self.patch + 1) + 2 * self.ends
+        return len(self.positions(width, height))
 
     def positions(self, width: int, height: int) -> list[ImagePosition]:
-        place, t = self.place(width, height), self.patch
-        found = [ImagePosition("extra", "[begin]")] if self.ends else []
-        for r in range(place.size[1] // t):
-            found += cells(place, 1, place.size[0] // t, (t, t), first=(r, 0), at=(0, r * t))
-            found.append(ImagePosition("extra", f"↵ {r}"))
-        return found + ([ImagePosition("extra", "[end]")] if self.ends else [])
+        ends = [[ImagePosition("extra", e)] if self.ends else [] for e in ("[begin]", "[end]")]
+        return ends[0] + self.rows_ended(width, height) + ends[1]
 
 
 class RowTokens(GridTokens):
@@ -219,10 +212,4 @@ class RowEndTokens(GridTokens):
         return (h // self.patch) * (w // self.patch + 1)
 
     def positions(self, width: int, height: int) -> list[ImagePosition]:
-        place, t = self.place(width, height), self.patch
-        rows, columns = place.size[1] // t, place.size[0] // t
-        grid, found = cells(place, rows, columns, (t, t)), []
-        for r in range(rows):
-            found += grid[r * columns : (r + 1) * columns]
-            found.append(ImagePosition("extra", f"↵ {r}", 0, r, columns))
-        return found
+        return self.rows_ended(width, height)
