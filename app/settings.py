@@ -61,7 +61,10 @@ class Settings(BaseSettings):
         "json", description="Lines on stdout: JSON objects (request id, route, status, duration)."
     )
     torch_threads: int = Field(
-        0, ge=0, description="Torch threads per operation; 0: the CPUs this process may use."
+        0,
+        ge=0,
+        description="Torch threads per operation; 0: OMP_NUM_THREADS where set, else the CPUs "
+        "this process may use.",
     )
     pronounce_dir: Path = Field(SHIPPED, description="Checkpoint folder of the default model.")
     zoo: list[str] = Field(

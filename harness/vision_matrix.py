@@ -155,7 +155,9 @@ def compare(model_type: str) -> Row:
         with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
             reference = vision_tower(model_type) or transformers.AutoModel
             eager = reference.from_pretrained(folder, attn_implementation="eager")
-            out = eager.eval()(pixel_values=reading.pixel_values[None], output_attentions=True)
+            out = eager.eval()(
+                pixel_values=reading.pixel_values[None], output_attentions=True, **reading.inputs
+            )
     attentions = getattr(out, "attentions", None)
     if not attentions:
         row.reason = "transformers returns no attention weights for it"
@@ -178,15 +180,20 @@ def compare(model_type: str) -> Row:
 
 
 def placed_where_named(encoder, reading) -> bool:
-    """Whether changing the pixels of one patch (row 1, column 2) changes, of the first
-    layer's queries (each made from its own position's input alone), those of the one
-    position the map names ▦ 1,2 and no other."""
+    """Whether changing the pixels of one patch (row 1, column 2, or the first the model
+    reads where it drops that one) changes, of the first layer's queries (each made from its
+    own position's input alone), those of the one position the map names for it and no
+    other."""
     ph, pw = encoder.patch
-    named = [i for i, p in enumerate(reading.positions) if (p.row, p.column) == (1, 2)]
+    patches = [(p.row, p.column) for p in reading.positions if p.kind == "patch"]
+    row, column = (1, 2) if (1, 2) in patches else patches[0]
+    named = [i for i, p in enumerate(reading.positions) if (p.row, p.column) == (row, column)]
     pixels = reading.pixel_values[None].clone()
-    pixels[..., ph : 2 * ph, 2 * pw : 3 * pw] += 1.0
+    pixels[..., row * ph : (row + 1) * ph, column * pw : (column + 1) * pw] += 1.0
     hook = "encoder.0.self_attn.hook_q"
-    _, changed = encoder.model.run_with_capture(pixels, names_filter=lambda n: n == hook)
+    _, changed = encoder.model.run_with_capture(
+        pixels, names_filter=lambda n: n == hook, **reading.inputs
+    )
     moved = (changed[hook] - reading.capture[hook]).abs().amax(dim=(0, 1, 3)) > 1e-6
     return moved.nonzero().flatten().tolist() == named
 

@@ -1,6 +1,7 @@
 """The suite runs in two parts (`make test`): tests that bound latency or time (a /healthz
 bound, a load or soak, a server killed and restarted, a page's timings) run alone, after
-the rest has run on two workers (pytest-xdist, a file per worker at a time).
+the rest has run on three workers (pytest-xdist, a file per worker at a time, each on one
+torch thread).
 
 Each test is marked with the tier of what it needs (TIERS, by file; the first that matches):
 `core` the seed's Transformer and tiny models made by transformers itself, nothing shipped,
@@ -66,22 +67,30 @@ def tier_of(where: str) -> str:
     return next(tier for prefix, tier in TIERS if where.startswith(prefix))
 
 
-# The files that take longest (pytest --durations on `make test`), handed to the two
-# workers first: a file per worker at a time, in collection order, so that a long file
-# taken last would leave one worker alone at the end.
+# The files that take longest (pytest --durations on `make test`), handed to the workers
+# first: a file per worker at a time, in collection order, so that a long file taken last
+# would leave one worker alone at the end.
 LONGEST_FIRST = (
     "app/test_fuzz.py",  # (schemathesis' items: counted as one on an xdist worker)
-    "e2e/test_xss.py",
     "e2e/test_long.py",
-    "e2e/test_generation.py",
+    "e2e/test_xss.py",
     "app/test_ray.py",
+    "e2e/test_generation.py",
     "app/test_head_views.py",
-    "e2e/test_lens.py",
-    "model/test_families.py",
+    "app/test_generate.py",
+    "app/test_own_models.py",
     "model/pronounce/test_train.py",
-    "model/test_bench_llm_smoke.py",
-    "app/test_lab_causal.py",
     "model/test_smollm2.py",
+    "e2e/test_page.py",
+    "app/test_lab_causal.py",
+    "model/test_vlm_matrix.py",
+    "e2e/test_lens.py",
+    "e2e/test_truth.py",
+    "model/test_families.py",
+    "e2e/test_inside_a_head.py",
+    "model/test_bench_llm_smoke.py",
+    "e2e/test_vlm.py",
+    "e2e/test_layout.py",
 )
 
 

@@ -5,13 +5,16 @@ attention call captured, as a text model's are (model/hf/capture.py).
 
 Every position of the run says what it is (`ImagePosition`): the class, distillation or
 register tokens the model puts first, then the patches row by row (then YOLOS's detection
-tokens), each with its row, its
-column and its box in the picture's own pixels: the processor's resizing and centre crop
-(`Geometry`) undone. The views draw attention over the picture by these boxes."""
+tokens), each with its row, its column and its box in the picture's own pixels: the
+processor's resizing and centre crop (`Geometry`) undone. A masked autoencoder (ViT-MAE)
+reads the patches its noise keeps, in its order: seeded here, so that a picture is read
+alike every time, and each kept patch placed as the others are; the dropped ones are not
+in the sequence. The views draw attention over the picture by these boxes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import inspect
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -100,6 +103,7 @@ class ImageReading:
     states: Tensor  # (T, d) its last hidden states
     pixel_values: Tensor  # (C, H, W) as the processor made them
     geometry: Geometry
+    inputs: dict[str, Tensor] = field(default_factory=dict)  # (what else the model read)
 
     @property
     def captured(self) -> Capture:
@@ -133,24 +137,48 @@ class ImageEncoder:
                 f"its processor made {tuple(pixels.shape[-2:])} pixels where its settings say "
                 f"{place.size[::-1]}: its patches cannot be placed"
             )
-        with torch.no_grad():
-            states, capture = self.model.run_with_capture(pixels, names_filter=names_filter)
         rows, columns = place.size[1] // self.patch[0], place.size[0] // self.patch[1]
-        extra = states.shape[1] - rows * columns
-        if extra < 0:  # (ViT-MAE keeps a quarter of them, chosen at random)
+        inputs = self.masking(rows * columns)
+        with torch.no_grad():
+            states, capture = self.model.run_with_capture(
+                pixels, names_filter=names_filter, **inputs
+            )
+        read = list(range(rows * columns))  # (the patches in the sequence, in its order)
+        if inputs:  # (a masked autoencoder's: those of least noise, in that order)
+            named = sum(map(len, special_positions(self.model.hf, -1)))
+            read = torch.argsort(inputs["noise"][0]).tolist()[: states.shape[1] - named]
+        extra = states.shape[1] - len(read)
+        if extra < 0:
             raise BackendError(
                 f"it reads {states.shape[1]} positions of a grid of {rows} x {columns} patches "
-                "(a model that drops patches, as a masked autoencoder does): they cannot be "
+                "(it drops patches, and not by a masked autoencoder's noise): they cannot be "
                 "placed on the picture"
             )
         positions, after = special_positions(self.model.hf, extra)
         ph, pw = self.patch
-        for r in range(rows):
-            for c in range(columns):
-                box = place.box(c * pw, r * ph, (c + 1) * pw, (r + 1) * ph)
-                positions.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
+        for r, c in (divmod(i, columns) for i in read):
+            box = place.box(c * pw, r * ph, (c + 1) * pw, (r + 1) * ph)
+            positions.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
         positions += after
-        return ImageReading(capture, positions, states[0], pixels[0], place)
+        return ImageReading(capture, positions, states[0], pixels[0], place, inputs)
+
+    def kept(self, patches: int) -> int:
+        """How many of a grid's patches it reads (a masked autoencoder's formula)."""
+        ratio = getattr(self.model.hf.config, "mask_ratio", 0) if self.masking(1) else 0
+        return int(patches * (1 - ratio))
+
+    def masking(self, patches: int) -> dict[str, Tensor]:
+        """A masked autoencoder's (ViT-MAE's) noise, which chooses the patches it keeps (those
+        of least noise; its mask ratio says how many): seeded, so that a picture is read with
+        the same patches every time; nothing for a model that reads every patch."""
+        hf = self.model.hf
+        if (
+            not getattr(hf.config, "mask_ratio", 0)
+            or "noise" not in inspect.signature(hf.forward).parameters
+        ):
+            return {}
+        seeded = torch.Generator().manual_seed(0)
+        return {"noise": torch.rand(1, patches, generator=seeded).to(self.model.input_device)}
 
 
 def specials_named(hf: Any) -> list[ImagePosition]:
@@ -193,7 +221,9 @@ class ImageRunner(RunnerBase):
     def positions_read(self, width: int, height: int) -> int:
         place = geometry(self.encoder.processor, width, height)
         ph, pw = self.encoder.patch
-        return (place.size[1] // ph) * (place.size[0] // pw) + len(self._specials)
+        return self.encoder.kept((place.size[1] // ph) * (place.size[0] // pw)) + len(
+            self._specials
+        )
 
     def read_picture(
         self,

@@ -5,6 +5,7 @@ client that goes away mid-stream (a real uvicorn server)."""
 from __future__ import annotations
 
 import json
+import time
 
 import httpx2
 import numpy as np
@@ -117,32 +118,54 @@ def test_the_stream_sends_each_step_then_the_whole_answer(client):
     assert [data for _, data in got[:-1]] == whole["steps"]
 
 
-def test_a_client_that_goes_away_stops_the_generation_and_frees_its_slot():
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A real uvicorn server of SmolLM2 with one run slot, its log lines in a file: the base
+    URL and the file."""
+    log = tmp_path_factory.mktemp("served") / "log.jsonl"
     env = {
         "ATTNVIZ_ZOO": json.dumps(["smollm2"]),
         "ATTNVIZ_MAX_CONCURRENT_RUNS": "1",
         "ATTNVIZ_LOG_LEVEL": "info",
     }
-    proc, base = start_server(env, capture_output=True)
-    try:
-        request = {"text": "Once upon a time", "max_new_tokens": 64}
-        with httpx2.Client(timeout=60) as http:
-            with http.stream("POST", f"{base}/api/v1/generate/stream", json=request) as stream:
-                steps = 0
-                for line in stream.iter_lines():
-                    steps += line.startswith("event: step")
-                    if steps == 2:
-                        break  # and the connection closes, 62 steps short
-            # the only run slot is free again: a whole generation answers at once
-            after = http.post(f"{base}/api/v1/generate", json={**request, "max_new_tokens": 3})
-            assert after.status_code == 200 and len(after.json()["steps"]) == 3
-    finally:
-        proc.terminate()
-        output, _ = proc.communicate(timeout=30)
-    stopped = [
-        json.loads(line)["message"] for line in output.splitlines() if '"attnviz.generate"' in line
-    ]
-    assert len(stopped) == 1 and stopped[0].startswith("generation stopped after ")
+    with log.open("w") as out:
+        proc, base = start_server(env, stdout=out)
+        try:
+            yield base, log
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def logged(log, after: int, logger: str, timeout: float = 10) -> list[str]:
+    """The messages `logger` wrote to the log past byte `after`, once there is one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with log.open() as f:
+            f.seek(after)
+            lines = [json.loads(line) for line in f if line.startswith("{")]
+        found = [line["message"] for line in lines if line.get("logger") == logger]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def test_a_client_that_goes_away_stops_the_generation_and_frees_its_slot(served):
+    base, log = served
+    start = log.stat().st_size
+    request = {"text": "Once upon a time", "max_new_tokens": 64}
+    with httpx2.Client(timeout=60) as http:
+        with http.stream("POST", f"{base}/api/v1/generate/stream", json=request) as stream:
+            steps = 0
+            for line in stream.iter_lines():
+                steps += line.startswith("event: step")
+                if steps == 2:
+                    break  # and the connection closes, 62 steps short
+        # the only run slot is free again: a whole generation answers at once
+        after = http.post(f"{base}/api/v1/generate", json={**request, "max_new_tokens": 3})
+        assert after.status_code == 200 and len(after.json()["steps"]) == 3
+    stopped = logged(log, start, "attnviz.generate")
+    assert len(stopped) == 1 and stopped[0].startswith("generation stopped after "), stopped
     made = int(stopped[0].split()[3])
     assert 2 <= made < 64, stopped  # it stopped, not ran on to 64
 
@@ -238,34 +261,29 @@ def test_a_long_prompts_generation_is_its_run_read_once(client):
     assert np.allclose(np.array(rows["blocks"][0]["data"]), theirs.numpy(), atol=1e-4)
 
 
-def test_a_generation_stopped_by_its_client_answers_the_tokens_made():
-    env = {"ATTNVIZ_ZOO": json.dumps(["smollm2"]), "ATTNVIZ_LOG_LEVEL": "warning"}
-    proc, base = start_server(env)
+def test_a_generation_stopped_by_its_client_answers_the_tokens_made(served):
+    base = served[0]
     stop = f"{base}/api/v1/generate/stop"
-    try:
-        request = {"text": "Once upon a time", "max_new_tokens": 64}
-        headers = {"X-Request-ID": "stop-me"}
-        with httpx2.Client(timeout=60) as http:
-            # no generation of this client's under that id yet; a bad id is a 422
-            assert http.post(stop, json={"request_id": "stop-me"}).status_code == 404
-            assert http.post(stop, json={"request_id": "a b"}).status_code == 422
-            url = f"{base}/api/v1/generate/stream"
-            lines, steps = [], 0
-            with http.stream("POST", url, json=request, headers=headers) as stream:
-                for line in stream.iter_lines():  # (events() would read the whole stream)
-                    lines.append(line)
-                    if line.startswith("data: ") and lines[-2] == "event: step":
-                        steps += 1
-                        if steps == 2:
-                            stopped = http.post(stop, json={"request_id": "stop-me"})
-                            assert stopped.status_code == 200
-                            assert stopped.json() == {"stopping": True}
-        seen = events(lines)
-        kinds = [kind for kind, _ in seen]
-        done = seen[-1][1]
-        assert kinds[-1] == "done" and done["stop"] == "stopped"
-        made = kinds.count("step")
-        assert 2 <= made <= 3 and len(done["continuation"]) == made  # within one step
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    request = {"text": "Once upon a time", "max_new_tokens": 64}
+    headers = {"X-Request-ID": "stop-me"}
+    with httpx2.Client(timeout=60) as http:
+        # no generation of this client's under that id yet; a bad id is a 422
+        assert http.post(stop, json={"request_id": "stop-me"}).status_code == 404
+        assert http.post(stop, json={"request_id": "a b"}).status_code == 422
+        url = f"{base}/api/v1/generate/stream"
+        lines, steps = [], 0
+        with http.stream("POST", url, json=request, headers=headers) as stream:
+            for line in stream.iter_lines():  # (events() would read the whole stream)
+                lines.append(line)
+                if line.startswith("data: ") and lines[-2] == "event: step":
+                    steps += 1
+                    if steps == 2:
+                        stopped = http.post(stop, json={"request_id": "stop-me"})
+                        assert stopped.status_code == 200
+                        assert stopped.json() == {"stopping": True}
+    seen = events(lines)
+    kinds = [kind for kind, _ in seen]
+    done = seen[-1][1]
+    assert kinds[-1] == "done" and done["stop"] == "stopped"
+    made = kinds.count("step")
+    assert 2 <= made <= 3 and len(done["continuation"]) == made  # within one step

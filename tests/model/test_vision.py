@@ -171,3 +171,44 @@ def test_a_model_in_memory_is_read_with_its_processor_and_left_as_it_was(folders
         attnviz.capture(classifier, image=noise())
     with pytest.raises(TypeError, match="a picture alone"):
         attnviz.capture(folders["vit"], "some text", image=noise())
+
+
+def test_a_masked_autoencoder_reads_the_patches_its_seeded_noise_keeps(tmp_path):
+    """ViT-MAE keeps a quarter of its patches (mask ratio 0.75), chosen by its noise: read
+    with attnviz's seeded noise, the run is transformers' own pass with that noise (every
+    head's weights within 1e-5), the same patches every time, each named by its place;
+    the run's price before it is its length; and a red mark over one kept patch's box is
+    that patch's pixels."""
+    from attnviz.model.hf.vision import ImageRunner
+
+    torch.manual_seed(0)
+    config = T.ViTMAEConfig(**GRID, **SMALL, mask_ratio=0.75)
+    T.ViTMAEModel(config).eval().save_pretrained(tmp_path)
+    T.ViTImageProcessorPil(size=SQUARE).save_pretrained(tmp_path)
+    encoder = load_image_encoder(tmp_path)
+    reading = encoder.read(noise())
+    kept = T.ViTMAEModel.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = kept(pixel_values=reading.pixel_values[None], noise=reading.inputs["noise"],
+                   output_attentions=True)  # fmt: skip
+    for layer, expected in enumerate(out.attentions):
+        got = reading.capture[f"encoder.{layer}.self_attn.hook_weights"]
+        assert got.shape == expected.shape == (1, 4, 5, 5)
+        assert (got - expected).abs().max() <= 1e-5
+    # its own record of what it kept: ids_restore undoes the shuffle, mask 0 where kept
+    order = out.ids_restore[0].argsort()[:4].tolist()
+    labels = [p.label for p in reading.positions]
+    assert labels == ["[CLS]"] + [f"▦ {i // 4},{i % 4}" for i in order]
+    assert (out.mask[0] == 0).nonzero().flatten().tolist() == sorted(order)
+    assert [p.label for p in encoder.read(noise()).positions] == labels  # (seeded)
+    assert ImageRunner(encoder).positions_read(70, 50) == len(labels)
+    # a mark over the first kept patch's box lands in that patch's pixels
+    picture = Image.new("RGB", (320, 320), (128, 128, 128))
+    first = encoder.read(picture).positions[1]
+    assert first.label == labels[1]  # (the same grid: the same patches kept)
+    left, top, right, bottom = first.box
+    ImageDraw.Draw(picture).rectangle((left + 10, top + 10, right - 11, bottom - 11), fill="red")
+    pixels = encoder.read(picture).pixel_values.numpy()
+    red = pixels[0] - (pixels[1] + pixels[2]) / 2
+    tiles = (red.reshape(4, 8, 4, 8).transpose(0, 2, 1, 3).reshape(16, 64) > 0.5).mean(-1)
+    assert tiles.argmax() == first.row * 4 + first.column and tiles.max() >= 0.5
