@@ -26,7 +26,7 @@ from harness.matrix_table import between, cell
 SIZES = {  # a tiny image encoder, by transformers' common attribute names
     "image_size": 32, "patch_size": 8, "hidden_size": 32, "num_hidden_layers": 2,
     "num_attention_heads": 4, "intermediate_size": 64, "num_channels": 3,
-    "num_register_tokens": 2,
+    "num_register_tokens": 2, "num_patches": 16,  # (SigLIP 2's NaFlex: at most 16 patches)
 }  # fmt: skip
 SQUARE = {"height": 32, "width": 32}
 MOST_PARAMETERS = 5_000_000
@@ -83,12 +83,15 @@ def sized(default) -> dict:
 
 
 def processor_for(model_type: str):
-    """The architecture's image processor (its PIL backend) resizing to 32 x 32 without a
-    crop, or ViT's where transformers names none."""
+    """The architecture's image processor (its PIL backend; a vision tower's, its family's)
+    resizing to 32 x 32 without a crop (NaFlex's: to at most 16 patches of 8), or ViT's
+    where transformers names none."""
     import transformers
     from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
 
-    named = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type)
+    named = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or IMAGE_PROCESSOR_MAPPING_NAMES.get(
+        model_type.removesuffix("_vision_model")  # (a tower's: its family's)
+    )
     names = list(named.values()) if isinstance(named, dict) else list(named or ())
     for name in [n for n in names if n] + ["ViTImageProcessor"]:
         cls = getattr(transformers, f"{name.removesuffix('Fast')}Pil", None)
@@ -97,9 +100,12 @@ def processor_for(model_type: str):
         if cls is None:
             continue
         try:
-            return cls(size=SQUARE, do_center_crop=False)
+            made = cls(size=SQUARE, do_center_crop=False)
         except (TypeError, ValueError, KeyError, ImportError):  # (torchvision's only)
             continue
+        if getattr(made, "max_num_patches", None):  # (NaFlex: the tiny config's patches)
+            made.patch_size, made.max_num_patches = SIZES["patch_size"], SIZES["num_patches"]
+        return made
     return transformers.ViTImageProcessorPil(size=SQUARE)
 
 
@@ -189,7 +195,11 @@ def placed_where_named(encoder, reading) -> bool:
     row, column = (1, 2) if (1, 2) in patches else patches[0]
     named = [i for i, p in enumerate(reading.positions) if (p.row, p.column) == (row, column)]
     pixels = reading.pixel_values[None].clone()
-    pixels[..., row * ph : (row + 1) * ph, column * pw : (column + 1) * pw] += 1.0
+    if pixels.dim() == 3:  # (NaFlex: a sequence of flattened patches, row by row)
+        columns = int(reading.inputs["spatial_shapes"][0, 1])
+        pixels[0, row * columns + column] += 1.0
+    else:
+        pixels[..., row * ph : (row + 1) * ph, column * pw : (column + 1) * pw] += 1.0
     hook = "encoder.0.self_attn.hook_q"
     _, changed = encoder.model.run_with_capture(
         pixels, names_filter=lambda n: n == hook, **reading.inputs

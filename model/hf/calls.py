@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from typing import Any
 
 import torch
@@ -120,6 +121,25 @@ def reads_pixels(hf: Any) -> bool:
     """Whether a transformers model reads pictures alone (`pixel_values`, no token ids)."""
     parameters = inspect.signature(hf.forward).parameters
     return "pixel_values" in parameters and "input_ids" not in parameters
+
+
+def patch_sequence(hf: Any, device: str | torch.device = "cpu") -> dict[str, Tensor]:
+    """For an encoder that reads a picture at its own resolution as a padded sequence of
+    flattened patches (SigLIP 2's NaFlex: `spatial_shapes` beside the pixels), a trace
+    input: its config's number of patches, of seeded noise, in a grid as square as fits;
+    nothing for any other model."""
+    if "spatial_shapes" not in inspect.signature(hf.forward).parameters:
+        return {}
+    vision = getattr(hf.config, "vision_config", None) or hf.config
+    n, patch = int(vision.num_patches), int(vision.patch_size)
+    side = math.isqrt(n)
+    noise = torch.Generator().manual_seed(0)
+    flat = getattr(vision, "num_channels", 3) * patch * patch
+    return {
+        "pixel_values": torch.randn(1, n, flat, generator=noise).to(device),
+        "pixel_attention_mask": (torch.arange(n, device=device) < side * (n // side))[None].long(),
+        "spatial_shapes": torch.tensor([[side, n // side]], device=device),
+    }
 
 
 def trace_inputs(
@@ -255,10 +275,11 @@ def trace(hf: Any, architecture: str) -> dict[str, list[Traced]]:
         if isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D"
     ]
     if pixels:
+        inputs = patch_sequence(hf, device)
         shape = pixel_shape(hf.config)
-        if shape is None:
+        if not inputs and shape is None:
             raise BackendError("its config states no image size: no picture to trace it with")
-        inputs = trace_inputs(architecture, device, pixels=shape)
+        inputs = inputs or trace_inputs(architecture, device, pixels=shape)
     else:
         inputs = trace_inputs(architecture, device, probe_token(hf))
     # (a vision-language model whose pass asks for a picture, BLIP-2's: its language model

@@ -14,6 +14,7 @@ in the sequence. The views draw attention over the picture by these boxes."""
 from __future__ import annotations
 
 import inspect
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ from ..attention_types import AttentionSpec
 from ..checkpoints import CheckpointError
 from ..hooks import Capture, NamesFilter
 from ..outputs import OutputKind
-from ..patches import PATCH, Geometry, ImageMap, ImagePosition
+from ..patches import PADDING, PATCH, Geometry, ImageMap, ImagePosition
 from ..runner import Capabilities, RunnerBase, RunResult, TokenUnit
 from .calls import BackendError
 
@@ -42,6 +43,17 @@ def geometry(processor: Any, width: int, height: int) -> Geometry:
     compute it; a CheckpointError for any other (tiling, dynamic resolution: not mapped)."""
     from transformers.image_transforms import get_resize_output_image_size
 
+    if getattr(processor, "max_num_patches", None):  # (SigLIP 2's NaFlex: its own rule)
+        rule = getattr(
+            sys.modules[type(processor).__module__], "get_image_size_for_max_num_patches", None
+        )
+        if rule is None:
+            raise CheckpointError(
+                f"its image processor ({type(processor).__name__}) reads a picture at its own "
+                "resolution by a rule attnviz does not know: its patches cannot be placed"
+            )
+        h, w = rule(height, width, processor.patch_size, processor.max_num_patches)
+        return Geometry((width, height), (int(w), int(h)), (0, 0), (int(w), int(h)))
     size = dict(getattr(processor, "size", None) or {})
     resized = (width, height)
     if getattr(processor, "do_resize", False):
@@ -101,7 +113,7 @@ class ImageReading:
     capture: Capture
     positions: list[ImagePosition]
     states: Tensor  # (T, d) its last hidden states
-    pixel_values: Tensor  # (C, H, W) as the processor made them
+    pixel_values: Tensor  # (C, H, W) as the processor made them (NaFlex: (patches, C p p))
     geometry: Geometry
     inputs: dict[str, Tensor] = field(default_factory=dict)  # (what else the model read)
 
@@ -131,23 +143,37 @@ class ImageEncoder:
         """A picture (an RGB PIL image: app/images.py's) read, every attention captured."""
         width, height = picture.size
         place = geometry(self.processor, width, height)
-        pixels = self.processor(images=picture, return_tensors="pt")["pixel_values"]
-        if tuple(pixels.shape[-2:]) != (place.size[1], place.size[0]):
+        made = self.processor(images=picture, return_tensors="pt")
+        pixels = made["pixel_values"]
+        rows, columns = place.size[1] // self.patch[0], place.size[0] // self.patch[1]
+        padding = 0
+        if "spatial_shapes" in made:  # (a padded sequence of flattened patches: NaFlex)
+            if made["spatial_shapes"][0].tolist() != [rows, columns]:
+                raise BackendError(
+                    f"its processor made {made['spatial_shapes'][0].tolist()} patches where "
+                    f"its rule says {[rows, columns]}: its patches cannot be placed"
+                )
+            padding = pixels.shape[1] - rows * columns
+            inputs = {
+                k: made[k].to(self.model.input_device)
+                for k in ("pixel_attention_mask", "spatial_shapes")
+            }
+        elif tuple(pixels.shape[-2:]) != (place.size[1], place.size[0]):
             raise BackendError(
                 f"its processor made {tuple(pixels.shape[-2:])} pixels where its settings say "
                 f"{place.size[::-1]}: its patches cannot be placed"
             )
-        rows, columns = place.size[1] // self.patch[0], place.size[0] // self.patch[1]
-        inputs = self.masking(rows * columns)
+        else:
+            inputs = self.masking(rows * columns)
         with torch.no_grad():
             states, capture = self.model.run_with_capture(
                 pixels, names_filter=names_filter, **inputs
             )
         read = list(range(rows * columns))  # (the patches in the sequence, in its order)
-        if inputs:  # (a masked autoencoder's: those of least noise, in that order)
+        if "noise" in inputs:  # (a masked autoencoder's: those of least noise, in that order)
             named = sum(map(len, special_positions(self.model.hf, -1)))
             read = torch.argsort(inputs["noise"][0]).tolist()[: states.shape[1] - named]
-        extra = states.shape[1] - len(read)
+        extra = states.shape[1] - len(read) - padding
         if extra < 0:
             raise BackendError(
                 f"it reads {states.shape[1]} positions of a grid of {rows} x {columns} patches "
@@ -160,6 +186,8 @@ class ImageEncoder:
             box = place.box(c * pw, r * ph, (c + 1) * pw, (r + 1) * ph)
             positions.append(ImagePosition("patch", f"{PATCH} {r},{c}", 0, r, c, box))
         positions += after
+        # (the processor's padding of the sequence: masked, no part of the picture)
+        positions += [ImagePosition("extra", f"{PADDING} {k}") for k in range(padding)]
         return ImageReading(capture, positions, states[0], pixels[0], place, inputs)
 
     def kept(self, patches: int) -> int:
@@ -219,6 +247,9 @@ class ImageRunner(RunnerBase):
         raise TypeError("an image encoder reads a picture, not text")
 
     def positions_read(self, width: int, height: int) -> int:
+        padded = getattr(self.encoder.processor, "max_num_patches", None)
+        if padded:  # (NaFlex: every picture a sequence of that many, padded)
+            return int(padded) + len(self._specials)
         place = geometry(self.encoder.processor, width, height)
         ph, pw = self.encoder.patch
         return self.encoder.kept((place.size[1] // ph) * (place.size[0] // pw)) + len(

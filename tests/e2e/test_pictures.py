@@ -38,12 +38,21 @@ def vit_server(tmp_path_factory):
                 p.normal_(0, 0.3)
     model.save_pretrained(folder)
     T.ViTImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(folder)
+    # SigLIP 2's tower with its NaFlex processor: a picture at its own resolution, in at most
+    # 16 patches of 8, padded to 16
+    naflex = tmp_path_factory.mktemp("naflex")
+    torch.manual_seed(0)
+    tower = T.Siglip2VisionModel(T.Siglip2VisionConfig(
+        patch_size=8, num_patches=16, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64)).eval()  # fmt: skip
+    tower.save_pretrained(naflex)
+    T.Siglip2ImageProcessorPil(patch_size=8, max_num_patches=16).save_pretrained(naflex)
     # pictures kept: about two and a half megabytes (4 bytes a pixel), so that a larger
     # one drops the samples (the page sends a dropped one again)
     proc, base = start_server(
         {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_LEVEL": "warning",
          "ATTNVIZ_IMAGES_BYTES": "2600000"},
-        args=["--model", f"vit={folder}"],
+        args=["--model", f"vit={folder}", "--model", f"naflex={naflex}"],
     )  # fmt: skip
     yield base
     proc.terminate()
@@ -58,12 +67,12 @@ def vit_page(browser, vit_server, outside_requests):
     context.close()
 
 
-def weights(base: str, digest: str, query: int, head: int) -> dict[str, float]:
+def weights(base: str, digest: str, query: int, head: int, model: str = "vit") -> dict[str, float]:
     """The query's weights (layer 0) over the patches, by label, as the API sends them in
     float32 (the page reads u1: within 1/255 of these)."""
     answer = httpx2.post(
         f"{base}/api/v1/attention",
-        json={"model": "vit", "image": digest, "layers": [0], "encoding": "f4"},
+        json={"model": model, "image": digest, "layers": [0], "encoding": "f4"},
         timeout=60,
     ).json()
     block = answer["blocks"][0]
@@ -72,11 +81,14 @@ def weights(base: str, digest: str, query: int, head: int) -> dict[str, float]:
     return {label: float(w) for label, w in pairs if label.startswith("▦")}
 
 
-def said_strongest(page: Page, base: str, digest: str, query: int, head: int) -> None:
+def said_strongest(
+    page: Page, base: str, digest: str, query: int, head: int, model: str = "vit"
+) -> None:
     """The readout names the query's strongest patch and its weight, as the API's say."""
-    shown = re.search(r"most at (▦ \d+,\d+) \((0\.\d\d)\)", page.locator("#readout").inner_text())
+    shown = re.search(r"(?:most at|最关注) (▦ \d+,\d+) ?[(（](0\.\d\d)[)）]",
+                      page.locator("#readout").inner_text())  # fmt: skip
     assert shown, page.locator("#readout").inner_text()
-    by_patch = weights(base, digest, query, head)
+    by_patch = weights(base, digest, query, head, model)
     patch, weight = shown.group(1), float(shown.group(2))
     assert by_patch[patch] >= max(by_patch.values()) - 1 / 255, (patch, by_patch)
     assert abs(weight - by_patch[patch]) <= 0.005 + 1 / 510, (weight, by_patch[patch])
@@ -166,6 +178,45 @@ def test_a_sample_picture_is_read_and_drawn_with_its_attention(vit_page: Page, v
     expect(readout).to_contain_text(
         f"▦ 0,1 looks at · most at {rolled['tokens'][best]} ({flowed[best]:.2f})"
     )
+
+
+@pytest.mark.parametrize(
+    ("width", "lang", "padding"),
+    [(1280, "en", "0.0% to padding, no part of the picture (░ ×4) (no patch: not drawn)"),
+     (390, "zh", "0.0% 给 填充，不属于图片（░ ×4）（不是图块：未画出）")],
+)  # fmt: skip
+def test_a_picture_read_at_its_own_resolution_names_its_padding(
+    browser, vit_server, outside_requests, width, lang, padding
+):
+    """SigLIP 2's NaFlex tower reads the street sample (448 x 336) at its own proportions:
+    3 rows of 4 patches of 8 pixels (32 x 24), its sequence padded to 16. The readout
+    names the strongest patch as the API's weights say, and the padding as what it is,
+    masked: none of the query's attention goes to it."""
+    context, page, errors = page_of(browser, vit_server, outside_requests)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"/?model=naflex&lang={lang}")
+    sample = {"en": "Sample: a street", "zh": "示例：街道"}[lang]
+    expect(page.get_by_role("button", name=sample)).to_be_visible(timeout=60_000)
+    page.get_by_role("button", name=sample).click()
+    ready(page)
+    state = url_state(page)
+    expect(page.locator("#source-tokens")).to_contain_text("▦ 2,3")
+    readout = page.locator("#readout")
+    expect(readout).to_contain_text(padding)
+    expect(readout).to_contain_text("▦ 0,0")
+    said_strongest(page, vit_server, state["img"], 0, int(state.get("head", 0)), "naflex")
+    positions = httpx2.post(
+        f"{vit_server}/api/v1/analyze", json={"model": "naflex", "image": state["img"]}
+    ).json()["source_tokens"]
+    assert positions == [f"▦ {r},{c}" for r in range(3) for c in range(4)] + [
+        "░ 0",
+        "░ 1",
+        "░ 2",
+        "░ 3",
+    ]
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert errors == [], errors
+    context.close()
 
 
 def test_in_chinese_on_a_phone_a_picture_of_yours_fits_the_screen(browser, vit_server,

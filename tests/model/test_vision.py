@@ -212,3 +212,45 @@ def test_a_masked_autoencoder_reads_the_patches_its_seeded_noise_keeps(tmp_path)
     red = pixels[0] - (pixels[1] + pixels[2]) / 2
     tiles = (red.reshape(4, 8, 4, 8).transpose(0, 2, 1, 3).reshape(16, 64) > 0.5).mean(-1)
     assert tiles.argmax() == first.row * 4 + first.column and tiles.max() >= 0.5
+
+
+def test_siglip2_reads_a_picture_at_its_own_resolution_as_a_padded_sequence(tmp_path):
+    """SigLIP 2's NaFlex processor resizes a picture, its sides kept in proportion, to at
+    most `max_num_patches` patches, flattens them row by row and pads the sequence: a 300 x
+    200 picture in at most 16 patches of 8 is 40 x 24 pixels, 3 rows of 5 patches and one
+    of padding. Every head's weights are transformers' own pass on the processor's inputs;
+    the patches are named row by row, the padding "░"; the price is the padded length; and
+    a red mark over one patch's box is that patch's pixels."""
+    from attnviz.model.hf.vision import ImageRunner
+
+    torch.manual_seed(0)
+    config = T.Siglip2VisionConfig(patch_size=8, num_patches=16, **SMALL)
+    T.Siglip2VisionModel(config).eval().save_pretrained(tmp_path)
+    T.Siglip2ImageProcessorPil(patch_size=8, max_num_patches=16).save_pretrained(tmp_path)
+    encoder = load_image_encoder(tmp_path)
+    picture = Image.new("RGB", (300, 200), (128, 128, 128))
+    reading = encoder.read(picture)
+    assert reading.geometry.resized == (40, 24)
+    labels = [p.label for p in reading.positions]
+    assert labels == [f"▦ {r},{c}" for r in range(3) for c in range(5)] + ["░ 0"]
+    assert ImageRunner(encoder).positions_read(300, 200) == len(labels)
+    reference = T.Siglip2VisionModel.from_pretrained(tmp_path, attn_implementation="eager")
+    made = T.Siglip2ImageProcessorPil(patch_size=8, max_num_patches=16)(
+        images=noise(), return_tensors="pt"
+    )
+    read = encoder.read(noise())
+    with torch.no_grad():
+        out = reference.eval()(**made, output_attentions=True)
+    for layer, expected in enumerate(out.attentions):
+        got = read.capture[f"encoder.{layer}.self_attn.hook_weights"]
+        assert got.shape == expected.shape == (1, 4, 16, 16)
+        assert (got - expected).abs().max() <= 1e-5
+    # a mark over the box of row 1, column 3 (60 x 66.7 picture pixels a patch)
+    (box,) = [p.box for p in reading.positions if (p.row, p.column) == (1, 3)]
+    left, top, right, bottom = box
+    ImageDraw.Draw(picture).rectangle((left + 8, top + 8, right - 9, bottom - 9), fill="red")
+    patches = encoder.read(picture).pixel_values.numpy()[:15].reshape(15, 8, 8, 3)
+    red = patches[..., 0] - (patches[..., 1] + patches[..., 2]) / 2
+    redness = (red > 0.5).reshape(15, 64).mean(-1)
+    assert redness.argmax() == 1 * 5 + 3 and redness.max() >= 0.5, redness
+    assert np.delete(redness, 8).max() <= 0.1, redness

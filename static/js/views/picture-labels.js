@@ -33,7 +33,8 @@ export function namesOf(t, image) {
   }
   const named = [];
   for (const [mark, labels] of counts) {
-    // (a letterbox's tokens wholly outside the picture: DeepSeek-VL's "░ 0,3")
+    // (a letterbox's tokens wholly outside the picture, DeepSeek-VL's "░ 0,3"; a padded
+    // sequence's, SigLIP 2's "░ 0")
     if (mark === "░") named.push(t("picture_padding").replace("{n}", labels.length));
     else if (labels.length > 4) named.push(`${mark} ×${labels.length}`);
     else named.push(...labels);
