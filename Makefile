@@ -41,7 +41,8 @@ $(NODE_STAMP): package.json package-lock.json
 	touch $(NODE_STAMP)
 
 # The fast loop while you work: lint and the core tier (the seed's Transformer and tiny
-# models; no apt, no browser, no second environment, no shipped model), under 3 minutes.
+# models; no apt, no browser, no second environment, no shipped model), under 3 minutes;
+# one torch thread a worker (55 s against 75 s here: two threads each spun waiting).
 check: $(STAMP) $(NODE_STAMP)
 	@$(MAKE) --no-print-directory -j2 lint-python lint-js
 	OMP_NUM_THREADS=1 $(BIN)/pytest -n 2 -q -m "core and not alone"
@@ -99,14 +100,16 @@ haproxy:
 
 # The Python and npm installs (and the lint) alongside apt-get's and the reference
 # environment's (TransformerLens, for tests/model/test_lens.py): a fresh machine's set-up.
-# Then most tests on three workers (a file per worker at a time), each process on one torch
-# thread (OMP_NUM_THREADS=1, which a server's ATTNVIZ_TORCH_THREADS=0 follows): on 2 cores
-# this took 801 s against 975 s on two workers of two threads each (whose threads spun
-# waiting for each other; four workers filled the 24 GiB here); and those that bound
-# latency or time on their own (the `alone` mark, tests/conftest.py), as a user runs.
+# Then most tests on two workers (a file per worker at a time), each process on one torch
+# thread (OMP_NUM_THREADS=1, which a server's ATTNVIZ_TORCH_THREADS=0 follows): two
+# workers of two threads each spun waiting for each other (the core tier took 75 s so,
+# 55 s on one thread each; a third worker was faster still, 801 s against 975 s for this
+# phase, but starved a Ray cluster and a server's start past their bounds, and four filled
+# the 24 GiB here); and those that bound latency or time on their own (the `alone` mark,
+# tests/conftest.py), as a user runs them.
 test:
 	@$(MAKE) --no-print-directory -j3 lint system-deps ref-env numba-cache smollm2-ref
-	OMP_NUM_THREADS=1 $(BIN)/pytest -n 3 --dist loadfile -m "not alone"
+	OMP_NUM_THREADS=1 $(BIN)/pytest -n 2 --dist loadfile -m "not alone"
 	$(BIN)/pytest -m alone $$($(BIN)/python -c "from tests.conftest import alone; print(*alone())")
 
 # UMAP's numba functions compiled once into their on-disk cache (umap's own `cache=True`),

@@ -45,7 +45,12 @@ def main(argv: list[str] | None = None) -> None:
     train.add_argument("--seed", type=int, default=TrainConfig.seed)
     train.add_argument("--eval-every", type=int, default=TrainConfig.eval_every)
     train.add_argument("--eval-n", type=int, default=TrainConfig.eval_n)
-    train.add_argument("--threads", type=int, default=0, help="torch threads (0: all CPUs)")
+    train.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads (0: OMP_NUM_THREADS where set, else all CPUs)",
+    )
     evaluate = commands.add_parser("evaluate", help="measure a checkpoint on held-out data")
     evaluate.add_argument("model", choices=["pronounce"], help="which model")
     evaluate.add_argument("--checkpoint", default=str(SHIPPED), help="checkpoint folder")

@@ -181,8 +181,9 @@ class Settings(BaseSettings):
         0,
         ge=0,
         description="Model runs at once, each on a thread of its own; 0: as many as the cores "
-        "hold runs of ATTNVIZ_TORCH_THREADS threads (1 where a run uses every core: more "
-        "runs than that slow every run down, see app.runs.tensor_threads).",
+        "hold runs of ATTNVIZ_TORCH_THREADS threads (1 where that is 0: a run then uses every "
+        "core, or the threads OMP_NUM_THREADS gives torch; more runs than the cores hold slow "
+        "every run down, see app.runs.tensor_threads).",
     )
     max_queued_runs: int = Field(
         16,

@@ -101,10 +101,15 @@ class ImageMap:
     positions: list[ImagePosition]
     # a patch's height and width in the pixels the model reads (the processor's picture)
     patch: tuple[float, float] = (0, 0)
+    # (rows, columns) of the whole grid, where the run reads some of its patches only (a
+    # masked autoencoder's); else the grid is its patches'
+    whole: tuple[int, int] | None = None
 
     @property
     def grid(self) -> tuple[int, int]:
         """(rows, columns) of its patch grid."""
+        if self.whole:
+            return self.whole
         patches = [p for p in self.positions if p.kind == "patch"]
         if not patches:
             return (0, 0)

@@ -42,8 +42,7 @@ def usable_cpus() -> int:
 
 def set_threads(threads: int = 0) -> int:
     """Let torch use `threads` per operation; returns the number. 0: what OMP_NUM_THREADS
-    says where it is set (as torch itself reads it: `make test` runs its workers on one
-    thread each), else every usable CPU."""
+    says where it is set (as torch itself reads it at its start), else every usable CPU."""
     stated = os.environ.get("OMP_NUM_THREADS", "")
     threads = threads or (int(stated) if stated.isdigit() and int(stated) > 0 else usable_cpus())
     torch.set_num_threads(threads)

@@ -1,6 +1,6 @@
 """The suite runs in two parts (`make test`): tests that bound latency or time (a /healthz
 bound, a load or soak, a server killed and restarted, a page's timings) run alone, after
-the rest has run on three workers (pytest-xdist, a file per worker at a time, each on one
+the rest has run on two workers (pytest-xdist, a file per worker at a time, each on one
 torch thread).
 
 Each test is marked with the tier of what it needs (TIERS, by file; the first that matches):

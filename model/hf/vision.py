@@ -6,13 +6,17 @@ attention call captured, as a text model's are (model/hf/capture.py).
 Every position of the run says what it is (`ImagePosition`): the class, distillation or
 register tokens the model puts first, then the patches row by row (then YOLOS's detection
 tokens), each with its row, its column and its box in the picture's own pixels: the
-processor's resizing and centre crop (`Geometry`) undone. A masked autoencoder (ViT-MAE)
-reads the patches its noise keeps, in its order: seeded here, so that a picture is read
-alike every time, and each kept patch placed as the others are; the dropped ones are not
-in the sequence. The views draw attention over the picture by these boxes."""
+processor's resizing and centre crop (`Geometry`) undone. SigLIP 2's NaFlex processor
+resizes a picture in its own proportions to at most `max_num_patches` patches, by its own
+rule, and pads the sequence of them: the padding is named "░ k" (masked: no part of the
+picture). A masked autoencoder (ViT-MAE) reads the patches its noise keeps, in its order:
+seeded here, so that every picture of a grid's size is read with the same patches, each
+placed as the others are; the dropped ones are not in the sequence. The views draw
+attention over the picture by these boxes."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 from dataclasses import dataclass, field
@@ -40,7 +44,8 @@ def shape_only(*shape: int) -> np.ndarray:
 def geometry(processor: Any, width: int, height: int) -> Geometry:
     """The geometry of a processor that resizes (to a height and width, or its shortest
     edge to a length) and may crop the centre, as transformers' resize and center_crop
-    compute it; a CheckpointError for any other (tiling, dynamic resolution: not mapped)."""
+    compute it, or to at most a number of patches by its own rule (NaFlex); a
+    CheckpointError for any other (tiling, other dynamic resolutions: not mapped)."""
     from transformers.image_transforms import get_resize_output_image_size
 
     if getattr(processor, "max_num_patches", None):  # (SigLIP 2's NaFlex: its own rule)
@@ -113,13 +118,20 @@ class ImageReading:
     capture: Capture
     positions: list[ImagePosition]
     states: Tensor  # (T, d) its last hidden states
-    pixel_values: Tensor  # (C, H, W) as the processor made them (NaFlex: (patches, C p p))
+    pixel_values: Tensor  # (C, H, W) as the processor made them (NaFlex: (patches, p p C))
     geometry: Geometry
+    patch: tuple[int, int]  # (height, width) of a patch in the processor's pixels
     inputs: dict[str, Tensor] = field(default_factory=dict)  # (what else the model read)
 
     @property
     def captured(self) -> Capture:
         return self.capture
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """(rows, columns) of the processor's picture in patches, read or not."""
+        (width, height), patch = self.geometry.size, self.patch
+        return height // patch[0], width // patch[1]
 
 
 class ImageEncoder:
@@ -171,8 +183,7 @@ class ImageEncoder:
             )
         read = list(range(rows * columns))  # (the patches in the sequence, in its order)
         if "noise" in inputs:  # (a masked autoencoder's: those of least noise, in that order)
-            named = sum(map(len, special_positions(self.model.hf, -1)))
-            read = torch.argsort(inputs["noise"][0]).tolist()[: states.shape[1] - named]
+            read = torch.argsort(inputs["noise"][0].cpu()).tolist()[: self.kept(len(read))]
         extra = states.shape[1] - len(read) - padding
         if extra < 0:
             raise BackendError(
@@ -188,22 +199,26 @@ class ImageEncoder:
         positions += after
         # (the processor's padding of the sequence: masked, no part of the picture)
         positions += [ImagePosition("extra", f"{PADDING} {k}") for k in range(padding)]
-        return ImageReading(capture, positions, states[0], pixels[0], place, inputs)
+        inputs = {k: v.cpu() for k, v in inputs.items()}  # (as the pixels and states are)
+        return ImageReading(capture, positions, states[0], pixels[0], place, self.patch, inputs)
+
+    @functools.cached_property
+    def masks(self) -> float:
+        """The share of its patches a masked autoencoder (ViT-MAE) drops; 0 for any other."""
+        hf = self.model.hf
+        if "noise" not in inspect.signature(hf.forward).parameters:
+            return 0.0
+        return float(getattr(hf.config, "mask_ratio", 0) or 0)
 
     def kept(self, patches: int) -> int:
         """How many of a grid's patches it reads (a masked autoencoder's formula)."""
-        ratio = getattr(self.model.hf.config, "mask_ratio", 0) if self.masking(1) else 0
-        return int(patches * (1 - ratio))
+        return int(patches * (1 - self.masks))
 
     def masking(self, patches: int) -> dict[str, Tensor]:
-        """A masked autoencoder's (ViT-MAE's) noise, which chooses the patches it keeps (those
-        of least noise; its mask ratio says how many): seeded, so that a picture is read with
-        the same patches every time; nothing for a model that reads every patch."""
-        hf = self.model.hf
-        if (
-            not getattr(hf.config, "mask_ratio", 0)
-            or "noise" not in inspect.signature(hf.forward).parameters
-        ):
+        """A masked autoencoder's noise, which chooses the patches it keeps (those of least
+        noise; its mask ratio says how many): seeded, so that every picture of a grid's size
+        is read with the same patches; nothing for a model that reads every patch."""
+        if not self.masks:
             return {}
         seeded = torch.Generator().manual_seed(0)
         return {"noise": torch.rand(1, patches, generator=seeded).to(self.model.input_device)}
@@ -276,5 +291,11 @@ class ImageRunner(RunnerBase):
             truncated=False,
             source_length=len(labels),
             capture=reading.capture,
-            image=ImageMap(digest, picture.size, reading.positions, self.encoder.patch),
+            image=ImageMap(
+                digest,
+                picture.size,
+                reading.positions,
+                self.encoder.patch,
+                reading.grid if self.encoder.masks else None,
+            ),
         )

@@ -41,7 +41,7 @@ class TrainConfig:
     eval_every: int = 500
     eval_n: int = 200
     save_every: int = 200
-    threads: int = 0  # 0: every CPU this process may use
+    threads: int = 0  # 0: OMP_NUM_THREADS where set, else every CPU this process may use
     model: dict = field(default_factory=dict)  # ModelConfig overrides
 
 

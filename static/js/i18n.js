@@ -83,6 +83,8 @@ const STRINGS = {
     sample_shapes: "Sample: shapes",
     features_said:
       "{n} positions: {rows} × {columns} patches and {others}; the output is their last hidden states (no task head).",
+    features_said_kept:
+      "{n} positions: {kept} of its {rows} × {columns} patches (it drops the others, as a masked autoencoder does) and {others}; the output is their last hidden states (no task head).",
     features_none: "nothing else",
     query: "query",
     key: "key",
@@ -196,6 +198,8 @@ const STRINGS = {
     sample_shapes: "示例：几何图形",
     features_said:
       "{n} 个位置：{rows} × {columns} 个图块，以及 {others}；输出是它们最后一层的隐藏状态（没有任务头）。",
+    features_said_kept:
+      "{n} 个位置：{rows} × {columns} 个图块中的 {kept} 个（其余被丢弃，掩码自编码器就是这样读图的），以及 {others}；输出是它们最后一层的隐藏状态（没有任务头）。",
     features_none: "没有别的",
     query: "查询",
     key: "键",

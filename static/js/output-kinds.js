@@ -2,6 +2,7 @@
 // per kind in model/outputs.py): a function of (analysis, t, info) answering the panel's
 // children. Adding a kind is a line here; the panel keeps no branch of its own.
 import { maskedOutput } from "./masked.js";
+import { namesOf } from "./views/picture-labels.js";
 
 // a sentence embedding's first values, and its similarity to the second text, if any
 function embedding(analysis, t) {
@@ -39,16 +40,20 @@ function transcription(analysis, t) {
   });
 }
 
-// a picture's reading: what its positions are (its output is their last hidden states)
+// a picture's reading: what its positions are (its output is their last hidden states);
+// the others than patches named as the picture view names them (many of a kind counted)
 function features(analysis, t) {
   const image = analysis.image;
   if (!image) return [""];
-  const others = image.positions.filter((p) => p.kind !== "patch").map((p) => p.label);
-  const said = t("features_said")
+  const others = namesOf(t, image);
+  const kept = image.positions.filter((p) => p.kind === "patch").length;
+  const [rows, columns] = image.grid;
+  const said = t(kept < rows * columns ? "features_said_kept" : "features_said")
     .replace("{n}", image.positions.length)
-    .replace("{rows}", image.grid[0])
-    .replace("{columns}", image.grid[1])
-    .replace("{others}", others.length ? others.join(", ") : t("features_none"));
+    .replace("{kept}", kept)
+    .replace("{rows}", rows)
+    .replace("{columns}", columns)
+    .replace("{others}", others.length ? others.join("; ") : t("features_none"));
   return [said];
 }
 

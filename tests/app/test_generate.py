@@ -121,7 +121,8 @@ def test_the_stream_sends_each_step_then_the_whole_answer(client):
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """A real uvicorn server of SmolLM2 with one run slot, its log lines in a file: the base
-    URL and the file."""
+    URL and the file. (Its tests share it: a generation the first leaves running would hold
+    the slot the second asks for, and fail it too.)"""
     log = tmp_path_factory.mktemp("served") / "log.jsonl"
     env = {
         "ATTNVIZ_ZOO": json.dumps(["smollm2"]),
@@ -138,14 +139,18 @@ def served(tmp_path_factory):
 
 
 def logged(log, after: int, logger: str, timeout: float = 10) -> list[str]:
-    """The messages `logger` wrote to the log past byte `after`, once there is one."""
-    deadline = time.monotonic() + timeout
+    """The messages `logger` wrote to the log past byte `after`: polled until there is one,
+    then read again half a second later (so that a second one is seen too); lines only
+    whole (ended)."""
+    deadline, found, settled = time.monotonic() + timeout, [], None
     while True:
         with log.open() as f:
             f.seek(after)
-            lines = [json.loads(line) for line in f if line.startswith("{")]
+            lines = [json.loads(line) for line in f if line.startswith("{") and line.endswith("\n")]
         found = [line["message"] for line in lines if line.get("logger") == logger]
-        if found or time.monotonic() > deadline:
+        if found and settled is None:
+            settled = time.monotonic() + 0.5
+        if (settled and time.monotonic() >= settled) or time.monotonic() > deadline:
             return found
         time.sleep(0.1)
 

@@ -3,7 +3,10 @@ image processor saved beside it) served with `attnviz serve --model vit=PATH`. T
 asks for a picture; a sample, a file of yours or one dropped is sent and drawn, its
 patches tinted by the query's attention, which the readout names as the API's own weights
 say; hovering a patch makes it the query within a frame; in Chinese on a phone the
-picture fits the screen; a link whose picture the server does not hold says so."""
+picture fits the screen; a link whose picture the server does not hold says so. Beside it
+(`--model naflex=PATH`, `--model mae=PATH`): SigLIP 2's tower with its NaFlex processor,
+which reads a picture at its own proportions, its sequence padded, and a ViT-MAE, which
+reads a quarter of its patches."""
 
 from __future__ import annotations
 
@@ -47,12 +50,19 @@ def vit_server(tmp_path_factory):
         num_attention_heads=4, intermediate_size=64)).eval()  # fmt: skip
     tower.save_pretrained(naflex)
     T.Siglip2ImageProcessorPil(patch_size=8, max_num_patches=16).save_pretrained(naflex)
+    # ViT-MAE: a masked autoencoder that reads a quarter of its 4 x 4 patches
+    mae = tmp_path_factory.mktemp("mae")
+    torch.manual_seed(0)
+    T.ViTMAEModel(T.ViTMAEConfig(image_size=32, patch_size=8, hidden_size=32,
+                                 num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=64)).eval().save_pretrained(mae)  # fmt: skip
+    T.ViTImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(mae)
     # pictures kept: about two and a half megabytes (4 bytes a pixel), so that a larger
     # one drops the samples (the page sends a dropped one again)
     proc, base = start_server(
         {"ATTNVIZ_ZOO": '["pronounce"]', "ATTNVIZ_LOG_LEVEL": "warning",
          "ATTNVIZ_IMAGES_BYTES": "2600000"},
-        args=["--model", f"vit={folder}", "--model", f"naflex={naflex}"],
+        args=["--model", f"vit={folder}", "--model", f"naflex={naflex}", "--model", f"mae={mae}"],
     )  # fmt: skip
     yield base
     proc.terminate()
@@ -182,8 +192,8 @@ def test_a_sample_picture_is_read_and_drawn_with_its_attention(vit_page: Page, v
 
 @pytest.mark.parametrize(
     ("width", "lang", "padding"),
-    [(1280, "en", "0.0% to padding, no part of the picture (░ ×4) (no patch: not drawn)"),
-     (390, "zh", "0.0% 给 填充，不属于图片（░ ×4）（不是图块：未画出）")],
+    [(1280, "en", "0.0% to padding outside the picture (░ ×4) (no patch: not drawn)"),
+     (390, "zh", "0.0% 给 图片外的填充（░ ×4）（不是图块：未画出）")],
 )  # fmt: skip
 def test_a_picture_read_at_its_own_resolution_names_its_padding(
     browser, vit_server, outside_requests, width, lang, padding
@@ -191,7 +201,8 @@ def test_a_picture_read_at_its_own_resolution_names_its_padding(
     """SigLIP 2's NaFlex tower reads the street sample (448 x 336) at its own proportions:
     3 rows of 4 patches of 8 pixels (32 x 24), its sequence padded to 16. The readout
     names the strongest patch as the API's weights say, and the padding as what it is,
-    masked: none of the query's attention goes to it."""
+    masked: none of the query's attention goes to it; the output line counts it apart. A
+    masked autoencoder's output line says how many of its patches it read."""
     context, page, errors = page_of(browser, vit_server, outside_requests)
     page.set_viewport_size({"width": width, "height": 900})
     page.goto(f"/?model=naflex&lang={lang}")
@@ -214,7 +225,23 @@ def test_a_picture_read_at_its_own_resolution_names_its_padding(
         "░ 2",
         "░ 3",
     ]
+    output = {
+        "en": "16 positions: 3 × 4 patches and padding outside the picture (░ ×4); the output "
+        "is their last hidden states (no task head).",
+        "zh": "16 个位置：3 × 4 个图块，以及 图片外的填充（░ ×4）；输出是它们最后一层的隐藏状态"
+        "（没有任务头）。",
+    }[lang]
+    expect(page.locator("#output-text")).to_have_text(output)
     assert page.evaluate("document.documentElement.scrollWidth") <= width
+    # ViT-MAE reads 4 of its 4 x 4 patches: its output line says so
+    page.goto(f"/?model=mae&lang={lang}&img={state['img']}")
+    kept = {
+        "en": "5 positions: 4 of its 4 × 4 patches (it drops the others, as a masked "
+        "autoencoder does) and [CLS]; the output is their last hidden states (no task head).",
+        "zh": "5 个位置：4 × 4 个图块中的 4 个（其余被丢弃，掩码自编码器就是这样读图的），以及 "
+        "[CLS]；输出是它们最后一层的隐藏状态（没有任务头）。",
+    }[lang]
+    expect(page.locator("#output-text")).to_have_text(kept, timeout=60_000)
     assert errors == [], errors
     context.close()
 

@@ -233,7 +233,9 @@ def test_siglip2_reads_a_picture_at_its_own_resolution_as_a_padded_sequence(tmp_
     assert reading.geometry.resized == (40, 24)
     labels = [p.label for p in reading.positions]
     assert labels == [f"▦ {r},{c}" for r in range(3) for c in range(5)] + ["░ 0"]
-    assert ImageRunner(encoder).positions_read(300, 200) == len(labels)
+    # (priced before the run at its padded length, whatever the picture's size)
+    runner = ImageRunner(encoder)
+    assert runner.positions_read(300, 200) == runner.positions_read(20, 900) == len(labels)
     reference = T.Siglip2VisionModel.from_pretrained(tmp_path, attn_implementation="eager")
     made = T.Siglip2ImageProcessorPil(patch_size=8, max_num_patches=16)(
         images=noise(), return_tensors="pt"

@@ -279,7 +279,7 @@ export const view = {
       picture_text: "the text",
       picture_thumbnail: "the whole picture's thumbnail (▣)",
       picture_to_queries: "{share}% to the picture's {n} learned queries (◌)",
-      picture_padding: "padding, no part of the picture (░ ×{n})",
+      picture_padding: "padding outside the picture (░ ×{n})",
       picture_unplaced:
         "This model's language model reads the picture only as the {n} learned queries (◌ 0, ◌ 1, …) of its resampler, each of which looks at the whole picture: none has a place on it, so no map is drawn over it. The readout says how much of the chosen position's attention goes to them; the head and model views show them as columns.",
       picture_alt_unplaced:
@@ -311,7 +311,7 @@ export const view = {
       picture_text: "文本",
       picture_thumbnail: "整张图片的缩略图（▣）",
       picture_to_queries: "{share}% 给图片的 {n} 个可学习查询（◌）",
-      picture_padding: "填充，不属于图片（░ ×{n}）",
+      picture_padding: "图片外的填充（░ ×{n}）",
       picture_unplaced:
         "这个模型的语言模型只通过其重采样器的 {n} 个可学习查询（◌ 0、◌ 1、…）读图片，每个查询看整张图片：它们在图片上没有位置，所以不在图片上画图。读数说明所选位置的注意力有多少给了它们；注意力头视图和模型视图把它们显示为列。",
       picture_alt_unplaced:
