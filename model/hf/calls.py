@@ -275,11 +275,12 @@ def trace(hf: Any, architecture: str) -> dict[str, list[Traced]]:
         if isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D"
     ]
     if pixels:
-        inputs = patch_sequence(hf, device)
-        shape = pixel_shape(hf.config)
-        if not inputs and shape is None:
-            raise BackendError("its config states no image size: no picture to trace it with")
-        inputs = inputs or trace_inputs(architecture, device, pixels=shape)
+        inputs = patch_sequence(hf, device)  # (NaFlex's; else a picture of its stated size)
+        if not inputs:
+            shape = pixel_shape(hf.config)
+            if shape is None:
+                raise BackendError("its config states no image size: no picture to trace it with")
+            inputs = trace_inputs(architecture, device, pixels=shape)
     else:
         inputs = trace_inputs(architecture, device, probe_token(hf))
     # (a vision-language model whose pass asks for a picture, BLIP-2's: its language model
